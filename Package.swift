@@ -1,0 +1,114 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "gotchu",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "gotchu", targets: ["gotchu"]),
+        .library(name: "GotchuCore", targets: ["GotchuCore"]),
+        .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
+        .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
+        .library(name: "GotchuLedgerClient", targets: ["GotchuLedgerClient"]),
+        .library(name: "GotchuDBus", targets: ["GotchuDBus"]),
+        .library(name: "GotchuBlueZ", targets: ["GotchuBlueZ"]),
+        .library(name: "GotchuSimulatedRadio", targets: ["GotchuSimulatedRadio"]),
+        .library(name: "GotchuPeer", targets: ["GotchuPeer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
+        .target(name: "GotchuCore", swiftSettings: swiftSettings),
+        // Codable wire types and problem types shared by server and client.
+        .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "GotchuLedgerServer",
+            dependencies: [
+                "GotchuCore", "GotchuAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("openapi.yaml")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "GotchuLedgerClient",
+            dependencies: ["GotchuCore", "GotchuAPI"],
+            swiftSettings: swiftSettings
+        ),
+        // libdbus-1, imported only by GotchuDBus.
+        .systemLibrary(name: "CGotchuDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .target(
+            name: "GotchuDBus",
+            dependencies: ["CGotchuDBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "GotchuBlueZ",
+            dependencies: ["GotchuCore", "GotchuDBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "GotchuSimulatedRadio", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "GotchuPeer",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuLedgerClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Helpers for tests: private dbus-daemon, servers on free loopback ports.
+        .target(name: "GotchuTesting", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "gotchu",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
+                "GotchuSimulatedRadio", "GotchuBlueZ",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GotchuCoreTests",
+            dependencies: ["GotchuCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GotchuLedgerServerTests",
+            dependencies: [
+                "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "GotchuDBusTests", dependencies: ["GotchuDBus", "GotchuTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "GotchuBlueZTests", dependencies: ["GotchuBlueZ", "GotchuTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GotchuSimulatedRadioTests",
+            dependencies: ["GotchuSimulatedRadio", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "GotchuPeerTests", dependencies: ["GotchuPeer", "GotchuTesting"], swiftSettings: swiftSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+@main struct Gotchu { static func main() {} }
