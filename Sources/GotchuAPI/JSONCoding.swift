@@ -1,0 +1,99 @@
+public import Foundation
+
+/// The JSON conventions of the ledger API: snake_case keys spelled out in each type's `CodingKeys`, dates as
+/// RFC 3339 / ISO 8601 UTC strings with milliseconds.
+public enum APIJSON {
+    /// An encoder for API bodies.
+    public static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(timestampStyle))
+        }
+        return encoder
+    }
+
+    /// A decoder for API bodies. Accepts timestamps with or without fractional seconds.
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            if let date = (try? timestampStyle.parse(text)) ?? (try? Date.ISO8601FormatStyle().parse(text)) {
+                return date
+            }
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not an ISO 8601 time")
+        }
+        return decoder
+    }
+
+    private static let timestampStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+}
+
+/// A request body field that failed validation; the server answers 400 with this message.
+public struct InvalidField: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The JSON field name.
+    public var field: String
+    /// What is wrong with it, for a person.
+    public var reason: String
+    /// Whether the field is an amount (answered with the `invalid-amount` problem type).
+    public var isAmount: Bool
+
+    /// Creates a validation failure.
+    public init(field: String, reason: String, isAmount: Bool = false) {
+        self.field = field
+        self.reason = reason
+        self.isAmount = isAmount
+    }
+
+    public var description: String { "\(field) \(reason)" }
+}
+
+extension KeyedDecodingContainer {
+    /// Decodes an amount in cents strictly, as the server must: a JSON integer, nothing else. Every refusal says
+    /// what was wrong (a string, a fraction, an overflow, a missing field).
+    func decodeStrictCents(forKey key: Key) throws -> Int64 {
+        let name = key.stringValue
+        guard contains(key), (try? decodeNil(forKey: key)) == false else {
+            throw InvalidField(field: name, reason: "is required (an integer number of cents)", isAmount: true)
+        }
+        if let value = try? decode(Int64.self, forKey: key) { return value }
+        if (try? decode(String.self, forKey: key)) != nil {
+            throw InvalidField(field: name, reason: "must be a JSON integer, not a string", isAmount: true)
+        }
+        if let number = try? decode(Double.self, forKey: key) {
+            if number.rounded(.towardZero) != number {
+                throw InvalidField(field: name, reason: "must be a whole number of cents, not \(number)", isAmount: true)
+            }
+            throw InvalidField(field: name, reason: "is out of range", isAmount: true)
+        }
+        throw InvalidField(field: name, reason: "must be an integer number of cents", isAmount: true)
+    }
+
+    /// Decodes an amount in cents leniently, as a client should: a JSON integer, or a string of digits (servers
+    /// backed by PostgreSQL often send `bigint` columns as strings).
+    func decodeLenientCents(forKey key: Key) throws -> Int64 {
+        if let value = try? decode(Int64.self, forKey: key) { return value }
+        let text = try decode(String.self, forKey: key)
+        guard let value = Int64(text) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: key,
+                in: self,
+                debugDescription: "'\(text)' is not an integer number of cents"
+            )
+        }
+        return value
+    }
+
+    /// Decodes a required string field, refusing other JSON types with a clear message.
+    func decodeStrictString(forKey key: Key) throws -> String {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else {
+            throw InvalidField(field: key.stringValue, reason: "is required")
+        }
+        guard let value = try? decode(String.self, forKey: key) else {
+            throw InvalidField(field: key.stringValue, reason: "must be a string")
+        }
+        return value
+    }
+}

@@ -1,0 +1,118 @@
+/// An RFC 9457 problem details object, the body of every error response (`application/problem+json`).
+public struct Problem: Error, Codable, Hashable, Sendable, CustomStringConvertible {
+    /// A stable URI naming the kind of problem; see ``ProblemKind``.
+    public var type: String
+    /// A short summary of the kind of problem.
+    public var title: String
+    /// The HTTP status code.
+    public var status: Int
+    /// What went wrong in this case, for a person to read.
+    public var detail: String?
+
+    /// Creates a problem of a known kind.
+    public init(_ kind: ProblemKind, detail: String? = nil) {
+        self.type = kind.typeURI
+        self.title = kind.title
+        self.status = kind.status
+        self.detail = detail
+    }
+
+    /// Creates a problem from its raw members, as received from a server.
+    public init(type: String, title: String, status: Int, detail: String?) {
+        self.type = type
+        self.title = title
+        self.status = status
+        self.detail = detail
+    }
+
+    /// The known kind, if the type URI is one of ours.
+    public var kind: ProblemKind? { ProblemKind(typeURI: type) }
+
+    /// The media type of a problem body.
+    public static let mediaType = "application/problem+json"
+
+    public var description: String { detail.map { "\(title): \($0)" } ?? title }
+}
+
+/// Every problem type the ledger API returns. Clients switch on these, never on the status alone: two 409s
+/// (a session locked by someone else, an idempotency key still in flight) mean different things.
+public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
+    case badRequest = "bad-request"
+    case invalidAmount = "invalid-amount"
+    case unauthorized
+    case forbidden
+    case ownSession = "own-session"
+    case notFound = "not-found"
+    case sessionNotFound = "session-not-found"
+    case sessionExpired = "session-expired"
+    case sessionCancelled = "session-cancelled"
+    case sessionLocked = "session-locked"
+    case sessionAlreadyPaid = "session-already-paid"
+    case lockRequired = "lock-required"
+    case insufficientFunds = "insufficient-funds"
+    case idempotencyKeyMissing = "idempotency-key-missing"
+    case idempotencyKeyReused = "idempotency-key-reused"
+    case idempotencyInFlight = "idempotency-in-flight"
+    case methodNotAllowed = "method-not-allowed"
+    case bodyTooLarge = "body-too-large"
+    case unsupportedMediaType = "unsupported-media-type"
+    case internalError = "internal-error"
+    case unavailable
+
+    /// The URI prefix of every Gotchu problem type.
+    public static let typePrefix = "urn:gotchu:problem:"
+
+    /// The stable type URI, such as `urn:gotchu:problem:session-locked`.
+    public var typeURI: String { Self.typePrefix + rawValue }
+
+    /// Looks a kind up by its type URI.
+    public init?(typeURI: String) {
+        guard typeURI.hasPrefix(Self.typePrefix) else { return nil }
+        self.init(rawValue: String(typeURI.dropFirst(Self.typePrefix.count)))
+    }
+
+    /// The HTTP status this kind is always sent with.
+    public var status: Int {
+        switch self {
+        case .badRequest, .invalidAmount, .idempotencyKeyMissing: return 400
+        case .unauthorized: return 401
+        case .forbidden, .ownSession: return 403
+        case .notFound, .sessionNotFound: return 404
+        case .methodNotAllowed: return 405
+        case .sessionLocked, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
+        case .sessionExpired, .sessionCancelled: return 410
+        case .bodyTooLarge: return 413
+        case .unsupportedMediaType: return 415
+        case .insufficientFunds, .idempotencyKeyReused: return 422
+        case .internalError: return 500
+        case .unavailable: return 503
+        }
+    }
+
+    /// A short, fixed summary.
+    public var title: String {
+        switch self {
+        case .badRequest: return "Bad request"
+        case .invalidAmount: return "Invalid amount"
+        case .unauthorized: return "Unauthorized"
+        case .forbidden: return "Forbidden"
+        case .ownSession: return "A payee cannot pay its own session"
+        case .notFound: return "Not found"
+        case .sessionNotFound: return "Session not found"
+        case .sessionExpired: return "Session expired"
+        case .sessionCancelled: return "Session cancelled"
+        case .sessionLocked: return "Session locked by another payer"
+        case .sessionAlreadyPaid: return "Session already paid"
+        case .lockRequired: return "Lock the session before paying"
+        case .insufficientFunds: return "Insufficient funds"
+        case .idempotencyKeyMissing: return "Idempotency-Key header required"
+        case .idempotencyKeyReused: return "Idempotency-Key reused with a different request"
+        case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
+        case .methodNotAllowed: return "Method not allowed"
+        case .bodyTooLarge: return "Request body too large"
+        case .unsupportedMediaType: return "Unsupported media type"
+        case .internalError: return "Internal server error"
+        case .unavailable: return "Service unavailable"
+        }
+    }
+}

@@ -1,0 +1,62 @@
+public import GotchuCore
+
+// Request bodies. The server decodes them strictly (wrong types are refused with a message naming the field);
+// unknown fields are ignored.
+
+/// `POST /auth/dev-login`.
+public struct DevLoginRequest: Codable, Hashable, Sendable {
+    /// The user's e-mail address; the part before `@` becomes the display name.
+    public var email: String
+
+    /// Creates a request.
+    public init(email: String) { self.email = email }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.email = try container.decodeStrictString(forKey: .email)
+    }
+}
+
+/// `POST /sessions/create` and `POST /dev/fund`: an amount in cents.
+public struct AmountRequest: Codable, Hashable, Sendable {
+    /// A positive whole number of cents.
+    public var amountCents: Cents
+
+    /// Creates a request.
+    public init(amountCents: Cents) { self.amountCents = amountCents }
+
+    enum CodingKeys: String, CodingKey { case amountCents = "amount_cents" }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.amountCents = try container.decodeStrictCents(forKey: .amountCents)
+    }
+}
+
+/// `POST /sessions/resolve`.
+public struct ResolveRequest: Codable, Hashable, Sendable {
+    /// The EID heard on the air.
+    public var eid: String
+
+    /// Creates a request.
+    public init(eid: EID) { self.eid = eid.rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.eid = try container.decodeStrictString(forKey: .eid)
+    }
+}
+
+/// `POST /sessions/lock`, `POST /wallet/send` and `POST /sessions/cancel`: a session id.
+public struct SessionRequest: Codable, Hashable, Sendable {
+    /// The session id returned by create or resolve.
+    public var sid: String
+
+    /// Creates a request.
+    public init(sid: String) { self.sid = sid }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decodeStrictString(forKey: .sid)
+    }
+}

@@ -1,0 +1,281 @@
+public import Foundation
+public import GotchuCore
+
+// Response bodies. Clients decode amounts leniently: integers or strings of digits.
+
+/// `POST /auth/dev-login` → a bearer token.
+public struct LoginResponse: Codable, Hashable, Sendable {
+    /// The bearer token for `Authorization: Bearer …`.
+    public var token: String
+    /// The user's id.
+    public var userID: String
+
+    /// Creates a response.
+    public init(token: String, userID: String) {
+        self.token = token
+        self.userID = userID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case token
+        case userID = "user_id"
+    }
+}
+
+/// Which side of a transfer an entry records.
+public enum EntryDirection: String, Codable, Hashable, Sendable {
+    /// Money out of the wallet.
+    case debit = "DEBIT"
+    /// Money into the wallet.
+    case credit = "CREDIT"
+}
+
+/// One ledger entry of a wallet.
+public struct LedgerEntry: Codable, Hashable, Sendable {
+    /// The entry's id.
+    public var id: String
+    /// DEBIT (out) or CREDIT (in).
+    public var direction: EntryDirection
+    /// Always positive; the direction gives the sign.
+    public var amountCents: Cents
+    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`.
+    public var type: String
+    /// What the entry refers to: `session` or `funding`.
+    public var refType: String
+    /// The referenced object's id (a session id for payments).
+    public var refID: String
+    /// When it was written.
+    public var createdAt: Date
+
+    /// Creates an entry.
+    public init(
+        id: String,
+        direction: EntryDirection,
+        amountCents: Cents,
+        type: String,
+        refType: String,
+        refID: String,
+        createdAt: Date
+    ) {
+        self.id = id
+        self.direction = direction
+        self.amountCents = amountCents
+        self.type = type
+        self.refType = refType
+        self.refID = refID
+        self.createdAt = createdAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, direction, type
+        case amountCents = "amount_cents"
+        case refType = "ref_type"
+        case refID = "ref_id"
+        case createdAt = "created_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.id = try container.decode(String.self, forKey: .id)
+        self.direction = try container.decode(EntryDirection.self, forKey: .direction)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.type = try container.decode(String.self, forKey: .type)
+        self.refType = try container.decode(String.self, forKey: .refType)
+        self.refID = try container.decode(String.self, forKey: .refID)
+        self.createdAt = try container.decode(Date.self, forKey: .createdAt)
+    }
+}
+
+/// `GET /wallet/me`.
+public struct WalletResponse: Codable, Hashable, Sendable {
+    /// The wallet's id.
+    public var walletID: String
+    /// The balance in cents.
+    public var availableCents: Cents
+    /// The latest entries, newest first (at most 20).
+    public var recent: [LedgerEntry]
+
+    /// Creates a response.
+    public init(walletID: String, availableCents: Cents, recent: [LedgerEntry]) {
+        self.walletID = walletID
+        self.availableCents = availableCents
+        self.recent = recent
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case recent
+        case walletID = "wallet_id"
+        case availableCents = "available_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.walletID = try container.decode(String.self, forKey: .walletID)
+        self.availableCents = try container.decodeLenientCents(forKey: .availableCents)
+        self.recent = try container.decode([LedgerEntry].self, forKey: .recent)
+    }
+}
+
+/// `POST /sessions/create` → the new session.
+public struct CreateSessionResponse: Codable, Hashable, Sendable {
+    /// The session id.
+    public var sid: String
+    /// The EID to advertise.
+    public var eid: EID
+    /// When the session expires.
+    public var expiresAt: Date
+
+    /// Creates a response.
+    public init(sid: String, eid: EID, expiresAt: Date) {
+        self.sid = sid
+        self.eid = eid
+        self.expiresAt = expiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid, eid
+        case expiresAt = "exp_at"
+    }
+}
+
+/// How a payee is shown to a payer: a name, never an e-mail address.
+public struct PayeeDisplay: Codable, Hashable, Sendable {
+    /// The payee's display name.
+    public var name: String
+
+    /// Creates a display.
+    public init(name: String) { self.name = name }
+}
+
+/// `POST /sessions/resolve` → what the payer confirms.
+public struct ResolveResponse: Codable, Hashable, Sendable {
+    /// The session id.
+    public var sid: String
+    /// The amount asked.
+    public var amountCents: Cents
+    /// Who asks.
+    public var payeeDisplay: PayeeDisplay
+
+    /// Creates a response.
+    public init(sid: String, amountCents: Cents, payeeDisplay: PayeeDisplay) {
+        self.sid = sid
+        self.amountCents = amountCents
+        self.payeeDisplay = payeeDisplay
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid
+        case amountCents = "amount_cents"
+        case payeeDisplay = "payee_display"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decode(String.self, forKey: .sid)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.payeeDisplay = try container.decode(PayeeDisplay.self, forKey: .payeeDisplay)
+    }
+}
+
+/// `{ "ok": true }`, the answer to lock and cancel.
+public struct OKResponse: Codable, Hashable, Sendable {
+    /// Always true.
+    public var ok: Bool
+
+    /// Creates a response.
+    public init() { self.ok = true }
+}
+
+/// `POST /wallet/send` and `POST /dev/fund` → the caller's new balance.
+public struct BalanceResponse: Codable, Hashable, Sendable {
+    /// Always true.
+    public var ok: Bool
+    /// The caller's balance after the transfer.
+    public var newBalanceCents: Cents
+
+    /// Creates a response.
+    public init(newBalanceCents: Cents) {
+        self.ok = true
+        self.newBalanceCents = newBalanceCents
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case ok
+        case newBalanceCents = "new_balance_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.ok = try container.decode(Bool.self, forKey: .ok)
+        self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
+    }
+}
+
+/// Where a payment session is in its life.
+public enum SessionStatus: String, Codable, Hashable, Sendable, CaseIterable {
+    case created = "CREATED"
+    case advertising = "ADVERTISING"
+    case locked = "LOCKED"
+    case paid = "PAID"
+    case expired = "EXPIRED"
+    case cancelled = "CANCELLED"
+
+    /// Whether the session can still change hands: neither paid, expired nor cancelled.
+    public var isLive: Bool { self == .created || self == .advertising || self == .locked }
+}
+
+/// `GET /sessions/{sid}`: the session as its payee or lock holder sees it.
+public struct SessionStatusResponse: Codable, Hashable, Sendable {
+    /// The session id.
+    public var sid: String
+    /// Current status, with expiry judged at the time of the request.
+    public var status: SessionStatus
+    /// The amount asked.
+    public var amountCents: Cents
+    /// When it expires (or expired).
+    public var expiresAt: Date
+    /// When it was paid, if it was.
+    public var paidAt: Date?
+
+    /// Creates a response.
+    public init(sid: String, status: SessionStatus, amountCents: Cents, expiresAt: Date, paidAt: Date?) {
+        self.sid = sid
+        self.status = status
+        self.amountCents = amountCents
+        self.expiresAt = expiresAt
+        self.paidAt = paidAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid, status
+        case amountCents = "amount_cents"
+        case expiresAt = "exp_at"
+        case paidAt = "paid_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decode(String.self, forKey: .sid)
+        self.status = try container.decode(SessionStatus.self, forKey: .status)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
+        self.paidAt = try container.decodeIfPresent(Date.self, forKey: .paidAt)
+    }
+}
+
+/// `GET /healthz`.
+public struct HealthResponse: Codable, Hashable, Sendable {
+    /// `ok` when the store answers.
+    public var status: String
+
+    /// Creates a response.
+    public init(status: String) { self.status = status }
+}
+
+/// The headers of the ledger API that are not plain HTTP.
+public enum APIHeader {
+    /// The request header carrying the client's idempotency key on `POST /wallet/send`.
+    public static let idempotencyKey = "Idempotency-Key"
+    /// A response header set to `true` when the response replays the outcome stored for an idempotency key.
+    public static let idempotentReplayed = "Idempotent-Replayed"
+}

@@ -1,0 +1,202 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// A client of the ledger API over URLSession.
+///
+/// Every call either returns the decoded body or throws a ``LedgerClientError``: a ``Problem`` from the server
+/// (switch on ``Problem/kind``), or a transport failure. Paying is explicit about its idempotency key, so a caller
+/// can persist the key before sending and retry with the same key after a crash or a lost response.
+public struct LedgerClient: Sendable {
+    /// The server's base URL, such as `http://127.0.0.1:8080`.
+    public let baseURL: URL
+    /// The bearer token, if logged in.
+    public var token: String?
+    private let session: URLSession
+    private let timeout: TimeInterval
+
+    /// Creates a client.
+    /// - Parameter timeout: the limit for each request, in seconds.
+    public init(baseURL: URL, token: String? = nil, timeout: TimeInterval = 10, session: URLSession = .shared) {
+        self.baseURL = baseURL
+        self.token = token
+        self.timeout = timeout
+        self.session = session
+    }
+
+    /// `POST /auth/dev-login`: a token for `email` (development servers only).
+    public func devLogin(email: String) async throws(LedgerClientError) -> LoginResponse {
+        try await request("POST", "/auth/dev-login", body: DevLoginRequest(email: email), authenticated: false)
+    }
+
+    /// `GET /wallet/me`.
+    public func wallet() async throws(LedgerClientError) -> WalletResponse {
+        try await request("GET", "/wallet/me", body: Optional<AmountRequest>.none)
+    }
+
+    /// `POST /dev/fund`: credits the caller (development servers only); returns the new balance.
+    public func fund(amountCents: Cents) async throws(LedgerClientError) -> BalanceResponse {
+        try await request("POST", "/dev/fund", body: AmountRequest(amountCents: amountCents))
+    }
+
+    /// `POST /sessions/create`.
+    public func createSession(amountCents: Cents) async throws(LedgerClientError) -> CreateSessionResponse {
+        try await request("POST", "/sessions/create", body: AmountRequest(amountCents: amountCents))
+    }
+
+    /// `POST /sessions/resolve` (no token needed).
+    public func resolve(eid: EID) async throws(LedgerClientError) -> ResolveResponse {
+        try await request("POST", "/sessions/resolve", body: ResolveRequest(eid: eid), authenticated: false)
+    }
+
+    /// `POST /sessions/lock`.
+    public func lock(sid: String) async throws(LedgerClientError) {
+        let _: OKResponse = try await request("POST", "/sessions/lock", body: SessionRequest(sid: sid))
+    }
+
+    /// `POST /sessions/cancel`.
+    public func cancel(sid: String) async throws(LedgerClientError) {
+        let _: OKResponse = try await request("POST", "/sessions/cancel", body: SessionRequest(sid: sid))
+    }
+
+    /// `GET /sessions/{sid}`.
+    public func session(sid: String) async throws(LedgerClientError) -> SessionStatusResponse {
+        let escaped = sid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? sid
+        return try await request("GET", "/sessions/\(escaped)", body: Optional<SessionRequest>.none)
+    }
+
+    /// `POST /wallet/send` with the caller's idempotency key. Retrying with the same key after any failure is safe:
+    /// the server runs the payment at most once and replays its outcome.
+    public func send(sid: String, idempotencyKey: String) async throws(LedgerClientError) -> SendResult {
+        let (data, response) = try await perform(
+            "POST",
+            "/wallet/send",
+            body: SessionRequest(sid: sid),
+            headers: [APIHeader.idempotencyKey: idempotencyKey],
+            authenticated: true
+        )
+        let balance: BalanceResponse = try decodeBody(data, response)
+        let replayed = response.value(forHTTPHeaderField: APIHeader.idempotentReplayed)?.lowercased() == "true"
+        return SendResult(newBalanceCents: balance.newBalanceCents, replayed: replayed)
+    }
+
+    /// `GET /healthz`.
+    public func health() async throws(LedgerClientError) -> HealthResponse {
+        try await request("GET", "/healthz", body: Optional<AmountRequest>.none, authenticated: false)
+    }
+
+    // MARK: Transport
+
+    private func request<Body: Encodable, Output: Decodable>(
+        _ method: String,
+        _ path: String,
+        body: Body?,
+        authenticated: Bool = true
+    ) async throws(LedgerClientError) -> Output {
+        let (data, response) = try await perform(method, path, body: body, headers: [:], authenticated: authenticated)
+        return try decodeBody(data, response)
+    }
+
+    private func perform<Body: Encodable>(
+        _ method: String,
+        _ path: String,
+        body: Body?,
+        headers: [String: String],
+        authenticated: Bool
+    ) async throws(LedgerClientError) -> (Data, HTTPURLResponse) {
+        guard let url = URL(string: path, relativeTo: baseURL) else { throw .invalidURL(baseURL.absoluteString + path) }
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.httpMethod = method
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            do {
+                request.httpBody = try APIJSON.encoder().encode(body)
+            } catch {
+                throw .transport("could not encode the request: \(error)")
+            }
+        }
+        if authenticated {
+            guard let token else { throw .notLoggedIn }
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw .transport(Self.describe(error))
+        }
+        guard let http = response as? HTTPURLResponse else { throw .transport("not an HTTP response") }
+        return (data, http)
+    }
+
+    private func decodeBody<Output: Decodable>(_ data: Data, _ response: HTTPURLResponse) throws(LedgerClientError)
+        -> Output
+    {
+        guard (200..<300).contains(response.statusCode) else {
+            if let problem = try? APIJSON.decoder().decode(Problem.self, from: data) { throw .problem(problem) }
+            throw .unexpectedResponse(status: response.statusCode, body: String(decoding: data.prefix(512), as: UTF8.self))
+        }
+        do {
+            return try APIJSON.decoder().decode(Output.self, from: data)
+        } catch {
+            throw .unexpectedResponse(status: response.statusCode, body: String(decoding: data.prefix(512), as: UTF8.self))
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let urlError = error as? URLError {
+            switch urlError.code {
+            case .timedOut: return "the server did not answer in time"
+            case .cannotConnectToHost, .cannotFindHost, .networkConnectionLost, .notConnectedToInternet:
+                return "cannot reach the server (\(urlError.localizedDescription))"
+            default: return urlError.localizedDescription
+            }
+        }
+        return "\(error)"
+    }
+}
+
+/// The answer to a payment.
+public struct SendResult: Sendable, Hashable {
+    /// The payer's balance after the payment.
+    public var newBalanceCents: Cents
+    /// Whether the server replayed the stored outcome of an earlier request with the same key.
+    public var replayed: Bool
+}
+
+/// Why a ledger call failed.
+public enum LedgerClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The server refused the request; ``Problem/kind`` says why.
+    case problem(Problem)
+    /// The server could not be reached, or did not answer in time. The request may or may not have run.
+    case transport(String)
+    /// The server answered something that is not the API's (wrong status, unreadable body).
+    case unexpectedResponse(status: Int, body: String)
+    /// A call needing a token was made without one.
+    case notLoggedIn
+    /// The base URL and path do not make a URL.
+    case invalidURL(String)
+
+    /// The problem kind, when the server sent one of ours.
+    public var problemKind: ProblemKind? {
+        if case .problem(let problem) = self { return problem.kind }
+        return nil
+    }
+
+    public var description: String {
+        switch self {
+        case .problem(let problem): return problem.description
+        case .transport(let reason): return reason
+        case .unexpectedResponse(let status, let body): return "unexpected response \(status): \(body)"
+        case .notLoggedIn: return "not logged in: run `gotchu login --email you@example.com` first"
+        case .invalidURL(let url): return "invalid server URL \(url)"
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The HTTP routes of the ledger API over a ``LedgerStore``.
+struct LedgerRoutes<Store: LedgerStore>: Sendable {
+    let store: Store
+    let tokens: TokenAuthority
+    let developmentMode: Bool
+
+    /// How many entries `GET /wallet/me` lists.
+    static var recentEntryCount: Int { 20 }
+
+    func register(on router: Router<LedgerRequestContext>) {
+        router.get("/healthz") { _, _ in
+            try await store.ping()
+            return try json(HealthResponse(status: "ok"))
+        }
+        router.get("/openapi.yaml") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        }
+        router.get("/wallet/me") { request, _ in
+            let user = try await authenticate(request)
+            return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
+        }
+        router.post("/sessions/create") { request, context in
+            let user = try await authenticate(request)
+            let body = try await decode(AmountRequest.self, request, context)
+            try store.policy.validate(amount: body.amountCents)
+            return try json(try await store.createSession(payeeID: user, amountCents: body.amountCents))
+        }
+        router.post("/sessions/resolve") { request, context in
+            let body = try await decode(ResolveRequest.self, request, context)
+            guard let eid = EID(rawValue: body.eid) else {
+                throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
+            }
+            return try json(try await store.resolve(eid: eid))
+        }
+        router.post("/sessions/lock") { request, context in
+            let user = try await authenticate(request)
+            let body = try await decode(SessionRequest.self, request, context)
+            try await store.lock(sid: body.sid, payerID: user)
+            return try json(OKResponse())
+        }
+        router.post("/sessions/cancel") { request, context in
+            let user = try await authenticate(request)
+            let body = try await decode(SessionRequest.self, request, context)
+            try await store.cancel(sid: body.sid, payeeID: user)
+            return try json(OKResponse())
+        }
+        router.get("/sessions/{sid}") { request, context in
+            let user = try await authenticate(request)
+            let sid = try context.parameters.require("sid")
+            return try json(try await store.session(sid: sid, viewerID: user))
+        }
+        router.post("/wallet/send") { request, context in
+            let user = try await authenticate(request)
+            let key = try idempotencyKey(request)
+            let body = try await decode(SessionRequest.self, request, context)
+            let (outcome, replayed) = try await store.send(sid: body.sid, payerID: user, idempotencyKey: key)
+            var headers = HTTPFields()
+            if replayed { headers[HTTPField.Name(APIHeader.idempotentReplayed)!] = "true" }
+            switch outcome {
+            case .paid(let balance):
+                return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
+            case .refused(let problem):
+                var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: problem)
+                response.headers.append(contentsOf: headers)
+                return response
+            }
+        }
+        if developmentMode {
+            router.post("/auth/dev-login") { request, context in
+                let body = try await decode(DevLoginRequest.self, request, context)
+                let user = try await store.login(email: body.email)
+                return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
+            }
+            router.post("/dev/fund") { request, context in
+                let user = try await authenticate(request)
+                let body = try await decode(AmountRequest.self, request, context)
+                try store.policy.validate(amount: body.amountCents)
+                return try json(BalanceResponse(newBalanceCents: try await store.fund(userID: user, amountCents: body.amountCents)))
+            }
+        }
+    }
+
+    /// The user id of a valid bearer token, whose user still exists.
+    private func authenticate(_ request: Request) async throws -> String {
+        guard let header = request.headers[.authorization] else {
+            throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
+        }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
+            throw Problem(.unauthorized, detail: "the Authorization header must be a Bearer token")
+        }
+        guard let userID = await tokens.userID(from: String(header.dropFirst(7))),
+            try await store.user(id: userID) != nil
+        else { throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again") }
+        return userID
+    }
+
+    /// The `Idempotency-Key` header: 1 to 255 visible ASCII characters, optionally quoted as an sf-string.
+    private func idempotencyKey(_ request: Request) throws -> String {
+        guard var key = request.headers[HTTPField.Name(APIHeader.idempotencyKey)!] else {
+            throw Problem(.idempotencyKeyMissing, detail: "POST /wallet/send needs an Idempotency-Key header (a UUID)")
+        }
+        if key.count >= 2, key.hasPrefix("\""), key.hasSuffix("\"") { key = String(key.dropFirst().dropLast()) }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw Problem(.badRequest, detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
+        }
+        return key
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: LedgerRequestContext)
+        async throws -> T
+    {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw Problem(.bodyTooLarge, detail: "request bodies are limited to \(context.maxUploadSize) bytes")
+        }
+        do {
+            return try APIJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let invalid as InvalidField {
+            throw invalid
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+            DecodingError.keyNotFound(_, let context)
+        {
+            throw Problem(.badRequest, detail: "the body must be a JSON object: \(context.debugDescription)")
+        } catch {
+            throw Problem(.badRequest, detail: "the body is not valid JSON")
+        }
+    }
+
+    private func json(_ value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
+        )
+    }
+}

@@ -1,0 +1,86 @@
+import GRDB
+
+/// The SQLite schema: the spec's tables plus what idempotency and auditing need. Times are milliseconds since 1970
+/// on the store's clock; amounts are integer cents.
+enum LedgerSchema {
+    /// The system account money enters from when `/dev/fund` credits a wallet; it alone may go below zero, so the
+    /// sum over all accounts stays zero.
+    static let fundingWalletID = "system:funding"
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: ledger") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE users (
+                        id TEXT PRIMARY KEY,
+                        email TEXT NOT NULL UNIQUE,
+                        display_name TEXT NOT NULL,
+                        kyc_status TEXT NOT NULL DEFAULT 'NONE',
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE wallet_accounts (
+                        id TEXT PRIMARY KEY,
+                        user_id TEXT UNIQUE REFERENCES users(id),
+                        kind TEXT NOT NULL CHECK (kind IN ('USER', 'SYSTEM')),
+                        available_cents INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        CHECK (kind = 'SYSTEM' OR available_cents >= 0),
+                        CHECK ((kind = 'USER') = (user_id IS NOT NULL))
+                    );
+                    CREATE TABLE ledger_entries (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        id TEXT NOT NULL UNIQUE,
+                        transfer_id TEXT NOT NULL,
+                        wallet_id TEXT NOT NULL REFERENCES wallet_accounts(id),
+                        direction TEXT NOT NULL CHECK (direction IN ('DEBIT', 'CREDIT')),
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        type TEXT NOT NULL,
+                        ref_type TEXT NOT NULL,
+                        ref_id TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX ledger_entries_wallet ON ledger_entries (wallet_id, seq);
+                    CREATE INDEX ledger_entries_ref ON ledger_entries (ref_type, ref_id);
+                    CREATE TABLE payment_sessions (
+                        id TEXT PRIMARY KEY,
+                        payee_id TEXT NOT NULL REFERENCES users(id),
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        status TEXT NOT NULL CHECK (status IN ('CREATED', 'ADVERTISING', 'LOCKED', 'PAID', 'CANCELLED')),
+                        created_at INTEGER NOT NULL,
+                        exp_at INTEGER NOT NULL,
+                        locked_by TEXT REFERENCES users(id),
+                        lock_exp_at INTEGER,
+                        paid_by TEXT REFERENCES users(id),
+                        paid_at INTEGER,
+                        cancelled_at INTEGER
+                    );
+                    CREATE TABLE session_eids (
+                        eid TEXT NOT NULL,
+                        session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (eid, session_id)
+                    );
+                    CREATE TABLE idempotency_keys (
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        key TEXT NOT NULL,
+                        sid TEXT NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN ('IN_FLIGHT', 'DONE')),
+                        balance_cents INTEGER,
+                        problem_type TEXT,
+                        problem_detail TEXT,
+                        created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL,
+                        PRIMARY KEY (user_id, key)
+                    );
+                    CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+                    """
+            )
+            try db.execute(
+                sql: "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, NULL, 'SYSTEM', 0, 0)",
+                arguments: [fundingWalletID]
+            )
+        }
+        return migrator
+    }
+}

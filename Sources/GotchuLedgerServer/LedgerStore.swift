@@ -1,0 +1,148 @@
+public import GotchuAPI
+public import GotchuCore
+
+/// The rules a ledger store enforces, the same for every backend.
+public struct LedgerPolicy: Sendable, Hashable {
+    /// How long a session can be resolved, locked and paid after creation (the spec's 5 minutes).
+    public var sessionLifetime: Duration = .seconds(300)
+    /// How long a lock holds if the holder does not pay.
+    public var lockLifetime: Duration = .seconds(30)
+    /// How long idempotency keys and their outcomes are kept before pruning.
+    public var idempotencyRetention: Duration = .seconds(24 * 3600)
+    /// After this long an unfinished request's key is taken as abandoned (its server died mid-request; the payment
+    /// transaction is atomic, so nothing of it was written) and a retry may run it again.
+    public var inFlightTimeout: Duration = .seconds(60)
+    /// The largest amount a session or a funding may carry, in cents.
+    public var maximumAmount: Cents = 100_000_000_000
+
+    /// The default policy.
+    public init() {}
+
+    /// Checks an amount against the policy, naming the field in the message.
+    public func validate(amount: Cents, field: String = "amount_cents") throws(Problem) {
+        guard amount >= 1 else { throw Problem(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)") }
+        guard amount <= maximumAmount else {
+            throw Problem(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
+        }
+    }
+}
+
+/// A user as the store knows it.
+public struct LedgerUser: Sendable, Hashable {
+    /// The user's id (a UUID).
+    public var id: String
+    /// The name shown to payers.
+    public var displayName: String
+}
+
+/// What the idempotency layer decided for a `send` request before running it.
+public enum SendAdmission: Sendable, Hashable {
+    /// The key is new (or abandoned): the caller must now run ``LedgerStore/completeSend(sid:payerID:idempotencyKey:)``.
+    case proceed
+    /// The key already has an outcome: answer with it, marked as a replay.
+    case replay(SendOutcome)
+}
+
+/// The outcome of a payment, as stored with its idempotency key: a new balance, or the business failure.
+public enum SendOutcome: Sendable, Hashable {
+    /// The payment went through; the payer's balance afterwards.
+    case paid(newBalanceCents: Cents)
+    /// The payment was refused for a business reason (expired, insufficient funds, …).
+    case refused(Problem)
+}
+
+/// Sums that must hold whatever happened: the audit behind the double-entry invariants.
+public struct LedgerAudit: Sendable, Hashable {
+    /// Sum of every wallet's balance, system accounts included. Constant (zero) for a healthy ledger.
+    public var totalBalanceCents: Cents
+    /// Wallets whose balance differs from the sum of their entries.
+    public var walletsOutOfBalance: [String]
+    /// User wallets below zero.
+    public var negativeWallets: [String]
+    /// Transfers whose entries are not exactly one DEBIT and one CREDIT of the same amount.
+    public var unbalancedTransfers: [String]
+    /// Sessions paid more than once (entries referring to one session in more than one transfer).
+    public var sessionsPaidTwice: [String]
+    /// Number of ledger entries.
+    public var entryCount: Int
+
+    /// Whether every invariant holds.
+    public var isHealthy: Bool {
+        totalBalanceCents == 0 && walletsOutOfBalance.isEmpty && negativeWallets.isEmpty
+            && unbalancedTransfers.isEmpty && sessionsPaidTwice.isEmpty
+    }
+}
+
+/// The storage behind the ledger API. Every method is one atomic step; expiry and lock lapses are judged by the
+/// store's own clock inside the same transaction. Business failures are thrown as ``Problem``s.
+public protocol LedgerStore: Sendable {
+    /// The policy this store enforces.
+    var policy: LedgerPolicy { get }
+
+    /// Creates the schema or brings it up to date.
+    func migrate() async throws
+
+    /// Finds or creates the user with this e-mail address, with a wallet.
+    func login(email: String) async throws -> LedgerUser
+
+    /// The user with this id, if it exists.
+    func user(id: String) async throws -> LedgerUser?
+
+    /// The user's wallet: balance and the latest entries, newest first.
+    func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse
+
+    /// Credits the user from the system funding account through the ledger; returns the new balance.
+    func fund(userID: String, amountCents: Cents) async throws -> Cents
+
+    /// Creates a session asking `amountCents` for `payeeID`, with a fresh EID unique among live sessions.
+    func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse
+
+    /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled.
+    func resolve(eid: EID) async throws -> ResolveResponse
+
+    /// Locks the session for `payerID`: first wins, lapses after the policy's lock lifetime.
+    func lock(sid: String, payerID: String) async throws
+
+    /// Admits a payment request under its idempotency key: a replay, a refusal (key reused with another session,
+    /// or still in flight), or the go-ahead, recorded as in flight.
+    func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission
+
+    /// Runs an admitted payment: the transfer and its outcome are written in one transaction with the key.
+    func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome
+
+    /// Forgets an in-flight key whose request failed for a non-business reason, so the client may retry.
+    func abandonSend(payerID: String, idempotencyKey: String) async throws
+
+    /// The session as its payee or current lock holder sees it; 404 for anyone else.
+    func session(sid: String, viewerID: String) async throws -> SessionStatusResponse
+
+    /// Cancels a live session; payee only.
+    func cancel(sid: String, payeeID: String) async throws
+
+    /// Deletes idempotency keys older than the retention; returns how many.
+    func pruneIdempotencyKeys() async throws -> Int
+
+    /// Recomputes the invariants from the entries.
+    func audit() async throws -> LedgerAudit
+
+    /// Checks the store answers.
+    func ping() async throws
+}
+
+extension LedgerStore {
+    /// Admits and runs a payment, replaying a stored outcome when there is one.
+    /// - Returns: the outcome and whether it is a replay.
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        switch try await beginSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey) {
+        case .replay(let outcome):
+            return (outcome, true)
+        case .proceed:
+            do {
+                return (try await completeSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey), false)
+            } catch {
+                try? await abandonSend(payerID: payerID, idempotencyKey: idempotencyKey)
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,566 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+import GRDB
+
+/// The embedded ledger store: one SQLite file in WAL mode through GRDB.
+///
+/// Every mutation runs in an `IMMEDIATE` transaction, so SQLite's single writer lock serializes them even across
+/// processes sharing the file (with a busy timeout); that also makes the wallet lock order moot here, but the
+/// transfer still touches wallets in id order so the code matches the PostgreSQL store.
+public final class SQLiteLedgerStore: LedgerStore {
+    public let policy: LedgerPolicy
+    private let database: DatabasePool
+    private let clock: @Sendable () -> Date
+
+    /// Opens (or creates) the database at `path`.
+    /// - Parameters:
+    ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
+    public init(path: String, policy: LedgerPolicy = LedgerPolicy(), clock: @escaping @Sendable () -> Date = Date.init) throws {
+        // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
+        if !FileManager.default.fileExists(atPath: path) {
+            FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.foreignKeysEnabled = true
+        configuration.label = "gotchu-ledger"
+        self.database = try DatabasePool(path: path, configuration: configuration)
+        self.policy = policy
+        self.clock = clock
+    }
+
+    public func migrate() async throws {
+        try LedgerSchema.migrator.migrate(database)
+    }
+
+    // MARK: Users and wallets
+
+    public func login(email: String) async throws -> LedgerUser {
+        let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
+        guard Self.isPlausibleEmail(normalized) else {
+            throw Problem(.badRequest, detail: "email must look like name@example.com")
+        }
+        let displayName = String(normalized.prefix(while: { $0 != "@" }))
+        return try await write { db, now in
+            if let row = try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE email = ?", arguments: [normalized]) {
+                return LedgerUser(id: row["id"], displayName: row["display_name"])
+            }
+            let user = LedgerUser(id: Self.newID(), displayName: displayName)
+            try db.execute(
+                sql: "INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)",
+                arguments: [user.id, normalized, displayName, now]
+            )
+            try db.execute(
+                sql: "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, 'USER', 0, ?)",
+                arguments: [Self.newID(), user.id, now]
+            )
+            return user
+        }
+    }
+
+    public func user(id: String) async throws -> LedgerUser? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE id = ?", arguments: [id]).map {
+                LedgerUser(id: $0["id"], displayName: $0["display_name"])
+            }
+        }
+    }
+
+    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse {
+        try await database.read { db in
+            let wallet = try Self.wallet(of: userID, db)
+            let entries = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, direction, amount_cents, type, ref_type, ref_id, created_at FROM ledger_entries
+                    WHERE wallet_id = ? ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: [wallet.id, recentLimit]
+            ).map { row in
+                LedgerEntry(
+                    id: row["id"],
+                    direction: EntryDirection(rawValue: row["direction"]) ?? .debit,
+                    amountCents: row["amount_cents"],
+                    type: row["type"],
+                    refType: row["ref_type"],
+                    refID: row["ref_id"],
+                    createdAt: Self.date(row["created_at"])
+                )
+            }
+            return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
+        }
+    }
+
+    public func fund(userID: String, amountCents: Cents) async throws -> Cents {
+        try policy.validate(amount: amountCents)
+        return try await write { db, now in
+            let wallet = try Self.wallet(of: userID, db)
+            let balances = try Self.transfer(
+                db,
+                from: LedgerSchema.fundingWalletID,
+                to: wallet.id,
+                amount: amountCents,
+                kinds: ("DEV_FUND_OUT", "DEV_FUND"),
+                reference: ("funding", Self.newID()),
+                now: now
+            )
+            return balances.to
+        }
+    }
+
+    // MARK: Sessions
+
+    public func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse {
+        try policy.validate(amount: amountCents)
+        let lifetime = Self.milliseconds(policy.sessionLifetime)
+        return try await write { db, now in
+            _ = try Self.wallet(of: payeeID, db)
+            let sid = Self.newID()
+            let expiresAt = now + lifetime
+            // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
+            for _ in 0..<16 {
+                let eid = EID.random()
+                let taken = try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
+                        WHERE e.eid = ? AND s.status IN ('ADVERTISING', 'LOCKED') AND s.exp_at > ?)
+                        """,
+                    arguments: [eid.rawValue, now]
+                ) ?? true
+                if taken { continue }
+                try db.execute(
+                    sql: """
+                        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at)
+                        VALUES (?, ?, ?, 'ADVERTISING', ?, ?)
+                        """,
+                    arguments: [sid, payeeID, amountCents, now, expiresAt]
+                )
+                try db.execute(
+                    sql: "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
+                    arguments: [eid.rawValue, sid, now]
+                )
+                return CreateSessionResponse(sid: sid, eid: eid, expiresAt: Self.date(expiresAt))
+            }
+            throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
+        }
+    }
+
+    public func resolve(eid: EID) async throws -> ResolveResponse {
+        let now = Self.milliseconds(clock())
+        return try await database.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT s.*, u.display_name FROM session_eids e
+                        JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+                        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
+                        """,
+                    arguments: [eid.rawValue]
+                )
+            else { throw Problem(.sessionNotFound, detail: "no session advertises EID \(eid)") }
+            let session = SessionRow(row)
+            try session.requireLive(now: now)
+            return ResolveResponse(
+                sid: session.id,
+                amountCents: session.amount,
+                payeeDisplay: PayeeDisplay(name: row["display_name"])
+            )
+        }
+    }
+
+    public func lock(sid: String, payerID: String) async throws {
+        let lockLifetime = Self.milliseconds(policy.lockLifetime)
+        try await write { db, now in
+            let session = try Self.session(sid, db)
+            guard session.payeeID != payerID else {
+                throw Problem(.ownSession, detail: "you cannot lock your own session")
+            }
+            try session.requireLive(now: now)
+            if let holder = session.liveLockHolder(now: now), holder != payerID {
+                throw Problem(.sessionLocked, detail: "another payer holds this session; try again shortly")
+            }
+            let wallet = try Self.wallet(of: payerID, db)
+            guard wallet.balance >= session.amount else {
+                throw Problem(
+                    .insufficientFunds,
+                    detail: "balance \(Money.format(wallet.balance)) is below \(Money.format(session.amount))"
+                )
+            }
+            try db.execute(
+                sql: "UPDATE payment_sessions SET status = 'LOCKED', locked_by = ?, lock_exp_at = ? WHERE id = ?",
+                arguments: [payerID, min(now + lockLifetime, session.expiresAt), sid]
+            )
+        }
+    }
+
+    public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
+        let inFlightTimeout = Self.milliseconds(policy.inFlightTimeout)
+        return try await write { db, now in
+            if let row = try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                arguments: [payerID, idempotencyKey]
+            ) {
+                let record = IdempotencyRecord(row)
+                guard record.sid == sid else {
+                    throw Problem(
+                        .idempotencyKeyReused,
+                        detail: "this Idempotency-Key was first used for another session; use a new key"
+                    )
+                }
+                if let outcome = record.outcome { return .replay(outcome) }
+                guard now - record.updatedAt >= inFlightTimeout else {
+                    throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+                }
+                try db.execute(
+                    sql: "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
+                    arguments: [now, payerID, idempotencyKey]
+                )
+                return .proceed
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
+                    VALUES (?, ?, ?, 'IN_FLIGHT', ?, ?)
+                    """,
+                arguments: [payerID, idempotencyKey, sid, now, now]
+            )
+            return .proceed
+        }
+    }
+
+    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
+        try await write { db, now in
+            let outcome: SendOutcome
+            do {
+                outcome = .paid(newBalanceCents: try Self.pay(sid: sid, payerID: payerID, db: db, now: now))
+            } catch let problem as Problem {
+                outcome = .refused(problem)
+            }
+            let stored = IdempotencyRecord.columns(for: outcome)
+            try db.execute(
+                sql: """
+                    UPDATE idempotency_keys SET state = 'DONE', balance_cents = ?, problem_type = ?, problem_detail = ?,
+                    updated_at = ? WHERE user_id = ? AND key = ?
+                    """,
+                arguments: [stored.balance, stored.problemType, stored.problemDetail, now, payerID, idempotencyKey]
+            )
+            return outcome
+        }
+    }
+
+    public func abandonSend(payerID: String, idempotencyKey: String) async throws {
+        try await write { db, _ in
+            try db.execute(
+                sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state = 'IN_FLIGHT'",
+                arguments: [payerID, idempotencyKey]
+            )
+        }
+    }
+
+    public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
+        let now = Self.milliseconds(clock())
+        return try await database.read { db in
+            let session = try Self.session(sid, db)
+            let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
+            guard viewers.contains(viewerID) else {
+                throw Problem(.sessionNotFound, detail: "no session \(sid) is visible to you")
+            }
+            return session.response(now: now)
+        }
+    }
+
+    public func cancel(sid: String, payeeID: String) async throws {
+        try await write { db, now in
+            let session = try Self.session(sid, db)
+            guard session.payeeID == payeeID else {
+                throw Problem(.forbidden, detail: "only the payee can cancel a session")
+            }
+            if session.status(now: now) == .cancelled { return }
+            try session.requireLive(now: now)
+            try db.execute(
+                sql: "UPDATE payment_sessions SET status = 'CANCELLED', cancelled_at = ? WHERE id = ?",
+                arguments: [now, sid]
+            )
+        }
+    }
+
+    // MARK: Maintenance
+
+    public func pruneIdempotencyKeys() async throws -> Int {
+        let retention = Self.milliseconds(policy.idempotencyRetention)
+        return try await write { db, now in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [now - retention])
+            return db.changesCount
+        }
+    }
+
+    public func audit() async throws -> LedgerAudit {
+        try await database.read { db in
+            LedgerAudit(
+                totalBalanceCents: try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(available_cents), 0) FROM wallet_accounts") ?? 0,
+                walletsOutOfBalance: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
+                        e.direction WHEN 'CREDIT' THEN e.amount_cents ELSE -e.amount_cents END), 0)
+                        FROM ledger_entries e WHERE e.wallet_id = w.id)
+                        """
+                ),
+                negativeWallets: try String.fetchAll(
+                    db,
+                    sql: "SELECT id FROM wallet_accounts WHERE kind = 'USER' AND available_cents < 0"
+                ),
+                unbalancedTransfers: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
+                        OR SUM(direction = 'DEBIT') != 1 OR SUM(direction = 'CREDIT') != 1
+                        OR MIN(amount_cents) != MAX(amount_cents)
+                        """
+                ),
+                sessionsPaidTwice: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                        GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1
+                        """
+                ),
+                entryCount: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ledger_entries") ?? 0
+            )
+        }
+    }
+
+    public func ping() async throws {
+        _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    // MARK: Internals
+
+    /// Runs `body` in an IMMEDIATE transaction with the store's clock read inside it (milliseconds since 1970).
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database, Int64) throws -> T) async throws -> T {
+        let clock = self.clock
+        return try await database.writeWithoutTransaction { db in
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try body(db, Self.milliseconds(clock()))
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    /// The payment itself, inside the caller's transaction. Throws a ``Problem`` for every business refusal.
+    private static func pay(sid: String, payerID: String, db: Database, now: Int64) throws -> Cents {
+        let session = try session(sid, db)
+        guard session.payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot pay your own session") }
+        if session.status(now: now) == .paid {
+            throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
+        }
+        try session.requireLive(now: now)
+        switch session.liveLockHolder(now: now) {
+        case payerID?: break
+        case nil: throw Problem(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
+        case _?: throw Problem(.sessionLocked, detail: "another payer holds this session")
+        }
+        let payer = try wallet(of: payerID, db)
+        let payee = try wallet(of: session.payeeID, db)
+        let balances = try transfer(
+            db,
+            from: payer.id,
+            to: payee.id,
+            amount: session.amount,
+            kinds: ("SEND_P2P", "RECEIVE_P2P"),
+            reference: ("session", sid),
+            now: now
+        )
+        try db.execute(
+            sql: """
+                UPDATE payment_sessions SET status = 'PAID', paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
+                WHERE id = ?
+                """,
+            arguments: [payerID, now, sid]
+        )
+        return balances.from
+    }
+
+    /// Moves `amount` between two wallets: one DEBIT, one CREDIT, both balances updated, wallets touched in id order.
+    private static func transfer(
+        _ db: Database,
+        from: String,
+        to: String,
+        amount: Cents,
+        kinds: (debit: String, credit: String),
+        reference: (type: String, id: String),
+        now: Int64
+    ) throws -> (from: Cents, to: Cents) {
+        var balances: [String: (balance: Cents, isSystem: Bool)] = [:]
+        for row in try Row.fetchAll(
+            db,
+            sql: "SELECT id, available_cents, kind FROM wallet_accounts WHERE id IN (?, ?) ORDER BY id",
+            arguments: [from, to]
+        ) {
+            balances[row["id"]] = (row["available_cents"], row["kind"] == "SYSTEM")
+        }
+        guard let source = balances[from], let target = balances[to], from != to else {
+            throw Problem(.internalError, detail: "transfer between unknown or identical wallets")
+        }
+        guard source.isSystem || source.balance >= amount else {
+            throw Problem(
+                .insufficientFunds,
+                detail: "balance \(Money.format(source.balance)) is below \(Money.format(amount))"
+            )
+        }
+        let (newSource, sourceOverflow) = source.balance.subtractingReportingOverflow(amount)
+        let (newTarget, targetOverflow) = target.balance.addingReportingOverflow(amount)
+        guard !sourceOverflow, !targetOverflow else {
+            throw Problem(.invalidAmount, detail: "the resulting balance would overflow")
+        }
+        let newBalances = [from: newSource, to: newTarget]
+        for id in [from, to].sorted() {
+            try db.execute(
+                sql: "UPDATE wallet_accounts SET available_cents = ? WHERE id = ?",
+                arguments: [newBalances[id], id]
+            )
+        }
+        let transferID = newID()
+        for (wallet, direction, type) in [(from, "DEBIT", kinds.debit), (to, "CREDIT", kinds.credit)] {
+            try db.execute(
+                sql: """
+                    INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+                    created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [newID(), transferID, wallet, direction, amount, type, reference.type, reference.id, now]
+            )
+        }
+        return (newSource, newTarget)
+    }
+
+    private static func wallet(of userID: String, _ db: Database) throws -> (id: String, balance: Cents) {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT id, available_cents FROM wallet_accounts WHERE user_id = ?",
+                arguments: [userID]
+            )
+        else { throw Problem(.unauthorized, detail: "unknown user; log in again") }
+        return (row["id"], row["available_cents"])
+    }
+
+    private static func session(_ sid: String, _ db: Database) throws -> SessionRow {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]) else {
+            throw Problem(.sessionNotFound, detail: "no session \(sid)")
+        }
+        return SessionRow(row)
+    }
+
+    private static func newID() -> String { UUID().uuidString.lowercased() }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    private static func isPlausibleEmail(_ email: String) -> Bool {
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        return email.count <= 254 && parts.count == 2 && !parts[0].isEmpty && parts[1].contains(".")
+            && !email.contains(where: { $0.isWhitespace })
+    }
+}
+
+/// A `payment_sessions` row and the rules read from it.
+struct SessionRow {
+    var id: String
+    var payeeID: String
+    var amount: Cents
+    var storedStatus: String
+    var expiresAt: Int64
+    var lockedBy: String?
+    var lockExpiresAt: Int64?
+    var paidBy: String?
+    var paidAt: Int64?
+
+    init(_ row: Row) {
+        self.id = row["id"]
+        self.payeeID = row["payee_id"]
+        self.amount = row["amount_cents"]
+        self.storedStatus = row["status"]
+        self.expiresAt = row["exp_at"]
+        self.lockedBy = row["locked_by"]
+        self.lockExpiresAt = row["lock_exp_at"]
+        self.paidBy = row["paid_by"]
+        self.paidAt = row["paid_at"]
+    }
+
+    /// The status at `now`: expiry and lock lapses are computed, not stored.
+    func status(now: Int64) -> SessionStatus {
+        switch storedStatus {
+        case "PAID": return .paid
+        case "CANCELLED": return .cancelled
+        default:
+            if now >= expiresAt { return .expired }
+            return liveLockHolder(now: now) == nil ? .advertising : .locked
+        }
+    }
+
+    /// Who holds a lock that has not lapsed, if anyone.
+    func liveLockHolder(now: Int64) -> String? {
+        guard storedStatus == "LOCKED", let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
+            return nil
+        }
+        return lockedBy
+    }
+
+    /// Throws the matching problem unless the session can still be paid.
+    func requireLive(now: Int64) throws(Problem) {
+        switch status(now: now) {
+        case .paid: throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
+        case .cancelled: throw Problem(.sessionCancelled, detail: "the payee cancelled this session")
+        case .expired: throw Problem(.sessionExpired, detail: "this session has expired; ask for a new one")
+        case .created, .advertising, .locked: return
+        }
+    }
+
+    func response(now: Int64) -> SessionStatusResponse {
+        SessionStatusResponse(
+            sid: id,
+            status: status(now: now),
+            amountCents: amount,
+            expiresAt: SQLiteLedgerStore.date(expiresAt),
+            paidAt: paidAt.map(SQLiteLedgerStore.date)
+        )
+    }
+}
+
+/// An `idempotency_keys` row.
+struct IdempotencyRecord {
+    var sid: String
+    var updatedAt: Int64
+    var outcome: SendOutcome?
+
+    init(_ row: Row) {
+        self.sid = row["sid"]
+        self.updatedAt = row["updated_at"]
+        if row["state"] == "DONE" {
+            if let balance: Int64 = row["balance_cents"] {
+                self.outcome = .paid(newBalanceCents: balance)
+            } else {
+                let kind = ProblemKind(rawValue: row["problem_type"] ?? "") ?? .internalError
+                self.outcome = .refused(Problem(kind, detail: row["problem_detail"]))
+            }
+        }
+    }
+
+    static func columns(for outcome: SendOutcome) -> (balance: Int64?, problemType: String?, problemDetail: String?) {
+        switch outcome {
+        case .paid(let balance): return (balance, nil, nil)
+        case .refused(let problem): return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
+        }
+    }
+}

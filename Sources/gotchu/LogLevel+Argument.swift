@@ -1,0 +1,4 @@
+public import ArgumentParser
+public import Logging
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

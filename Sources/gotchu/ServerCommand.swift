@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import GotchuLedgerServer
+import Hummingbird
+import Logging
+
+struct ServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "server",
+        abstract: "Run the ledger server (payment sessions and the double-entry ledger) over HTTP.",
+        discussion: """
+            The ledger lives in one SQLite file (WAL mode); back it up with `sqlite3 FILE ".backup COPY"`.
+            Stop with Ctrl-C or SIGTERM: requests in flight finish first.
+
+            Examples:
+              gotchu server --dev                                 # development: dev login and funding enabled
+              gotchu server --port 0 --dev                        # any free port; prints "listening on http://..."
+              GOTCHU_JWT_SECRET=$(openssl rand -hex 32) gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
+
+            API contract: GET /openapi.yaml on the running server.
+            """
+    )
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on; 0 picks a free one.")
+    var port = 8080
+
+    @Option(help: ArgumentHelp("SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite).", valueName: "path"))
+    var database: String?
+
+    @Flag(help: "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database.")
+    var dev = false
+
+    @Option(
+        name: .customLong("jwt-secret"),
+        help: ArgumentHelp("HS256 secret for tokens, at least 32 bytes (default: $GOTCHU_JWT_SECRET). Required without --dev.", valueName: "secret")
+    )
+    var jwtSecret: String?
+
+    @Option(help: ArgumentHelp("How long a session stays payable, in seconds.", valueName: "seconds"))
+    var sessionLifetime = 300
+
+    @Option(help: ArgumentHelp("How long a lock holds unless paid, in seconds.", valueName: "seconds"))
+    var lockLifetime = 30
+
+    @Option(help: ArgumentHelp("Largest amount of one session, in cents.", valueName: "cents"))
+    var maxAmount: Int64 = 100_000_000_000
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard sessionLifetime > 0, lockLifetime > 0 else { throw ValidationError("lifetimes must be positive") }
+        guard maxAmount > 0 else { throw ValidationError("--max-amount must be positive") }
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = logLevel
+            return handler
+        }
+        let logger = Logger(label: "gotchu.server")
+        let databaseURL = database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
+        try Paths.ensure(databaseURL.deletingLastPathComponent())
+        var policy = LedgerPolicy()
+        policy.sessionLifetime = .seconds(sessionLifetime)
+        policy.lockLifetime = .seconds(lockLifetime)
+        policy.maximumAmount = maxAmount
+        let store = try SQLiteLedgerStore(path: databaseURL.path, policy: policy)
+        try await store.migrate()
+        let tokens = try await TokenAuthority(secret: try secret(besides: databaseURL))
+        let host = self.host
+        let application = LedgerServer.application(
+            store: store,
+            tokens: tokens,
+            host: host,
+            port: port,
+            developmentMode: dev,
+            logger: logger
+        ) { port in
+            // Unbuffered, so a parent process reading the pipe sees the line at once.
+            FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+        }
+        logger.info("ledger database", metadata: ["path": "\(databaseURL.path)", "dev": "\(dev)"])
+        try await application.runService()
+    }
+
+    /// The JWT secret: the flag, the environment, or (with --dev only) one generated and kept beside the database.
+    private func secret(besides database: URL) throws -> String {
+        if let secret = jwtSecret ?? ProcessInfo.processInfo.environment["GOTCHU_JWT_SECRET"] {
+            guard secret.utf8.count >= 32 else { throw CLIError("the JWT secret must be at least 32 bytes") }
+            return secret
+        }
+        guard dev else {
+            throw CLIError("a JWT secret is required: pass --jwt-secret or set GOTCHU_JWT_SECRET (or use --dev)")
+        }
+        let file = database.appendingPathExtension("jwt-secret")
+        if let existing = try? String(contentsOf: file, encoding: .utf8), existing.utf8.count >= 32 { return existing }
+        var generator = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        try Paths.writePrivate(Data(secret.utf8), to: file)
+        return secret
+    }
+}
