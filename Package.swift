@@ -101,6 +101,9 @@ let package = Package(
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings

@@ -55,7 +55,6 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case idempotencyInFlight = "idempotency-in-flight"
     case methodNotAllowed = "method-not-allowed"
     case bodyTooLarge = "body-too-large"
-    case unsupportedMediaType = "unsupported-media-type"
     case internalError = "internal-error"
     case unavailable
 
@@ -82,7 +81,6 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .sessionLocked, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
         case .sessionExpired, .sessionCancelled: return 410
         case .bodyTooLarge: return 413
-        case .unsupportedMediaType: return 415
         case .insufficientFunds, .idempotencyKeyReused: return 422
         case .internalError: return 500
         case .unavailable: return 503
@@ -110,7 +108,6 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
         case .methodNotAllowed: return "Method not allowed"
         case .bodyTooLarge: return "Request body too large"
-        case .unsupportedMediaType: return "Unsupported media type"
         case .internalError: return "Internal server error"
         case .unavailable: return "Service unavailable"
         }

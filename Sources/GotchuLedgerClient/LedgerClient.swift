@@ -169,6 +169,12 @@ public struct SendResult: Sendable, Hashable {
     public var newBalanceCents: Cents
     /// Whether the server replayed the stored outcome of an earlier request with the same key.
     public var replayed: Bool
+
+    /// Creates a result.
+    public init(newBalanceCents: Cents, replayed: Bool) {
+        self.newBalanceCents = newBalanceCents
+        self.replayed = replayed
+    }
 }
 
 /// Why a ledger call failed.

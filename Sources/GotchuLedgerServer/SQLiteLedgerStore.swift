@@ -19,7 +19,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     public init(path: String, policy: LedgerPolicy = LedgerPolicy(), clock: @escaping @Sendable () -> Date = Date.init) throws {
         // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
         if !FileManager.default.fileExists(atPath: path) {
-            FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)

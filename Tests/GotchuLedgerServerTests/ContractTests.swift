@@ -1,0 +1,128 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import Testing
+import Yams
+
+/// Keeps `/openapi.yaml` true: every operation is exercised, and every status and problem type the server sends
+/// is one the document lists for that operation.
+@Suite("OpenAPI contract")
+struct ContractTests {
+    struct Operation: Hashable {
+        var method: String
+        var path: String
+    }
+
+    /// Documented problem types per operation and status, from the "(problem types: …)" of each response.
+    struct Contract {
+        var responses: [Operation: [Int: Set<String>]] = [:]
+
+        init(yaml: String) throws {
+            let document = try #require(try Yams.load(yaml: yaml) as? [String: Any])
+            let paths = try #require(document["paths"] as? [String: Any])
+            for (path, item) in paths {
+                for (method, value) in try #require(item as? [String: Any]) {
+                    let operation = try #require(value as? [String: Any])
+                    let responses = try #require(operation["responses"] as? [String: Any])
+                    var statuses: [Int: Set<String>] = [:]
+                    for (status, response) in responses {
+                        let description = (response as? [String: Any])?["description"] as? String ?? ""
+                        var kinds = Set<String>()
+                        if let range = description.range(of: "(problem types: ") {
+                            let list = description[range.upperBound...].prefix(while: { $0 != ")" })
+                            kinds = Set(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                        }
+                        statuses[Int(status)!] = kinds
+                    }
+                    self.responses[Operation(method: method.uppercased(), path: path)] = statuses
+                }
+            }
+        }
+    }
+
+    @Test("Every operation in the document answers only with documented statuses and problem types")
+    func contract() async throws {
+        try await TestLedger.with { ledger in
+            let yaml = try await ledger.raw("GET", "/openapi.yaml")
+            #expect(yaml.status == 200)
+            let contract = try Contract(yaml: String(decoding: yaml.body, as: UTF8.self))
+
+            let payer = try await ledger.client("payer@example.com", funded: 1_000)
+            let payee = try await ledger.client("payee@example.com")
+            let session = try await payee.createSession(amountCents: 400)
+            let cancelled = try await payee.createSession(amountCents: 400)
+            try await payee.cancel(sid: cancelled.sid)
+            let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
+            let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
+            let huge = String(repeating: "x", count: 17_000)
+
+            typealias Call = (String, String, String, String?, [String: String])
+            let calls: [Call] = [
+                ("GET", "/healthz", "/healthz", nil, [:]),
+                ("GET", "/openapi.yaml", "/openapi.yaml", nil, [:]),
+                ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),
+                ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":1}"#, [:]),
+                ("POST", "/auth/dev-login", "/auth/dev-login", huge, [:]),
+                ("GET", "/wallet/me", "/wallet/me", nil, payerAuth),
+                ("GET", "/wallet/me", "/wallet/me", nil, [:]),
+                ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":5}"#, payerAuth),
+                ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":-5}"#, payerAuth),
+                ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":5}"#, [:]),
+                ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, payeeAuth),
+                ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":"5"}"#, payeeAuth),
+                ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"0000000000"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"zz"}"#, [:]),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"nope"}"#, payerAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
+                ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, payeeAuth),
+                ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
+                ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payeeAuth.merging(["Idempotency-Key": "p"]) { $1 }),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"nope"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payerAuth),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"nope"}"#, payeeAuth),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(cancelled.eid)"}"#, [:]),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth),
+                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth.merging(["Idempotency-Key": "c"]) { $1 }),
+            ]
+            var exercised = Set<Operation>()
+            var seenStatuses = Set<Int>()
+            for (method, template, path, body, headers) in calls {
+                let operation = Operation(method: method, path: template)
+                exercised.insert(operation)
+                let response = try await ledger.raw(method, path, body: body, headers: headers)
+                seenStatuses.insert(response.status)
+                let documented = try #require(contract.responses[operation], "\(method) \(template) is not documented")
+                let kinds = try #require(documented[response.status], "\(method) \(path) answered undocumented \(response.status)")
+                if response.status >= 400 {
+                    #expect(response.headers["content-type"] == Problem.mediaType)
+                    let kind = try #require(TestLedger.problemKind(response.body), "\(method) \(path): not a problem body")
+                    #expect(kinds.contains(kind.rawValue), "\(method) \(path) → \(response.status) \(kind.rawValue) not documented")
+                }
+            }
+            #expect(exercised == Set(contract.responses.keys), "operations in the document but not exercised here")
+            #expect(seenStatuses.isSuperset(of: [200, 400, 401, 403, 404, 409, 410, 413]))
+        }
+    }
+
+    @Test("Every problem kind the API can send is listed in the document's Problem schema")
+    func problemTypes() async throws {
+        try await TestLedger.with { ledger in
+            let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
+            for kind in ProblemKind.allCases {
+                #expect(yaml.contains("\"\(kind.typeURI)\""), "\(kind.typeURI) missing")
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import GRDB
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import Testing
+
+@Suite("Idempotency-Key on /wallet/send")
+struct IdempotencyTests {
+    /// A payer who has locked a fresh session of `cents`, and the session id.
+    private func lockedSession(_ ledger: TestLedger, cents: Cents = 100) async throws -> (LedgerClient, String) {
+        let payer = try await ledger.client("payer@example.com", funded: 10_000)
+        let payee = try await ledger.client("payee\(UUID().uuidString.prefix(6))@example.com")
+        let session = try await payee.createSession(amountCents: cents)
+        try await payer.lock(sid: session.sid)
+        return (payer, session.sid)
+    }
+
+    @Test("Without a key → 400 idempotency-key-missing; an invalid key → 400")
+    func missingKey() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            let auth = ["Authorization": "Bearer \(payer.token!)"]
+            let missing = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+            #expect(missing.status == 400 && TestLedger.problemKind(missing.body) == .idempotencyKeyMissing)
+            let tooLong = auth.merging(["Idempotency-Key": String(repeating: "k", count: 256)]) { $1 }
+            let invalid = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: tooLong)
+            #expect(invalid.status == 400 && TestLedger.problemKind(invalid.body) == .badRequest)
+            #expect(try await payer.wallet().availableCents == 10_000)
+        }
+    }
+
+    @Test("Same key, same request → replayed with Idempotent-Replayed; a quoted sf-string key is the same key")
+    func replay() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            let first = try await payer.send(sid: sid, idempotencyKey: "key-1")
+            let again = try await payer.send(sid: sid, idempotencyKey: "\"key-1\"")
+            #expect(!first.replayed && again.replayed)
+            #expect(first.newBalanceCents == again.newBalanceCents)
+            #expect(try await ledger.store.audit().entryCount == 4)
+        }
+    }
+
+    @Test("Same key, different session → 422 idempotency-key-reused")
+    func reusedKey() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            _ = try await payer.send(sid: sid, idempotencyKey: "key-1")
+            let payee = try await ledger.client("other@example.com")
+            let other = try await payee.createSession(amountCents: 100)
+            try await payer.lock(sid: other.sid)
+            #expect(await problemKind { try await payer.send(sid: other.sid, idempotencyKey: "key-1") } == .idempotencyKeyReused)
+            #expect(try await payer.send(sid: other.sid, idempotencyKey: "key-2").replayed == false)
+        }
+    }
+
+    @Test("Keys are scoped per user: another user's identical key is a different key")
+    func scopedPerUser() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            _ = try await payer.send(sid: sid, idempotencyKey: "shared")
+            let other = try await ledger.client("other-payer@example.com", funded: 1_000)
+            let payee = try await ledger.client("payee2@example.com")
+            let session = try await payee.createSession(amountCents: 100)
+            try await other.lock(sid: session.sid)
+            let result = try await other.send(sid: session.sid, idempotencyKey: "shared")
+            #expect(result == SendResult(newBalanceCents: 900, replayed: false))
+        }
+    }
+
+    @Test("A key still in flight → 409 idempotency-in-flight, told apart from session-locked; abandoned keys recover")
+    func inFlight() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            let user = try #require(try await ledger.store.login(email: "payer@example.com").id as String?)
+            // Another replica admitted this key and has not finished.
+            #expect(try await ledger.store.beginSend(sid: sid, payerID: user, idempotencyKey: "k") == .proceed)
+            let auth = ["Authorization": "Bearer \(payer.token!)", "Idempotency-Key": "k"]
+            let response = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+            #expect(response.status == 409)
+            #expect(TestLedger.problemKind(response.body) == .idempotencyInFlight)
+            #expect(ProblemKind.idempotencyInFlight.typeURI != ProblemKind.sessionLocked.typeURI)
+            #expect(try await payer.wallet().availableCents == 10_000)
+            ledger.clock.advance(seconds: 59)
+            let stillRunning = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+            #expect(TestLedger.problemKind(stillRunning.body) == .idempotencyInFlight)
+            // That replica died without writing anything (its transaction never committed): after the in-flight
+            // timeout a retry with the same key runs the payment, once.
+            ledger.clock.advance(seconds: 1)
+            try await payer.lock(sid: sid)
+            #expect(try await payer.send(sid: sid, idempotencyKey: "k") == SendResult(newBalanceCents: 9_900, replayed: false))
+            #expect(try await payer.send(sid: sid, idempotencyKey: "k").replayed)
+        }
+    }
+
+    @Test("Keys older than 24 h are pruned; younger ones are kept")
+    func pruning() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            _ = try await payer.send(sid: sid, idempotencyKey: "old")
+            ledger.clock.advance(seconds: 24 * 3600 - 1)
+            #expect(try await ledger.store.pruneIdempotencyKeys() == 0)
+            let relogged = try await ledger.client("payer@example.com")  // the first token has expired by now
+            #expect(try await relogged.send(sid: sid, idempotencyKey: "old").replayed)
+            ledger.clock.advance(seconds: 2)
+            #expect(try await ledger.store.pruneIdempotencyKeys() == 1)
+        }
+    }
+
+    @Test("The key's outcome and the ledger entries commit together: if one cannot be written, neither is")
+    func sameTransaction() async throws {
+        try await TestLedger.with { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            let database = try DatabaseQueue(path: ledger.databasePath)
+            try await database.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
+                        BEGIN SELECT RAISE(ABORT, 'simulated failure'); END
+                        """
+                )
+            }
+            #expect(await problemKind { try await payer.send(sid: sid, idempotencyKey: "atomic") } == .internalError)
+            #expect(try await payer.wallet().availableCents == 10_000)
+            #expect(try await ledger.store.audit().entryCount == 2)  // only the funding pair
+            #expect(try await payer.session(sid: sid).status == .locked)
+
+            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+            #expect(try await payer.send(sid: sid, idempotencyKey: "atomic") == SendResult(newBalanceCents: 9_900, replayed: false))
+            #expect(try await ledger.store.audit().isHealthy)
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import Testing
+
+@Suite("Bad input gets a clear 4xx and changes nothing")
+struct ValidationTests {
+    @Test(
+        "Amounts: 0, negative, fractional, string, overflow, over the cap, missing → 400 invalid-amount",
+        arguments: [
+            (#"{"amount_cents":0}"#, "at least 1 cent"),
+            (#"{"amount_cents":-5}"#, "at least 1 cent"),
+            (#"{"amount_cents":12.5}"#, "whole number of cents"),
+            (#"{"amount_cents":"1250"}"#, "not a string"),
+            (#"{"amount_cents":1e30}"#, "out of range"),
+            (#"{"amount_cents":92233720368547758070}"#, "out of range"),
+            (#"{"amount_cents":100000000001}"#, "at most 100000000000"),
+            (#"{"amount_cents":null}"#, "is required"),
+            (#"{}"#, "is required"),
+            (#"{"amount_cents":true}"#, "integer number of cents"),
+        ]
+    )
+    func amounts(body: String, message: String) async throws {
+        try await TestLedger.with { ledger in
+            let payee = try await ledger.client("payee@example.com")
+            let auth = ["Authorization": "Bearer \(payee.token!)"]
+            for path in ["/sessions/create", "/dev/fund"] {
+                let response = try await ledger.raw("POST", path, body: body, headers: auth)
+                #expect(response.status == 400)
+                let problem = try APIJSON.decoder().decode(Problem.self, from: response.body)
+                #expect(problem.kind == .invalidAmount)
+                #expect(problem.detail?.contains(message) == true, "\(path) \(body): \(problem.detail ?? "")")
+                #expect(response.headers["content-type"] == "application/problem+json")
+            }
+            #expect(try await payee.wallet().availableCents == 0)
+            #expect(try await ledger.store.audit().entryCount == 0)
+        }
+    }
+
+    @Test("The largest allowed amount is accepted, and the cap is configurable")
+    func cap() async throws {
+        var policy = LedgerPolicy()
+        policy.maximumAmount = 5_000
+        try await TestLedger.with(policy: policy) { ledger in
+            let payee = try await ledger.client("payee@example.com")
+            _ = try await payee.createSession(amountCents: 5_000)
+            #expect(await problemKind { try await payee.createSession(amountCents: 5_001) } == .invalidAmount)
+        }
+    }
+
+    @Test("Malformed JSON, wrong types, huge bodies and bad EIDs are refused; unknown fields are ignored")
+    func bodies() async throws {
+        try await TestLedger.with { ledger in
+            let payee = try await ledger.client("payee@example.com")
+            let auth = ["Authorization": "Bearer \(payee.token!)"]
+            let cases: [(String, String, Int, ProblemKind)] = [
+                ("/sessions/resolve", "{not json", 400, .badRequest),
+                ("/sessions/resolve", "[1,2]", 400, .badRequest),
+                ("/sessions/resolve", "", 400, .badRequest),
+                ("/sessions/resolve", #"{"eid":12345}"#, 400, .badRequest),
+                ("/sessions/resolve", #"{"eid":"A1B2C3D4E5"}"#, 400, .badRequest),
+                ("/sessions/resolve", #"{"eid":"a1b2c3d4e"}"#, 400, .badRequest),
+                ("/sessions/resolve", #"{"eid":"a1b2c3d4e5","extra":[1]}"#, 404, .sessionNotFound),
+                ("/sessions/lock", #"{"sid":null}"#, 400, .badRequest),
+                ("/sessions/lock", #"{"sid":"no-such-session"}"#, 404, .sessionNotFound),
+                ("/auth/dev-login", #"{"email":"not-an-email"}"#, 400, .badRequest),
+                ("/auth/dev-login", #"{"email":["a@b.c"]}"#, 400, .badRequest),
+                ("/sessions/resolve", String(repeating: " ", count: 16 * 1024 + 1), 413, .bodyTooLarge),
+            ]
+            for (path, body, status, kind) in cases {
+                let response = try await ledger.raw("POST", path, body: body, headers: auth)
+                #expect(response.status == status, "\(path) \(body.prefix(40))")
+                #expect(TestLedger.problemKind(response.body) == kind, "\(path) \(body.prefix(40))")
+            }
+            let unknown = try await ledger.raw("GET", "/no/such/route")
+            #expect(unknown.status == 404 && TestLedger.problemKind(unknown.body) == .notFound)
+        }
+    }
+
+    @Test("Without --dev, /auth/dev-login and /dev/fund do not exist")
+    func productionRoutes() async throws {
+        try await TestLedger.with(developmentMode: false) { ledger in
+            let login = try await ledger.raw("POST", "/auth/dev-login", body: #"{"email":"a@example.com"}"#)
+            #expect(login.status == 404)
+            let user = try await ledger.store.login(email: "a@example.com")
+            let token = try await ledger.tokens.issue(userID: user.id)
+            let fund = try await ledger.raw(
+                "POST",
+                "/dev/fund",
+                body: #"{"amount_cents":100}"#,
+                headers: ["Authorization": "Bearer \(token)"]
+            )
+            #expect(fund.status == 404)
+            let health = try await ledger.raw("GET", "/healthz")
+            #expect(health.status == 200)
+        }
+    }
+}
+
+@Suite("Bearer tokens")
+struct TokenTests {
+    @Test("Missing, malformed, forged, wrong-algorithm, wrong-issuer and expired tokens get 401")
+    func refusals() async throws {
+        try await TestLedger.with { ledger in
+            let alice = try await ledger.client("alice@example.com")
+            let valid = try #require(alice.token)
+            let parts = valid.split(separator: ".").map(String.init)
+            let forgedAuthority = try await TokenAuthority(secret: String(repeating: "x", count: 40))
+            let forged = try await forgedAuthority.issue(userID: try await ledger.store.login(email: "alice@example.com").id)
+            let noneHeader = Data(#"{"alg":"none","typ":"JWT"}"#.utf8).base64URL
+            let hs512Header = Data(#"{"alg":"HS512","typ":"JWT"}"#.utf8).base64URL
+            let tokens = [
+                "",
+                "garbage",
+                "a.b.c",
+                forged,
+                "\(noneHeader).\(parts[1]).",
+                "\(hs512Header).\(parts[1]).\(parts[2])",
+                "\(parts[0]).\(parts[1]).\(parts[2].dropLast(2))AA",
+            ]
+            for token in tokens {
+                let response = try await ledger.raw("GET", "/wallet/me", headers: ["Authorization": "Bearer \(token)"])
+                #expect(response.status == 401, "token \(token.prefix(30))")
+                #expect(TestLedger.problemKind(response.body) == .unauthorized)
+            }
+            #expect(try await ledger.raw("GET", "/wallet/me").status == 401)
+            #expect(try await ledger.raw("GET", "/wallet/me", headers: ["Authorization": "Basic abc"]).status == 401)
+            #expect(try await alice.wallet().availableCents == 0)
+
+            ledger.clock.advance(seconds: 12 * 3600 - 1)
+            #expect(try await alice.wallet().availableCents == 0)
+            ledger.clock.advance(seconds: 1)
+            #expect(await problemKind { try await alice.wallet() } == .unauthorized)
+        }
+    }
+
+    @Test("A short secret is refused")
+    func shortSecret() async {
+        await #expect(throws: TokenAuthorityError.self) { try await TokenAuthority(secret: "short") }
+    }
+}
+
+extension Data {
+    var base64URL: String {
+        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
