@@ -1,0 +1,129 @@
+public import Foundation
+
+/// A program the tests start, read from and stop. Its standard output is read line by line; standard error is
+/// collected whole.
+public final class RunningCommand: @unchecked Sendable {
+    // Unchecked: the mutable buffers are guarded by `lock`; `Process` is used from the test's task only.
+    private let process = Process()
+    private let lock = NSLock()
+    private var outputLines: [String] = []
+    private var partialLine = Data()
+    private var errorData = Data()
+
+    /// Starts `executable` with `arguments` and extra `environment` variables.
+    public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        process.standardInput = FileHandle.nullDevice
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in self?.append(output: handle.availableData) }
+        error.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self else { return }
+            self.lock.withLock { self.errorData.append(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Whether it is still running.
+    public var isRunning: Bool { process.isRunning }
+
+    /// Complete lines written to standard output so far.
+    public var lines: [String] { lock.withLock { outputLines } }
+
+    /// Everything written to standard error so far.
+    public var standardError: String { lock.withLock { String(decoding: errorData, as: UTF8.self) } }
+
+    /// Waits until a line of standard output satisfies `predicate`, for at most `timeout`.
+    public func waitForLine(timeout: Duration = .seconds(20), where predicate: (String) -> Bool) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let line = lines.first(where: predicate) { return line }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        if let line = lines.first(where: predicate) { return line }
+        throw RunningCommandError("no matching line; stdout: \(lines.joined(separator: "\n")) stderr: \(standardError)")
+    }
+
+    /// Sends `signal` and waits for the exit, for at most `timeout`; returns the exit status (or signal number).
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async throws -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        return try await waitForExit(timeout: timeout)
+    }
+
+    /// Waits for the process to exit on its own; returns its exit status.
+    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else {
+                process.terminate()
+                throw RunningCommandError("did not exit within \(timeout)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationStatus
+    }
+
+    private func append(output data: Data) {
+        lock.withLock {
+            partialLine.append(data)
+            while let newline = partialLine.firstIndex(of: UInt8(ascii: "\n")) {
+                outputLines.append(String(decoding: partialLine[partialLine.startIndex..<newline], as: UTF8.self))
+                partialLine.removeSubrange(partialLine.startIndex...newline)
+            }
+        }
+    }
+}
+
+/// A test helper's failure, with what it saw.
+public struct RunningCommandError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Locates the products of this package's build.
+public enum BuiltProducts {
+    /// The `gotchu` executable beside the test bundle.
+    public static var gotchu: URL {
+        get throws {
+            var directory = Bundle.main.bundleURL
+            for _ in 0..<3 {
+                let candidate = directory.appendingPathComponent("gotchu")
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                    return candidate
+                }
+                directory = directory.deletingLastPathComponent()
+            }
+            throw RunningCommandError("the gotchu executable was not built next to the tests (\(Bundle.main.bundleURL.path))")
+        }
+    }
+}
+
+/// A fresh temporary directory, deleted by `remove()`.
+public struct TemporaryDirectory: Sendable {
+    /// Its location.
+    public let url: URL
+
+    /// Creates a fresh directory under the system's temporary directory.
+    public init(prefix: String = "gotchu") throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// Deletes the directory and everything in it.
+    public func remove() { try? FileManager.default.removeItem(at: url) }
+}

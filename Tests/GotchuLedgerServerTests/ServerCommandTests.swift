@@ -1,0 +1,65 @@
+import Foundation
+import GotchuAPI
+import GotchuLedgerClient
+import GotchuTesting
+import Testing
+
+@Suite("gotchu server, login and wallet as processes")
+struct ServerCommandTests {
+    @Test("Starts on a free port, serves, keeps its files private and stops cleanly on SIGTERM")
+    func lifecycle() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let environment = [
+            "XDG_DATA_HOME": directory.url.appendingPathComponent("data").path,
+            "XDG_CONFIG_HOME": directory.url.appendingPathComponent("config").path,
+        ]
+        let gotchu = try BuiltProducts.gotchu
+        let server = try RunningCommand(gotchu, ["server", "--dev", "--port", "0"], environment: environment)
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        let url = String(line.dropFirst("listening on ".count))
+        #expect(try await LedgerClient(baseURL: URL(string: url)!).health().status == "ok")
+
+        let login = try RunningCommand(gotchu, ["login", "--email", "bob@example.com", "--server", url], environment: environment)
+        #expect(try await login.waitForExit() == 0)
+        #expect(login.lines.first?.hasPrefix("logged in as bob@example.com") == true)
+        let wallet = try RunningCommand(gotchu, ["wallet", "--server", url], environment: environment)
+        #expect(try await wallet.waitForExit() == 0)
+        #expect(wallet.lines.first?.hasPrefix("balance $0.00") == true)
+
+        let files = try FileManager.default.subpathsOfDirectory(atPath: directory.url.path).filter {
+            $0.hasSuffix(".json") || $0.hasSuffix(".sqlite") || $0.hasSuffix("jwt-secret")
+        }
+        #expect(files.count == 3, "\(files)")
+        for file in files {
+            let attributes = try FileManager.default.attributesOfItem(atPath: directory.url.appendingPathComponent(file).path)
+            #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(file)")
+        }
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+        #expect(!server.standardError.contains("Bearer"))
+    }
+
+    @Test("Refuses to start without a JWT secret outside development mode, saying how to fix it")
+    func needsSecret() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var environment = ["XDG_DATA_HOME": directory.url.path]
+        environment["GOTCHU_JWT_SECRET"] = nil
+        let server = try RunningCommand(try BuiltProducts.gotchu, ["server", "--port", "0"], environment: environment)
+        #expect(try await server.waitForExit() != 0)
+        #expect(server.standardError.contains("GOTCHU_JWT_SECRET"))
+    }
+
+    @Test("wallet without a login says how to log in")
+    func notLoggedIn() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let wallet = try RunningCommand(
+            try BuiltProducts.gotchu,
+            ["wallet", "--server", "http://127.0.0.1:9"],
+            environment: ["XDG_CONFIG_HOME": directory.url.path]
+        )
+        #expect(try await wallet.waitForExit() != 0)
+        #expect(wallet.standardError.contains("gotchu login --email"))
+    }
+}
