@@ -108,14 +108,26 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "GotchuDBusTests", dependencies: ["GotchuDBus", "GotchuTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "GotchuBlueZTests", dependencies: ["GotchuBlueZ", "GotchuTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GotchuDBusTests",
+            dependencies: ["GotchuDBus", "GotchuTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GotchuBlueZTests",
+            dependencies: ["GotchuBlueZ", "GotchuTesting"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GotchuSimulatedRadioTests",
             dependencies: ["GotchuSimulatedRadio", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "GotchuPeerTests", dependencies: ["GotchuPeer", "GotchuTesting"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "GotchuPeerTests",
+            dependencies: ["GotchuPeer", "GotchuTesting"],
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

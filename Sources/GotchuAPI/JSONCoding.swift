@@ -64,7 +64,11 @@ extension KeyedDecodingContainer {
         }
         if let number = try? decode(Double.self, forKey: key) {
             if number.rounded(.towardZero) != number {
-                throw InvalidField(field: name, reason: "must be a whole number of cents, not \(number)", isAmount: true)
+                throw InvalidField(
+                    field: name,
+                    reason: "must be a whole number of cents, not \(number)",
+                    isAmount: true
+                )
             }
             throw InvalidField(field: name, reason: "is out of range", isAmount: true)
         }

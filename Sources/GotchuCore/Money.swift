@@ -52,6 +52,7 @@ public enum Money {
     public static func format(_ cents: Cents, currencySymbol: String = "$") -> String {
         let magnitude = cents.magnitude
         let fraction = magnitude % 100
-        return (cents < 0 ? "-" : "") + currencySymbol + "\(magnitude / 100)." + (fraction < 10 ? "0" : "") + "\(fraction)"
+        return (cents < 0 ? "-" : "") + currencySymbol + "\(magnitude / 100)." + (fraction < 10 ? "0" : "")
+            + "\(fraction)"
     }
 }

@@ -3,7 +3,7 @@ public import GotchuAPI
 public import GotchuCore
 
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #endif
 
 /// A client of the ledger API over URLSession.
@@ -136,17 +136,26 @@ public struct LedgerClient: Sendable {
         return (data, http)
     }
 
-    private func decodeBody<Output: Decodable>(_ data: Data, _ response: HTTPURLResponse) throws(LedgerClientError)
+    private func decodeBody<Output: Decodable>(
+        _ data: Data,
+        _ response: HTTPURLResponse
+    ) throws(LedgerClientError)
         -> Output
     {
         guard (200..<300).contains(response.statusCode) else {
             if let problem = try? APIJSON.decoder().decode(Problem.self, from: data) { throw .problem(problem) }
-            throw .unexpectedResponse(status: response.statusCode, body: String(decoding: data.prefix(512), as: UTF8.self))
+            throw .unexpectedResponse(
+                status: response.statusCode,
+                body: String(decoding: data.prefix(512), as: UTF8.self)
+            )
         }
         do {
             return try APIJSON.decoder().decode(Output.self, from: data)
         } catch {
-            throw .unexpectedResponse(status: response.statusCode, body: String(decoding: data.prefix(512), as: UTF8.self))
+            throw .unexpectedResponse(
+                status: response.statusCode,
+                body: String(decoding: data.prefix(512), as: UTF8.self)
+            )
         }
     }
 

@@ -22,7 +22,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         router.get("/openapi.yaml") { _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "application/yaml"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+            return Response(
+                status: .ok,
+                headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml))
+            )
         }
         router.get("/wallet/me") { request, _ in
             let user = try await authenticate(request)
@@ -84,7 +88,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let user = try await authenticate(request)
                 let body = try await decode(AmountRequest.self, request, context)
                 try store.policy.validate(amount: body.amountCents)
-                return try json(BalanceResponse(newBalanceCents: try await store.fund(userID: user, amountCents: body.amountCents)))
+                return try json(
+                    BalanceResponse(newBalanceCents: try await store.fund(userID: user, amountCents: body.amountCents))
+                )
             }
         }
     }
@@ -115,7 +121,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         return key
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: LedgerRequestContext)
+    private func decode<T: Decodable>(
+        _ type: T.Type,
+        _ request: Request,
+        _ context: LedgerRequestContext
+    )
         async throws -> T
     {
         let buffer: ByteBuffer

@@ -77,7 +77,8 @@ enum LedgerSchema {
                     """
             )
             try db.execute(
-                sql: "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, NULL, 'SYSTEM', 0, 0)",
+                sql:
+                    "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, NULL, 'SYSTEM', 0, 0)",
                 arguments: [fundingWalletID]
             )
         }

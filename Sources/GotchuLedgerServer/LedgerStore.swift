@@ -20,7 +20,9 @@ public struct LedgerPolicy: Sendable, Hashable {
 
     /// Checks an amount against the policy, naming the field in the message.
     public func validate(amount: Cents, field: String = "amount_cents") throws(Problem) {
-        guard amount >= 1 else { throw Problem(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)") }
+        guard amount >= 1 else {
+            throw Problem(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)")
+        }
         guard amount <= maximumAmount else {
             throw Problem(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
         }

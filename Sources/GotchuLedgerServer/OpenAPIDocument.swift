@@ -1,594 +1,594 @@
 /// The API contract, served at `GET /openapi.yaml`. A test checks every route and status of the server against it.
 enum OpenAPIDocument {
     static let yaml = #"""
-openapi: 3.1.0
-info:
-  title: Gotchu ledger API
-  version: 1.0.0
-  description: |
-    Payment sessions and a double-entry ledger for BLE proximity payments. A receiver creates a session and
-    advertises its EID; a payer resolves the EID, locks the session and pays with an Idempotency-Key.
-    Every error is an RFC 9457 problem (application/problem+json) whose `type` is `urn:gotchu:problem:<name>`;
-    clients must tell problems apart by type, not by status (two kinds of 409 exist).
-    Amounts are integer cents from 1 to the server's cap (default 100000000000).
-    `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
-components:
-  securitySchemes:
-    bearer:
-      type: http
-      scheme: bearer
-      bearerFormat: JWT
-  schemas:
-    Problem:
-      type: object
-      required: [type, title, status]
-      properties:
-        type:
-          type: string
-          enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
-        title: { type: string }
-        status: { type: integer }
-        detail: { type: string }
-    Cents:
-      type: integer
-      format: int64
-      minimum: 1
-      maximum: 100000000000
-    EID:
-      type: string
-      pattern: "^[0-9a-f]{10}$"
-    DevLoginRequest:
-      type: object
-      required: [email]
-      properties:
-        email: { type: string, maxLength: 254 }
-    LoginResponse:
-      type: object
-      required: [token, user_id]
-      properties:
-        token: { type: string }
-        user_id: { type: string }
-    AmountRequest:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { $ref: "#/components/schemas/Cents" }
-    ResolveRequest:
-      type: object
-      required: [eid]
-      properties:
-        eid: { $ref: "#/components/schemas/EID" }
-    SessionRequest:
-      type: object
-      required: [sid]
-      properties:
-        sid: { type: string }
-    LedgerEntry:
-      type: object
-      required: [id, direction, amount_cents, type, ref_type, ref_id, created_at]
-      properties:
-        id: { type: string }
-        direction: { type: string, enum: [DEBIT, CREDIT] }
-        amount_cents: { type: integer, format: int64, minimum: 1 }
-        type: { type: string }
-        ref_type: { type: string }
-        ref_id: { type: string }
-        created_at: { type: string, format: date-time }
-    WalletResponse:
-      type: object
-      required: [wallet_id, available_cents, recent]
-      properties:
-        wallet_id: { type: string }
-        available_cents: { type: integer, format: int64, minimum: 0 }
-        recent:
-          type: array
-          maxItems: 20
-          items: { $ref: "#/components/schemas/LedgerEntry" }
-    CreateSessionResponse:
-      type: object
-      required: [sid, eid, exp_at]
-      properties:
-        sid: { type: string }
-        eid: { $ref: "#/components/schemas/EID" }
-        exp_at: { type: string, format: date-time }
-    ResolveResponse:
-      type: object
-      required: [sid, amount_cents, payee_display]
-      properties:
-        sid: { type: string }
-        amount_cents: { $ref: "#/components/schemas/Cents" }
-        payee_display:
-          type: object
-          required: [name]
-          properties:
-            name: { type: string }
-    OKResponse:
-      type: object
-      required: [ok]
-      properties:
-        ok: { type: boolean, const: true }
-    BalanceResponse:
-      type: object
-      required: [ok, new_balance_cents]
-      properties:
-        ok: { type: boolean, const: true }
-        new_balance_cents: { type: integer, format: int64, minimum: 0 }
-    SessionStatusResponse:
-      type: object
-      required: [sid, status, amount_cents, exp_at]
-      properties:
-        sid: { type: string }
-        status: { type: string, enum: [CREATED, ADVERTISING, LOCKED, PAID, EXPIRED, CANCELLED] }
-        amount_cents: { $ref: "#/components/schemas/Cents" }
-        exp_at: { type: string, format: date-time }
-        paid_at: { type: string, format: date-time }
-    HealthResponse:
-      type: object
-      required: [status]
-      properties:
-        status: { type: string, const: ok }
-paths:
-  /healthz:
-    get:
-      operationId: health
-      summary: The server and its store answer.
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/HealthResponse" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /openapi.yaml:
-    get:
-      operationId: openapi
-      summary: This document.
-      responses:
-        "200":
-          description: The OpenAPI document
-          content:
-            application/yaml:
-              schema: { type: string }
-  /auth/dev-login:
-    post:
-      operationId: devLogin
-      summary: Development login by e-mail, no password (only with --dev). Creates the user and wallet on first use.
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/DevLoginRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/LoginResponse" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /wallet/me:
-    get:
-      operationId: wallet
-      summary: The caller's balance and its latest 20 ledger entries, newest first.
-      security: [{ bearer: [] }]
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/WalletResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /dev/fund:
-    post:
-      operationId: devFund
-      summary: Credits the caller from the system funding account, through the ledger (only with --dev).
-      security: [{ bearer: [] }]
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/AmountRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/BalanceResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /sessions/create:
-    post:
-      operationId: createSession
-      summary: Creates a payment session asking amount_cents of payers; returns its EID to advertise.
-      security: [{ bearer: [] }]
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/AmountRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/CreateSessionResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /sessions/resolve:
-    post:
-      operationId: resolveSession
-      summary: Looks a session up by the EID heard on the air (no authentication).
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/ResolveRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/ResolveResponse" }
-        "404":
-          description: "No session has this EID (problem types: session-not-found)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "409":
-          description: "Already paid (problem types: session-already-paid)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "410":
-          description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /sessions/lock:
-    post:
-      operationId: lockSession
-      summary: Locks the session for the caller; the first lock wins and lapses after 30 s unless paid.
-      security: [{ bearer: [] }]
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/SessionRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/OKResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "403":
-          description: "The payee cannot lock its own session (problem types: own-session)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "404":
-          description: "No such session (problem types: session-not-found)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "409":
-          description: "Locked by another payer, or already paid (problem types: session-locked, session-already-paid)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "410":
-          description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "422":
-          description: "The caller's balance is below the amount (problem types: insufficient-funds)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /sessions/cancel:
-    post:
-      operationId: cancelSession
-      summary: Cancels a live session (payee only; cancelling twice is fine).
-      security: [{ bearer: [] }]
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/SessionRequest" }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/OKResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "403":
-          description: "Only the payee can cancel (problem types: forbidden)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "404":
-          description: "No such session (problem types: session-not-found)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "409":
-          description: "Already paid (problem types: session-already-paid)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "410":
-          description: "Expired (problem types: session-expired)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /sessions/{sid}:
-    get:
-      operationId: sessionStatus
-      summary: The session's status, for its payee, its current lock holder or its payer only.
-      security: [{ bearer: [] }]
-      parameters:
-        - name: sid
-          in: path
-          required: true
-          schema: { type: string }
-      responses:
-        "200":
-          description: OK
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/SessionStatusResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "404":
-          description: "No such session visible to the caller (problem types: session-not-found)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-  /wallet/send:
-    post:
-      operationId: send
-      summary: Pays a session the caller has locked. The outcome is stored under the Idempotency-Key (scoped to the
-        caller, kept at least 24 h) in the same transaction as the ledger entries; a retry with the same key and
-        session replays it with the header Idempotent-Replayed true.
-      security: [{ bearer: [] }]
-      parameters:
-        - name: Idempotency-Key
-          in: header
-          required: true
-          schema: { type: string, minLength: 1, maxLength: 255 }
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema: { $ref: "#/components/schemas/SessionRequest" }
-      responses:
-        "200":
-          description: Paid; the caller's new balance
-          headers:
-            Idempotent-Replayed:
-              schema: { type: string, enum: ["true"] }
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/BalanceResponse" }
-        "401":
-          description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "403":
-          description: "The payee cannot pay its own session (problem types: own-session)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "404":
-          description: "No such session (problem types: session-not-found)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "409":
-          description: "Locked by another payer, not locked by the caller, already paid, or the same key still in flight (problem types: session-locked, lock-required, session-already-paid, idempotency-in-flight)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "410":
-          description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "422":
-          description: "Insufficient funds, or the key was used for another session (problem types: insufficient-funds, idempotency-key-reused)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "400":
-          description: "Malformed JSON or a field of the wrong type (problem types: bad-request, idempotency-key-missing)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "413":
-          description: "Body over 16 KiB (problem types: body-too-large)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "500":
-          description: "Server failure (problem types: internal-error)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-        "503":
-          description: "Store unavailable (problem types: unavailable)"
-          content:
-            application/problem+json:
-              schema: { $ref: "#/components/schemas/Problem" }
-"""#
+        openapi: 3.1.0
+        info:
+          title: Gotchu ledger API
+          version: 1.0.0
+          description: |
+            Payment sessions and a double-entry ledger for BLE proximity payments. A receiver creates a session and
+            advertises its EID; a payer resolves the EID, locks the session and pays with an Idempotency-Key.
+            Every error is an RFC 9457 problem (application/problem+json) whose `type` is `urn:gotchu:problem:<name>`;
+            clients must tell problems apart by type, not by status (two kinds of 409 exist).
+            Amounts are integer cents from 1 to the server's cap (default 100000000000).
+            `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
+        components:
+          securitySchemes:
+            bearer:
+              type: http
+              scheme: bearer
+              bearerFormat: JWT
+          schemas:
+            Problem:
+              type: object
+              required: [type, title, status]
+              properties:
+                type:
+                  type: string
+                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
+                title: { type: string }
+                status: { type: integer }
+                detail: { type: string }
+            Cents:
+              type: integer
+              format: int64
+              minimum: 1
+              maximum: 100000000000
+            EID:
+              type: string
+              pattern: "^[0-9a-f]{10}$"
+            DevLoginRequest:
+              type: object
+              required: [email]
+              properties:
+                email: { type: string, maxLength: 254 }
+            LoginResponse:
+              type: object
+              required: [token, user_id]
+              properties:
+                token: { type: string }
+                user_id: { type: string }
+            AmountRequest:
+              type: object
+              required: [amount_cents]
+              properties:
+                amount_cents: { $ref: "#/components/schemas/Cents" }
+            ResolveRequest:
+              type: object
+              required: [eid]
+              properties:
+                eid: { $ref: "#/components/schemas/EID" }
+            SessionRequest:
+              type: object
+              required: [sid]
+              properties:
+                sid: { type: string }
+            LedgerEntry:
+              type: object
+              required: [id, direction, amount_cents, type, ref_type, ref_id, created_at]
+              properties:
+                id: { type: string }
+                direction: { type: string, enum: [DEBIT, CREDIT] }
+                amount_cents: { type: integer, format: int64, minimum: 1 }
+                type: { type: string }
+                ref_type: { type: string }
+                ref_id: { type: string }
+                created_at: { type: string, format: date-time }
+            WalletResponse:
+              type: object
+              required: [wallet_id, available_cents, recent]
+              properties:
+                wallet_id: { type: string }
+                available_cents: { type: integer, format: int64, minimum: 0 }
+                recent:
+                  type: array
+                  maxItems: 20
+                  items: { $ref: "#/components/schemas/LedgerEntry" }
+            CreateSessionResponse:
+              type: object
+              required: [sid, eid, exp_at]
+              properties:
+                sid: { type: string }
+                eid: { $ref: "#/components/schemas/EID" }
+                exp_at: { type: string, format: date-time }
+            ResolveResponse:
+              type: object
+              required: [sid, amount_cents, payee_display]
+              properties:
+                sid: { type: string }
+                amount_cents: { $ref: "#/components/schemas/Cents" }
+                payee_display:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: { type: string }
+            OKResponse:
+              type: object
+              required: [ok]
+              properties:
+                ok: { type: boolean, const: true }
+            BalanceResponse:
+              type: object
+              required: [ok, new_balance_cents]
+              properties:
+                ok: { type: boolean, const: true }
+                new_balance_cents: { type: integer, format: int64, minimum: 0 }
+            SessionStatusResponse:
+              type: object
+              required: [sid, status, amount_cents, exp_at]
+              properties:
+                sid: { type: string }
+                status: { type: string, enum: [CREATED, ADVERTISING, LOCKED, PAID, EXPIRED, CANCELLED] }
+                amount_cents: { $ref: "#/components/schemas/Cents" }
+                exp_at: { type: string, format: date-time }
+                paid_at: { type: string, format: date-time }
+            HealthResponse:
+              type: object
+              required: [status]
+              properties:
+                status: { type: string, const: ok }
+        paths:
+          /healthz:
+            get:
+              operationId: health
+              summary: The server and its store answer.
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/HealthResponse" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /openapi.yaml:
+            get:
+              operationId: openapi
+              summary: This document.
+              responses:
+                "200":
+                  description: The OpenAPI document
+                  content:
+                    application/yaml:
+                      schema: { type: string }
+          /auth/dev-login:
+            post:
+              operationId: devLogin
+              summary: Development login by e-mail, no password (only with --dev). Creates the user and wallet on first use.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/DevLoginRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/LoginResponse" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /wallet/me:
+            get:
+              operationId: wallet
+              summary: The caller's balance and its latest 20 ledger entries, newest first.
+              security: [{ bearer: [] }]
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/WalletResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /dev/fund:
+            post:
+              operationId: devFund
+              summary: Credits the caller from the system funding account, through the ledger (only with --dev).
+              security: [{ bearer: [] }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/AmountRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/BalanceResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/create:
+            post:
+              operationId: createSession
+              summary: Creates a payment session asking amount_cents of payers; returns its EID to advertise.
+              security: [{ bearer: [] }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/AmountRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/CreateSessionResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/resolve:
+            post:
+              operationId: resolveSession
+              summary: Looks a session up by the EID heard on the air (no authentication).
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/ResolveRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/ResolveResponse" }
+                "404":
+                  description: "No session has this EID (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Already paid (problem types: session-already-paid)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "410":
+                  description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/lock:
+            post:
+              operationId: lockSession
+              summary: Locks the session for the caller; the first lock wins and lapses after 30 s unless paid.
+              security: [{ bearer: [] }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/SessionRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/OKResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The payee cannot lock its own session (problem types: own-session)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Locked by another payer, or already paid (problem types: session-locked, session-already-paid)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "410":
+                  description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "422":
+                  description: "The caller's balance is below the amount (problem types: insufficient-funds)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/cancel:
+            post:
+              operationId: cancelSession
+              summary: Cancels a live session (payee only; cancelling twice is fine).
+              security: [{ bearer: [] }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/SessionRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/OKResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "Only the payee can cancel (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Already paid (problem types: session-already-paid)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "410":
+                  description: "Expired (problem types: session-expired)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/{sid}:
+            get:
+              operationId: sessionStatus
+              summary: The session's status, for its payee, its current lock holder or its payer only.
+              security: [{ bearer: [] }]
+              parameters:
+                - name: sid
+                  in: path
+                  required: true
+                  schema: { type: string }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/SessionStatusResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session visible to the caller (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /wallet/send:
+            post:
+              operationId: send
+              summary: Pays a session the caller has locked. The outcome is stored under the Idempotency-Key (scoped to the
+                caller, kept at least 24 h) in the same transaction as the ledger entries; a retry with the same key and
+                session replays it with the header Idempotent-Replayed true.
+              security: [{ bearer: [] }]
+              parameters:
+                - name: Idempotency-Key
+                  in: header
+                  required: true
+                  schema: { type: string, minLength: 1, maxLength: 255 }
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/SessionRequest" }
+              responses:
+                "200":
+                  description: Paid; the caller's new balance
+                  headers:
+                    Idempotent-Replayed:
+                      schema: { type: string, enum: ["true"] }
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/BalanceResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The payee cannot pay its own session (problem types: own-session)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Locked by another payer, not locked by the caller, already paid, or the same key still in flight (problem types: session-locked, lock-required, session-already-paid, idempotency-in-flight)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "410":
+                  description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "422":
+                  description: "Insufficient funds, or the key was used for another session (problem types: insufficient-funds, idempotency-key-reused)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, idempotency-key-missing)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+        """#
 }

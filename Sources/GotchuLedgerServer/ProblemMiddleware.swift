@@ -6,7 +6,11 @@ import Logging
 /// Turns every error into an RFC 9457 `application/problem+json` response, and writes one log line per request:
 /// method, route, status and latency. Bodies, headers and tokens are never logged.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws
         -> Response
     {
         let start = ContinuousClock.now

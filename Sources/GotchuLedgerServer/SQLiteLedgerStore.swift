@@ -1,7 +1,7 @@
 public import Foundation
+import GRDB
 public import GotchuAPI
 public import GotchuCore
-import GRDB
 
 /// The embedded ledger store: one SQLite file in WAL mode through GRDB.
 ///
@@ -16,7 +16,11 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// Opens (or creates) the database at `path`.
     /// - Parameters:
     ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
-    public init(path: String, policy: LedgerPolicy = LedgerPolicy(), clock: @escaping @Sendable () -> Date = Date.init) throws {
+    public init(
+        path: String,
+        policy: LedgerPolicy = LedgerPolicy(),
+        clock: @escaping @Sendable () -> Date = Date.init
+    ) throws {
         // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
         if !FileManager.default.fileExists(atPath: path) {
             _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -43,7 +47,11 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
         let displayName = String(normalized.prefix(while: { $0 != "@" }))
         return try await write { db, now in
-            if let row = try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE email = ?", arguments: [normalized]) {
+            if let row = try Row.fetchOne(
+                db,
+                sql: "SELECT id, display_name FROM users WHERE email = ?",
+                arguments: [normalized]
+            ) {
                 return LedgerUser(id: row["id"], displayName: row["display_name"])
             }
             let user = LedgerUser(id: Self.newID(), displayName: displayName)
@@ -52,7 +60,8 @@ public final class SQLiteLedgerStore: LedgerStore {
                 arguments: [user.id, normalized, displayName, now]
             )
             try db.execute(
-                sql: "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, 'USER', 0, ?)",
+                sql:
+                    "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, 'USER', 0, ?)",
                 arguments: [Self.newID(), user.id, now]
             )
             return user
@@ -121,14 +130,15 @@ public final class SQLiteLedgerStore: LedgerStore {
             // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
             for _ in 0..<16 {
                 let eid = EID.random()
-                let taken = try Bool.fetchOne(
-                    db,
-                    sql: """
-                        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                        WHERE e.eid = ? AND s.status IN ('ADVERTISING', 'LOCKED') AND s.exp_at > ?)
-                        """,
-                    arguments: [eid.rawValue, now]
-                ) ?? true
+                let taken =
+                    try Bool.fetchOne(
+                        db,
+                        sql: """
+                            SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
+                            WHERE e.eid = ? AND s.status IN ('ADVERTISING', 'LOCKED') AND s.exp_at > ?)
+                            """,
+                        arguments: [eid.rawValue, now]
+                    ) ?? true
                 if taken { continue }
                 try db.execute(
                     sql: """
@@ -301,7 +311,10 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func audit() async throws -> LedgerAudit {
         try await database.read { db in
             LedgerAudit(
-                totalBalanceCents: try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(available_cents), 0) FROM wallet_accounts") ?? 0,
+                totalBalanceCents: try Int64.fetchOne(
+                    db,
+                    sql: "SELECT COALESCE(SUM(available_cents), 0) FROM wallet_accounts"
+                ) ?? 0,
                 walletsOutOfBalance: try String.fetchAll(
                     db,
                     sql: """
@@ -451,7 +464,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     private static func session(_ sid: String, _ db: Database) throws -> SessionRow {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]) else {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid])
+        else {
             throw Problem(.sessionNotFound, detail: "no session \(sid)")
         }
         return SessionRow(row)
@@ -560,7 +574,8 @@ struct IdempotencyRecord {
     static func columns(for outcome: SendOutcome) -> (balance: Int64?, problemType: String?, problemDetail: String?) {
         switch outcome {
         case .paid(let balance): return (balance, nil, nil)
-        case .refused(let problem): return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
+        case .refused(let problem):
+            return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
         }
     }
 }

@@ -20,7 +20,9 @@ public final class RunningCommand: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in self?.append(output: handle.availableData) }
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            self?.append(output: handle.availableData)
+        }
         error.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             guard let self else { return }
@@ -46,7 +48,8 @@ public final class RunningCommand: @unchecked Sendable {
     public var standardError: String { lock.withLock { String(decoding: errorData, as: UTF8.self) } }
 
     /// Waits until a line of standard output satisfies `predicate`, for at most `timeout`.
-    public func waitForLine(timeout: Duration = .seconds(20), where predicate: (String) -> Bool) async throws -> String {
+    public func waitForLine(timeout: Duration = .seconds(20), where predicate: (String) -> Bool) async throws -> String
+    {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = lines.first(where: predicate) { return line }
@@ -103,12 +106,16 @@ public enum BuiltProducts {
             for _ in 0..<3 {
                 let candidate = directory.appendingPathComponent("gotchu")
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory),
+                    !isDirectory.boolValue
+                {
                     return candidate
                 }
                 directory = directory.deletingLastPathComponent()
             }
-            throw RunningCommandError("the gotchu executable was not built next to the tests (\(Bundle.main.bundleURL.path))")
+            throw RunningCommandError(
+                "the gotchu executable was not built next to the tests (\(Bundle.main.bundleURL.path))"
+            )
         }
     }
 }

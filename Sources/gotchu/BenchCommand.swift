@@ -1,2 +1,3 @@
 import ArgumentParser
+
 struct BenchCommand: AsyncParsableCommand { static let configuration = CommandConfiguration(commandName: "bench") }

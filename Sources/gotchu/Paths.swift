@@ -33,7 +33,12 @@ enum Paths {
     static func writePrivate(_ contents: Data, to file: URL) throws {
         try ensure(file.deletingLastPathComponent())
         let temporary = file.appendingPathExtension("tmp-\(getpid())")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: contents, attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: temporary.path,
+                contents: contents,
+                attributes: [.posixPermissions: 0o600]
+            )
         else { throw CLIError("cannot write \(temporary.path)") }
         guard rename(temporary.path, file.path) == 0 else {
             throw CLIError("cannot write \(file.path): \(String(cString: strerror(errno)))")

@@ -27,15 +27,23 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "Port to listen on; 0 picks a free one.")
     var port = 8080
 
-    @Option(help: ArgumentHelp("SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp("SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite).", valueName: "path")
+    )
     var database: String?
 
-    @Flag(help: "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database.")
+    @Flag(
+        help:
+            "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database."
+    )
     var dev = false
 
     @Option(
         name: .customLong("jwt-secret"),
-        help: ArgumentHelp("HS256 secret for tokens, at least 32 bytes (default: $GOTCHU_JWT_SECRET). Required without --dev.", valueName: "secret")
+        help: ArgumentHelp(
+            "HS256 secret for tokens, at least 32 bytes (default: $GOTCHU_JWT_SECRET). Required without --dev.",
+            valueName: "secret"
+        )
     )
     var jwtSecret: String?
 
@@ -64,7 +72,8 @@ struct ServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "gotchu.server")
-        let databaseURL = database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
+        let databaseURL =
+            database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
         try Paths.ensure(databaseURL.deletingLastPathComponent())
         var policy = LedgerPolicy()
         policy.sessionLifetime = .seconds(sessionLifetime)

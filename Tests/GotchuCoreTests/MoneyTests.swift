@@ -88,7 +88,9 @@ struct BluetoothUUIDTests {
         #expect(BluetoothUUID(full.uppercased())?.uuidString == full)
         #expect(BluetoothUUID.gotchu.shortForm == "feed")
         #expect(BluetoothUUID("12345678-1234-5678-1234-567812345678")?.shortForm == nil)
-        for bad in ["fee", "feedz", "0000feed-0000-1000-8000-00805f9b34f", "0000feed000010008000-00805f9b34fb--", "xyzw"] {
+        for bad in [
+            "fee", "feedz", "0000feed-0000-1000-8000-00805f9b34f", "0000feed000010008000-00805f9b34fb--", "xyzw",
+        ] {
             #expect(BluetoothUUID(bad) == nil, "\(bad)")
         }
     }

@@ -23,7 +23,10 @@ struct ClientDecodingTests {
         )
         #expect(resolved.amountCents == 12)
         #expect(throws: (any Error).self) {
-            try APIJSON.decoder().decode(BalanceResponse.self, from: Data(#"{"ok":true,"new_balance_cents":"12.5"}"#.utf8))
+            try APIJSON.decoder().decode(
+                BalanceResponse.self,
+                from: Data(#"{"ok":true,"new_balance_cents":"12.5"}"#.utf8)
+            )
         }
     }
 

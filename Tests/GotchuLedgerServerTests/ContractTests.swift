@@ -83,10 +83,22 @@ struct ContractTests {
                 ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
                 ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth),
-                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payeeAuth.merging(["Idempotency-Key": "p"]) { $1 }),
-                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
-                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
-                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"nope"}"#, payerAuth.merging(["Idempotency-Key": "k"]) { $1 }),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#,
+                    payeeAuth.merging(["Idempotency-Key": "p"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#,
+                    payerAuth.merging(["Idempotency-Key": "k"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#,
+                    payerAuth.merging(["Idempotency-Key": "k"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"nope"}"#,
+                    payerAuth.merging(["Idempotency-Key": "k"]) { $1 }
+                ),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
@@ -94,7 +106,10 @@ struct ContractTests {
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"nope"}"#, payeeAuth),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(cancelled.eid)"}"#, [:]),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth),
-                ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth.merging(["Idempotency-Key": "c"]) { $1 }),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(cancelled.sid)"}"#,
+                    payerAuth.merging(["Idempotency-Key": "c"]) { $1 }
+                ),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()
@@ -104,11 +119,20 @@ struct ContractTests {
                 let response = try await ledger.raw(method, path, body: body, headers: headers)
                 seenStatuses.insert(response.status)
                 let documented = try #require(contract.responses[operation], "\(method) \(template) is not documented")
-                let kinds = try #require(documented[response.status], "\(method) \(path) answered undocumented \(response.status)")
+                let kinds = try #require(
+                    documented[response.status],
+                    "\(method) \(path) answered undocumented \(response.status)"
+                )
                 if response.status >= 400 {
                     #expect(response.headers["content-type"] == Problem.mediaType)
-                    let kind = try #require(TestLedger.problemKind(response.body), "\(method) \(path): not a problem body")
-                    #expect(kinds.contains(kind.rawValue), "\(method) \(path) → \(response.status) \(kind.rawValue) not documented")
+                    let kind = try #require(
+                        TestLedger.problemKind(response.body),
+                        "\(method) \(path): not a problem body"
+                    )
+                    #expect(
+                        kinds.contains(kind.rawValue),
+                        "\(method) \(path) → \(response.status) \(kind.rawValue) not documented"
+                    )
                 }
             }
             #expect(exercised == Set(contract.responses.keys), "operations in the document but not exercised here")

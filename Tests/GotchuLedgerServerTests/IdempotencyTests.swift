@@ -51,7 +51,10 @@ struct IdempotencyTests {
             let payee = try await ledger.client("other@example.com")
             let other = try await payee.createSession(amountCents: 100)
             try await payer.lock(sid: other.sid)
-            #expect(await problemKind { try await payer.send(sid: other.sid, idempotencyKey: "key-1") } == .idempotencyKeyReused)
+            #expect(
+                await problemKind { try await payer.send(sid: other.sid, idempotencyKey: "key-1") }
+                    == .idempotencyKeyReused
+            )
             #expect(try await payer.send(sid: other.sid, idempotencyKey: "key-2").replayed == false)
         }
     }
@@ -90,7 +93,10 @@ struct IdempotencyTests {
             // timeout a retry with the same key runs the payment, once.
             ledger.clock.advance(seconds: 1)
             try await payer.lock(sid: sid)
-            #expect(try await payer.send(sid: sid, idempotencyKey: "k") == SendResult(newBalanceCents: 9_900, replayed: false))
+            #expect(
+                try await payer.send(sid: sid, idempotencyKey: "k")
+                    == SendResult(newBalanceCents: 9_900, replayed: false)
+            )
             #expect(try await payer.send(sid: sid, idempotencyKey: "k").replayed)
         }
     }
@@ -128,7 +134,10 @@ struct IdempotencyTests {
             #expect(try await payer.session(sid: sid).status == .locked)
 
             try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
-            #expect(try await payer.send(sid: sid, idempotencyKey: "atomic") == SendResult(newBalanceCents: 9_900, replayed: false))
+            #expect(
+                try await payer.send(sid: sid, idempotencyKey: "atomic")
+                    == SendResult(newBalanceCents: 9_900, replayed: false)
+            )
             #expect(try await ledger.store.audit().isHealthy)
         }
     }

@@ -88,7 +88,9 @@ struct PaymentFlowTests {
             ledger.clock.advance(seconds: 0.001)
             #expect(await problemKind { try await payer.resolve(eid: session.eid) } == .sessionExpired)
             #expect(await problemKind { try await payer.lock(sid: session.sid) } == .sessionExpired)
-            #expect(await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k1") } == .sessionExpired)
+            #expect(
+                await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k1") } == .sessionExpired
+            )
             #expect(try await payer.wallet().availableCents == 1_000)
         }
     }
@@ -104,7 +106,9 @@ struct PaymentFlowTests {
             try await first.lock(sid: session.sid)
             try await first.lock(sid: session.sid)  // the holder may lock again
             #expect(await problemKind { try await second.lock(sid: session.sid) } == .sessionLocked)
-            #expect(await problemKind { try await second.send(sid: session.sid, idempotencyKey: "a") } == .sessionLocked)
+            #expect(
+                await problemKind { try await second.send(sid: session.sid, idempotencyKey: "a") } == .sessionLocked
+            )
             #expect(await problemKind { try await payee.send(sid: session.sid, idempotencyKey: "b") } == .ownSession)
             ledger.clock.advance(seconds: 30)
             #expect(await problemKind { try await first.send(sid: session.sid, idempotencyKey: "c") } == .lockRequired)
@@ -115,7 +119,10 @@ struct PaymentFlowTests {
             #expect(await problemKind { try await first.lock(sid: session.sid) } == .sessionAlreadyPaid)
             #expect(await problemKind { try await first.resolve(eid: session.eid) } == .sessionAlreadyPaid)
             #expect(await problemKind { try await payee.cancel(sid: session.sid) } == .sessionAlreadyPaid)
-            #expect(await problemKind { try await second.send(sid: session.sid, idempotencyKey: "e") } == .sessionAlreadyPaid)
+            #expect(
+                await problemKind { try await second.send(sid: session.sid, idempotencyKey: "e") }
+                    == .sessionAlreadyPaid
+            )
             #expect(try await payee.wallet().availableCents == 1_500)
         }
     }
@@ -133,10 +140,16 @@ struct PaymentFlowTests {
             try await payer.lock(sid: first.sid)
             try await payer.lock(sid: second.sid)
             _ = try await payer.send(sid: first.sid, idempotencyKey: "first")
-            #expect(await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") } == .insufficientFunds)
+            #expect(
+                await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") }
+                    == .insufficientFunds
+            )
             // The refusal is the key's outcome: replayed, even after topping up.
             _ = try await payer.fund(amountCents: 1_000)
-            #expect(await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") } == .insufficientFunds)
+            #expect(
+                await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") }
+                    == .insufficientFunds
+            )
             #expect(try await payer.send(sid: second.sid, idempotencyKey: "second-retry").newBalanceCents == 700)
             #expect(try await ledger.store.audit().isHealthy)
         }
@@ -151,7 +164,9 @@ struct PaymentFlowTests {
             try await payer.lock(sid: session.sid)
             #expect(await problemKind { try await payer.cancel(sid: session.sid) } == .forbidden)
             try await payee.cancel(sid: session.sid)
-            #expect(await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k") } == .sessionCancelled)
+            #expect(
+                await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k") } == .sessionCancelled
+            )
             #expect(try await payer.wallet().availableCents == 1_000)
             #expect(try await payee.wallet().availableCents == 0)
         }

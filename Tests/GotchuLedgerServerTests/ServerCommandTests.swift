@@ -20,7 +20,11 @@ struct ServerCommandTests {
         let url = String(line.dropFirst("listening on ".count))
         #expect(try await LedgerClient(baseURL: URL(string: url)!).health().status == "ok")
 
-        let login = try RunningCommand(gotchu, ["login", "--email", "bob@example.com", "--server", url], environment: environment)
+        let login = try RunningCommand(
+            gotchu,
+            ["login", "--email", "bob@example.com", "--server", url],
+            environment: environment
+        )
         #expect(try await login.waitForExit() == 0)
         #expect(login.lines.first?.hasPrefix("logged in as bob@example.com") == true)
         let wallet = try RunningCommand(gotchu, ["wallet", "--server", url], environment: environment)
@@ -32,7 +36,9 @@ struct ServerCommandTests {
         }
         #expect(files.count == 3, "\(files)")
         for file in files {
-            let attributes = try FileManager.default.attributesOfItem(atPath: directory.url.appendingPathComponent(file).path)
+            let attributes = try FileManager.default.attributesOfItem(
+                atPath: directory.url.appendingPathComponent(file).path
+            )
             #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(file)")
         }
         #expect(try await server.stop(signal: SIGTERM) == 0)

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
@@ -10,6 +7,10 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// A clock the tests move by hand; the store and the token authority both read it.
 final class ManualClock: Sendable {
@@ -36,7 +37,9 @@ struct TestLedger: Sendable {
         developmentMode: Bool = true,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-ledger-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gotchu-ledger-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let clock = ManualClock()

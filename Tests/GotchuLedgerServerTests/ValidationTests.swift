@@ -108,7 +108,9 @@ struct TokenTests {
             let valid = try #require(alice.token)
             let parts = valid.split(separator: ".").map(String.init)
             let forgedAuthority = try await TokenAuthority(secret: String(repeating: "x", count: 40))
-            let forged = try await forgedAuthority.issue(userID: try await ledger.store.login(email: "alice@example.com").id)
+            let forged = try await forgedAuthority.issue(
+                userID: try await ledger.store.login(email: "alice@example.com").id
+            )
             let noneHeader = Data(#"{"alg":"none","typ":"JWT"}"#.utf8).base64URL
             let hs512Header = Data(#"{"alg":"HS512","typ":"JWT"}"#.utf8).base64URL
             let tokens = [
