@@ -1,3 +1,9 @@
 import ArgumentParser
 
-struct BenchCommand: AsyncParsableCommand { static let configuration = CommandConfiguration(commandName: "bench") }
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure throughput figures (not tests: run on a quiet machine and compare ratios).",
+        subcommands: [BenchLedgerCommand.self]
+    )
+}
