@@ -8,7 +8,7 @@ import Logging
 import ServiceLifecycle
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 struct BenchLedgerCommand: AsyncParsableCommand {
@@ -50,7 +50,9 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     private static func measure(
         _ body: (SQLiteLedgerStore, TokenAuthority) async throws -> Void
     ) async throws -> Double {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-bench-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gotchu-bench-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
@@ -64,7 +66,11 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         return elapsed / .seconds(1)
     }
 
-    private static func users(_ store: SQLiteLedgerStore, pairs: Int, payments: Int) async throws -> [(LedgerUser, LedgerUser)] {
+    private static func users(
+        _ store: SQLiteLedgerStore,
+        pairs: Int,
+        payments: Int
+    ) async throws -> [(LedgerUser, LedgerUser)] {
         var users: [(LedgerUser, LedgerUser)] = []
         for index in 0..<pairs {
             let payer = try await store.login(email: "payer\(index)@bench.example")
@@ -84,7 +90,11 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                         let session = try await store.createSession(payeeID: payee.id, amountCents: 100)
                         let resolved = try await store.resolve(eid: session.eid)
                         try await store.lock(sid: resolved.sid, payerID: payer.id)
-                        let (outcome, _) = try await store.send(sid: resolved.sid, payerID: payer.id, idempotencyKey: "\(index)")
+                        let (outcome, _) = try await store.send(
+                            sid: resolved.sid,
+                            payerID: payer.id,
+                            idempotencyKey: "\(index)"
+                        )
                         guard case .paid = outcome else { throw CLIError("payment refused: \(outcome)") }
                     }
                 }
@@ -93,7 +103,12 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         }
     }
 
-    private static func driveHTTP(pairs: Int, payments: Int, store: SQLiteLedgerStore, tokens: TokenAuthority) async throws {
+    private static func driveHTTP(
+        pairs: Int,
+        payments: Int,
+        store: SQLiteLedgerStore,
+        tokens: TokenAuthority
+    ) async throws {
         let users = try await users(store, pairs: pairs, payments: payments)
         let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
@@ -110,8 +125,16 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             guard let port = await iterator.next(), let url = URL(string: "http://127.0.0.1:\(port)") else { return }
             try await withThrowingTaskGroup(of: Void.self) { payers in
                 for (payer, payee) in users {
-                    let payerClient = LedgerClient(baseURL: url, token: try await tokens.issue(userID: payer.id), session: session)
-                    let payeeClient = LedgerClient(baseURL: url, token: try await tokens.issue(userID: payee.id), session: session)
+                    let payerClient = LedgerClient(
+                        baseURL: url,
+                        token: try await tokens.issue(userID: payer.id),
+                        session: session
+                    )
+                    let payeeClient = LedgerClient(
+                        baseURL: url,
+                        token: try await tokens.issue(userID: payee.id),
+                        session: session
+                    )
                     payers.addTask {
                         for index in 0..<payments {
                             let created = try await payeeClient.createSession(amountCents: 100)
