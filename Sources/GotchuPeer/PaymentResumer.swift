@@ -1,0 +1,82 @@
+public import GotchuAPI
+public import GotchuLedgerClient
+
+/// Finishes payments the journal left pending (a crash, a lost response): each is sent again with its own key, so
+/// the ledger either runs it once or replays the outcome it already has.
+public struct PaymentResumer: Sendable {
+    /// What became of one pending payment.
+    public enum Result: Sendable, Hashable {
+        /// It is paid (now, or it already was: the ledger replayed the outcome).
+        case paid(PaymentJournal.Entry, newBalanceCents: Cents, replayed: Bool)
+        /// It was refused for good; no money moved.
+        case failed(PaymentJournal.Entry, reason: String)
+        /// The ledger could not be reached; it stays pending for the next run.
+        case stillPending(PaymentJournal.Entry, reason: String)
+    }
+
+    private let ledger: LedgerClient
+    private let journal: PaymentJournal
+
+    /// Creates a resumer for the journal's entries on `ledger`'s server.
+    public init(ledger: LedgerClient, journal: PaymentJournal) {
+        self.ledger = ledger
+        self.journal = journal
+    }
+
+    /// Resumes every pending entry for this server.
+    public func resumeAll() async throws -> [Result] {
+        var results: [Result] = []
+        for entry in try journal.unfinished() where entry.server == ledger.baseURL.absoluteString {
+            results.append(try await resume(entry))
+        }
+        return results
+    }
+
+    private func resume(_ entry: PaymentJournal.Entry) async throws -> Result {
+        do {
+            let result = try await sendRelockingOnce(entry)
+            try journal.markPaid(key: entry.key, newBalanceCents: result.newBalanceCents)
+            return .paid(entry, newBalanceCents: result.newBalanceCents, replayed: result.replayed)
+        } catch let error where error.problemKind == .sessionAlreadyPaid {
+            // Its key may have been pruned (kept 24 h): the session is visible to its payer only if we paid it.
+            if let status = try? await ledger.session(sid: entry.sid), status.status == .paid,
+                let wallet = try? await ledger.wallet()
+            {
+                try journal.markPaid(key: entry.key, newBalanceCents: wallet.availableCents)
+                return .paid(entry, newBalanceCents: wallet.availableCents, replayed: true)
+            }
+            try journal.markFailed(key: entry.key, reason: error.description)
+            return .failed(entry, reason: error.description)
+        } catch let error where Self.isFinal(error) {
+            try journal.markFailed(key: entry.key, reason: error.description)
+            return .failed(entry, reason: error.description)
+        } catch {
+            return .stillPending(entry, reason: "\(error)")
+        }
+    }
+
+    /// The key was never run if the lock lapsed before it reached the ledger: lock again and send the same key.
+    private func sendRelockingOnce(_ entry: PaymentJournal.Entry) async throws(LedgerClientError) -> SendResult {
+        do {
+            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key)
+        } catch let error where error.problemKind == .lockRequired {
+            try await ledger.lock(sid: entry.sid)
+            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key)
+        }
+    }
+
+    /// Whether a failure is the ledger's final word on a payment (nothing moved, nothing will under this key), as
+    /// opposed to an unknown outcome worth retrying with the same key.
+    public static func isFinal(_ error: any Error) -> Bool {
+        guard let error = error as? LedgerClientError else { return false }
+        switch error {
+        case .problem(let problem):
+            switch problem.kind {
+            // A lapsed token says nothing about the payment: log in again and resume.
+            case .idempotencyInFlight?, .internalError?, .unavailable?, .unauthorized?, nil: return false
+            default: return true
+            }
+        case .transport, .unexpectedResponse, .notLoggedIn, .invalidURL: return false
+        }
+    }
+}

@@ -1,0 +1,151 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+public import GotchuLedgerClient
+
+/// Drives the receiver's flow over a radio and the ledger: create a session, advertise its EID while watching the
+/// session's status, stop when it is paid, expired or cancelled.
+public struct Receiver: Sendable {
+    /// What the receiver asks for and how it behaves.
+    public struct Options: Sendable {
+        /// The amount asked of payers.
+        public var amountCents: Cents
+        /// The service UUID advertised.
+        public var serviceUUID: BluetoothUUID
+        /// How often the session's status is polled.
+        public var statusInterval: Duration
+        /// The flow's rules (re-create on expiry, at most N sessions).
+        public var flow: ReceiverStateMachine.Configuration
+
+        /// Creates options.
+        public init(
+            amountCents: Cents,
+            serviceUUID: BluetoothUUID = .gotchu,
+            statusInterval: Duration = .milliseconds(250),
+            flow: ReceiverStateMachine.Configuration = .init()
+        ) {
+            self.amountCents = amountCents
+            self.serviceUUID = serviceUUID
+            self.statusInterval = statusInterval
+            self.flow = flow
+        }
+    }
+
+    /// A step worth showing to the person at the terminal.
+    public enum Progress: Sendable, Hashable {
+        /// The ledger created a session.
+        case created(sid: String, eid: EID, amountCents: Cents)
+        /// The EID is on the air.
+        case advertising(EID)
+        /// A payer holds the lock.
+        case locked
+        /// The lock lapsed without payment.
+        case unlocked
+        /// The ledger could not be reached; the receiver keeps trying.
+        case ledgerUnreachable(String)
+    }
+
+    private let radio: any Radio
+    private let ledger: LedgerClient
+
+    /// Creates a receiver that advertises on `radio` and asks `ledger` (logged in as the payee).
+    public init(radio: any Radio, ledger: LedgerClient) {
+        self.radio = radio
+        self.ledger = ledger
+    }
+
+    /// Runs the flow until it ends. Cancelling the calling task cancels the session on the ledger.
+    public func run(
+        _ options: Options,
+        progress: @escaping @Sendable (Progress) -> Void = { _ in }
+    ) async -> ReceiverStateMachine.Outcome {
+        var machine = ReceiverStateMachine(configuration: options.flow)
+        var action = machine.receive(.start, now: await radio.now())
+        var current: ReceiverSession?
+        while true {
+            switch action {
+            case .none:
+                // Only reachable if an event was ignored; watching again re-synchronises with the ledger.
+                guard let session = current else { return .cancelled }
+                action = machine.receive(await advertise(session, options, progress), now: await radio.now())
+            case .createSession, .stopAdvertisingAndCreateSession:
+                let event = await create(options, progress)
+                if case .created(let session) = event { current = session }
+                action = machine.receive(event, now: await radio.now())
+            case .startAdvertising:
+                guard let session = current else { return .cancelled }
+                action = machine.receive(await advertise(session, options, progress), now: await radio.now())
+            case .stopAdvertisingAndCancel(let sid, let outcome):
+                // The caller was cancelled; cancel the session on the ledger from a task that is not.
+                let ledger = self.ledger
+                _ = await Task.detached { try? await ledger.cancel(sid: sid) }.value
+                return outcome
+            case .stopAdvertisingAndReport(let outcome), .report(let outcome):
+                return outcome
+            }
+        }
+    }
+
+    private func create(_ options: Options, _ progress: @Sendable (Progress) -> Void) async -> ReceiverStateMachine.Event {
+        if Task.isCancelled { return .cancel }
+        do {
+            let created = try await ledger.createSession(amountCents: options.amountCents)
+            progress(.created(sid: created.sid, eid: created.eid, amountCents: options.amountCents))
+            // The ledger's expiry time, moved onto the radio's clock for the machine's local expiry check.
+            let remaining = Duration.milliseconds(Int64(created.expiresAt.timeIntervalSinceNow * 1000))
+            return .created(ReceiverSession(sessionID: created.sid, eid: created.eid, expiresAt: await radio.now() + remaining))
+        } catch {
+            return .createFailed(reason: error.description)
+        }
+    }
+
+    /// Advertises the session's EID while polling its status; returns the event that ends the advertisement.
+    private func advertise(
+        _ session: ReceiverSession,
+        _ options: Options,
+        _ progress: @escaping @Sendable (Progress) -> Void
+    ) async -> ReceiverStateMachine.Event {
+        let advertisement = Advertisement(eid: session.eid, serviceUUID: options.serviceUUID)
+        do {
+            return try await radio.withAdvertisement(advertisement) { _ in
+                progress(.advertising(session.eid))
+                return await watch(session, options, progress)
+            }
+        } catch {
+            return .advertisingFailed(reason: "\(error)")
+        }
+    }
+
+    private func watch(
+        _ session: ReceiverSession,
+        _ options: Options,
+        _ progress: @Sendable (Progress) -> Void
+    ) async -> ReceiverStateMachine.Event {
+        var locked = false
+        while !Task.isCancelled {
+            do {
+                let status = try await ledger.session(sid: session.sessionID)
+                switch status.status {
+                case .paid: return .status(sessionID: session.sessionID, .paid)
+                case .expired: return .status(sessionID: session.sessionID, .expired)
+                case .cancelled: return .status(sessionID: session.sessionID, .cancelled)
+                case .locked, .created, .advertising:
+                    if (status.status == .locked) != locked {
+                        locked.toggle()
+                        progress(locked ? .locked : .unlocked)
+                    }
+                }
+            } catch {
+                progress(.ledgerUnreachable(error.description))
+            }
+            // The ledger judges expiry; past the grace period the machine ends the session even without its word.
+            if await radio.now() >= session.expiresAt + options.flow.expiryGrace { return .tick }
+            do {
+                try await Task.sleep(for: options.statusInterval)
+            } catch {
+                break
+            }
+        }
+        return .cancel
+    }
+}

@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import GotchuCore
+import GotchuPeer
+
+/// One line per step on the terminal, as a person at a counter reads it.
+struct Console: Sendable {
+    /// Writes straight to the file descriptor, so a line is seen at once even when standard output is a pipe.
+    func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    func receiver(_ progress: Receiver.Progress) {
+        switch progress {
+        case .created(let sid, let eid, let amount): line("session \(sid): \(Money.format(amount)), EID \(eid)")
+        case .advertising(let eid): line("advertising \(eid)…")
+        case .locked: line("a payer locked the session")
+        case .unlocked: line("the lock lapsed; still advertising")
+        case .ledgerUnreachable(let reason): line("ledger unreachable (\(reason)); retrying")
+        }
+    }
+
+    func payer(_ progress: Payer.Progress) {
+        switch progress {
+        case .scanning: line("scanning…")
+        case .sighted(let sighting):
+            let rssi = sighting.rssi.map { "\($0) dBm" } ?? "unknown RSSI"
+            line("sighted \(sighting.eid) at \(rssi)")
+        case .selected(let eid): line("nearest: \(eid)")
+        case .resolved(let offer): line("resolved \(Money.format(offer.amountCents)) → \(offer.payeeName)")
+        case .locked: line("locked")
+        case .retrying(let reason): line("ledger did not answer (\(reason)); retrying with the same key")
+        }
+    }
+
+    func resumed(_ result: PaymentResumer.Result) {
+        switch result {
+        case .paid(let entry, let balance, let replayed):
+            line(
+                "finished an interrupted payment: \(Money.format(entry.amountCents)) to \(entry.payeeName) "
+                    + (replayed ? "(it had gone through)" : "(sent now)") + "; new balance \(Money.format(balance))"
+            )
+        case .failed(let entry, let reason):
+            line("an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) did not go through: \(reason)")
+        case .stillPending(let entry, let reason):
+            line(
+                "an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) is still pending "
+                    + "(\(reason)); run `gotchu pay` again when the ledger is reachable"
+            )
+        }
+    }
+
+    static func describe(_ failure: PayerStateMachine.Failure) -> String {
+        switch failure {
+        case .noTerminalNearby: return "no terminal nearby; move closer and try again"
+        case .resolveFailed(let eid, let reason): return "could not resolve \(eid): \(reason)"
+        case .amountAboveLimit(let offer, let limit):
+            return "\(Money.format(offer.amountCents)) to \(offer.payeeName) is above your limit of \(Money.format(limit))"
+        case .declined: return "declined; nothing was paid"
+        case .lockFailed(let offer, let reason): return "could not lock \(offer.payeeName)'s session: \(reason)"
+        case .sendFailed(let offer, let reason): return "paying \(offer.payeeName) failed: \(reason)"
+        case .cancelled: return "cancelled; nothing was paid"
+        }
+    }
+}
+
+/// Asks the person at the terminal.
+struct TerminalInteraction: PayerInteraction {
+    let console: Console
+
+    func choose(from candidates: [ProximityCandidate]) async -> EID? {
+        console.line("no terminal is clearly nearest; which one?")
+        for (index, candidate) in candidates.enumerated() {
+            let attenuation = candidate.attenuation.map { String(format: ", attenuation %.0f dB", $0) } ?? ""
+            console.line("  \(index + 1)) \(candidate.eid)  " + String(format: "%.0f dBm", candidate.rssi) + attenuation)
+        }
+        guard let answer = await ask("number (Enter to cancel): "), let number = Int(answer),
+            candidates.indices.contains(number - 1)
+        else { return nil }
+        return candidates[number - 1].eid
+    }
+
+    func confirm(_ offer: PaymentOffer) async -> Bool {
+        let answer = await ask("Pay \(Money.format(offer.amountCents)) to \(offer.payeeName)? [y/N] ")
+        return ["y", "yes"].contains(answer?.lowercased() ?? "")
+    }
+
+    func progress(_ progress: Payer.Progress) { console.payer(progress) }
+
+    /// Reads a line without blocking the cooperative pool; `nil` at end of input.
+    private func ask(_ prompt: String) async -> String? {
+        FileHandle.standardOutput.write(Data(prompt.utf8))
+        return await Task.detached { readLine()?.trimmingCharacters(in: .whitespaces) }.value
+    }
+}
+
+/// Runs `body`, cancelling it on SIGINT or SIGTERM so flows can stop cleanly (cancel the session, stop advertising).
+func withTaskCancellationOnSignals<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = Task { try await body() }
+    let sources = [SIGINT, SIGTERM].map { number in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number)
+        source.setEventHandler { task.cancel() }
+        source.resume()
+        return source
+    }
+    defer {
+        for source in sources { source.cancel() }
+    }
+    return try await task.value
+}
+
+/// Amounts typed on the command line.
+enum CLIAmount {
+    static func parse(_ text: String, option: String) throws -> Cents {
+        do {
+            return try Money.parse(text)
+        } catch {
+            throw ValidationError("\(option): \(error)")
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import ArgumentParser
+import Foundation
+import GotchuCore
+import GotchuPeer
+
+struct PayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pay",
+        abstract: "Pay the nearest terminal: scan, pick it, confirm payee and amount, lock and pay.",
+        discussion: """
+            Logs in first with `gotchu login`. The payee's name and the amount shown come from the ledger, never
+            from the air. When no terminal is clearly nearest (or with --choose), the candidates are listed and you
+            pick one by number.
+
+            Every payment is written to a journal (under $XDG_STATE_HOME/gotchu, mode 0600) with its idempotency
+            key before it is sent. If a previous run was interrupted, `gotchu pay` first finishes those payments with
+            their own keys, so each ends exactly once, and then stops.
+
+            Examples:
+              gotchu pay                                         # scan through BlueZ, confirm, pay
+              gotchu pay --radio sim --yes --max-amount 20.00    # simulated air, no question up to $20.00
+            """
+    )
+
+    @Option(help: ArgumentHelp("Ignore terminals weaker than this RSSI (dBm), such as -60.", valueName: "dBm"))
+    var rssiThreshold: Int16?
+
+    @Option(help: ArgumentHelp("Refuse sessions above this amount without asking, such as 20.00.", valueName: "amount"))
+    var maxAmount: String?
+
+    @Flag(help: "Do not ask for confirmation (still bounded by --max-amount).")
+    var yes = false
+
+    @Flag(help: "Always list the terminals heard and let me choose.")
+    var choose = false
+
+    @Option(help: ArgumentHelp("Give up after this many seconds with no terminal near.", valueName: "seconds"))
+    var timeout = 15
+
+    @OptionGroup var radio: RadioOptions
+    @OptionGroup var server: ServerOptions
+
+    func validate() throws {
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
+            throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
+        }
+    }
+
+    func run() async throws {
+        let output = Console()
+        let ledger = try server.client()
+        let journal = try PaymentJournal(path: Paths.stateHome.appendingPathComponent("journal.sqlite").path)
+        let resumed = try await PaymentResumer(ledger: ledger, journal: journal).resumeAll()
+        if !resumed.isEmpty {
+            for result in resumed { output.resumed(result) }
+            return
+        }
+        var flow = PayerStateMachine.Configuration()
+        flow.alwaysChoose = choose
+        flow.preApproved = yes
+        flow.scanTimeout = .seconds(timeout)
+        flow.maximumAmountCents = try maxAmount.map { try CLIAmount.parse($0, option: "--max-amount") }
+        if let rssiThreshold { flow.selector.minimumRSSI = Double(rssiThreshold) }
+        let options = Payer.Options(
+            filter: ScanFilter(serviceUUID: try radio.serviceUUID, minimumRSSI: rssiThreshold),
+            flow: flow
+        )
+        let radio = try await self.radio.makeRadio(role: .payer)
+        let outcome = try await withTaskCancellationOnSignals {
+            try await Payer(radio: radio, ledger: ledger, journal: journal)
+                .run(options, interaction: TerminalInteraction(console: output))
+        }
+        switch outcome {
+        case .paid(let offer, let balance):
+            output.line("paid \(Money.format(offer.amountCents)) to \(offer.payeeName); new balance \(Money.format(balance))")
+        case .failed(let failure):
+            throw CLIError(Console.describe(failure))
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import GotchuCore
+import GotchuPeer
+
+struct ReceiveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "receive",
+        abstract: "Ask for a payment: create a session and advertise its EID until it is paid.",
+        discussion: """
+            Logs in first with `gotchu login`. The session expires after the server's session lifetime (5 minutes
+            by default); --recreate starts a new one each time until paid. Ctrl-C cancels the session.
+
+            Examples:
+              gotchu receive --amount 12.50                      # advertise through BlueZ
+              gotchu receive --amount 12.50 --radio sim          # on the simulated air shared with `gotchu pay --radio sim`
+            """
+    )
+
+    @Option(help: ArgumentHelp("Amount to ask, in dollars and cents, such as 12.50.", valueName: "amount"))
+    var amount: String
+
+    @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
+    var recreate = false
+
+    @OptionGroup var radio: RadioOptions
+    @OptionGroup var server: ServerOptions
+
+    func run() async throws {
+        let cents = try CLIAmount.parse(amount, option: "--amount")
+        let ledger = try server.client()
+        let radio = try await self.radio.makeRadio(role: .receiver)
+        let output = Console()
+        var options = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
+        options.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
+        let outcome = await withTaskCancellationOnSignals {
+            await Receiver(radio: radio, ledger: ledger).run(options) { output.receiver($0) }
+        }
+        switch outcome {
+        case .paid(let session):
+            output.line("paid: \(Money.format(cents)) received (session \(session.sessionID))")
+        case .expired:
+            output.line("expired unpaid")
+            throw ExitCode(2)
+        case .cancelled:
+            output.line("cancelled")
+            throw ExitCode(130)
+        case .createFailed(let reason):
+            throw CLIError("could not create a session: \(reason)")
+        case .advertisingFailed(let reason):
+            throw CLIError("could not advertise: \(reason)")
+        }
+    }
+}
