@@ -1,0 +1,97 @@
+public import GotchuCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A repeatable proximity experiment: a room layout, the radio model, the selector under test and how many seeded
+/// trials to run. Every field can be overridden.
+public struct Scenario: Hashable, Sendable, Codable {
+    /// The room layouts.
+    public enum Layout: String, Hashable, Sendable, Codable, CaseIterable {
+        /// One terminal 0.2 m from the payer, two others 1.5–3 m away in random directions.
+        case counter
+        /// Ten terminals on a jittered 5 × 2 grid in a 10 × 10 m hall; the payer stands 0.1–0.3 m from one of them.
+        case crowded
+    }
+
+    /// The room layout.
+    public var layout: Layout
+    /// The propagation model.
+    public var model: AirModel
+    /// The selector under test.
+    public var selector: ProximitySelector.Configuration
+    /// The terminals' advertising interval (each event adds 0–10 ms advDelay).
+    public var advertisingInterval: Duration
+    /// The payer's scan window and interval (equal for continuous scanning).
+    public var scanWindow: Duration
+    /// The payer's scan duty-cycle period.
+    public var scanInterval: Duration
+    /// A trial that has not auto-selected after this long counts as not covered.
+    public var timeout: Duration
+    /// When the naive selector decides, after the scan starts (by default one advertising interval plus advDelay).
+    public var naiveDecisionDelay: Duration
+    /// How many trials to run.
+    public var trials: Int
+    /// The seed of trial 0; trial i uses a seed derived from it and i.
+    public var seed: UInt64
+
+    /// Creates a scenario with the defaults of the design (σ 6 dB, n 2, 100 ms advertising, continuous scanning).
+    public init(
+        layout: Layout,
+        model: AirModel = AirModel(),
+        selector: ProximitySelector.Configuration = .init(),
+        advertisingInterval: Duration = .milliseconds(100),
+        scanWindow: Duration = .milliseconds(100),
+        scanInterval: Duration = .milliseconds(100),
+        timeout: Duration = .seconds(3),
+        naiveDecisionDelay: Duration? = nil,
+        trials: Int = 1000,
+        seed: UInt64 = 1
+    ) {
+        self.layout = layout
+        self.model = model
+        self.selector = selector
+        self.advertisingInterval = advertisingInterval
+        self.scanWindow = scanWindow
+        self.scanInterval = scanInterval
+        self.timeout = timeout
+        self.naiveDecisionDelay = naiveDecisionDelay ?? advertisingInterval + .milliseconds(10)
+        self.trials = trials
+        self.seed = seed
+    }
+
+    /// The terminals' positions and the payer's for one trial; terminal 0 is the one the payer means to pay.
+    func room(using random: inout Xoshiro256StarStar) -> (terminals: [Position], payer: Position) {
+        func around(_ centre: Position, distance: ClosedRange<Double>) -> Position {
+            let radius = distance.lowerBound + random.unit() * (distance.upperBound - distance.lowerBound)
+            let angle = random.unit() * 2 * Double.pi
+            return Position(x: centre.x + radius * cos(angle), y: centre.y + radius * sin(angle))
+        }
+        switch layout {
+        case .counter:
+            let payer = Position.origin
+            let intended = around(payer, distance: 0.2...0.2)
+            return ([intended, around(payer, distance: 1.5...3), around(payer, distance: 1.5...3)], payer)
+        case .crowded:
+            var grid: [Position] = []
+            for row in 0..<2 {
+                for column in 0..<5 {
+                    grid.append(
+                        Position(
+                            x: 1 + 2 * Double(column) + (random.unit() - 0.5),
+                            y: 3 + 4 * Double(row) + (random.unit() - 0.5)
+                        )
+                    )
+                }
+            }
+            let intendedIndex = Int(random.next() % UInt64(grid.count))
+            grid.swapAt(0, intendedIndex)
+            return (grid, around(grid[0], distance: 0.1...0.3))
+        }
+    }
+}

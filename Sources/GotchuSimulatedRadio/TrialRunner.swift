@@ -1,0 +1,104 @@
+import GotchuCore
+
+/// Runs a ``Scenario`` on virtual time: ten simulated minutes take milliseconds.
+///
+/// Each trial builds a fresh room from its own seed, lets the terminals advertise for a while, then starts the payer's
+/// scan and feeds the same sightings to ``ProximitySelector`` and ``NaiveProximitySelector``. Results are identical
+/// for identical scenarios, whatever the machine.
+public enum TrialRunner {
+    /// Runs every trial of `scenario` and summarises them.
+    public static func run(_ scenario: Scenario) -> TrialReport {
+        TrialReport(scenario: scenario, results: (0..<scenario.trials).map { runTrial(scenario, index: $0) })
+    }
+
+    /// Runs trial `index` of `scenario`.
+    public static func runTrial(_ scenario: Scenario, index: Int) -> TrialResult {
+        let seed = SplitMix64.derive(scenario.seed, UInt64(index))
+        var random = Xoshiro256StarStar(seed: seed)
+        let room = scenario.room(using: &random)
+        var air = AirCore(model: scenario.model, seed: seed)
+
+        var terminalOf: [EID: Int] = [:]
+        for (index, position) in room.terminals.enumerated() {
+            let peer = air.addPeer(
+                SimulatedPeer(
+                    name: "terminal-\(index)",
+                    trajectory: .fixed(position),
+                    advertisingInterval: scenario.advertisingInterval
+                )
+            )
+            var eid = EID.random(using: &random)
+            while terminalOf[eid] != nil { eid = EID.random(using: &random) }
+            terminalOf[eid] = index
+            air.startAdvertising(
+                peer,
+                payload: AirPayload(Advertisement(eid: eid), txPower: air.peers[peer].txPower),
+                at: .zero
+            )
+        }
+        let payer = air.addPeer(
+            SimulatedPeer(
+                name: "payer",
+                trajectory: .fixed(room.payer),
+                scanWindow: scenario.scanWindow,
+                scanInterval: scenario.scanInterval
+            )
+        )
+
+        // Start at a random phase of the advertising schedules, after the shadowing has settled in.
+        let scanStart = .seconds(1) + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
+        let scanEnd = scanStart + scenario.timeout
+        let receptions = air.receptions(for: payer, from: scanStart, to: scanEnd, scanOrigin: scanStart)
+
+        var selector = ProximitySelector(configuration: scenario.selector)
+        var naive = NaiveProximitySelector(staleAfter: scenario.selector.staleAfter)
+        var ours: SelectionOutcome?
+        var theirs: SelectionOutcome?
+        func outcome(_ candidate: ProximityCandidate, at time: Duration) -> SelectionOutcome {
+            let terminal = terminalOf[candidate.eid]!
+            return SelectionOutcome(
+                kind: terminal == 0 ? .correct : .wrongPayee,
+                terminal: terminal,
+                latency: time - scanStart
+            )
+        }
+        for reception in receptions {
+            guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { continue }
+            let sighting = Sighting(
+                eid: eid,
+                rssi: reception.rssi,
+                txPower: reception.payload.txPower,
+                time: reception.time,
+                source: air.peers[reception.advertiser].name
+            )
+            if ours == nil {
+                selector.record(sighting)
+                if let candidate = selector.decide(now: sighting.time).selected {
+                    ours = outcome(candidate, at: sighting.time)
+                }
+            }
+            if theirs == nil {
+                naive.record(sighting)
+                if sighting.time - scanStart >= scenario.naiveDecisionDelay,
+                    let candidate = naive.decision(now: sighting.time).selected
+                {
+                    theirs = outcome(candidate, at: sighting.time)
+                }
+            }
+            if ours != nil && theirs != nil { break }
+        }
+        func unresolved(_ decision: ProximityDecision) -> SelectionOutcome {
+            if case .ambiguous = decision { return SelectionOutcome(kind: .ambiguous) }
+            return SelectionOutcome(kind: .none)
+        }
+        let distances = room.terminals.map { $0.distance(to: room.payer) }
+        return TrialResult(
+            trial: index,
+            seed: seed,
+            intendedDistance: distances[0],
+            runnerUpDistance: distances.dropFirst().min() ?? .infinity,
+            selector: ours ?? unresolved(selector.decide(now: scanEnd)),
+            naive: theirs ?? unresolved(naive.decision(now: scanEnd))
+        )
+    }
+}

@@ -1,0 +1,115 @@
+import GotchuCore
+import Testing
+
+@Suite struct ReceiverStateMachineTests {
+    static let first = ReceiverSession(sessionID: "s-1", eid: EID(rawValue: "0000000001")!, expiresAt: .seconds(60))
+    static let second = ReceiverSession(sessionID: "s-2", eid: EID(rawValue: "0000000002")!, expiresAt: .seconds(125))
+
+    private func advertising(_ configuration: ReceiverStateMachine.Configuration = .init()) -> ReceiverStateMachine {
+        var machine = ReceiverStateMachine(configuration: configuration)
+        #expect(machine.receive(.start, now: .zero) == .createSession)
+        #expect(machine.state == .creating)
+        #expect(machine.receive(.created(Self.first), now: .seconds(1)) == .startAdvertising(Self.first.eid))
+        #expect(machine.state == .advertising(Self.first))
+        return machine
+    }
+
+    @Test func paid() {
+        var machine = advertising()
+        #expect(machine.receive(.status(sessionID: "s-1", .pending), now: .seconds(2)) == .none)
+        #expect(
+            machine.receive(.status(sessionID: "s-1", .paid), now: .seconds(3))
+                == .stopAdvertisingAndReport(.paid(Self.first))
+        )
+        #expect(machine.state == .finished(.paid(Self.first)))
+        #expect(machine.receive(.cancel, now: .seconds(4)) == .none)
+    }
+
+    @Test func statusOfAnotherSessionIsIgnored() {
+        var machine = advertising()
+        #expect(machine.receive(.status(sessionID: "s-0", .paid), now: .seconds(3)) == .none)
+        #expect(machine.state == .advertising(Self.first))
+    }
+
+    @Test func expiryStops() {
+        var machine = advertising()
+        #expect(
+            machine.receive(.status(sessionID: "s-1", .expired), now: .seconds(60))
+                == .stopAdvertisingAndReport(.expired(Self.first))
+        )
+    }
+
+    @Test func expiryRecreates() {
+        var machine = advertising(.init(recreateOnExpiry: true))
+        #expect(
+            machine.receive(.status(sessionID: "s-1", .expired), now: .seconds(60)) == .stopAdvertisingAndCreateSession
+        )
+        #expect(machine.state == .creating)
+        #expect(machine.receive(.created(Self.second), now: .seconds(61)) == .startAdvertising(Self.second.eid))
+        #expect(machine.sessionsCreated == 2)
+        // The old session's news no longer matters.
+        #expect(machine.receive(.status(sessionID: "s-1", .paid), now: .seconds(62)) == .none)
+    }
+
+    @Test func recreationStopsAtTheSessionLimit() {
+        var machine = advertising(.init(recreateOnExpiry: true, maximumSessions: 2))
+        _ = machine.receive(.status(sessionID: "s-1", .expired), now: .seconds(60))
+        _ = machine.receive(.created(Self.second), now: .seconds(61))
+        #expect(
+            machine.receive(.status(sessionID: "s-2", .expired), now: .seconds(125))
+                == .stopAdvertisingAndReport(.expired(Self.second))
+        )
+    }
+
+    @Test func localExpiryWaitsForTheGrace() {
+        var machine = advertising(.init(expiryGrace: .seconds(5)))
+        #expect(machine.receive(.tick, now: .seconds(64)) == .none)
+        #expect(machine.receive(.tick, now: .seconds(65)) == .stopAdvertisingAndReport(.expired(Self.first)))
+    }
+
+    @Test func cancelCancelsTheSession() {
+        var machine = advertising()
+        #expect(machine.receive(.cancel, now: .seconds(5)) == .stopAdvertisingAndCancel(sessionID: "s-1", .cancelled))
+        #expect(machine.state == .finished(.cancelled))
+    }
+
+    @Test func cancelledOnTheServer() {
+        var machine = advertising()
+        #expect(
+            machine.receive(.status(sessionID: "s-1", .cancelled), now: .seconds(5))
+                == .stopAdvertisingAndReport(.cancelled)
+        )
+    }
+
+    @Test func cancelWhileCreating() {
+        var machine = ReceiverStateMachine()
+        _ = machine.receive(.start, now: .zero)
+        #expect(machine.receive(.cancel, now: .zero) == .report(.cancelled))
+        #expect(machine.receive(.created(Self.first), now: .zero) == .none)
+    }
+
+    @Test func createFailure() {
+        var machine = ReceiverStateMachine()
+        _ = machine.receive(.start, now: .zero)
+        #expect(machine.receive(.createFailed(reason: "401"), now: .zero) == .report(.createFailed(reason: "401")))
+    }
+
+    @Test func advertisingFailure() {
+        var machine = advertising()
+        #expect(
+            machine.receive(.advertisingFailed(reason: "Maximum advertisements reached"), now: .seconds(2))
+                == .stopAdvertisingAndReport(.advertisingFailed(reason: "Maximum advertisements reached"))
+        )
+    }
+
+    @Test func eventsOutOfPlaceAreIgnored() {
+        var machine = ReceiverStateMachine()
+        #expect(machine.receive(.created(Self.first), now: .zero) == .none)
+        #expect(machine.receive(.tick, now: .seconds(100)) == .none)
+        #expect(machine.receive(.status(sessionID: "s-1", .paid), now: .zero) == .none)
+        #expect(machine.state == .idle)
+        _ = machine.receive(.start, now: .zero)
+        #expect(machine.receive(.start, now: .zero) == .none)
+        #expect(machine.receive(.status(sessionID: "s-1", .paid), now: .zero) == .none)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import GotchuCore
+import GotchuSimulatedRadio
+import Testing
+
+@Suite struct TrialRunnerTests {
+    @Test func counterMeetsTheGoals() throws {
+        let report = TrialRunner.run(Scenario(layout: .counter, trials: 600, seed: 11))
+        #expect(report.selector.coverage >= 0.93)
+        #expect(report.selector.wrongPayeeRate <= 0.005)
+        #expect(try #require(report.selector.latencyP95) < 2.0)
+        // The same sightings fool the naive rule far more often.
+        #expect(report.naive.wrongPayeeRate >= 0.03)
+        #expect(report.naive.wrongPayeeRate > 5 * report.selector.wrongPayeeRate)
+    }
+
+    @Test func crowdedHallMeetsTheGoals() {
+        let report = TrialRunner.run(Scenario(layout: .crowded, trials: 300, seed: 12))
+        #expect(report.selector.coverage >= 0.9)
+        #expect(report.selector.wrongPayeeRate <= 0.01)
+        #expect(report.naive.wrongPayeeRate >= 0.03)
+    }
+
+    @Test func harsherRoomsAreWorseForBothSelectors() {
+        var scenario = Scenario(layout: .counter, trials: 300, seed: 13)
+        scenario.model.shadowingSigma = 10
+        let harsh = TrialRunner.run(scenario)
+        let baseline = TrialRunner.run(Scenario(layout: .counter, trials: 300, seed: 13))
+        #expect(harsh.selector.wrongPayeeRate > baseline.selector.wrongPayeeRate)
+        #expect(harsh.naive.wrongPayeeRate > baseline.naive.wrongPayeeRate)
+        // Still far better than the naive rule on the same sightings.
+        #expect(harsh.selector.wrongPayeeRate < harsh.naive.wrongPayeeRate / 2)
+    }
+
+    @Test func trialsAreReproducible() {
+        let scenario = Scenario(layout: .crowded, trials: 20, seed: 5)
+        #expect(TrialRunner.run(scenario) == TrialRunner.run(scenario))
+        #expect(TrialRunner.runTrial(scenario, index: 3) == TrialRunner.run(scenario).results[3])
+        #expect(
+            TrialRunner.run(Scenario(layout: .crowded, trials: 20, seed: 6)).results
+                != TrialRunner.run(scenario).results
+        )
+    }
+
+    @Test func roomsMatchTheirLayout() {
+        for result in TrialRunner.run(Scenario(layout: .counter, trials: 50)).results {
+            #expect(abs(result.intendedDistance - 0.2) < 1e-9)
+            #expect((1.5...3).contains(result.runnerUpDistance))
+        }
+        for result in TrialRunner.run(Scenario(layout: .crowded, trials: 50)).results {
+            #expect((0.1...0.3).contains(result.intendedDistance))
+            #expect(result.runnerUpDistance > 0.9)
+        }
+    }
+
+    @Test func summaryAddsMeasuredLatency() throws {
+        let outcomes =
+            (1...100).map { SelectionOutcome(kind: .correct, terminal: 0, latency: .milliseconds($0 * 10)) }
+            + [SelectionOutcome(kind: .ambiguous)]
+        let plain = SelectorSummary(outcomes)
+        #expect(plain.trials == 101)
+        #expect(plain.ambiguousRate == 1.0 / 101)
+        #expect(abs(try #require(plain.latencyP50) - 0.5) < 1e-9)
+        #expect(abs(try #require(plain.latencyP95) - 0.95) < 1e-9)
+        #expect(abs(try #require(plain.latencyP99) - 0.99) < 1e-9)
+        let withLedger = SelectorSummary(outcomes, extraLatency: Array(repeating: .milliseconds(200), count: 101))
+        #expect(abs(try #require(withLedger.latencyP50) - 0.7) < 1e-9)
+    }
+
+    @Test func reportRoundTripsThroughJSON() throws {
+        let report = TrialRunner.run(Scenario(layout: .counter, trials: 5))
+        let decoded = try JSONDecoder().decode(TrialReport.self, from: JSONEncoder().encode(report))
+        #expect(decoded == report)
+    }
+}
