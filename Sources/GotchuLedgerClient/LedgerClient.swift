@@ -128,7 +128,11 @@ public struct LedgerClient: Sendable {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: request)
+            // Cancelling an async URLSession request on Linux can leave it never resuming; run it unstructured so a
+            // caller's cancellation never reaches it. Each request is bounded by its timeout anyway.
+            let session = self.session
+            let request = request
+            (data, response) = try await Task { try await session.data(for: request) }.value
         } catch {
             throw .transport(Self.describe(error))
         }

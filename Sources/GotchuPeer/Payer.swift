@@ -1,4 +1,5 @@
-public import GotchuAPI
+import GotchuAPI
+import Foundation
 public import GotchuCore
 public import GotchuLedgerClient
 
@@ -107,8 +108,8 @@ public struct Payer: Sendable {
                     FaultInjection.crashIfRequested(at: .afterLock)
                     event = .locked
                 } catch {
-                    try journal.markFailed(key: begun.key, reason: error.description)
-                    event = .lockFailed(reason: error.description)
+                    try journal.markFailed(key: begun.key, reason: "\(error)")
+                    event = .lockFailed(reason: "\(error)")
                 }
             case .send(let sid):
                 guard let entry else { return .failed(.cancelled) }
@@ -165,7 +166,7 @@ public struct Payer: Sendable {
             switch error.problemKind {
             case .sessionNotFound?: return .resolveFailed(.notFound)
             case .sessionExpired?, .sessionCancelled?, .sessionAlreadyPaid?: return .resolveFailed(.expired)
-            default: return .resolveFailed(.other(error.description))
+            default: return .resolveFailed(.other("\(error)"))
             }
         }
     }
@@ -185,13 +186,13 @@ public struct Payer: Sendable {
                 try journal.markPaid(key: key, newBalanceCents: result.newBalanceCents)
                 return .sent(newBalanceCents: result.newBalanceCents)
             } catch let error where PaymentResumer.isFinal(error) {
-                try journal.markFailed(key: key, reason: error.description)
-                return .sendFailed(reason: error.description)
+                try journal.markFailed(key: key, reason: "\(error)")
+                return .sendFailed(reason: "\(error)")
             } catch {
                 guard attempt < attempts else {
-                    return .sendFailed(reason: "outcome unknown (\(error.description)); it will be resumed with the same key")
+                    return .sendFailed(reason: "outcome unknown (\(error)); it will be resumed with the same key")
                 }
-                interaction.progress(.retrying(error.description))
+                interaction.progress(.retrying("\(error)"))
                 try await Task.sleep(for: delay)
                 delay *= 2
             }

@@ -1,4 +1,6 @@
-public import GotchuAPI
+import GotchuAPI
+public import GotchuCore
+import Foundation
 public import GotchuLedgerClient
 
 /// Finishes payments the journal left pending (a crash, a lost response): each is sent again with its own key, so
@@ -37,7 +39,7 @@ public struct PaymentResumer: Sendable {
             let result = try await sendRelockingOnce(entry)
             try journal.markPaid(key: entry.key, newBalanceCents: result.newBalanceCents)
             return .paid(entry, newBalanceCents: result.newBalanceCents, replayed: result.replayed)
-        } catch let error where error.problemKind == .sessionAlreadyPaid {
+        } catch let error where (error as? LedgerClientError)?.problemKind == .sessionAlreadyPaid {
             // Its key may have been pruned (kept 24 h): the session is visible to its payer only if we paid it.
             if let status = try? await ledger.session(sid: entry.sid), status.status == .paid,
                 let wallet = try? await ledger.wallet()
@@ -45,11 +47,11 @@ public struct PaymentResumer: Sendable {
                 try journal.markPaid(key: entry.key, newBalanceCents: wallet.availableCents)
                 return .paid(entry, newBalanceCents: wallet.availableCents, replayed: true)
             }
-            try journal.markFailed(key: entry.key, reason: error.description)
-            return .failed(entry, reason: error.description)
+            try journal.markFailed(key: entry.key, reason: "\(error)")
+            return .failed(entry, reason: "\(error)")
         } catch let error where Self.isFinal(error) {
-            try journal.markFailed(key: entry.key, reason: error.description)
-            return .failed(entry, reason: error.description)
+            try journal.markFailed(key: entry.key, reason: "\(error)")
+            return .failed(entry, reason: "\(error)")
         } catch {
             return .stillPending(entry, reason: "\(error)")
         }

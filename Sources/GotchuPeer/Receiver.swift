@@ -1,5 +1,5 @@
-public import Foundation
-public import GotchuAPI
+import Foundation
+import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
 
@@ -95,7 +95,7 @@ public struct Receiver: Sendable {
             let remaining = Duration.milliseconds(Int64(created.expiresAt.timeIntervalSinceNow * 1000))
             return .created(ReceiverSession(sessionID: created.sid, eid: created.eid, expiresAt: await radio.now() + remaining))
         } catch {
-            return .createFailed(reason: error.description)
+            return .createFailed(reason: "\(error)")
         }
     }
 
@@ -136,7 +136,8 @@ public struct Receiver: Sendable {
                     }
                 }
             } catch {
-                progress(.ledgerUnreachable(error.description))
+                if Task.isCancelled { break }
+                progress(.ledgerUnreachable("\(error)"))
             }
             // The ledger judges expiry; past the grace period the machine ends the session even without its word.
             if await radio.now() >= session.expiresAt + options.flow.expiryGrace { return .tick }

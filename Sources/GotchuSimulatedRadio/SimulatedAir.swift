@@ -71,6 +71,16 @@ public actor SimulatedAir {
         return index
     }
 
+    /// Replaces what a broadcaster sends, from now on.
+    public func updateBroadcaster(_ index: Int, payload: AirPayload) {
+        core.updateAdvertising(index, payload: payload, at: now)
+    }
+
+    /// Takes a broadcaster off the air.
+    public func stopBroadcaster(_ index: Int) {
+        core.stopAdvertising(index, at: now)
+    }
+
     /// The current time.
     public var now: Duration {
         switch clockMode {

@@ -25,6 +25,13 @@ struct DemoCommand: AsyncParsableCommand {
     var seed: UInt64 = 2026
 
     func run() async throws {
+        let seed = self.seed
+        let paid = try await withTaskCancellationOnSignals { try await Self.run(seed: seed) }
+        if !paid { throw ExitCode.failure }
+    }
+
+    /// Serves the ledger, plays the scene; returns whether Alice paid Bob.
+    private static func run(seed: UInt64) async throws -> Bool {
         let output = DemoOutput()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -38,8 +45,8 @@ struct DemoCommand: AsyncParsableCommand {
         let server = LedgerServer.application(store: store, tokens: tokens, port: 0, developmentMode: true, logger: logger) {
             portContinuation.yield($0)
         }
-        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [.sigint, .sigterm], logger: logger)
-        let paid = try await withThrowingTaskGroup(of: Void.self) { tasks in
+        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             defer { tasks.cancelAll() }
             var iterator = ports.makeAsyncIterator()
@@ -51,7 +58,6 @@ struct DemoCommand: AsyncParsableCommand {
             await group.triggerGracefulShutdown()
             return paid
         }
-        if !paid { throw ExitCode.failure }
     }
 
     /// Three terminals and a payer on one simulated air; returns whether Alice paid Bob.
@@ -99,12 +105,19 @@ struct DemoCommand: AsyncParsableCommand {
             case .failed(let failure):
                 output.say("alice", "did not pay: \(failure)")
             }
-            // Bob's terminal sees the payment and stops; the others are cancelled.
+            // Bob's terminal sees the payment and stops (or gives up waiting); the others are cancelled.
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return ("", nil)
+            }
             while let (name, result) = try await group.next() {
-                if name == "bob" {
-                    output.say("bob", "terminal finished: \(result.map { "\($0)" } ?? "-")")
-                    group.cancelAll()
+                switch (name, result) {
+                case ("bob", .paid?): output.say(name, "terminal saw the payment and stopped advertising")
+                case (_, .cancelled?): output.say(name, "terminal stopped; its session is cancelled")
+                case (_, let outcome?): output.say(name, "terminal stopped: \(outcome)")
+                case (_, nil): break
                 }
+                if name == "bob" || name.isEmpty { group.cancelAll() }
             }
             try await summary(alice: alice, bob: bob, output: output)
             return paidBob
@@ -158,7 +171,7 @@ final class DemoOutput: Sendable {
 
     func say(_ who: String, _ what: String) {
         let elapsed = (ContinuousClock.now - start) / .seconds(1)
-        print(String(format: "%6.2fs  ", elapsed) + who.padding(toLength: 7, withPad: " ", startingAt: 0) + what)
+        Console().line(String(format: "%6.2fs  ", elapsed) + who.padding(toLength: 7, withPad: " ", startingAt: 0) + what)
     }
 
     func receiver(_ name: String, _ progress: Receiver.Progress) {

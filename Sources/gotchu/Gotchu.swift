@@ -14,9 +14,12 @@ struct Gotchu: AsyncParsableCommand {
             Every command that talks to a server takes --server URL (or GOTCHU_SERVER).
             """,
         subcommands: [
+            DemoCommand.self,
             ServerCommand.self,
             LoginCommand.self,
             WalletCommand.self,
+            ReceiveCommand.self,
+            PayCommand.self,
             BenchCommand.self,
         ]
     )

@@ -31,9 +31,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         let ledger = try server.client()
         let radio = try await self.radio.makeRadio(role: .receiver)
         let output = Console()
-        var options = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
-        options.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
-        let outcome = await withTaskCancellationOnSignals {
+        var configured = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
+        configured.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
+        let options = configured
+        let outcome = try await withTaskCancellationOnSignals {
             await Receiver(radio: radio, ledger: ledger).run(options) { output.receiver($0) }
         }
         switch outcome {

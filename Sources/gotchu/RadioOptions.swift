@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import GotchuCore
+import GotchuSimulatedRadio
+
+/// Which radio a flow uses, and its settings.
+struct RadioOptions: ParsableArguments {
+    enum Kind: String, ExpressibleByArgument, CaseIterable {
+        case bluez
+        case sim
+    }
+
+    /// What the device does on the air; picks the default simulated position.
+    enum Role {
+        case receiver
+        case payer
+    }
+
+    @Option(help: "bluez: the machine's Bluetooth adapter through BlueZ. sim: the simulated air shared by processes on this machine.")
+    var radio: Kind = .bluez
+
+    @Option(help: ArgumentHelp("BlueZ adapter, such as hci0 (default: the first powered one).", valueName: "name"))
+    var adapter: String?
+
+    @Option(help: ArgumentHelp("Service UUID to advertise or scan for: 16-bit (feed) or 128-bit.", valueName: "uuid"))
+    var serviceUUIDText = "feed"
+
+    @Option(
+        name: .customLong("position"),
+        help: ArgumentHelp("sim: where this device stands, in metres (x,y). Default: 0,0 for a receiver, 0.2,0 for a payer.", valueName: "x,y")
+    )
+    var positionText: String?
+
+    @Option(help: ArgumentHelp("sim: the shared air directory (default: $XDG_RUNTIME_DIR/gotchu-air, else /tmp/gotchu-air-UID).", valueName: "path"))
+    var air: String?
+
+    var serviceUUID: BluetoothUUID {
+        get throws {
+            guard let uuid = BluetoothUUID(serviceUUIDText) else {
+                throw ValidationError("--service-uuid must be a 16-bit (feed) or 128-bit Bluetooth UUID")
+            }
+            return uuid
+        }
+    }
+
+    func makeRadio(role: Role) async throws -> any Radio {
+        switch radio {
+        case .sim:
+            let position = try parsePosition(default: role == .receiver ? Position(x: 0, y: 0) : Position(x: 0.2, y: 0))
+            let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
+            return try await SharedAirRadio(
+                directory: airDirectory,
+                peer: SimulatedPeer(name: name, at: position),
+                seed: UInt64.random(in: .min ... .max)
+            )
+        case .bluez:
+            return try await BlueZRadioFactory.make(adapter: adapter)
+        }
+    }
+
+    private var airDirectory: URL {
+        if let air { return URL(fileURLWithPath: air) }
+        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            return URL(fileURLWithPath: runtime).appendingPathComponent("gotchu-air")
+        }
+        return URL(fileURLWithPath: "/tmp/gotchu-air-\(getuid())")
+    }
+
+    private func parsePosition(default fallback: Position) throws -> Position {
+        guard let positionText else { return fallback }
+        let parts = positionText.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else {
+            throw ValidationError("--position must be two numbers in metres, such as 0.2,0")
+        }
+        return Position(x: x, y: y)
+    }
+}
