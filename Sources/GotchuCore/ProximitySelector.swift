@@ -46,7 +46,9 @@ public enum ProximityDecision: Hashable, Sendable {
 ///
 /// Sans-IO: it is fed sightings and asked for a decision at a given time; it never reads a clock.
 public struct ProximitySelector: Sendable {
-    /// Tunables. The defaults are the ones measured by the simulator's `counter` and `crowded` scenarios.
+    /// Tunables. The defaults come from the simulator's `counter` scenario (σ 6 dB, n 2, 100 ms advertising): a 2 s
+    /// window averages out more of the slowly varying shadowing than 1 s at the same latency once four samples are in,
+    /// and 8 dB of margin keeps wrong picks near 0.1 % while still auto-selecting in about 98 % of trials.
     public struct Configuration: Hashable, Sendable, Codable {
         /// How far back samples are smoothed.
         public var window: Duration
@@ -65,9 +67,9 @@ public struct ProximitySelector: Sendable {
 
         /// Creates a configuration; every parameter has a measured default.
         public init(
-            window: Duration = .seconds(1),
+            window: Duration = .seconds(2),
             staleAfter: Duration = .milliseconds(600),
-            minimumSamples: Int = 3,
+            minimumSamples: Int = 4,
             margin: Double = 8,
             maximumAttenuation: Double = 40,
             minimumRSSI: Double = -50,

@@ -89,7 +89,10 @@ import Testing
     }
 
     @Test func samplesOutsideTheWindowAreForgotten() {
-        var selector = selector(burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 5, end: 1300))
+        var selector = selector(
+            burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 5, end: 1300),
+            .init(window: .seconds(1))
+        )
         let candidate = selector.decide(now: .milliseconds(1300)).selected
         #expect(candidate?.sampleCount == 5)
         #expect(candidate?.rssi == -30)
