@@ -59,7 +59,7 @@ public struct SelectorSummary: Hashable, Sendable, Codable {
     public var ambiguousRate: Double
     /// Fraction of trials with nothing near at the timeout.
     public var noneRate: Double
-    /// Latency percentiles in seconds over the auto-selected trials (`nil` when there were none): p50, p95, p99.
+    /// Latency percentiles (nearest rank) in seconds over the auto-selected trials, `nil` when there were none.
     public var latencyP50: Double?
     /// See ``latencyP50``.
     public var latencyP95: Double?

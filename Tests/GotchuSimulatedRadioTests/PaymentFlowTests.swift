@@ -76,9 +76,10 @@ private func runReceiver(
                 }
             }
             action = machine.receive(.status(sessionID: session.sessionID, status), now: await radio.now())
-        case .stopAdvertisingAndReport(let outcome), .report(let outcome),
-            .stopAdvertisingAndCancel(_, let outcome):
+        case .stopAdvertisingAndReport(let outcome), .report(let outcome):
             return outcome
+        case .stopAdvertisingAndCancel:
+            return .cancelled
         case .stopAdvertisingAndCreateSession, .none:
             Issue.record("unexpected action \(action)")
             return .cancelled
