@@ -81,11 +81,23 @@ import Testing
         #expect(ranked.map(\.eid) == [Self.a, Self.b])
     }
 
-    @Test func staleTerminalIsDroppedEvenIfStrongest() {
+    @Test func staleTerminalIsNeverSelectedButStillCompetesWhileInTheWindow() {
+        // a was loud but was last heard 700 ms ago, beyond the 600 ms staleness timeout.
         var selector = selector(burst(Self.a, -20, end: 300) + burst(Self.b, -30, end: 1000))
-        // a was last heard 700 ms ago, beyond the 600 ms staleness timeout.
-        #expect(selector.decide(now: .seconds(1)).selected?.eid == Self.b)
-        #expect(selector.rankedCandidates(now: .seconds(1)).map(\.eid) == [Self.b])
+        guard case .ambiguous(let ranked) = selector.decide(now: .seconds(1)) else {
+            Issue.record("expected ambiguous")
+            return
+        }
+        #expect(ranked.map(\.eid) == [Self.b])
+        // Once a's samples have left the 2 s window, b is clear.
+        for sighting in burst(Self.b, -30, count: 15, end: 2500) { selector.record(sighting) }
+        #expect(selector.decide(now: .milliseconds(2500)).selected?.eid == Self.b)
+    }
+
+    @Test func samplesFromTheFutureWaitForTheirTime() {
+        var selector = selector(burst(Self.a, -30, count: 5, end: 1100))
+        #expect(selector.decide(now: .seconds(1)).selected?.sampleCount == 4)
+        #expect(selector.decide(now: .milliseconds(1100)).selected?.sampleCount == 5)
     }
 
     @Test func samplesOutsideTheWindowAreForgotten() {
@@ -154,14 +166,10 @@ import Testing
             let configuration = ProximitySelector.Configuration(margin: Double(margin))
             var selector = selector(sightings(samples), configuration)
             guard let chosen = selector.decide(now: .seconds(2)).selected else { return }
-            // Recompute independently: mean attenuation per fresh EID (every sample is inside the window).
+            // Recompute independently: mean attenuation per EID (every sample is inside the window; stale EIDs still
+            // compete for the margin).
             var attenuations: [Int: [Double]] = [:]
-            var lastSeen: [Int: Int] = [:]
-            for sample in samples {
-                attenuations[sample.0, default: []].append(Double(-sample.1))
-                lastSeen[sample.0] = max(lastSeen[sample.0] ?? 0, sample.2)
-            }
-            attenuations = attenuations.filter { 1000 - lastSeen[$0.key]! <= 600 }
+            for sample in samples { attenuations[sample.0, default: []].append(Double(-sample.1)) }
             let means = attenuations.mapValues { $0.reduce(0, +) / Double($0.count) }
             let index = Self.eids.firstIndex(of: chosen.eid)!
             #expect(means[index]! <= configuration.maximumAttenuation)
