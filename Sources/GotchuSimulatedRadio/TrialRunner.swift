@@ -88,7 +88,10 @@ public enum TrialRunner {
             if ours != nil && theirs != nil { break }
         }
         func unresolved(_ decision: ProximityDecision) -> SelectionOutcome {
-            if case .ambiguous = decision { return SelectionOutcome(kind: .ambiguous) }
+            // The list the payer would choose from: remember which terminal it shows first.
+            if case .ambiguous(let ranked) = decision {
+                return SelectionOutcome(kind: .ambiguous, terminal: ranked.first.flatMap { terminalOf[$0.eid] })
+            }
             return SelectionOutcome(kind: .none)
         }
         let distances = room.terminals.map { $0.distance(to: room.payer) }
