@@ -11,7 +11,7 @@ import Testing
     }
 
     /// `count` sightings of `eid` at `rssi`, 100 ms apart, ending at `end` ms.
-    private func burst(_ eid: EID, _ rssi: Int16, count: Int = 5, end: Int64 = 1000, txPower: Int16? = 0) -> [Sighting]
+    private func burst(_ eid: EID, _ rssi: Int16, count: Int = 8, end: Int64 = 1000, txPower: Int16? = 0) -> [Sighting]
     {
         (0..<count).map { sighting(eid, rssi, at: end - Int64($0) * 100, txPower: txPower) }
     }
@@ -37,7 +37,7 @@ import Testing
         let decision = selector.decide(now: .seconds(1))
         #expect(decision.selected?.eid == Self.a)
         #expect(decision.selected?.attenuation == 30)
-        #expect(decision.selected?.sampleCount == 5)
+        #expect(decision.selected?.sampleCount == 8)
         #expect(decision.selected?.lastSeen == .seconds(1))
     }
 
@@ -95,18 +95,18 @@ import Testing
     }
 
     @Test func samplesFromTheFutureWaitForTheirTime() {
-        var selector = selector(burst(Self.a, -30, count: 5, end: 1100))
-        #expect(selector.decide(now: .seconds(1)).selected?.sampleCount == 4)
-        #expect(selector.decide(now: .milliseconds(1100)).selected?.sampleCount == 5)
+        var selector = selector(burst(Self.a, -30, count: 8, end: 1100))
+        #expect(selector.decide(now: .seconds(1)).selected?.sampleCount == 7)
+        #expect(selector.decide(now: .milliseconds(1100)).selected?.sampleCount == 8)
     }
 
     @Test func samplesOutsideTheWindowAreForgotten() {
         var selector = selector(
-            burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 5, end: 1300),
+            burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 8, end: 1300),
             .init(window: .seconds(1))
         )
         let candidate = selector.decide(now: .milliseconds(1300)).selected
-        #expect(candidate?.sampleCount == 5)
+        #expect(candidate?.sampleCount == 8)
         #expect(candidate?.rssi == -30)
     }
 
@@ -134,7 +134,7 @@ import Testing
     }
 
     @Test func medianSmoothingIgnoresASingleDeepFade() {
-        let sightings = burst(Self.a, -30, count: 4) + [sighting(Self.a, -90, at: 550)] + burst(Self.b, -42)
+        let sightings = burst(Self.a, -30, count: 7) + [sighting(Self.a, -90, at: 550)] + burst(Self.b, -42)
         var mean = selector(sightings)
         var median = selector(sightings, .init(smoothing: .median))
         #expect(mean.decide(now: .seconds(1)).selected == nil)
