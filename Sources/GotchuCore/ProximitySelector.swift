@@ -46,11 +46,16 @@ public enum ProximityDecision: Hashable, Sendable {
 ///
 /// Sans-IO: it is fed sightings and asked for a decision at a given time; it never reads a clock.
 public struct ProximitySelector: Sendable {
-    /// Tunables. The defaults are the ones measured by the simulator's `counter` and `crowded` scenarios.
+    /// Tunables. The defaults come from 100,000 trials of the simulator's `counter` scenario (σ 6 dB, n 2, 100 ms
+    /// advertising): a 2 s window averages out more of the slowly varying shadowing than 1 s, six samples keep early
+    /// decisions off a few lucky packets, and 8 dB of margin holds wrong picks under 0.1 % while about 97 % of trials
+    /// still auto-select. With slower advertising, six samples take proportionally longer to arrive.
     public struct Configuration: Hashable, Sendable, Codable {
         /// How far back samples are smoothed.
         public var window: Duration
-        /// An EID not heard for longer than this is ignored entirely (it stopped advertising or walked away).
+        /// An EID not heard for longer than this is neither selected nor listed (it stopped advertising or walked
+        /// away), though its samples still count against the margin until they leave the window. Keep it at several
+        /// advertising intervals, and above the gap of a duty-cycled scan.
         public var staleAfter: Duration
         /// Samples an EID needs in the window before it can be selected.
         public var minimumSamples: Int
@@ -65,9 +70,9 @@ public struct ProximitySelector: Sendable {
 
         /// Creates a configuration; every parameter has a measured default.
         public init(
-            window: Duration = .seconds(1),
+            window: Duration = .seconds(2),
             staleAfter: Duration = .milliseconds(600),
-            minimumSamples: Int = 3,
+            minimumSamples: Int = 6,
             margin: Double = 8,
             maximumAttenuation: Double = 40,
             minimumRSSI: Double = -50,
@@ -106,15 +111,46 @@ public struct ProximitySelector: Sendable {
 
     /// Fresh candidates at `now`, nearest first (ties broken by EID so the order is deterministic).
     ///
-    /// Candidates are compared by attenuation when every one of them announces a TX power, by RSSI otherwise:
+    /// Candidates are compared by attenuation when every EID in the window announces a TX power, by RSSI otherwise:
     /// mixing the two would compare numbers on different scales.
     public func rankedCandidates(now: Duration) -> [ProximityCandidate] {
+        inWindow(now: now).candidates.filter { isFresh($0, now: now) }
+    }
+
+    /// The decision at `now`, after dropping samples that left the window.
+    public mutating func decide(now: Duration) -> ProximityDecision {
+        for eid in Array(windows.keys) {
+            windows[eid]!.removeExpired(now: now)
+            if windows[eid]!.count == 0 { windows[eid] = nil }
+        }
+        return decision(now: now)
+    }
+
+    /// The decision at `now` without modifying the selector.
+    public func decision(now: Duration) -> ProximityDecision {
+        let (all, byAttenuation) = inWindow(now: now)
+        let ranked = all.filter { isFresh($0, now: now) }
+        guard let best = ranked.first, ranked.contains(where: { passesGate($0, byAttenuation) }) else { return .none }
+        guard passesGate(best, byAttenuation), best.sampleCount >= configuration.minimumSamples else {
+            return .ambiguous(ranked)
+        }
+        // Every EID heard in the window competes for the margin, even a stale one, one below the gate or one with a
+        // single sample: a competitor that missed a few packets (a duty-cycled scan, a body in the way) has not
+        // walked away, and picking the only fresh terminal in that moment is exactly the dangerous guess.
+        if let runnerUp = all.first(where: { $0.eid != best.eid }),
+            strength(best, byAttenuation) - strength(runnerUp, byAttenuation) < configuration.margin
+        {
+            return .ambiguous(ranked)
+        }
+        return .selected(best)
+    }
+
+    /// Every EID with samples in the window at `now`, stale or not, nearest first, and the scale they are ranked on.
+    private func inWindow(now: Duration) -> (candidates: [ProximityCandidate], byAttenuation: Bool) {
         var candidates: [ProximityCandidate] = []
         for (eid, var window) in windows {
             window.prune(now: now)
-            guard let lastSeen = window.lastSeen, now - lastSeen <= configuration.staleAfter,
-                let rssi = window.rssi(configuration.smoothing)
-            else { continue }
+            guard let lastSeen = window.lastSeen, let rssi = window.rssi(configuration.smoothing) else { continue }
             candidates.append(
                 .init(
                     eid: eid,
@@ -126,36 +162,15 @@ public struct ProximitySelector: Sendable {
             )
         }
         let byAttenuation = candidates.allSatisfy { $0.attenuation != nil }
-        return candidates.sorted { lhs, rhs in
+        let sorted = candidates.sorted { lhs, rhs in
             let (left, right) = (strength(lhs, byAttenuation), strength(rhs, byAttenuation))
             return left != right ? left > right : lhs.eid < rhs.eid
         }
+        return (sorted, byAttenuation)
     }
 
-    /// The decision at `now`, after dropping samples that left the window.
-    public mutating func decide(now: Duration) -> ProximityDecision {
-        for eid in Array(windows.keys) {
-            windows[eid]!.prune(now: now)
-            if windows[eid]!.count == 0 { windows[eid] = nil }
-        }
-        return decision(now: now)
-    }
-
-    /// The decision at `now` without modifying the selector.
-    public func decision(now: Duration) -> ProximityDecision {
-        let ranked = rankedCandidates(now: now)
-        let byAttenuation = ranked.allSatisfy { $0.attenuation != nil }
-        let gated = ranked.filter { passesGate($0, byAttenuation) }
-        guard let best = ranked.first, !gated.isEmpty else { return .none }
-        guard passesGate(best, byAttenuation), best.sampleCount >= configuration.minimumSamples else {
-            return .ambiguous(ranked)
-        }
-        // The runner-up counts even when it is below the gate or has few samples: a strong single sample from
-        // another terminal is exactly the case where guessing is dangerous.
-        if ranked.count > 1, strength(best, byAttenuation) - strength(ranked[1], byAttenuation) < configuration.margin {
-            return .ambiguous(ranked)
-        }
-        return .selected(best)
+    private func isFresh(_ candidate: ProximityCandidate, now: Duration) -> Bool {
+        now - candidate.lastSeen <= configuration.staleAfter
     }
 
     private func passesGate(_ candidate: ProximityCandidate, _ byAttenuation: Bool) -> Bool {

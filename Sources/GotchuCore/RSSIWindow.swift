@@ -52,6 +52,12 @@ public struct RSSIWindow: Hashable, Sendable {
         samples.removeAll { $0.time <= oldest || $0.time > now }
     }
 
+    /// Drops samples older than `now − length` for good, keeping any from the future for later.
+    public mutating func removeExpired(now: Duration) {
+        let oldest = now - length
+        samples.removeAll { $0.time <= oldest }
+    }
+
     /// The number of samples in the window.
     public var count: Int { samples.count }
 

@@ -80,8 +80,8 @@ public struct ReceiverStateMachine: Sendable {
         case startAdvertising(EID)
         /// Stop advertising and stop watching, then create a new session.
         case stopAdvertisingAndCreateSession
-        /// Stop advertising and stop watching, cancel the session on the ledger, then report.
-        case stopAdvertisingAndCancel(sessionID: String, Outcome)
+        /// Stop advertising and stop watching, cancel the session on the ledger, then report ``Outcome/cancelled``.
+        case stopAdvertisingAndCancel(sessionID: String)
         /// Stop advertising and stop watching, then report.
         case stopAdvertisingAndReport(Outcome)
         /// Report; the flow is over.
@@ -154,7 +154,7 @@ public struct ReceiverStateMachine: Sendable {
             return expire(session)
         case (.advertising(let session), .cancel):
             state = .finished(.cancelled)
-            return .stopAdvertisingAndCancel(sessionID: session.sessionID, .cancelled)
+            return .stopAdvertisingAndCancel(sessionID: session.sessionID)
         case (.advertising, .advertisingFailed(let reason)):
             return finish(.advertisingFailed(reason: reason), stoppingAdvertising: true)
 

@@ -204,7 +204,12 @@ public struct AirCore: Sendable {
             )
             result.append(Reception(advertiser: advertiser, time: time, rssi: rssi, payload: payload))
         }
-        links[key] = link
+        // A link whose period has stopped and whose last event is behind it will never be queried again.
+        if let stop = period.stop, link.nextEvent >= stop, end >= stop {
+            links[key] = nil
+        } else {
+            links[key] = link
+        }
     }
 
     /// Advances the link's Ornstein–Uhlenbeck shadowing to `time` and returns it.

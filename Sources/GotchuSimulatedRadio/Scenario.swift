@@ -65,7 +65,14 @@ public struct Scenario: Hashable, Sendable, Codable {
         self.seed = seed
     }
 
-    /// The terminals' positions and the payer's for one trial; terminal 0 is the one the payer means to pay.
+    /// The terminals' and the payer's positions in trial `index`, as ``TrialRunner`` lays them out; terminal 0 is the
+    /// one the payer means to pay. A demo can place ``SimulatedAir`` peers with it.
+    public func room(trial index: Int) -> (terminals: [Position], payer: Position) {
+        var random = Xoshiro256StarStar(seed: SplitMix64.derive(seed, UInt64(index)))
+        return room(using: &random)
+    }
+
+    /// The room for one trial, drawn from the trial's generator.
     func room(using random: inout Xoshiro256StarStar) -> (terminals: [Position], payer: Position) {
         func around(_ centre: Position, distance: ClosedRange<Double>) -> Position {
             let radius = distance.lowerBound + random.unit() * (distance.upperBound - distance.lowerBound)

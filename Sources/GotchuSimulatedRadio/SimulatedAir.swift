@@ -4,9 +4,13 @@ import GotchuCore
 ///
 /// It wraps an ``AirCore`` (which generates the packets) with a clock:
 /// - `.virtual`: time stands still until ``advance(by:)`` moves it; sleepers wake and scans receive their packets in
-///   time order as it passes. Tests and the trial runner use it, so minutes of radio traffic take milliseconds.
+///   time order as it passes, so tests run minutes of radio traffic in milliseconds. Time moves in steps of at most
+///   ``virtualStep``, and tasks woken in a step get a few scheduler turns before the next one: a task that needs more
+///   sees a later clock, never an earlier one. Packets themselves are exact either way (each carries its own time);
+///   ``TrialRunner`` drives ``AirCore`` directly where every instant matters.
 /// - `.realTime`: time is the continuous clock since the air was created, and scans deliver each packet when the
-///   wall clock reaches its time. The demo and the command line use it.
+///   wall clock reaches its time. The demo and the command line use it. Packets are generated a little ahead
+///   (``realTimeHorizon``), so an advertisement that starts or stops reaches scanners within that delay.
 public actor SimulatedAir {
     /// How time passes.
     public enum ClockMode: Sendable, Hashable {
@@ -48,7 +52,7 @@ public actor SimulatedAir {
     /// The longest virtual step taken at once, so tasks woken by a packet see a clock close to its time.
     public static let virtualStep: Duration = .milliseconds(10)
     /// How far ahead of the wall clock real-time scans generate packets.
-    static let realTimeHorizon: Duration = .milliseconds(50)
+    public static let realTimeHorizon: Duration = .milliseconds(50)
 
     /// Creates an empty air.
     public init(model: AirModel = AirModel(), seed: UInt64, clock: ClockMode = .virtual) {

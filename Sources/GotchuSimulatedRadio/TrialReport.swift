@@ -15,7 +15,7 @@ public struct SelectionOutcome: Hashable, Sendable, Codable {
 
     /// How the trial ended.
     public var kind: Kind
-    /// The selected terminal's index (0 is the intended one), when one was selected.
+    /// The selected terminal's index (0 is the intended one); for ``Kind/ambiguous``, the terminal listed first.
     public var terminal: Int?
     /// Time from the start of the scan to the selection, when one was selected.
     public var latency: Duration?
@@ -59,7 +59,9 @@ public struct SelectorSummary: Hashable, Sendable, Codable {
     public var ambiguousRate: Double
     /// Fraction of trials with nothing near at the timeout.
     public var noneRate: Double
-    /// Latency percentiles in seconds over the auto-selected trials (`nil` when there were none): p50, p95, p99.
+    /// Among ambiguous trials, the fraction whose list shows the intended terminal first (`nil` when none was).
+    public var ambiguousListedFirstRate: Double?
+    /// Latency percentiles (nearest rank) in seconds over the auto-selected trials, `nil` when there were none.
     public var latencyP50: Double?
     /// See ``latencyP50``.
     public var latencyP95: Double?
@@ -78,6 +80,9 @@ public struct SelectorSummary: Hashable, Sendable, Codable {
         wrongPayeeRate = rate(.wrongPayee)
         ambiguousRate = rate(.ambiguous)
         noneRate = rate(.none)
+        let ambiguous = outcomes.filter { $0.kind == .ambiguous }
+        ambiguousListedFirstRate =
+            ambiguous.isEmpty ? nil : Double(ambiguous.count { $0.terminal == 0 }) / Double(ambiguous.count)
         let latencies = outcomes.indices.compactMap { index -> Double? in
             guard let latency = outcomes[index].latency else { return nil }
             return (latency + (extraLatency?[index] ?? .zero)).seconds

@@ -33,7 +33,7 @@ public enum TrialRunner {
             air.startAdvertising(
                 peer,
                 payload: AirPayload(Advertisement(eid: eid), txPower: air.peers[peer].txPower),
-                at: .zero
+                at: .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
             )
         }
         let payer = air.addPeer(
@@ -45,10 +45,11 @@ public enum TrialRunner {
             )
         )
 
-        // Start at a random phase of the advertising schedules, after the shadowing has settled in.
-        let scanStart = .seconds(1) + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
+        // Every terminal is already advertising, each at its own phase, when the scan starts. Shadowing starts from
+        // its stationary distribution, so no warm-up is needed.
+        let scanStart =
+            scenario.advertisingInterval + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
         let scanEnd = scanStart + scenario.timeout
-        let receptions = air.receptions(for: payer, from: scanStart, to: scanEnd, scanOrigin: scanStart)
 
         var selector = ProximitySelector(configuration: scenario.selector)
         var naive = NaiveProximitySelector(staleAfter: scenario.selector.staleAfter)
@@ -62,33 +63,43 @@ public enum TrialRunner {
                 latency: time - scanStart
             )
         }
-        for reception in receptions {
-            guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { continue }
-            let sighting = Sighting(
-                eid: eid,
-                rssi: reception.rssi,
-                txPower: reception.payload.txPower,
-                time: reception.time,
-                source: air.peers[reception.advertiser].name
-            )
-            if ours == nil {
-                selector.record(sighting)
-                if let candidate = selector.decide(now: sighting.time).selected {
-                    ours = outcome(candidate, at: sighting.time)
+        // Generated 100 ms at a time, so a trial stops as soon as both selectors have decided; the air's packets do
+        // not depend on how time is split.
+        var chunkStart = scanStart
+        chunks: while chunkStart < scanEnd {
+            let chunkEnd = min(chunkStart + .milliseconds(100), scanEnd)
+            for reception in air.receptions(for: payer, from: chunkStart, to: chunkEnd, scanOrigin: scanStart) {
+                guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { continue }
+                let sighting = Sighting(
+                    eid: eid,
+                    rssi: reception.rssi,
+                    txPower: reception.payload.txPower,
+                    time: reception.time,
+                    source: air.peers[reception.advertiser].name
+                )
+                if ours == nil {
+                    selector.record(sighting)
+                    if let candidate = selector.decide(now: sighting.time).selected {
+                        ours = outcome(candidate, at: sighting.time)
+                    }
                 }
-            }
-            if theirs == nil {
-                naive.record(sighting)
-                if sighting.time - scanStart >= scenario.naiveDecisionDelay,
-                    let candidate = naive.decision(now: sighting.time).selected
-                {
-                    theirs = outcome(candidate, at: sighting.time)
+                if theirs == nil {
+                    naive.record(sighting)
+                    if sighting.time - scanStart >= scenario.naiveDecisionDelay,
+                        let candidate = naive.decision(now: sighting.time).selected
+                    {
+                        theirs = outcome(candidate, at: sighting.time)
+                    }
                 }
+                if ours != nil && theirs != nil { break chunks }
             }
-            if ours != nil && theirs != nil { break }
+            chunkStart = chunkEnd
         }
         func unresolved(_ decision: ProximityDecision) -> SelectionOutcome {
-            if case .ambiguous = decision { return SelectionOutcome(kind: .ambiguous) }
+            // The list the payer would choose from: remember which terminal it shows first.
+            if case .ambiguous(let ranked) = decision {
+                return SelectionOutcome(kind: .ambiguous, terminal: ranked.first.flatMap { terminalOf[$0.eid] })
+            }
             return SelectionOutcome(kind: .none)
         }
         let distances = room.terminals.map { $0.distance(to: room.payer) }

@@ -11,7 +11,7 @@ import Testing
     }
 
     /// `count` sightings of `eid` at `rssi`, 100 ms apart, ending at `end` ms.
-    private func burst(_ eid: EID, _ rssi: Int16, count: Int = 5, end: Int64 = 1000, txPower: Int16? = 0) -> [Sighting]
+    private func burst(_ eid: EID, _ rssi: Int16, count: Int = 8, end: Int64 = 1000, txPower: Int16? = 0) -> [Sighting]
     {
         (0..<count).map { sighting(eid, rssi, at: end - Int64($0) * 100, txPower: txPower) }
     }
@@ -37,7 +37,7 @@ import Testing
         let decision = selector.decide(now: .seconds(1))
         #expect(decision.selected?.eid == Self.a)
         #expect(decision.selected?.attenuation == 30)
-        #expect(decision.selected?.sampleCount == 5)
+        #expect(decision.selected?.sampleCount == 8)
         #expect(decision.selected?.lastSeen == .seconds(1))
     }
 
@@ -81,17 +81,32 @@ import Testing
         #expect(ranked.map(\.eid) == [Self.a, Self.b])
     }
 
-    @Test func staleTerminalIsDroppedEvenIfStrongest() {
+    @Test func staleTerminalIsNeverSelectedButStillCompetesWhileInTheWindow() {
+        // a was loud but was last heard 700 ms ago, beyond the 600 ms staleness timeout.
         var selector = selector(burst(Self.a, -20, end: 300) + burst(Self.b, -30, end: 1000))
-        // a was last heard 700 ms ago, beyond the 600 ms staleness timeout.
-        #expect(selector.decide(now: .seconds(1)).selected?.eid == Self.b)
-        #expect(selector.rankedCandidates(now: .seconds(1)).map(\.eid) == [Self.b])
+        guard case .ambiguous(let ranked) = selector.decide(now: .seconds(1)) else {
+            Issue.record("expected ambiguous")
+            return
+        }
+        #expect(ranked.map(\.eid) == [Self.b])
+        // Once a's samples have left the 2 s window, b is clear.
+        for sighting in burst(Self.b, -30, count: 15, end: 2500) { selector.record(sighting) }
+        #expect(selector.decide(now: .milliseconds(2500)).selected?.eid == Self.b)
+    }
+
+    @Test func samplesFromTheFutureWaitForTheirTime() {
+        var selector = selector(burst(Self.a, -30, count: 8, end: 1100))
+        #expect(selector.decide(now: .seconds(1)).selected?.sampleCount == 7)
+        #expect(selector.decide(now: .milliseconds(1100)).selected?.sampleCount == 8)
     }
 
     @Test func samplesOutsideTheWindowAreForgotten() {
-        var selector = selector(burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 5, end: 1300))
+        var selector = selector(
+            burst(Self.a, -90, count: 5, end: 300) + burst(Self.a, -30, count: 8, end: 1300),
+            .init(window: .seconds(1))
+        )
         let candidate = selector.decide(now: .milliseconds(1300)).selected
-        #expect(candidate?.sampleCount == 5)
+        #expect(candidate?.sampleCount == 8)
         #expect(candidate?.rssi == -30)
     }
 
@@ -119,7 +134,7 @@ import Testing
     }
 
     @Test func medianSmoothingIgnoresASingleDeepFade() {
-        let sightings = burst(Self.a, -30, count: 4) + [sighting(Self.a, -90, at: 550)] + burst(Self.b, -42)
+        let sightings = burst(Self.a, -30, count: 7) + [sighting(Self.a, -90, at: 550)] + burst(Self.b, -42)
         var mean = selector(sightings)
         var median = selector(sightings, .init(smoothing: .median))
         #expect(mean.decide(now: .seconds(1)).selected == nil)
@@ -151,14 +166,10 @@ import Testing
             let configuration = ProximitySelector.Configuration(margin: Double(margin))
             var selector = selector(sightings(samples), configuration)
             guard let chosen = selector.decide(now: .seconds(2)).selected else { return }
-            // Recompute independently: mean attenuation per fresh EID (every sample is inside the window).
+            // Recompute independently: mean attenuation per EID (every sample is inside the window; stale EIDs still
+            // compete for the margin).
             var attenuations: [Int: [Double]] = [:]
-            var lastSeen: [Int: Int] = [:]
-            for sample in samples {
-                attenuations[sample.0, default: []].append(Double(-sample.1))
-                lastSeen[sample.0] = max(lastSeen[sample.0] ?? 0, sample.2)
-            }
-            attenuations = attenuations.filter { 1000 - lastSeen[$0.key]! <= 600 }
+            for sample in samples { attenuations[sample.0, default: []].append(Double(-sample.1)) }
             let means = attenuations.mapValues { $0.reduce(0, +) / Double($0.count) }
             let index = Self.eids.firstIndex(of: chosen.eid)!
             #expect(means[index]! <= configuration.maximumAttenuation)

@@ -44,6 +44,12 @@ import Testing
         #expect(window.samples.map(\.rssi) == [-60])
     }
 
+    @Test func removeExpiredKeepsFutureSamples() {
+        var window = window([(0, -40), (500, -50), (1000, -60), (1600, -70)])
+        window.removeExpired(now: .milliseconds(1500))
+        #expect(window.samples.map(\.rssi) == [-60, -70])
+    }
+
     @Test func figuresDoNotDependOnArrivalOrder() async {
         let samples = zip(Gen.int(in: 0...2000), Gen.int(in: -100...(-20))).array(of: 1...20)
         await propertyCheck(input: samples, Gen.int(in: 0...1000)) { samples, rotation in

@@ -128,10 +128,18 @@ import Testing
 
     @Test func receptionsDoNotDependOnHowTimeIsSplit() async {
         let model = AirModel(packetLoss: 0.2)
+        let restarted = AirPayload(Advertisement(eid: EID(rawValue: "2222222222")!), txPower: 0)
+        /// The advertiser pauses from 1.5 s to 2 s and comes back with another EID.
+        func pausingRoom(_ seed: UInt64) -> (AirCore, Int) {
+            var (air, advertiser, scanner) = room(model, distance: 2, seed: seed)
+            air.stopAdvertising(advertiser, at: .milliseconds(1500))
+            air.startAdvertising(advertiser, payload: restarted, at: .seconds(2))
+            return (air, scanner)
+        }
         await propertyCheck(count: 50, input: Gen.uint64(), Gen.int(in: 1...2999).array(of: 0...12)) { seed, cuts in
-            var (whole, _, scanner) = room(model, distance: 2, seed: seed)
+            var (whole, scanner) = pausingRoom(seed)
             let reference = whole.receptions(for: scanner, from: .zero, to: .seconds(3))
-            var (split, _, _) = room(model, distance: 2, seed: seed)
+            var (split, _) = pausingRoom(seed)
             var pieces: [Reception] = []
             var start = Duration.zero
             for cut in Set(cuts).sorted().map({ Duration.milliseconds($0) }) + [.seconds(3)] {
@@ -139,6 +147,8 @@ import Testing
                 start = cut
             }
             #expect(pieces == reference)
+            #expect(!reference.contains { $0.time >= .milliseconds(1500) && $0.time < .seconds(2) })
+            #expect(reference.contains { $0.payload == restarted })
         }
     }
 

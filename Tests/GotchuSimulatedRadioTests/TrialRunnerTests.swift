@@ -42,6 +42,22 @@ import Testing
         )
     }
 
+    @Test func ambiguousListsMostlyShowTheIntendedTerminalFirst() throws {
+        var scenario = Scenario(layout: .counter, trials: 300, seed: 14)
+        scenario.selector.margin = 20  // force many ambiguous trials
+        let report = TrialRunner.run(scenario)
+        #expect(report.selector.ambiguousRate > 0.3)
+        #expect(try #require(report.selector.ambiguousListedFirstRate) > 0.9)
+    }
+
+    @Test func publishedRoomsAreTheTrialRooms() {
+        let scenario = Scenario(layout: .crowded, trials: 5, seed: 3)
+        for result in TrialRunner.run(scenario).results {
+            let room = scenario.room(trial: result.trial)
+            #expect(room.terminals[0].distance(to: room.payer) == result.intendedDistance)
+        }
+    }
+
     @Test func roomsMatchTheirLayout() {
         for result in TrialRunner.run(Scenario(layout: .counter, trials: 50)).results {
             #expect(abs(result.intendedDistance - 0.2) < 1e-9)
