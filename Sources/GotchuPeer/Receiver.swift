@@ -75,11 +75,10 @@ public struct Receiver: Sendable {
             case .startAdvertising:
                 guard let session = current else { return .cancelled }
                 action = machine.receive(await advertise(session, options, progress), now: await radio.now())
-            case .stopAdvertisingAndCancel(let sid, let outcome):
-                // The caller was cancelled; cancel the session on the ledger from a task that is not.
-                let ledger = self.ledger
-                _ = await Task.detached { try? await ledger.cancel(sid: sid) }.value
-                return outcome
+            case .stopAdvertisingAndCancel(let sid):
+                // The caller was cancelled; the ledger client does not pass that on, so this request still goes out.
+                try? await ledger.cancel(sid: sid)
+                return .cancelled
             case .stopAdvertisingAndReport(let outcome), .report(let outcome):
                 return outcome
             }
