@@ -127,7 +127,9 @@ let package = Package(
         ),
         .testTarget(
             name: "GotchuPeerTests",
-            dependencies: ["GotchuPeer", "GotchuTesting"],
+            dependencies: [
+                "GotchuPeer", "GotchuTesting", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI", "GotchuCore",
+            ],
             swiftSettings: swiftSettings
         ),
     ],

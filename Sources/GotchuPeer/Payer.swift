@@ -1,5 +1,5 @@
-import GotchuAPI
 import Foundation
+import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
 
@@ -129,7 +129,10 @@ public struct Payer: Sendable {
     ) async throws -> (PayerStateMachine.Action, PayerStateMachine) {
         var machine = machine
         let sightings = try await radio.scan(options.filter)
-        let (inputs, continuation) = AsyncStream.makeStream(of: PayerStateMachine.Event.self, bufferingPolicy: .bufferingNewest(256))
+        let (inputs, continuation) = AsyncStream.makeStream(
+            of: PayerStateMachine.Event.self,
+            bufferingPolicy: .bufferingNewest(256)
+        )
         let radio = self.radio
         let tick = options.tick
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -161,7 +164,11 @@ public struct Payer: Sendable {
     private func resolve(_ eid: EID) async -> PayerStateMachine.Event {
         do {
             let resolved = try await ledger.resolve(eid: eid)
-            return .resolved(sessionID: resolved.sid, amountCents: resolved.amountCents, payeeName: resolved.payeeDisplay.name)
+            return .resolved(
+                sessionID: resolved.sid,
+                amountCents: resolved.amountCents,
+                payeeName: resolved.payeeDisplay.name
+            )
         } catch {
             switch error.problemKind {
             case .sessionNotFound?: return .resolveFailed(.notFound)

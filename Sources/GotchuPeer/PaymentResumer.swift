@@ -1,6 +1,6 @@
+import Foundation
 import GotchuAPI
 public import GotchuCore
-import Foundation
 public import GotchuLedgerClient
 
 /// Finishes payments the journal left pending (a crash, a lost response): each is sent again with its own key, so

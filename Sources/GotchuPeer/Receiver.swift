@@ -85,14 +85,19 @@ public struct Receiver: Sendable {
         }
     }
 
-    private func create(_ options: Options, _ progress: @Sendable (Progress) -> Void) async -> ReceiverStateMachine.Event {
+    private func create(
+        _ options: Options,
+        _ progress: @Sendable (Progress) -> Void
+    ) async -> ReceiverStateMachine.Event {
         if Task.isCancelled { return .cancel }
         do {
             let created = try await ledger.createSession(amountCents: options.amountCents)
             progress(.created(sid: created.sid, eid: created.eid, amountCents: options.amountCents))
             // The ledger's expiry time, moved onto the radio's clock for the machine's local expiry check.
             let remaining = Duration.milliseconds(Int64(created.expiresAt.timeIntervalSinceNow * 1000))
-            return .created(ReceiverSession(sessionID: created.sid, eid: created.eid, expiresAt: await radio.now() + remaining))
+            return .created(
+                ReceiverSession(sessionID: created.sid, eid: created.eid, expiresAt: await radio.now() + remaining)
+            )
         } catch {
             return .createFailed(reason: "\(error)")
         }

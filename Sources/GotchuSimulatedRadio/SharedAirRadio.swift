@@ -117,7 +117,9 @@ struct AdvertiserRecord: Codable, Hashable {
         self.x = position.x
         self.y = position.y
         self.txPower = peer.txPower
-        self.intervalMilliseconds = Int((advertisement.interval?.lowerBound ?? peer.advertisingInterval) / .milliseconds(1))
+        self.intervalMilliseconds = Int(
+            (advertisement.interval?.lowerBound ?? peer.advertisingInterval) / .milliseconds(1)
+        )
         self.serviceUUID = advertisement.serviceUUID.uuidString
         self.serviceData = advertisement.eid.serviceData
         self.includesTxPower = advertisement.includesTxPower
@@ -134,7 +136,11 @@ struct AdvertiserRecord: Codable, Hashable {
 
     var payload: AirPayload {
         let uuid = BluetoothUUID(serviceUUID) ?? .gotchu
-        return AirPayload(serviceUUIDs: [uuid], serviceData: [uuid: serviceData], txPower: includesTxPower ? txPower : nil)
+        return AirPayload(
+            serviceUUIDs: [uuid],
+            serviceData: [uuid: serviceData],
+            txPower: includesTxPower ? txPower : nil
+        )
     }
 
     /// The records in `directory` refreshed within `staleAfter`, by file name. Unreadable files are skipped.
@@ -144,7 +150,8 @@ struct AdvertiserRecord: Codable, Hashable {
         let oldest = Date().addingTimeInterval(-(staleAfter / .seconds(1)))
         for name in names where name.hasSuffix(".json") {
             let file = directory.appendingPathComponent(name)
-            guard let modified = try? FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date,
+            guard
+                let modified = try? FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date,
                 modified >= oldest,
                 let data = try? Data(contentsOf: file),
                 let record = try? JSONDecoder().decode(AdvertiserRecord.self, from: data)

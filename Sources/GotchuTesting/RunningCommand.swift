@@ -67,6 +67,11 @@ public final class RunningCommand: @unchecked Sendable {
         return try await waitForExit(timeout: timeout)
     }
 
+    /// Kills the process at once (SIGKILL) without waiting.
+    public func stopNow() throws {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     /// Waits for the process to exit on its own; returns its exit status.
     public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout

@@ -41,7 +41,9 @@ struct Console: Sendable {
                     + (replayed ? "(it had gone through)" : "(sent now)") + "; new balance \(Money.format(balance))"
             )
         case .failed(let entry, let reason):
-            line("an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) did not go through: \(reason)")
+            line(
+                "an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) did not go through: \(reason)"
+            )
         case .stillPending(let entry, let reason):
             line(
                 "an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) is still pending "
@@ -55,7 +57,8 @@ struct Console: Sendable {
         case .noTerminalNearby: return "no terminal nearby; move closer and try again"
         case .resolveFailed(let eid, let reason): return "could not resolve \(eid): \(reason)"
         case .amountAboveLimit(let offer, let limit):
-            return "\(Money.format(offer.amountCents)) to \(offer.payeeName) is above your limit of \(Money.format(limit))"
+            return
+                "\(Money.format(offer.amountCents)) to \(offer.payeeName) is above your limit of \(Money.format(limit))"
         case .declined: return "declined; nothing was paid"
         case .lockFailed(let offer, let reason): return "could not lock \(offer.payeeName)'s session: \(reason)"
         case .sendFailed(let offer, let reason): return "paying \(offer.payeeName) failed: \(reason)"
@@ -72,7 +75,9 @@ struct TerminalInteraction: PayerInteraction {
         console.line("no terminal is clearly nearest; which one?")
         for (index, candidate) in candidates.enumerated() {
             let attenuation = candidate.attenuation.map { String(format: ", attenuation %.0f dB", $0) } ?? ""
-            console.line("  \(index + 1)) \(candidate.eid)  " + String(format: "%.0f dBm", candidate.rssi) + attenuation)
+            console.line(
+                "  \(index + 1)) \(candidate.eid)  " + String(format: "%.0f dBm", candidate.rssi) + attenuation
+            )
         }
         guard let answer = await ask("number (Enter to cancel): "), let number = Int(answer),
             candidates.indices.contains(number - 1)

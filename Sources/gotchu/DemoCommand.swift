@@ -33,7 +33,9 @@ struct DemoCommand: AsyncParsableCommand {
     /// Serves the ledger, plays the scene; returns whether Alice paid Bob.
     private static func run(seed: UInt64) async throws -> Bool {
         let output = DemoOutput()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-demo-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gotchu-demo-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
@@ -42,7 +44,13 @@ struct DemoCommand: AsyncParsableCommand {
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
         let logger = Logger(label: "gotchu.demo") { _ in SwiftLogNoOpLogHandler() }
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let server = LedgerServer.application(store: store, tokens: tokens, port: 0, developmentMode: true, logger: logger) {
+        let server = LedgerServer.application(
+            store: store,
+            tokens: tokens,
+            port: 0,
+            developmentMode: true,
+            logger: logger
+        ) {
             portContinuation.yield($0)
         }
         let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
@@ -83,7 +91,9 @@ struct DemoCommand: AsyncParsableCommand {
                 let radio = await air.addPeer(SimulatedPeer(name: "\(name)'s terminal", at: position))
                 output.say(name, "terminal at \(position), asking \(Money.format(amount))")
                 group.addTask {
-                    let outcome = await Receiver(radio: radio, ledger: client).run(Receiver.Options(amountCents: amount)) {
+                    let outcome = await Receiver(radio: radio, ledger: client).run(
+                        Receiver.Options(amountCents: amount)
+                    ) {
                         output.receiver(name, $0)
                     }
                     return (name, outcome)
@@ -100,7 +110,10 @@ struct DemoCommand: AsyncParsableCommand {
             var paidBob = false
             switch outcome {
             case .paid(let offer, let balance):
-                output.say("alice", "paid \(Money.format(offer.amountCents)) to \(offer.payeeName); balance \(Money.format(balance))")
+                output.say(
+                    "alice",
+                    "paid \(Money.format(offer.amountCents)) to \(offer.payeeName); balance \(Money.format(balance))"
+                )
                 paidBob = offer.payeeName == "bob"
             case .failed(let failure):
                 output.say("alice", "did not pay: \(failure)")
@@ -158,7 +171,10 @@ private struct DemoInteraction: PayerInteraction {
             output.say("alice", "sighted \(sighting.eid) at \(sighting.rssi.map { "\($0) dBm" } ?? "unknown RSSI")")
         case .selected(let eid): output.say("alice", "nearest terminal: \(eid)")
         case .resolved(let offer):
-            output.say("alice", "resolved \(offer.eid): \(Money.format(offer.amountCents)) to \(offer.payeeName) — approved")
+            output.say(
+                "alice",
+                "resolved \(offer.eid): \(Money.format(offer.amountCents)) to \(offer.payeeName) — approved"
+            )
         case .locked: output.say("alice", "locked the session")
         case .retrying(let reason): output.say("alice", "retrying: \(reason)")
         }
@@ -171,7 +187,9 @@ final class DemoOutput: Sendable {
 
     func say(_ who: String, _ what: String) {
         let elapsed = (ContinuousClock.now - start) / .seconds(1)
-        Console().line(String(format: "%6.2fs  ", elapsed) + who.padding(toLength: 7, withPad: " ", startingAt: 0) + what)
+        Console().line(
+            String(format: "%6.2fs  ", elapsed) + who.padding(toLength: 7, withPad: " ", startingAt: 0) + what
+        )
     }
 
     func receiver(_ name: String, _ progress: Receiver.Progress) {

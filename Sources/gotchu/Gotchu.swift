@@ -18,6 +18,7 @@ struct Gotchu: AsyncParsableCommand {
             ServerCommand.self,
             LoginCommand.self,
             WalletCommand.self,
+            FundCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
             BenchCommand.self,

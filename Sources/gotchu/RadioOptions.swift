@@ -16,7 +16,10 @@ struct RadioOptions: ParsableArguments {
         case payer
     }
 
-    @Option(help: "bluez: the machine's Bluetooth adapter through BlueZ. sim: the simulated air shared by processes on this machine.")
+    @Option(
+        help:
+            "bluez: the machine's Bluetooth adapter through BlueZ. sim: the simulated air shared by processes on this machine."
+    )
     var radio: Kind = .bluez
 
     @Option(help: ArgumentHelp("BlueZ adapter, such as hci0 (default: the first powered one).", valueName: "name"))
@@ -27,11 +30,19 @@ struct RadioOptions: ParsableArguments {
 
     @Option(
         name: .customLong("position"),
-        help: ArgumentHelp("sim: where this device stands, in metres (x,y). Default: 0,0 for a receiver, 0.2,0 for a payer.", valueName: "x,y")
+        help: ArgumentHelp(
+            "sim: where this device stands, in metres (x,y). Default: 0,0 for a receiver, 0.2,0 for a payer.",
+            valueName: "x,y"
+        )
     )
     var positionText: String?
 
-    @Option(help: ArgumentHelp("sim: the shared air directory (default: $XDG_RUNTIME_DIR/gotchu-air, else /tmp/gotchu-air-UID).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "sim: the shared air directory (default: $XDG_RUNTIME_DIR/gotchu-air, else /tmp/gotchu-air-UID).",
+            valueName: "path"
+        )
+    )
     var air: String?
 
     var serviceUUID: BluetoothUUID {

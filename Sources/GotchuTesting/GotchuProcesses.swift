@@ -1,0 +1,57 @@
+import Foundation
+
+/// The `gotchu` executable run as the tests' users would: a development ledger server and CLI commands, each with
+/// its own XDG directories under one temporary directory.
+public struct GotchuProcesses: Sendable {
+    /// The temporary directory holding every file of these processes.
+    public let directory: TemporaryDirectory
+
+    /// Creates a fresh set of directories.
+    public init() throws {
+        directory = try TemporaryDirectory(prefix: "gotchu-processes")
+    }
+
+    /// The environment of a user named `user`: its own config and state homes (tokens, journal).
+    public func environment(user: String, extra: [String: String] = [:]) -> [String: String] {
+        let home = directory.url.appendingPathComponent(user)
+        return [
+            "XDG_CONFIG_HOME": home.appendingPathComponent("config").path,
+            "XDG_STATE_HOME": home.appendingPathComponent("state").path,
+            "XDG_DATA_HOME": home.appendingPathComponent("data").path,
+            "XDG_RUNTIME_DIR": directory.url.appendingPathComponent("runtime").path,
+        ].merging(extra) { $1 }
+    }
+
+    /// Starts `gotchu server --dev` on a free loopback port and returns it with its base URL.
+    public func startServer() async throws -> (RunningCommand, String) {
+        let database = directory.url.appendingPathComponent("ledger.sqlite").path
+        let server = try RunningCommand(
+            try BuiltProducts.gotchu,
+            ["server", "--dev", "--port", "0", "--database", database],
+            environment: environment(user: "server")
+        )
+        let line = try await server.waitForLine { $0.hasPrefix("listening on ") }
+        return (server, String(line.dropFirst("listening on ".count)))
+    }
+
+    /// Starts `gotchu ARGUMENTS` as `user`.
+    public func start(_ arguments: [String], user: String, extra: [String: String] = [:]) throws -> RunningCommand {
+        try RunningCommand(try BuiltProducts.gotchu, arguments, environment: environment(user: user, extra: extra))
+    }
+
+    /// Runs `gotchu ARGUMENTS` as `user` to its end; throws unless it exits 0.
+    @discardableResult
+    public func run(_ arguments: [String], user: String, timeout: Duration = .seconds(60)) async throws -> [String] {
+        let command = try start(arguments, user: user)
+        let status = try await command.waitForExit(timeout: timeout)
+        guard status == 0 else {
+            throw RunningCommandError(
+                "gotchu \(arguments.joined(separator: " ")) exited \(status): \(command.standardError)"
+            )
+        }
+        return command.lines
+    }
+
+    /// Deletes the directories.
+    public func remove() { directory.remove() }
+}

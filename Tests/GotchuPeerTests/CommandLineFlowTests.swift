@@ -1,0 +1,68 @@
+import Foundation
+import GotchuTesting
+import Testing
+
+@Suite("gotchu receive and gotchu pay as processes on the shared simulated air")
+struct CommandLineFlowTests {
+    /// A server, Bob logged in, Alice logged in with $50.00, and Bob's terminal advertising $12.50.
+    private func counter(_ processes: GotchuProcesses) async throws -> (RunningCommand, RunningCommand, String) {
+        let (server, url) = try await processes.startServer()
+        try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
+        try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+        try await processes.run(["fund", "--amount", "50.00", "--server", url], user: "alice")
+        let receiver = try processes.start(
+            ["receive", "--amount", "12.50", "--radio", "sim", "--server", url],
+            user: "bob"
+        )
+        _ = try await receiver.waitForLine { $0.hasPrefix("advertising ") }
+        return (server, receiver, url)
+    }
+
+    private func balance(_ processes: GotchuProcesses, _ user: String, _ url: String) async throws -> String? {
+        try await processes.run(["wallet", "--server", url], user: user).first
+    }
+
+    @Test("Two processes: the payer pays the terminal it stands at, the terminal reports it and stops")
+    func pays() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, receiver, url) = try await counter(processes)
+        defer { _ = try? server.stopNow() }
+        let lines = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
+        #expect(lines.contains { $0.hasPrefix("sighted ") && $0.hasSuffix(" dBm") })
+        #expect(lines.contains("resolved $12.50 → bob"))
+        #expect(lines.contains("locked"))
+        #expect(lines.last == "paid $12.50 to bob; new balance $37.50")
+        #expect(try await receiver.waitForExit() == 0)
+        #expect(receiver.lines.last?.hasPrefix("paid: $12.50 received") == true)
+        #expect(try await balance(processes, "bob", url)?.hasPrefix("balance $12.50") == true)
+    }
+
+    @Test(
+        "SIGKILL mid-payment, then a restart: exactly one payment",
+        arguments: [("after-lock", "(sent now)"), ("after-send", "(it had gone through)")]
+    )
+    func crashAndResume(fault: String, resumedAs: String) async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, receiver, url) = try await counter(processes)
+        defer { _ = try? server.stopNow() }
+
+        let crashing = try processes.start(
+            ["pay", "--radio", "sim", "--yes", "--server", url],
+            user: "alice",
+            extra: ["GOTCHU_FAULT": fault]
+        )
+        #expect(try await crashing.waitForExit() == SIGKILL)
+        #expect(crashing.lines.contains("locked"))
+        #expect(!crashing.lines.contains { $0.hasPrefix("paid") })
+
+        let resumed = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
+        #expect(resumed.count == 1)
+        #expect(resumed.first?.hasPrefix("finished an interrupted payment: $12.50 to bob \(resumedAs)") == true)
+        #expect(resumed.first?.hasSuffix("new balance $37.50") == true)
+        #expect(try await receiver.waitForExit() == 0)
+        #expect(try await balance(processes, "alice", url)?.hasPrefix("balance $37.50") == true)
+        #expect(try await balance(processes, "bob", url)?.hasPrefix("balance $12.50") == true)
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuPeer
+import GotchuSimulatedRadio
+import GotchuTesting
+import Testing
+
+/// The payer's flow answers every question itself and records what it saw.
+private final class ScriptedPayer: PayerInteraction, @unchecked Sendable {
+    // Unchecked: `seen` is guarded by `lock`.
+    private let lock = NSLock()
+    private var seen: [Payer.Progress] = []
+
+    func choose(from candidates: [ProximityCandidate]) async -> EID? { nil }
+    func confirm(_ offer: PaymentOffer) async -> Bool { true }
+    func progress(_ progress: Payer.Progress) { lock.withLock { seen.append(progress) } }
+    var progressSeen: [Payer.Progress] { lock.withLock { seen } }
+}
+
+@Suite("Receiver and payer end to end, over the simulated air and a real ledger server")
+struct EndToEndTests {
+    private func login(_ url: String, _ email: String, funded: Cents = 0) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: URL(string: url)!)
+        client.token = try await client.devLogin(email: email).token
+        if funded > 0 { _ = try await client.fund(amountCents: funded) }
+        return client
+    }
+
+    @Test("A receiver and a payer on one air: PAID, balances right, junk on the air ignored and counted")
+    func inProcess() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let bob = try await login(url, "bob@example.com")
+        let alice = try await login(url, "alice@example.com", funded: 5_000)
+
+        let air = SimulatedAir(seed: 7, clock: .realTime)
+        let terminal = await air.addPeer(SimulatedPeer(name: "terminal", at: Position(x: 0, y: 0)))
+        let phone = await air.addPeer(SimulatedPeer(name: "phone", at: Position(x: 0.2, y: 0)))
+        // Someone else's malformed advertisements nearby: wrong length, non-hex, data under another UUID.
+        for (index, data) in [Array("abc".utf8), Array("zzzzzzzzzz".utf8), Array("A1B2C3D4E5".utf8)].enumerated() {
+            await air.addBroadcaster(
+                SimulatedPeer(name: "junk \(index)", at: Position(x: 0.1, y: 0.1)),
+                payload: AirPayload(serviceUUIDs: [.gotchu], serviceData: [.gotchu: data])
+            )
+        }
+
+        async let received = Receiver(radio: terminal, ledger: bob).run(Receiver.Options(amountCents: 1_250))
+        try await Task.sleep(for: .milliseconds(200))
+        var flow = PayerStateMachine.Configuration()
+        flow.preApproved = true
+        let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("journal.sqlite").path)
+        let interaction = ScriptedPayer()
+        let outcome = try await Payer(radio: phone, ledger: alice, journal: journal)
+            .run(Payer.Options(flow: flow), interaction: interaction)
+
+        guard case .paid(let offer, let balance) = outcome else {
+            Issue.record("payer did not pay: \(outcome)")
+            return
+        }
+        #expect(offer.payeeName == "bob" && offer.amountCents == 1_250 && balance == 3_750)
+        guard case .paid(let session) = await received else {
+            Issue.record("receiver did not see the payment")
+            return
+        }
+        #expect(session.sessionID == offer.sessionID)
+        #expect(try await bob.wallet().availableCents == 1_250)
+        #expect(try await alice.wallet().availableCents == 3_750)
+        #expect(try journal.unfinished().isEmpty)
+        #expect(try journal.recent().first?.state == .paid)
+        #expect(await phone.statistics().malformed > 0)
+        #expect(interaction.progressSeen.contains { if case .locked = $0 { true } else { false } })
+    }
+}
