@@ -1,3 +1,4 @@
+public import Foundation
 public import Hummingbird
 public import Logging
 import ServiceLifecycle
@@ -51,5 +52,46 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
 
     private func gracefulShutdown(for duration: Duration) async throws {
         try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+    }
+}
+
+extension LedgerServer {
+    /// Runs a server over `store` on a free loopback port while `body` runs, then shuts it down gracefully: how the
+    /// demo, the simulator and the benchmarks get a real HTTP ledger in their own process.
+    /// - Parameter body: receives the server's base URL, such as `http://127.0.0.1:40123`.
+    public static func withRunning<Store: LedgerStore, Result: Sendable>(
+        store: Store,
+        tokens: TokenAuthority,
+        developmentMode: Bool = true,
+        logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
+        _ body: @Sendable (URL) async throws -> Result
+    ) async throws -> Result {
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let application = application(
+            store: store,
+            tokens: tokens,
+            port: 0,
+            developmentMode: developmentMode,
+            logger: logger
+        ) { portContinuation.yield($0) }
+        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next(), let url = URL(string: "http://127.0.0.1:\(port)") else {
+                throw CancellationError()
+            }
+            let result: Result
+            do {
+                result = try await body(url)
+            } catch {
+                await group.triggerGracefulShutdown()
+                try? await tasks.waitForAll()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        }
     }
 }

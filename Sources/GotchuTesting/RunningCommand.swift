@@ -5,6 +5,9 @@ public import Foundation
 public final class RunningCommand: @unchecked Sendable {
     // Unchecked: the mutable buffers are guarded by `lock`; `Process` is used from the test's task only.
     private let process = Process()
+    private let output = Pipe()
+    private let error = Pipe()
+    private var drained = false
     private let lock = NSLock()
     private var outputLines: [String] = []
     private var partialLine = Data()
@@ -15,8 +18,6 @@ public final class RunningCommand: @unchecked Sendable {
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        let error = Pipe()
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
@@ -82,7 +83,28 @@ public final class RunningCommand: @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
+        drain()
         return process.terminationStatus
+    }
+
+    /// Reads what the exited process left in its pipes, which the readability handlers may not have seen yet.
+    private func drain() {
+        let first = lock.withLock {
+            defer { drained = true }
+            return !drained
+        }
+        guard first else { return }
+        output.fileHandleForReading.readabilityHandler = nil
+        error.fileHandleForReading.readabilityHandler = nil
+        append(output: output.fileHandleForReading.readDataToEndOfFile())
+        lock.withLock {
+            if !partialLine.isEmpty {
+                outputLines.append(String(decoding: partialLine, as: UTF8.self))
+                partialLine = Data()
+            }
+        }
+        let errorRest = error.fileHandleForReading.readDataToEndOfFile()
+        lock.withLock { errorData.append(errorRest) }
     }
 
     private func append(output data: Data) {

@@ -4,8 +4,6 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
-import Logging
-import ServiceLifecycle
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -16,9 +14,9 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         commandName: "ledger",
         abstract: "Complete payments per second over HTTP, and the same store operations driven directly.",
         discussion: """
-            Each payment is create + resolve + lock + send. K payer/payee pairs run concurrently, each pair paying
-            in a loop. Both runs use a fresh SQLite file in a temporary directory; the HTTP run goes through a
-            real server on a loopback port with the URLSession client. Prints both rates and HTTP/direct.
+            Each payment is create + resolve + lock + send. K payer/payee pairs run concurrently, each \
+            paying in a loop. Both runs use a fresh SQLite file; the HTTP run goes through a real \
+            server on a loopback port with the URLSession client. Prints both rates and HTTP/direct.
             """
     )
 
@@ -110,19 +108,10 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         tokens: TokenAuthority
     ) async throws {
         let users = try await users(store, pairs: pairs, payments: payments)
-        let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let application = LedgerServer.application(store: store, tokens: tokens, port: 0, logger: logger) {
-            portContinuation.yield($0)
-        }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = pairs * 2
         let session = URLSession(configuration: configuration)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), let url = URL(string: "http://127.0.0.1:\(port)") else { return }
+        try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
             try await withThrowingTaskGroup(of: Void.self) { payers in
                 for (payer, payee) in users {
                     let payerClient = LedgerClient(
@@ -146,8 +135,6 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 }
                 try await payers.waitForAll()
             }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 }

@@ -6,18 +6,16 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import GotchuPeer
 import GotchuSimulatedRadio
-import Logging
-import ServiceLifecycle
 
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "A real payment over the simulated radio, with no hardware and no set-up.",
         discussion: """
-            Starts a ledger server in this process on a temporary SQLite file, creates Bob (a terminal asking
-            $12.50), two other terminals advertising nearby (2 m and 3 m away), and Alice (funded $100.00) who
-            steps up to Bob's terminal. Alice's phone scans, picks the nearest terminal, resolves it on the
-            ledger, locks and pays. Everything runs in real time; it ends with both balances and the ledger.
+            Starts a ledger server in this process on a temporary SQLite file, Bob's terminal asking \
+            $12.50, two other terminals advertising 2 and 3 metres away, and Alice (funded $100.00) \
+            who steps up to Bob's terminal. Her phone scans, picks the nearest terminal, resolves it \
+            on the ledger, locks and pays, in real time; the demo ends with both balances and ledgers.
             """
     )
 
@@ -42,29 +40,9 @@ struct DemoCommand: AsyncParsableCommand {
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
         try await store.migrate()
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
-        let logger = Logger(label: "gotchu.demo") { _ in SwiftLogNoOpLogHandler() }
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let server = LedgerServer.application(
-            store: store,
-            tokens: tokens,
-            port: 0,
-            developmentMode: true,
-            logger: logger
-        ) {
-            portContinuation.yield($0)
-        }
-        let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            defer { tasks.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), let url = URL(string: "http://127.0.0.1:\(port)") else {
-                throw CLIError("the ledger server did not start")
-            }
+        return try await LedgerServer.withRunning(store: store, tokens: tokens) { url in
             output.say("ledger", "listening on \(url.absoluteString) (SQLite in \(directory.path))")
-            let paid = try await Self.scene(url: url, directory: directory, seed: seed, output: output)
-            await group.triggerGracefulShutdown()
-            return paid
+            return try await scene(url: url, directory: directory, seed: seed, output: output)
         }
     }
 

@@ -6,12 +6,18 @@ struct Gotchu: AsyncParsableCommand {
         commandName: "gotchu",
         abstract: "BLE proximity payments: a ledger server, receivers that advertise, payers that scan and pay.",
         discussion: """
-            Start a development ledger and use it:
-              gotchu server --dev                        # ledger on http://127.0.0.1:8080, SQLite under ~/.local/share
-              gotchu login --email bob@example.com       # dev login; the token is cached under ~/.config/gotchu
-              gotchu wallet                              # balance and recent ledger entries
+            Try it with no hardware: `gotchu demo`.
 
-            Every command that talks to a server takes --server URL (or GOTCHU_SERVER).
+            A development ledger and a payment between two terminals on this machine:
+              gotchu server --dev
+              gotchu login --email bob@example.com
+              gotchu receive --amount 12.50 --radio sim
+            and, as another user (another XDG_CONFIG_HOME):
+              gotchu login --email alice@example.com
+              gotchu fund --amount 50.00
+              gotchu pay --radio sim
+
+            Commands that talk to a ledger take --server URL (or GOTCHU_SERVER).
             """,
         subcommands: [
             DemoCommand.self,
@@ -21,6 +27,7 @@ struct Gotchu: AsyncParsableCommand {
             FundCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
+            SimulateCommand.self,
             BenchCommand.self,
         ]
     )

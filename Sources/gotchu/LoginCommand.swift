@@ -8,8 +8,9 @@ struct LoginCommand: AsyncParsableCommand {
         commandName: "login",
         abstract: "Log in to a development ledger by e-mail and cache the token.",
         discussion: """
-            Needs a server started with --dev. The token is cached per server under $XDG_CONFIG_HOME/gotchu
-            (default ~/.config/gotchu) with mode 0600, and used by wallet, receive and pay.
+            Needs a server started with --dev. The token is cached per server under \
+            $XDG_CONFIG_HOME/gotchu (default ~/.config/gotchu) with mode 0600, and used by wallet, \
+            fund, receive and pay.
             """
     )
 

@@ -8,17 +8,17 @@ struct PayCommand: AsyncParsableCommand {
         commandName: "pay",
         abstract: "Pay the nearest terminal: scan, pick it, confirm payee and amount, lock and pay.",
         discussion: """
-            Logs in first with `gotchu login`. The payee's name and the amount shown come from the ledger, never
-            from the air. When no terminal is clearly nearest (or with --choose), the candidates are listed and you
-            pick one by number.
+            Log in first with `gotchu login`. The payee's name and the amount shown come from the \
+            ledger, never from the air. When no terminal is clearly nearest (or with --choose), the \
+            terminals heard are listed and you pick one by number.
 
-            Every payment is written to a journal (under $XDG_STATE_HOME/gotchu, mode 0600) with its idempotency
-            key before it is sent. If a previous run was interrupted, `gotchu pay` first finishes those payments with
-            their own keys, so each ends exactly once, and then stops.
+            Every payment is written to a journal (under $XDG_STATE_HOME/gotchu, mode 0600) with its \
+            idempotency key before it is sent. If a previous run was interrupted, `gotchu pay` first \
+            finishes those payments with their own keys, so each ends exactly once, and stops there.
 
             Examples:
-              gotchu pay                                         # scan through BlueZ, confirm, pay
-              gotchu pay --radio sim --yes --max-amount 20.00    # simulated air, no question up to $20.00
+              gotchu pay                          # scan through BlueZ, confirm, pay
+              gotchu pay --radio sim --yes --max-amount 20.00
             """
     )
 

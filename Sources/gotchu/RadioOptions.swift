@@ -25,7 +25,10 @@ struct RadioOptions: ParsableArguments {
     @Option(help: ArgumentHelp("BlueZ adapter, such as hci0 (default: the first powered one).", valueName: "name"))
     var adapter: String?
 
-    @Option(help: ArgumentHelp("Service UUID to advertise or scan for: 16-bit (feed) or 128-bit.", valueName: "uuid"))
+    @Option(
+        name: .customLong("service-uuid"),
+        help: ArgumentHelp("Service UUID to advertise or scan for: 16-bit (feed) or 128-bit.", valueName: "uuid")
+    )
     var serviceUUIDText = "feed"
 
     @Option(

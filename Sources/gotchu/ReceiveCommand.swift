@@ -8,12 +8,13 @@ struct ReceiveCommand: AsyncParsableCommand {
         commandName: "receive",
         abstract: "Ask for a payment: create a session and advertise its EID until it is paid.",
         discussion: """
-            Logs in first with `gotchu login`. The session expires after the server's session lifetime (5 minutes
-            by default); --recreate starts a new one each time until paid. Ctrl-C cancels the session.
+            Log in first with `gotchu login`. The session expires after the server's session lifetime \
+            (5 minutes by default); --recreate starts a new one each time until paid. Ctrl-C cancels \
+            the session.
 
             Examples:
-              gotchu receive --amount 12.50                      # advertise through BlueZ
-              gotchu receive --amount 12.50 --radio sim          # on the simulated air shared with `gotchu pay --radio sim`
+              gotchu receive --amount 12.50                # advertise through BlueZ
+              gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
             """
     )
 

@@ -9,15 +9,15 @@ struct ServerCommand: AsyncParsableCommand {
         commandName: "server",
         abstract: "Run the ledger server (payment sessions and the double-entry ledger) over HTTP.",
         discussion: """
-            The ledger lives in one SQLite file (WAL mode); back it up with `sqlite3 FILE ".backup COPY"`.
-            Stop with Ctrl-C or SIGTERM: requests in flight finish first.
+            The ledger lives in one SQLite file in WAL mode; back it up with \
+            `sqlite3 FILE ".backup COPY"`. Ctrl-C or SIGTERM stops it after the requests in flight. \
+            The API contract is served at GET /openapi.yaml.
 
             Examples:
-              gotchu server --dev                                 # development: dev login and funding enabled
-              gotchu server --port 0 --dev                        # any free port; prints "listening on http://..."
-              GOTCHU_JWT_SECRET=$(openssl rand -hex 32) gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
-
-            API contract: GET /openapi.yaml on the running server.
+              gotchu server --dev            # dev login and funding enabled
+              gotchu server --dev --port 0   # any free port; prints "listening on ..."
+              GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
+                gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
             """
     )
 

@@ -1,0 +1,8 @@
+// Types of other modules used as option values.
+public import ArgumentParser
+public import GotchuSimulatedRadio
+public import Logging
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+extension Scenario.Layout: ExpressibleByArgument {}

@@ -1,4 +1,0 @@
-public import ArgumentParser
-public import Logging
-
-extension Logger.Level: @retroactive ExpressibleByArgument {}

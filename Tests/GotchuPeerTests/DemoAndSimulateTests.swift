@@ -1,0 +1,50 @@
+import Foundation
+import GotchuTesting
+import Testing
+
+@Suite("gotchu demo and gotchu simulate")
+struct DemoAndSimulateTests {
+    @Test("The demo pays Bob $12.50 from Alice over the simulated radio and shows both ledgers")
+    func demo() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let lines = try await processes.run(["demo"], user: "demo", timeout: .seconds(30))
+        #expect(lines.contains { $0.contains("alice") && $0.hasSuffix("paid $12.50 to bob; balance $87.50") })
+        #expect(lines.contains { $0.contains("bob") && $0.contains("terminal saw the payment") })
+        #expect(lines.contains("alice: balance $87.50"))
+        #expect(lines.contains("bob: balance $12.50"))
+        #expect(lines.contains { $0.contains("DEBIT") && $0.contains("-$12.50") && $0.contains("SEND_P2P") })
+        #expect(lines.contains { $0.contains("CREDIT") && $0.contains("+$12.50") && $0.contains("RECEIVE_P2P") })
+    }
+
+    @Test("simulate --json: the selector beats the naive rule, and every trial's payment balances the ledger")
+    func simulate() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let lines = try await processes.run(["simulate", "counter", "--trials", "60", "--json"], user: "sim")
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(lines.joined(separator: "\n").utf8)) as? [String: Any]
+        )
+        #expect(report["ledgerInvariantsHold"] as? Bool == true)
+        let payments = try #require(report["ledgerPayments"] as? Int)
+        #expect(payments >= 55)
+        let ours = try #require(report["selector"] as? [String: Any])
+        let naive = try #require(report["naive"] as? [String: Any])
+        let oursWrong = try #require(ours["wrongPayeeRate"] as? Double)
+        let naiveWrong = try #require(naive["wrongPayeeRate"] as? Double)
+        #expect(oursWrong < naiveWrong)
+        #expect((ours["latencyP50"] as? Double ?? 0) > 0)
+    }
+
+    @Test(
+        "Bad amounts on the command line are refused with the reason",
+        arguments: ["-1", "1e3", "12.345", "abc", "0"]
+    )
+    func badAmounts(amount: String) async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let command = try processes.start(["receive", "--amount", amount, "--radio", "sim"], user: "bob")
+        #expect(try await command.waitForExit() != 0)
+        #expect(command.standardError.contains("--amount"))
+    }
+}
