@@ -32,10 +32,11 @@ public final class ChildProcess: Sendable {
         return ChildProcess(process: process)
     }
 
-    /// Stops the process (SIGTERM) and waits for it.
+    /// Stops the process and waits for it. SIGKILL, because children inherit the signal mask of the thread that
+    /// spawned them, and the test runner's threads block SIGTERM.
     public func terminate() {
         guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
