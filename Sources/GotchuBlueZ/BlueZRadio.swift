@@ -60,6 +60,33 @@ public final class BlueZRadio: Radio {
         self.origin = clock.now
     }
 
+    /// Connects to `bus` (the system bus by default, honouring `DBUS_SYSTEM_BUS_ADDRESS`) and checks that bluetoothd
+    /// is there. The connection lives as long as the process, or until ``close()``.
+    public static func connect(
+        to bus: DBusConnection.Bus = .system,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "gotchu.bluez")
+    ) async throws -> BlueZRadio {
+        let connection = try await DBusConnection.connect(to: bus, logger: logger)
+        do {
+            guard try await connection.nameOwner(of: BlueZ.service) != nil else {
+                throw BlueZError(
+                    .serviceUnavailable,
+                    message: "bluetoothd is not running on the \(bus): sudo systemctl start bluetooth"
+                )
+            }
+        } catch {
+            await connection.close()
+            throw error
+        }
+        return BlueZRadio(connection: connection, configuration: configuration, logger: logger)
+    }
+
+    /// Closes the bus connection; advertisements and scans end with it.
+    public func close() async {
+        await connection.close()
+    }
+
     public func now() async -> Duration { origin.duration(to: clock.now) }
 
     public func sleep(for duration: Duration) async throws { try await clock.sleep(for: duration) }
