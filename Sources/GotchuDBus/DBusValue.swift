@@ -1,6 +1,6 @@
 /// One D-Bus value, modelled completely: containers know their element types, so an empty `a{sv}` or `ao` still
 /// marshals with the right signature.
-public indirect enum DBusValue: Hashable, Sendable {
+public enum DBusValue: Hashable, Sendable {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -13,7 +13,8 @@ public indirect enum DBusValue: Hashable, Sendable {
     case string(String)
     case objectPath(DBusObjectPath)
     case signature(DBusSignature)
-    case variant(DBusVariant)
+    /// Only a variant holds another value inline; containers hold theirs in arrays, so nothing else is boxed.
+    indirect case variant(DBusVariant)
     case array(DBusArray)
     case dictionary(DBusDictionary)
     case structure([DBusValue])
