@@ -136,6 +136,20 @@ struct ScanningTests {
         }
     }
 
+    @Test("a bluetoothd restart ends the scan with serviceUnavailable instead of going silent")
+    func restartEndsScan() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            try await fake.restart()
+            do {
+                for try await _ in stream {}
+                Issue.record("the scan ended without an error")
+            } catch let error as BlueZError {
+                #expect(error.kind == .serviceUnavailable)
+            }
+        }
+    }
+
     @Test("no org.bluez on the bus is a clear error")
     func noBlueZ() async throws {
         try await PrivateBus.with { bus in
