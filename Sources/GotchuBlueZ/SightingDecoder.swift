@@ -106,7 +106,9 @@ public struct SightingDecoder: Sendable {
             return .failure(Problem(description: "ServiceData has type \(serviceData.value.type), not a{sv}"))
         }
         for entry in dictionary.entries {
-            guard case .string(let key) = entry.key, BluetoothUUID(key) == serviceUUID else { continue }
+            // BlueZ sends the canonical lowercase form; parse only what is spelled otherwise.
+            guard case .string(let key) = entry.key, key == serviceUUID.uuidString || BluetoothUUID(key) == serviceUUID
+            else { continue }
             guard case .variant(let inner) = entry.value, let bytes = [UInt8](dbusValue: inner.value) else {
                 return .failure(Problem(description: "service data under \(key) is not ay"))
             }

@@ -125,9 +125,10 @@ extension DBusVariant: DBusRepresentable {
     public var dbusValue: DBusValue { .variant(self) }
 }
 
+// The generic conformances are inlinable so other modules get specialized code: BlueZ decodes these per signal.
 extension Array: DBusRepresentable where Element: DBusRepresentable {
-    public static var dbusType: DBusType { .array(Element.dbusType) }
-    public init?(dbusValue: DBusValue) {
+    @inlinable public static var dbusType: DBusType { .array(Element.dbusType) }
+    @inlinable public init?(dbusValue: DBusValue) {
         guard case .array(let array) = dbusValue, array.elementType == Element.dbusType else { return nil }
         var result: [Element] = []
         result.reserveCapacity(array.elements.count)
@@ -137,15 +138,15 @@ extension Array: DBusRepresentable where Element: DBusRepresentable {
         }
         self = result
     }
-    public var dbusValue: DBusValue {
+    @inlinable public var dbusValue: DBusValue {
         .array(DBusArray(elementType: Element.dbusType, elements: map(\.dbusValue)))
     }
 }
 
 extension Dictionary: DBusRepresentable where Key: DBusRepresentable, Value: DBusRepresentable {
-    public static var dbusType: DBusType { .dictionary(key: Key.dbusType, value: Value.dbusType) }
+    @inlinable public static var dbusType: DBusType { .dictionary(key: Key.dbusType, value: Value.dbusType) }
     /// Converts a D-Bus dictionary; when a key repeats, the last entry wins.
-    public init?(dbusValue: DBusValue) {
+    @inlinable public init?(dbusValue: DBusValue) {
         guard case .dictionary(let dictionary) = dbusValue, dictionary.keyType == Key.dbusType,
             dictionary.valueType == Value.dbusType
         else { return nil }
@@ -166,7 +167,7 @@ extension Dictionary: DBusRepresentable where Key: DBusRepresentable, Value: DBu
 
 extension Dictionary where Key == String, Value == DBusVariant {
     /// Reads a property of a known type: `props["RSSI", as: Int16.self]`. `nil` when absent or of another type.
-    public subscript<T: DBusRepresentable>(key: String, as type: T.Type) -> T? {
+    @inlinable public subscript<T: DBusRepresentable>(key: String, as type: T.Type) -> T? {
         guard let variant = self[key] else { return nil }
         return T(dbusValue: variant.value)
     }
