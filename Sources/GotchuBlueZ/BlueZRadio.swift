@@ -87,7 +87,9 @@ public final class BlueZRadio: Radio {
         await connection.close()
     }
 
-    public func now() async -> Duration { origin.duration(to: clock.now) }
+    public func now() async -> Duration { elapsed() }
+
+    private func elapsed() -> Duration { origin.duration(to: clock.now) }
 
     public func sleep(for duration: Duration) async throws { try await clock.sleep(for: duration) }
 
@@ -279,27 +281,30 @@ public final class BlueZRadio: Radio {
         guard let owner = try await connection.nameOwner(of: BlueZ.service) else {
             throw BlueZError(.serviceUnavailable, message: "org.bluez is not on the bus (is bluetoothd running?)")
         }
-        // Signals first, then the snapshot: devices already known produce no InterfacesAdded.
-        let signals = try await connection.signals(matching: DBusMatchRule(sender: owner), bufferingNewest: 4096)
-        let ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
-        let objects = try await BlueZ.managedObjects(on: connection)
-        let adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
-        try await startDiscovery(on: adapter, filter: filter)
-
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: Sighting.self,
             bufferingPolicy: .bufferingNewest(1024)
         )
-        let ingest = Task {
-            var decoder = SightingDecoder(serviceUUID: filter.serviceUUID)
-            for (path, interfaces) in objects.sorted(by: { $0.key < $1.key }) where path.isDescendant(of: adapter.path)
-            {
-                guard let properties = interfaces[BlueZ.deviceInterface] else { continue }
-                await self.deliver(decoder.known(path, properties: properties), path, filter, continuation)
-            }
-            for await signal in signals {
-                await self.process(signal, adapter: adapter, decoder: &decoder, filter: filter, continuation)
-            }
+        // Signals are decoded on the connection's thread as they arrive: one hop less per signal under a flood.
+        let ingest = ScanIngest(radio: self, filter: filter, continuation: continuation)
+        let connection = self.connection
+        // Subscribe first, then take the snapshot: devices already known produce no InterfacesAdded.
+        let token = try await connection.addSignalHandler(
+            matching: DBusMatchRule(sender: owner),
+            onEnd: { continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")) },
+            { ingest.receive($0) }
+        )
+        let adapter: BlueZAdapter
+        let ownerChanges: AsyncStream<DBusNameOwnerChange>
+        do {
+            ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
+            let objects = try await BlueZ.managedObjects(on: connection)
+            adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
+            ingest.start(adapter: adapter.path, known: objects)
+            try await startDiscovery(on: adapter, filter: filter)
+        } catch {
+            await connection.removeSignalHandler(token)
+            throw error
         }
         let watcher = Task {
             for await change in ownerChanges where change.oldOwner == owner {
@@ -307,12 +312,11 @@ public final class BlueZRadio: Radio {
                 return
             }
         }
-        let connection = self.connection
         let logger = self.logger
         continuation.onTermination = { _ in
-            ingest.cancel()
             watcher.cancel()
             Task {
+                await connection.removeSignalHandler(token)
                 do {
                     _ = try await connection.call(
                         destination: BlueZ.service,
@@ -367,37 +371,37 @@ public final class BlueZRadio: Radio {
         }
     }
 
-    private func process(
+    fileprivate func process(
         _ signal: DBusMessage,
-        adapter: BlueZAdapter,
+        adapter: DBusObjectPath,
         decoder: inout SightingDecoder,
         filter: ScanFilter,
         _ continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
-    ) async {
+    ) {
         switch (signal.interface, signal.member) {
         case (BlueZ.objectManagerInterface, "InterfacesAdded"):
-            guard let path = signal.argument(0, as: DBusObjectPath.self), path.isDescendant(of: adapter.path) else {
+            guard let path = signal.argument(0, as: DBusObjectPath.self), path.isDescendant(of: adapter) else {
                 return
             }
             guard let interfaces = signal.argument(1, as: [String: [String: DBusVariant]].self) else {
                 return countMalformed("InterfacesAdded with arguments \(signal.signature)", path)
             }
             guard let properties = interfaces[BlueZ.deviceInterface] else { return }
-            await deliver(decoder.added(path, properties: properties), path, filter, continuation)
+            deliver(decoder.added(path, properties: properties), path, filter, continuation)
         case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
             guard let path = signal.argument(0, as: DBusObjectPath.self),
                 signal.argument(1, as: [String].self)?.contains(BlueZ.deviceInterface) == true
             else { return }
             decoder.removed(path)
         case (BlueZ.propertiesInterface, "PropertiesChanged"):
-            guard let path = signal.path, path.isDescendant(of: adapter.path), path != adapter.path,
+            guard let path = signal.path, path.isDescendant(of: adapter), path != adapter,
                 signal.argument(0, as: String.self) == BlueZ.deviceInterface
             else { return }
             guard let changed = signal.argument(1, as: [String: DBusVariant].self) else {
                 return countMalformed("PropertiesChanged with arguments \(signal.signature)", path)
             }
             let invalidated = signal.argument(2, as: [String].self) ?? []
-            await deliver(
+            deliver(
                 decoder.changed(path, properties: changed, invalidated: invalidated),
                 path,
                 filter,
@@ -408,12 +412,12 @@ public final class BlueZRadio: Radio {
         }
     }
 
-    private func deliver(
+    fileprivate func deliver(
         _ outcome: SightingDecoder.Outcome,
         _ path: DBusObjectPath,
         _ filter: ScanFilter,
         _ continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
-    ) async {
+    ) {
         switch outcome {
         case .nothing:
             return
@@ -427,7 +431,7 @@ public final class BlueZRadio: Radio {
                 }
             }
             counters.withLock { $0.sightings += 1 }
-            let sighting = Sighting(eid: eid, rssi: rssi, txPower: txPower, time: await now(), source: path.rawValue)
+            let sighting = Sighting(eid: eid, rssi: rssi, txPower: txPower, time: elapsed(), source: path.rawValue)
             continuation.yield(sighting)
         }
     }
@@ -460,6 +464,56 @@ struct BlueZAdvertisingHandle: AdvertisingHandle {
         let includes = (advertisement.includesTxPower ? ["tx-power"] : [String]()).dbusValue
         if await connection.property("Includes", of: interface, at: path) != includes {
             try await connection.setProperty("Includes", of: interface, at: path, to: includes)
+        }
+    }
+}
+
+/// The decoding state of one scan, fed on the connection's thread. Signals that arrive before the adapter is known
+/// wait, so none is lost between subscribing and the `GetManagedObjects` snapshot.
+private final class ScanIngest: Sendable {
+    private struct State {
+        var decoder: SightingDecoder
+        var adapter: DBusObjectPath?
+        var waiting: [DBusMessage] = []
+    }
+
+    private let radio: BlueZRadio
+    private let filter: ScanFilter
+    private let continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
+    private let state: Mutex<State>
+
+    init(radio: BlueZRadio, filter: ScanFilter, continuation: AsyncThrowingStream<Sighting, any Error>.Continuation) {
+        self.radio = radio
+        self.filter = filter
+        self.continuation = continuation
+        self.state = Mutex(State(decoder: SightingDecoder(serviceUUID: filter.serviceUUID)))
+    }
+
+    /// Takes the snapshot's devices (unless a signal already told more), then the signals that waited.
+    func start(adapter: DBusObjectPath, known objects: BlueZ.ManagedObjects) {
+        state.withLock { state in
+            let waiting = state.waiting
+            state.waiting = []
+            state.adapter = adapter
+            for signal in waiting {
+                radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
+            }
+            for (path, interfaces) in objects.sorted(by: { $0.key < $1.key }) where path.isDescendant(of: adapter) {
+                guard let properties = interfaces[BlueZ.deviceInterface], !state.decoder.tracks(path) else { continue }
+                radio.deliver(state.decoder.known(path, properties: properties), path, filter, continuation)
+            }
+        }
+    }
+
+    func receive(_ signal: DBusMessage) {
+        state.withLock { state in
+            guard let adapter = state.adapter else {
+                // Bounded like every other buffer: a flood before the snapshot keeps only the newest.
+                if state.waiting.count >= 4096 { state.waiting.removeFirst() }
+                state.waiting.append(signal)
+                return
+            }
+            radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
         }
     }
 }

@@ -32,6 +32,9 @@ public struct SightingDecoder: Sendable {
     /// The number of devices tracked.
     public var deviceCount: Int { devices.count }
 
+    /// Whether `path` is tracked already.
+    public func tracks(_ path: DBusObjectPath) -> Bool { devices[path] != nil }
+
     /// A device seen in `GetManagedObjects` at start. Cached devices without RSSI are not in range now, so they
     /// are remembered but not reported.
     public mutating func known(_ path: DBusObjectPath, properties: [String: DBusVariant]) -> Outcome {

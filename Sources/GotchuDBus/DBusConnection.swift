@@ -58,8 +58,27 @@ public actor DBusConnection {
     }
 
     struct Subscription {
+        enum Sink {
+            case stream(AsyncStream<DBusMessage>.Continuation)
+            case handler(@Sendable (DBusMessage) -> Void, onEnd: @Sendable () -> Void)
+        }
+
         let rule: DBusMatchRule
-        let continuation: AsyncStream<DBusMessage>.Continuation
+        let sink: Sink
+
+        func deliver(_ message: DBusMessage) {
+            switch sink {
+            case .stream(let continuation): continuation.yield(message)
+            case .handler(let handler, _): handler(message)
+            }
+        }
+
+        func end() {
+            switch sink {
+            case .stream(let continuation): continuation.finish()
+            case .handler(_, let onEnd): onEnd()
+            }
+        }
     }
 
     /// The default time to wait for a method reply (libdbus uses the same).
@@ -183,7 +202,7 @@ public actor DBusConnection {
         }
         let streams = subscriptions
         subscriptions.removeAll()
-        for (_, subscription) in streams { subscription.continuation.finish() }
+        for (_, subscription) in streams { subscription.end() }
         objects.removeAll()
     }
 
@@ -361,7 +380,7 @@ public actor DBusConnection {
                 return true
             }
             for (_, subscription) in subscriptions where subscription.rule.matches(message) {
-                subscription.continuation.yield(message)
+                subscription.deliver(message)
             }
             return false
         }
@@ -398,7 +417,7 @@ public actor DBusConnection {
             of: DBusMessage.self,
             bufferingPolicy: .bufferingNewest(max(1, limit))
         )
-        subscriptions[token] = Subscription(rule: rule, continuation: continuation)
+        subscriptions[token] = Subscription(rule: rule, sink: .stream(continuation))
         let loop = self.loop
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
@@ -414,6 +433,31 @@ public actor DBusConnection {
             throw error
         }
         return stream
+    }
+
+    /// Calls `handler` on the connection's own thread for every signal matching `rule`, with no hop to another
+    /// thread: for high-rate consumers whose work per signal is short and never blocks. `onEnd` runs when the
+    /// connection closes. Returns a token for ``removeSignalHandler(_:)``.
+    package func addSignalHandler(
+        matching rule: DBusMatchRule,
+        onEnd: @escaping @Sendable () -> Void = {},
+        _ handler: @escaping @Sendable (DBusMessage) -> Void
+    ) async throws -> UInt64 {
+        guard rule.isValid else { throw DBusError(.invalidArgs, "invalid match rule") }
+        let token = makeToken()
+        subscriptions[token] = Subscription(rule: rule, sink: .handler(handler, onEnd: onEnd))
+        do {
+            _ = try await callBus("AddMatch", [.string(rule.description)])
+        } catch {
+            subscriptions[token] = nil
+            throw error
+        }
+        return token
+    }
+
+    /// Removes a handler added with ``addSignalHandler(matching:onEnd:_:)`` and its match.
+    package func removeSignalHandler(_ token: UInt64) {
+        removeSubscription(token)
     }
 
     private func removeSubscription(_ token: UInt64) {
