@@ -67,10 +67,23 @@ public enum TestPython {
 
     /// Whether the interpreter can import every module in `modules`.
     public static func canImport(_ modules: [String]) -> Bool {
+        succeeds(modules.map { "import \($0)" }.joined(separator: "; "))
+    }
+
+    /// Whether python-dbusmock is at least `major.minor` (0.38 brought the LE advertising API to bluez5).
+    public static func hasDBusMock(atLeast major: Int, _ minor: Int) -> Bool {
+        succeeds(
+            "import sys, dbusmock; v = tuple(int(p) for p in dbusmock.__version__.split('.')[:2]); "
+                + "sys.exit(0 if v >= (\(major), \(minor)) else 1)"
+        )
+    }
+
+    /// Whether `code` runs and exits with status 0.
+    public static func succeeds(_ code: String) -> Bool {
         guard let executable else { return false }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-c", modules.map { "import \($0)" }.joined(separator: "; ")]
+        process.arguments = ["-c", code]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         do { try process.run() } catch { return false }

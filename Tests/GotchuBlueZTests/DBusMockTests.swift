@@ -78,8 +78,10 @@ struct DBusMockTests {
 
     @Test("an advertisement is registered again after org.bluez restarts")
     func restart() async throws {
-        guard let python = TestPython.executable, TestPython.canImport(Self.modules) else {
-            Issue.record("Python modules \(Self.modules) are missing: \(TestPython.installHint)")
+        guard let python = TestPython.executable, TestPython.canImport(Self.modules),
+            TestPython.hasDBusMock(atLeast: 0, 38)
+        else {
+            Issue.record("python-dbusmock ≥ 0.38 with dbus-python and PyGObject is needed: \(TestPython.installHint)")
             return
         }
         try await PrivateBus.with { bus in

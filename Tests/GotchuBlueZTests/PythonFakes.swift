@@ -16,6 +16,10 @@ func withPythonBlueZ(
         Issue.record("Python modules \(modules) are missing: \(TestPython.installHint)")
         return
     }
+    if modules.contains("dbusmock"), !TestPython.hasDBusMock(atLeast: 0, 38) {
+        Issue.record("python-dbusmock is older than 0.38 (no LEAdvertisingManager1): \(TestPython.installHint)")
+        return
+    }
     try await PrivateBus.with { bus in
         let fake = try bus.launch(python, arguments, name: "fake-bluez")
         let connection = try await DBusConnection.connect(to: .address(bus.address))
