@@ -1,0 +1,62 @@
+import GotchuCore
+import GotchuDBus
+
+/// How the advertisement presents itself (`LEAdvertisement1.Type`).
+public enum BlueZAdvertisingType: String, Hashable, Sendable {
+    /// Connectable and discoverable: seen by every scanner, including ones without a discovery filter.
+    case peripheral
+    /// Non-connectable; BlueZ refuses `Discoverable` on it, so it is never set.
+    case broadcast
+}
+
+/// Builds the `org.bluez.LEAdvertisement1` object for an ``Advertisement``.
+enum BlueZAdvertisementObject {
+    static func serviceUUIDText(_ uuid: BluetoothUUID) -> String {
+        uuid.shortForm ?? uuid.uuidString
+    }
+
+    static func serviceData(_ advertisement: Advertisement) -> DBusValue {
+        [serviceUUIDText(advertisement.serviceUUID): DBusVariant(.bytes(advertisement.eid.serviceData))].dbusValue
+    }
+
+    static func properties(_ advertisement: Advertisement, type: BlueZAdvertisingType) -> [DBusProperty] {
+        var properties = [
+            DBusProperty("Type", type.rawValue),
+            DBusProperty("ServiceUUIDs", [serviceUUIDText(advertisement.serviceUUID)]),
+            DBusProperty("ServiceData", serviceData(advertisement)),
+            DBusProperty("Includes", advertisement.includesTxPower ? ["tx-power"] : [String]()),
+        ]
+        if type == .peripheral {
+            properties.append(DBusProperty("Discoverable", true))
+        }
+        if let interval = advertisement.interval {
+            properties.append(DBusProperty("MinInterval", milliseconds(interval.lowerBound)))
+            properties.append(DBusProperty("MaxInterval", milliseconds(interval.upperBound)))
+        }
+        return properties
+    }
+
+    static func milliseconds(_ duration: Duration) -> UInt32 {
+        let (seconds, attoseconds) = duration.components
+        return UInt32(clamping: max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+    }
+
+    static func object(
+        _ advertisement: Advertisement,
+        type: BlueZAdvertisingType,
+        onRelease: @escaping @Sendable () -> Void
+    ) -> DBusObject {
+        DBusObject(interfaces: [
+            DBusInterface(
+                BlueZ.advertisementInterface,
+                methods: [
+                    DBusMethod("Release") { _ in
+                        onRelease()
+                        return []
+                    }
+                ],
+                properties: properties(advertisement, type: type)
+            )
+        ])
+    }
+}

@@ -1,0 +1,85 @@
+import GotchuCore
+public import GotchuDBus
+public import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Measures how fast `PropertiesChanged` signals become sightings: the whole path of a scan (libdbus parse, value
+/// model, match, decode, threshold) on a bus where an emitter owning `org.bluez` floods `Device1` updates as soon
+/// as discovery starts (`Benchmarks/dbus_fast_ingest.py emit` is one).
+public enum BlueZIngestBenchmark {
+    /// What one run measured.
+    public struct Result: Hashable, Sendable, CustomStringConvertible {
+        /// Sightings received.
+        public var sightings: Int
+        /// Wall-clock time from the first to the last sighting.
+        public var wallTime: Duration
+        /// CPU time the process used between the first and the last sighting (all threads).
+        public var cpuTime: Duration
+
+        /// Sightings per CPU second: the rate one core sustains, independent of the emitter's speed.
+        public var sightingsPerCPUSecond: Double {
+            let seconds = Double(cpuTime.components.seconds) + Double(cpuTime.components.attoseconds) * 1e-18
+            return seconds > 0 ? Double(sightings) / seconds : 0
+        }
+
+        public var description: String {
+            "\(sightings) sightings in \(wallTime) wall, \(cpuTime) CPU: \(Int(sightingsPerCPUSecond)) per CPU second"
+        }
+    }
+
+    /// Scans on `bus` until `count` sightings arrived or `timeout` passed.
+    public static func run(
+        bus: DBusConnection.Bus,
+        count: Int,
+        timeout: Duration = .seconds(120),
+        logger: Logger = Logger(label: "gotchu.bench")
+    ) async throws -> Result {
+        var quiet = logger
+        quiet.logLevel = .warning
+        let radio = try await BlueZRadio.connect(to: bus, configuration: .init(filtersByUUID: false), logger: quiet)
+        defer { Task { await radio.close() } }
+        let stream = try await radio.scan(ScanFilter())
+        let clock = ContinuousClock()
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                var received = 0
+                var firstWall = clock.now
+                var firstCPU = Duration.zero
+                var lastWall = firstWall
+                var lastCPU = firstCPU
+                for try await _ in stream {
+                    if received == 0 {
+                        firstWall = clock.now
+                        firstCPU = processCPUTime()
+                    }
+                    received += 1
+                    if received >= count {
+                        lastWall = clock.now
+                        lastCPU = processCPUTime()
+                        break
+                    }
+                }
+                return Result(sightings: received, wallTime: lastWall - firstWall, cpuTime: lastCPU - firstCPU)
+            }
+            group.addTask {
+                try await clock.sleep(for: timeout)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            guard let first else { throw BlueZError(.other, message: "fewer than \(count) sightings in \(timeout)") }
+            return first
+        }
+    }
+
+    static func processCPUTime() -> Duration {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+    }
+}

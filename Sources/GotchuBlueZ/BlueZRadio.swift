@@ -1,0 +1,531 @@
+public import GotchuCore
+public import GotchuDBus
+public import Logging
+import Synchronization
+
+/// The ``Radio`` on Linux: advertises and scans through bluetoothd's D-Bus API.
+///
+/// Advertisements are exported objects registered with `LEAdvertisingManager1`, re-registered when bluetoothd
+/// restarts or releases them. Scans set an explicit discovery filter, start discovery, and turn `Device1` updates
+/// into sightings keyed by EID.
+public final class BlueZRadio: Radio {
+    /// Choices that rarely change.
+    public struct Configuration: Sendable {
+        /// The adapter to use (`hci0`); `nil` picks the first powered one.
+        public var adapter: String?
+        /// How advertisements present themselves.
+        public var advertisingType: BlueZAdvertisingType
+        /// An RSSI threshold for BlueZ's own discovery filter. Off by default: with it the kernel drops every report
+        /// whose RSSI is unavailable (127), so ``ScanFilter/minimumRSSI`` is applied here instead.
+        public var controllerRSSIThreshold: Int16?
+        /// Whether to put the service UUID in the discovery filter's `UUIDs` (matches advertised UUID lists).
+        public var filtersByUUID: Bool
+        /// How long to keep trying to register again after bluetoothd restarted.
+        public var reregistrationTimeout: Duration
+
+        /// Creates a configuration.
+        public init(
+            adapter: String? = nil,
+            advertisingType: BlueZAdvertisingType = .peripheral,
+            controllerRSSIThreshold: Int16? = nil,
+            filtersByUUID: Bool = true,
+            reregistrationTimeout: Duration = .seconds(10)
+        ) {
+            self.adapter = adapter
+            self.advertisingType = advertisingType
+            self.controllerRSSIThreshold = controllerRSSIThreshold
+            self.filtersByUUID = filtersByUUID
+            self.reregistrationTimeout = reregistrationTimeout
+        }
+    }
+
+    /// The bus connection used for everything.
+    public let connection: DBusConnection
+    public let configuration: Configuration
+    let logger: Logger
+    private let clock = ContinuousClock()
+    private let origin: ContinuousClock.Instant
+    private let counters = Mutex(RadioStatistics())
+    private let advertisementCounter = Atomic<Int>(0)
+
+    /// Creates a radio on an open connection (normally the system bus).
+    public init(
+        connection: DBusConnection,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "gotchu.bluez")
+    ) {
+        self.connection = connection
+        self.configuration = configuration
+        self.logger = logger
+        self.origin = clock.now
+    }
+
+    /// Connects to `bus` (the system bus by default, honouring `DBUS_SYSTEM_BUS_ADDRESS`) and checks that bluetoothd
+    /// is there. The connection lives as long as the process, or until ``close()``.
+    public static func connect(
+        to bus: DBusConnection.Bus = .system,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "gotchu.bluez")
+    ) async throws -> BlueZRadio {
+        let connection = try await DBusConnection.connect(to: bus, logger: logger)
+        do {
+            guard try await connection.nameOwner(of: BlueZ.service) != nil else {
+                throw BlueZError(
+                    .serviceUnavailable,
+                    message: "bluetoothd is not running on the \(bus): sudo systemctl start bluetooth"
+                )
+            }
+        } catch {
+            await connection.close()
+            throw error
+        }
+        return BlueZRadio(connection: connection, configuration: configuration, logger: logger)
+    }
+
+    /// Closes the bus connection; advertisements and scans end with it.
+    public func close() async {
+        await connection.close()
+    }
+
+    public func now() async -> Duration { elapsed() }
+
+    private func elapsed() -> Duration { origin.duration(to: clock.now) }
+
+    public func sleep(for duration: Duration) async throws { try await clock.sleep(for: duration) }
+
+    public func statistics() async -> RadioStatistics { counters.withLock { $0 } }
+
+    // MARK: Adapters
+
+    /// The adapter this radio uses, resolved now.
+    public func adapter() async throws -> BlueZAdapter {
+        let objects = try await BlueZ.managedObjects(on: connection)
+        return try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
+    }
+
+    // MARK: Advertising
+
+    public func withAdvertisement<Result: Sendable>(
+        _ advertisement: Advertisement,
+        _ body: @Sendable (any AdvertisingHandle) async throws -> Result
+    ) async throws -> Result {
+        let number = advertisementCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let path = DBusObjectPath(rawValue: "/io/gotchu/advertisement\(number)")!
+        let (events, eventSink) = AsyncStream.makeStream(
+            of: AdvertisingEvent.self,
+            bufferingPolicy: .bufferingNewest(16)
+        )
+        let object = BlueZAdvertisementObject.object(advertisement, type: configuration.advertisingType) {
+            eventSink.yield(.released)
+        }
+        let connection = self.connection
+        // Subscribe before registering, so a restart between the two is not missed.
+        let ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
+        let removals = try await connection.signals(
+            matching: DBusMatchRule(
+                sender: BlueZ.service,
+                interface: BlueZ.objectManagerInterface,
+                member: "InterfacesRemoved"
+            )
+        )
+        return try await connection.withExportedObject(object, at: path) {
+            let adapter = LockedValue(try await self.adapter())
+            try await self.register(path, on: adapter.value)
+            logger.info(
+                "advertising",
+                metadata: ["eid": "\(advertisement.eid)", "adapter": "\(adapter.value.name)", "path": "\(path)"]
+            )
+            let handle = BlueZAdvertisingHandle(connection: connection, path: path, type: configuration.advertisingType)
+            do {
+                // The group outlives neither `body` nor this call, so `body` does not really escape.
+                let result = try await withoutActuallyEscaping(body) { body in
+                    try await withThrowingTaskGroup(of: Result?.self) { group in
+                        group.addTask {
+                            for await change in ownerChanges { eventSink.yield(.ownerChanged(change)) }
+                            return nil
+                        }
+                        group.addTask {
+                            for await signal in removals {
+                                guard let removed = signal.argument(0, as: DBusObjectPath.self),
+                                    let interfaces = signal.argument(1, as: [String].self)
+                                else { continue }
+                                eventSink.yield(.interfacesRemoved(removed, interfaces))
+                            }
+                            return nil
+                        }
+                        group.addTask {
+                            for await event in events {
+                                adapter.value = try await self.supervise(event, path: path, adapter: adapter.value)
+                            }
+                            return nil
+                        }
+                        group.addTask { try await body(handle) }
+                        while let next = try await group.next() {
+                            if let result = next {
+                                group.cancelAll()
+                                return result
+                            }
+                        }
+                        throw CancellationError()
+                    }
+                }
+                eventSink.finish()
+                await self.unregister(path, on: adapter.value)
+                return result
+            } catch {
+                eventSink.finish()
+                await self.unregister(path, on: adapter.value)
+                throw error
+            }
+        }
+    }
+
+    private enum AdvertisingEvent: Sendable {
+        case released
+        case ownerChanged(DBusNameOwnerChange)
+        case interfacesRemoved(DBusObjectPath, [String])
+    }
+
+    /// Reacts to one lifecycle event; returns the adapter now in use, or throws to end the advertisement.
+    private func supervise(
+        _ event: AdvertisingEvent,
+        path: DBusObjectPath,
+        adapter: BlueZAdapter
+    ) async throws -> BlueZAdapter {
+        switch event {
+        case .released:
+            logger.notice("BlueZ released the advertisement; registering it again", metadata: ["path": "\(path)"])
+            do {
+                let current = try await self.adapter()
+                try await register(path, on: current)
+                return current
+            } catch {
+                throw BlueZError(.released, message: "released by BlueZ and could not register again: \(error)")
+            }
+        case .ownerChanged(let change):
+            guard change.newOwner != nil else {
+                logger.warning("bluetoothd left the bus; waiting for it to come back")
+                return adapter
+            }
+            logger.notice("bluetoothd restarted; registering the advertisement again")
+            return try await reregister(path, adapterName: adapter.name)
+        case .interfacesRemoved(let removed, let interfaces):
+            guard removed == adapter.path,
+                interfaces.contains(BlueZ.adapterInterface) || interfaces.contains(BlueZ.advertisingManagerInterface)
+            else { return adapter }
+            throw BlueZError(.adapterRemoved, message: "adapter \(adapter.name) was removed")
+        }
+    }
+
+    /// Registers again on a restarted bluetoothd, waiting for the adapter to reappear.
+    private func reregister(_ path: DBusObjectPath, adapterName: String) async throws -> BlueZAdapter {
+        let deadline = clock.now + configuration.reregistrationTimeout
+        var delay = Duration.milliseconds(50)
+        while true {
+            do {
+                let objects = try await BlueZ.managedObjects(on: connection)
+                let adapters = BlueZ.adapters(in: objects)
+                let adapter = try BlueZ.selectAdapter(named: configuration.adapter ?? adapterName, from: adapters)
+                guard adapter.canAdvertise else { throw BlueZError(.noAdapter, message: "no advertising manager yet") }
+                try await register(path, on: adapter)
+                return adapter
+            } catch let error as BlueZError where error.kind == .alreadyExists {
+                return try await self.adapter()
+            } catch {
+                guard clock.now < deadline else { throw error }
+                logger.debug("registration after restart not possible yet", metadata: ["error": "\(error)"])
+                try await clock.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+    }
+
+    private func register(_ path: DBusObjectPath, on adapter: BlueZAdapter) async throws {
+        do {
+            _ = try await connection.call(
+                destination: BlueZ.service,
+                path: adapter.path,
+                interface: BlueZ.advertisingManagerInterface,
+                method: "RegisterAdvertisement",
+                [.objectPath(path), [String: DBusVariant]().dbusValue],
+                timeout: .seconds(10)
+            )
+        } catch let error as DBusError {
+            throw BlueZError(error)
+        }
+    }
+
+    private func unregister(_ path: DBusObjectPath, on adapter: BlueZAdapter) async {
+        // Runs while the caller may be cancelled: the call itself must still happen.
+        let connection = self.connection
+        let task = Task {
+            try await connection.call(
+                destination: BlueZ.service,
+                path: adapter.path,
+                interface: BlueZ.advertisingManagerInterface,
+                method: "UnregisterAdvertisement",
+                [.objectPath(path)],
+                timeout: .seconds(5)
+            )
+        }
+        do {
+            _ = try await task.value
+        } catch {
+            logger.debug("UnregisterAdvertisement failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Scanning
+
+    public func scan(_ filter: ScanFilter) async throws -> AsyncThrowingStream<Sighting, any Error> {
+        guard let owner = try await connection.nameOwner(of: BlueZ.service) else {
+            throw BlueZError(.serviceUnavailable, message: "org.bluez is not on the bus (is bluetoothd running?)")
+        }
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: Sighting.self,
+            bufferingPolicy: .bufferingNewest(1024)
+        )
+        // Signals are decoded on the connection's thread as they arrive: one hop less per signal under a flood.
+        let ingest = ScanIngest(radio: self, filter: filter, continuation: continuation)
+        let connection = self.connection
+        // Subscribe first, then take the snapshot: devices already known produce no InterfacesAdded.
+        let token = try await connection.addSignalHandler(
+            matching: DBusMatchRule(sender: owner),
+            onEnd: { continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")) },
+            { ingest.receive($0) }
+        )
+        let adapter: BlueZAdapter
+        let ownerChanges: AsyncStream<DBusNameOwnerChange>
+        do {
+            ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
+            let objects = try await BlueZ.managedObjects(on: connection)
+            adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
+            ingest.start(adapter: adapter.path, known: objects)
+            try await startDiscovery(on: adapter, filter: filter)
+        } catch {
+            await connection.removeSignalHandler(token)
+            throw error
+        }
+        let watcher = Task {
+            for await change in ownerChanges where change.oldOwner == owner {
+                continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bluetoothd left the bus"))
+                return
+            }
+        }
+        let logger = self.logger
+        continuation.onTermination = { _ in
+            watcher.cancel()
+            Task {
+                await connection.removeSignalHandler(token)
+                do {
+                    _ = try await connection.call(
+                        destination: BlueZ.service,
+                        path: adapter.path,
+                        interface: BlueZ.adapterInterface,
+                        method: "StopDiscovery",
+                        timeout: .seconds(5)
+                    )
+                } catch {
+                    logger.debug("StopDiscovery failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        logger.info("scanning", metadata: ["adapter": "\(adapter.name)", "uuid": "\(filter.serviceUUID)"])
+        return stream
+    }
+
+    /// The exact discovery filter this radio sets for `filter`.
+    public func discoveryFilter(for filter: ScanFilter) -> [String: DBusVariant] {
+        var dictionary: [String: DBusVariant] = [
+            "Transport": DBusVariant("le"),
+            "DuplicateData": DBusVariant(true),
+        ]
+        if configuration.filtersByUUID {
+            dictionary["UUIDs"] = DBusVariant([filter.serviceUUID.uuidString])
+        }
+        if let threshold = configuration.controllerRSSIThreshold {
+            dictionary["RSSI"] = DBusVariant(threshold)
+        }
+        return dictionary
+    }
+
+    private func startDiscovery(on adapter: BlueZAdapter, filter: ScanFilter) async throws {
+        do {
+            _ = try await connection.call(
+                destination: BlueZ.service,
+                path: adapter.path,
+                interface: BlueZ.adapterInterface,
+                method: "SetDiscoveryFilter",
+                [discoveryFilter(for: filter).dbusValue],
+                timeout: .seconds(10)
+            )
+            _ = try await connection.call(
+                destination: BlueZ.service,
+                path: adapter.path,
+                interface: BlueZ.adapterInterface,
+                method: "StartDiscovery",
+                timeout: .seconds(10)
+            )
+        } catch let error as DBusError {
+            throw BlueZError(error)
+        }
+    }
+
+    fileprivate func process(
+        _ signal: DBusMessage,
+        adapter: DBusObjectPath,
+        decoder: inout SightingDecoder,
+        filter: ScanFilter,
+        _ continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
+    ) {
+        switch (signal.interface, signal.member) {
+        case (BlueZ.objectManagerInterface, "InterfacesAdded"):
+            guard let path = signal.argument(0, as: DBusObjectPath.self), path.isDescendant(of: adapter) else {
+                return
+            }
+            guard let interfaces = signal.argument(1, as: [String: [String: DBusVariant]].self) else {
+                return countMalformed("InterfacesAdded with arguments \(signal.signature)", path)
+            }
+            guard let properties = interfaces[BlueZ.deviceInterface] else { return }
+            deliver(decoder.added(path, properties: properties), path, filter, continuation)
+        case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
+            guard let path = signal.argument(0, as: DBusObjectPath.self),
+                signal.argument(1, as: [String].self)?.contains(BlueZ.deviceInterface) == true
+            else { return }
+            decoder.removed(path)
+        case (BlueZ.propertiesInterface, "PropertiesChanged"):
+            guard let path = signal.path, path.isDescendant(of: adapter), path != adapter,
+                signal.argument(0, as: String.self) == BlueZ.deviceInterface
+            else { return }
+            guard let changed = signal.argument(1, as: [String: DBusVariant].self) else {
+                return countMalformed("PropertiesChanged with arguments \(signal.signature)", path)
+            }
+            let invalidated = signal.argument(2, as: [String].self) ?? []
+            deliver(
+                decoder.changed(path, properties: changed, invalidated: invalidated),
+                path,
+                filter,
+                continuation
+            )
+        default:
+            return
+        }
+    }
+
+    fileprivate func deliver(
+        _ outcome: SightingDecoder.Outcome,
+        _ path: DBusObjectPath,
+        _ filter: ScanFilter,
+        _ continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
+    ) {
+        switch outcome {
+        case .nothing:
+            return
+        case .malformed(let reason):
+            countMalformed(reason, path)
+        case .sighting(let eid, let rssi, let txPower):
+            if let minimum = filter.minimumRSSI {
+                guard let rssi, rssi >= minimum else {
+                    counters.withLock { $0.belowThreshold += 1 }
+                    return
+                }
+            }
+            counters.withLock { $0.sightings += 1 }
+            let sighting = Sighting(eid: eid, rssi: rssi, txPower: txPower, time: elapsed(), source: path.rawValue)
+            continuation.yield(sighting)
+        }
+    }
+
+    private func countMalformed(_ reason: String, _ path: DBusObjectPath) {
+        counters.withLock { $0.malformed += 1 }
+        logger.debug("ignored malformed advertisement", metadata: ["device": "\(path)", "reason": "\(reason)"])
+    }
+}
+
+/// The handle ``BlueZRadio/withAdvertisement(_:_:)`` gives its body.
+struct BlueZAdvertisingHandle: AdvertisingHandle {
+    let connection: DBusConnection
+    let path: DBusObjectPath
+    let type: BlueZAdvertisingType
+
+    /// Changes the exported properties; bluetoothd re-reads them from `PropertiesChanged`.
+    func update(_ advertisement: Advertisement) async throws {
+        let interface = BlueZ.advertisementInterface
+        let uuids = [BlueZAdvertisementObject.serviceUUIDText(advertisement.serviceUUID)].dbusValue
+        if await connection.property("ServiceUUIDs", of: interface, at: path) != uuids {
+            try await connection.setProperty("ServiceUUIDs", of: interface, at: path, to: uuids)
+        }
+        try await connection.setProperty(
+            "ServiceData",
+            of: interface,
+            at: path,
+            to: BlueZAdvertisementObject.serviceData(advertisement)
+        )
+        let includes = (advertisement.includesTxPower ? ["tx-power"] : [String]()).dbusValue
+        if await connection.property("Includes", of: interface, at: path) != includes {
+            try await connection.setProperty("Includes", of: interface, at: path, to: includes)
+        }
+    }
+}
+
+/// The decoding state of one scan, fed on the connection's thread. Signals that arrive before the adapter is known
+/// wait, so none is lost between subscribing and the `GetManagedObjects` snapshot.
+private final class ScanIngest: Sendable {
+    private struct State {
+        var decoder: SightingDecoder
+        var adapter: DBusObjectPath?
+        var waiting: [DBusMessage] = []
+    }
+
+    private let radio: BlueZRadio
+    private let filter: ScanFilter
+    private let continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
+    private let state: Mutex<State>
+
+    init(radio: BlueZRadio, filter: ScanFilter, continuation: AsyncThrowingStream<Sighting, any Error>.Continuation) {
+        self.radio = radio
+        self.filter = filter
+        self.continuation = continuation
+        self.state = Mutex(State(decoder: SightingDecoder(serviceUUID: filter.serviceUUID)))
+    }
+
+    /// Takes the snapshot's devices (unless a signal already told more), then the signals that waited.
+    func start(adapter: DBusObjectPath, known objects: BlueZ.ManagedObjects) {
+        state.withLock { state in
+            let waiting = state.waiting
+            state.waiting = []
+            state.adapter = adapter
+            for signal in waiting {
+                radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
+            }
+            for (path, interfaces) in objects.sorted(by: { $0.key < $1.key }) where path.isDescendant(of: adapter) {
+                guard let properties = interfaces[BlueZ.deviceInterface], !state.decoder.tracks(path) else { continue }
+                radio.deliver(state.decoder.known(path, properties: properties), path, filter, continuation)
+            }
+        }
+    }
+
+    func receive(_ signal: DBusMessage) {
+        state.withLock { state in
+            guard let adapter = state.adapter else {
+                // Bounded like every other buffer: a flood before the snapshot keeps only the newest.
+                if state.waiting.count >= 4096 { state.waiting.removeFirst() }
+                state.waiting.append(signal)
+                return
+            }
+            radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
+        }
+    }
+}
+
+/// A value shared between tasks under a lock.
+final class LockedValue<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    var value: Value {
+        get { mutex.withLock { $0 } }
+        set { mutex.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,99 @@
+public import Foundation
+
+/// A child process started for a test, stopped by ``terminate()``.
+public final class ChildProcess: Sendable {
+    private let process: Process
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+    /// Whether it is still running.
+    public var isRunning: Bool { process.isRunning }
+
+    private init(process: Process) { self.process = process }
+
+    /// Starts `executable` with `arguments`, adding `environment` to this process's environment.
+    public static func launch(
+        executable: String,
+        arguments: [String],
+        environment: [String: String],
+        log: URL
+    ) throws -> ChildProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        try? handle.close()
+        return ChildProcess(process: process)
+    }
+
+    /// Stops the process and waits for it. SIGKILL, because children inherit the signal mask of the thread that
+    /// spawned them, and the test runner's threads block SIGTERM.
+    public func terminate() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Sends a signal (for example SIGKILL to simulate a crash).
+    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// The full path of `name` found on `PATH`, or `nil`.
+    public static func which(_ name: String) -> String? {
+        if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) ? name : nil }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+}
+
+/// The Python used for fakes: `GOTCHU_PYTHON` if set, else `python3` on `PATH`.
+public enum TestPython {
+    /// The interpreter's path, or `nil` if none is found.
+    public static var executable: String? {
+        if let configured = ProcessInfo.processInfo.environment["GOTCHU_PYTHON"], !configured.isEmpty {
+            return ChildProcess.which(configured)
+        }
+        return ChildProcess.which("python3")
+    }
+
+    /// Whether the interpreter can import every module in `modules`.
+    public static func canImport(_ modules: [String]) -> Bool {
+        succeeds(modules.map { "import \($0)" }.joined(separator: "; "))
+    }
+
+    /// Whether python-dbusmock is at least `major.minor` (0.38 brought the LE advertising API to bluez5).
+    public static func hasDBusMock(atLeast major: Int, _ minor: Int) -> Bool {
+        succeeds(
+            "import sys, dbusmock; v = tuple(int(p) for p in dbusmock.__version__.split('.')[:2]); "
+                + "sys.exit(0 if v >= (\(major), \(minor)) else 1)"
+        )
+    }
+
+    /// Whether `code` runs and exits with status 0.
+    public static func succeeds(_ code: String) -> Bool {
+        guard let executable else { return false }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-c", code]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    /// What to install when a fake's modules are missing.
+    public static let installHint =
+        "install the Python fakes: apt-get install python3-dbus python3-gi python3-venv; "
+        + "python3 -m venv --system-site-packages VENV; VENV/bin/pip install 'python-dbusmock>=0.38' bluezoo dbus-fast; "
+        + "then run the tests with GOTCHU_PYTHON=VENV/bin/python"
+}

@@ -1,0 +1,140 @@
+import ArgumentParser
+import Dispatch
+import GotchuBlueZ
+import GotchuCore
+import GotchuDBus
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Options shared by the BlueZ commands: which bus, which adapter.
+struct BlueZCommandOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "Bus to reach bluetoothd on: system (default; DBUS_SYSTEM_BUS_ADDRESS is honoured), session, or a D-Bus address such as unix:path=/tmp/bus.",
+            valueName: "bus"
+        )
+    )
+    var bus = "system"
+
+    @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0 (default: the first powered one).", valueName: "name"))
+    var adapter: String?
+
+    var dbusBus: DBusConnection.Bus {
+        switch bus {
+        case "system": .system
+        case "session": .session
+        default: .address(bus)
+        }
+    }
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM.
+func waitForInterrupt() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let once = InterruptLatch(continuation)
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { once.fire() }
+            source.resume()
+            once.keep(source)
+        }
+    }
+}
+
+/// Resumes a continuation once, and keeps the signal sources alive until then.
+private final class InterruptLatch: @unchecked Sendable {
+    private let lock = DispatchQueue(label: "gotchu.interrupt")
+    private var continuation: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+
+    func keep(_ source: any DispatchSourceSignal) { lock.sync { sources.append(source) } }
+
+    func fire() {
+        let pending = lock.sync {
+            let pending = continuation
+            continuation = nil
+            return pending
+        }
+        pending?.resume()
+    }
+}
+
+/// `gotchu advertise`: puts one EID on the air through BlueZ until interrupted.
+struct AdvertiseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "advertise",
+        abstract: "Advertise an EID over Bluetooth LE through BlueZ until Ctrl-C.",
+        discussion: """
+            The advertisement carries the EID as 10 ASCII hex characters of service
+            data under the service UUID (0xFEED by default), lists that UUID, and
+            includes the TX power so scanners can compute attenuation. It is
+            registered again if bluetoothd restarts.
+
+            Examples:
+              gotchu advertise --eid a1b2c3d4e5
+              gotchu advertise --eid a1b2c3d4e5 --adapter hci1 --type broadcast
+
+            No root is needed: any user may register advertisements with
+            bluetoothd. If registration fails, run `gotchu doctor`.
+            """
+    )
+
+    @Option(help: ArgumentHelp("The EID to advertise: 10 lowercase hex characters.", valueName: "eid"))
+    var eid: String
+
+    @Option(help: ArgumentHelp("Service UUID: 16-bit (feed) or 128-bit.", valueName: "uuid"))
+    var serviceUUID = "feed"
+
+    @Option(
+        help: ArgumentHelp(
+            "peripheral (default: connectable and discoverable, seen by every scanner) or broadcast (non-connectable).",
+            valueName: "type"
+        )
+    )
+    var type = "peripheral"
+
+    @Option(
+        help: ArgumentHelp(
+            "Advertising interval in milliseconds (BlueZ before 5.77 ignores it unless bluetoothd runs with -E).",
+            valueName: "ms"
+        )
+    )
+    var intervalMs: UInt32?
+
+    @OptionGroup var options: BlueZCommandOptions
+
+    func validate() throws {
+        guard EID(rawValue: eid) != nil else { throw ValidationError("--eid must be 10 lowercase hex characters") }
+        guard BluetoothUUID(serviceUUID) != nil else {
+            throw ValidationError("--service-uuid must be a 16-bit (feed) or 128-bit Bluetooth UUID")
+        }
+        guard BlueZAdvertisingType(rawValue: type) != nil else {
+            throw ValidationError("--type must be peripheral or broadcast")
+        }
+    }
+
+    func run() async throws {
+        guard let eid = EID(rawValue: eid), let uuid = BluetoothUUID(serviceUUID),
+            let advertisingType = BlueZAdvertisingType(rawValue: type)
+        else { throw ValidationError("invalid arguments") }
+        let interval = intervalMs.map { Duration.milliseconds($0)...Duration.milliseconds($0) }
+        let radio = try await BlueZRadio.connect(
+            to: options.dbusBus,
+            configuration: .init(adapter: options.adapter, advertisingType: advertisingType)
+        )
+        let adapter = try await radio.adapter()
+        try await radio.withAdvertisement(Advertisement(eid: eid, serviceUUID: uuid, interval: interval)) { _ in
+            print("advertising \(eid) under \(uuid.shortForm ?? uuid.uuidString) on \(adapter.name); Ctrl-C to stop")
+            await waitForInterrupt()
+        }
+        await radio.close()
+        print("stopped")
+    }
+}

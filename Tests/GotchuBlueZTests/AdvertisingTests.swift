@@ -1,0 +1,161 @@
+import GotchuBlueZ
+import GotchuCore
+import GotchuDBus
+import GotchuTesting
+import Testing
+
+@Suite("Advertising against a fake bluetoothd", requiresDBusDaemon)
+struct AdvertisingTests {
+    @Test("registers an LEAdvertisement1 with exact types, answers the GetAll call-back, unregisters at scope end")
+    func registersWithExactTypes() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                let registration = try #require(await fake.registrations.first)
+                let properties = registration.properties
+                #expect(properties["Type"] == DBusVariant("peripheral"))
+                #expect(properties["ServiceUUIDs"] == DBusVariant(["feed"]))
+                #expect(properties["ServiceData"]?.value.type.signature == "a{sv}")
+                let data = properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
+                #expect(properties["Includes"] == DBusVariant(["tx-power"]))
+                #expect(properties["Discoverable"] == DBusVariant(true))
+                #expect(properties["MinInterval"] == nil)
+                let register = try #require(await fake.calls(named: "RegisterAdvertisement").first)
+                #expect(register.arguments.map(\.type.signature) == ["o", "a{sv}"])
+            }
+            #expect(await fake.calls(named: "UnregisterAdvertisement").count == 1)
+            #expect(await fake.registrations.isEmpty)
+            #expect(await radio.connection.exportedPaths.isEmpty)
+        }
+    }
+
+    @Test("broadcast never sets Discoverable; intervals are u milliseconds")
+    func broadcast() async throws {
+        try await withFakeBlueZ(configuration: .init(advertisingType: .broadcast)) { _, fake, radio in
+            let advertisement = Advertisement(eid: sampleEID, interval: .milliseconds(100)...(.milliseconds(150)))
+            try await radio.withAdvertisement(advertisement) { _ in
+                let properties = try #require(await fake.registrations.first?.properties)
+                #expect(properties["Type"] == DBusVariant("broadcast"))
+                #expect(properties["Discoverable"] == nil)
+                #expect(properties["MinInterval"] == DBusVariant(UInt32(100)))
+                #expect(properties["MaxInterval"] == DBusVariant(UInt32(150)))
+            }
+        }
+    }
+
+    @Test("update rotates the EID in place through PropertiesChanged")
+    func update() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
+                let rotated = try await eventually {
+                    let data = await fake.registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
+                    return data?["feed"] == DBusVariant(.bytes(Array("0000000001".utf8)))
+                }
+                #expect(rotated)
+                #expect(await fake.registerCount == 1)
+            }
+        }
+    }
+
+    @Test(
+        "BlueZ errors are classified and keep their raw name",
+        arguments: [
+            (DBusError(.bluezFailed, "Failed to parse advertisement."), BlueZError.Kind.parseFailure),
+            (DBusError(.bluezNotPermitted, "Maximum advertisements reached"), .maximumAdvertisements),
+            (DBusError(.bluezInvalidArguments, "Invalid arguments"), .invalidArguments),
+            (DBusError(.bluezNotPermitted, "Not Permitted"), .notPermitted),
+            (DBusError("org.bluez.Error.Whatever", "?"), .other),
+        ]
+    )
+    func errors(error: DBusError, kind: BlueZError.Kind) async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            await fake.setRegisterError(error)
+            do {
+                _ = try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                    Issue.record("advertised although registration failed")
+                }
+            } catch let failure as BlueZError {
+                #expect(failure.kind == kind)
+                #expect(failure.name == error.name.rawValue)
+                #expect(failure.message == error.message)
+            }
+            #expect(await radio.connection.exportedPaths.isEmpty)
+        }
+    }
+
+    @Test("registering the same object twice is AlreadyExists")
+    func alreadyExists() async throws {
+        try await withFakeBlueZ { _, _, radio in
+            let adapter = try await radio.adapter()
+            let path = DBusObjectPath(rawValue: "/io/gotchu/manual")!
+            try await radio.connection.export(
+                DBusObject(interfaces: [
+                    DBusInterface("org.bluez.LEAdvertisement1", properties: [DBusProperty("Type", "broadcast")])
+                ]),
+                at: path
+            )
+            let arguments: [DBusValue] = [.objectPath(path), [String: DBusVariant]().dbusValue]
+            _ = try await radio.connection.call(
+                destination: "org.bluez",
+                path: adapter.path,
+                interface: "org.bluez.LEAdvertisingManager1",
+                method: "RegisterAdvertisement",
+                arguments
+            )
+            do {
+                _ = try await radio.connection.call(
+                    destination: "org.bluez",
+                    path: adapter.path,
+                    interface: "org.bluez.LEAdvertisingManager1",
+                    method: "RegisterAdvertisement",
+                    arguments
+                )
+                Issue.record("second registration succeeded")
+            } catch let error as DBusError {
+                #expect(BlueZError(error).kind == .alreadyExists)
+            }
+        }
+    }
+
+    @Test("a bluetoothd restart re-registers the advertisement")
+    func restart() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                #expect(await fake.registrations.count == 1)
+                try await fake.restart()
+                let again = try await eventually { await fake.registrations.count == 1 }
+                #expect(again)
+                let data = await fake.registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
+            }
+        }
+    }
+
+    @Test("Release re-registers")
+    func release() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                try await fake.releaseAll()
+                let again = try await eventually { await fake.registrations.count == 1 }
+                #expect(again)
+                #expect(await fake.registerCount == 2)
+            }
+        }
+    }
+
+    @Test("adapter removal ends the advertisement with adapterRemoved")
+    func adapterRemoved() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            do {
+                try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                    await fake.removeAdapter()
+                    try await Task.sleep(for: .seconds(10))
+                }
+                Issue.record("advertisement survived adapter removal")
+            } catch let error as BlueZError {
+                #expect(error.kind == .adapterRemoved)
+            }
+        }
+    }
+}

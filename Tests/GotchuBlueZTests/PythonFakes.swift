@@ -1,0 +1,81 @@
+import GotchuBlueZ
+import GotchuDBus
+import GotchuTesting
+import Testing
+
+/// Runs `body` with a private bus on which a Python fake of bluetoothd owns `org.bluez`.
+///
+/// The fake's modules must import (see ``TestPython/installHint``); a missing module fails the test rather than
+/// skipping it, so a green run always means the fake really ran.
+func withPythonBlueZ(
+    modules: [String],
+    arguments: [String],
+    _ body: (PrivateBus, DBusConnection) async throws -> Void
+) async throws {
+    guard let python = TestPython.executable, TestPython.canImport(modules) else {
+        Issue.record("Python modules \(modules) are missing: \(TestPython.installHint)")
+        return
+    }
+    if modules.contains("dbusmock"), !TestPython.hasDBusMock(atLeast: 0, 38) {
+        Issue.record("python-dbusmock is older than 0.38 (no LEAdvertisingManager1): \(TestPython.installHint)")
+        return
+    }
+    try await PrivateBus.with { bus in
+        let fake = try bus.launch(python, arguments, name: "fake-bluez")
+        let connection = try await DBusConnection.connect(to: .address(bus.address))
+        do {
+            let appeared = try await eventually(timeout: .seconds(20)) {
+                try await connection.nameOwner(of: "org.bluez") != nil
+            }
+            guard appeared else {
+                throw TestingError("the Python fake did not take org.bluez:\n\(bus.log(of: "fake-bluez"))")
+            }
+            try await body(bus, connection)
+        } catch {
+            await connection.close()
+            fake.terminate()
+            throw error
+        }
+        await connection.close()
+        fake.terminate()
+    }
+}
+
+/// The argument list that starts python-dbusmock's bluez5 template on the system bus.
+let dbusmockArguments = ["-m", "dbusmock", "--system", "--template", "bluez5"]
+let mockRoot = DBusObjectPath(rawValue: "/")!
+let mockAdapter = DBusObjectPath(rawValue: "/org/bluez/hci0")!
+
+extension DBusConnection {
+    /// Calls a method of the mock's control interface.
+    func mock(
+        _ method: String,
+        at path: DBusObjectPath,
+        interface: String = "org.bluez.Mock",
+        _ arguments: [DBusValue]
+    )
+        async throws -> [DBusValue]
+    {
+        try await call(destination: "org.bluez", path: path, interface: interface, method: method, arguments)
+    }
+
+    /// The arguments of every logged call of `method` on the mock object at `path`.
+    func mockCalls(_ method: String, at path: DBusObjectPath) async throws -> [[DBusValue]] {
+        let reply = try await mock(
+            "GetMethodCalls",
+            at: path,
+            interface: "org.freedesktop.DBus.Mock",
+            [.string(method)]
+        )
+        guard case .array(let calls) = reply.first else { return [] }
+        return calls.elements.compactMap { call -> [DBusValue]? in
+            guard case .structure(let fields) = call, fields.count == 2, case .array(let arguments) = fields[1] else {
+                return nil
+            }
+            return arguments.elements.compactMap { argument in
+                guard case .variant(let variant) = argument else { return nil }
+                return variant.value
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import GotchuBlueZ
+import GotchuCore
+import GotchuDBus
+import GotchuTesting
+import Testing
+
+@Suite("Scanning against a fake bluetoothd", requiresDBusDaemon)
+struct ScanningTests {
+    @Test("discovery filter has exact types and no RSSI by default; StopDiscovery when the stream ends")
+    func discoveryFilter() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            do {
+                let stream = try await radio.scan(ScanFilter())
+                let call = try #require(await fake.calls(named: "SetDiscoveryFilter").first)
+                #expect(call.arguments.map(\.type.signature) == ["a{sv}"])
+                let filter = try #require(call.arguments.first.flatMap { [String: DBusVariant](dbusValue: $0) })
+                #expect(filter["Transport"] == DBusVariant("le"))
+                #expect(filter["DuplicateData"] == DBusVariant(true))
+                #expect(filter["UUIDs"] == DBusVariant([feedKey]))
+                #expect(filter["RSSI"] == nil)
+                #expect(filter.count == 3)
+                #expect(await fake.calls(named: "StartDiscovery").count == 1)
+                _ = stream
+            }
+            let stopped = try await eventually { await fake.calls(named: "StopDiscovery").count == 1 }
+            #expect(stopped)
+        }
+    }
+
+    @Test("an explicit controller threshold is sent as int16")
+    func controllerThreshold() async throws {
+        try await withFakeBlueZ(configuration: .init(controllerRSSIThreshold: -70)) { _, fake, radio in
+            _ = try await radio.scan(ScanFilter())
+            let call = try #require(await fake.calls(named: "SetDiscoveryFilter").first)
+            let filter = try #require(call.arguments.first.flatMap { [String: DBusVariant](dbusValue: $0) })
+            #expect(filter["RSSI"] == DBusVariant(Int16(-70)))
+        }
+    }
+
+    @Test("sightings from known devices, InterfacesAdded and PropertiesChanged; removal forgets the device")
+    func sightings() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await fake.addDevice(
+                "dev_00_00_00_00_00_01",
+                properties: ["RSSI": .int16(-70), "TxPower": .int16(0), "ServiceData": serviceData("0000000001")]
+            )
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            let known = try #require(try await iterator.next())
+            #expect(known.eid == EID(rawValue: "0000000001"))
+            #expect(known.rssi == -70)
+            #expect(known.attenuation == 70)
+
+            try await fake.addDevice(
+                "dev_00_00_00_00_00_02",
+                properties: ["RSSI": .int16(-50), "TxPower": .int16(4), "ServiceData": serviceData("a1b2c3d4e5")]
+            )
+            let added = try #require(try await iterator.next())
+            #expect(added.eid == sampleEID)
+            #expect(added.rssi == -50)
+            #expect(added.txPower == 4)
+            #expect(added.source.hasSuffix("dev_00_00_00_00_00_02"))
+
+            try await fake.updateDevice("dev_00_00_00_00_00_02", "RSSI", .int16(127))
+            let unknown = try #require(try await iterator.next())
+            #expect(unknown.eid == sampleEID)
+            #expect(unknown.rssi == nil)
+
+            try await fake.updateDevice("dev_00_00_00_00_00_02", "ServiceData", serviceData("bbbbbbbbbb"))
+            let rotated = try #require(try await iterator.next())
+            #expect(rotated.eid == EID(rawValue: "bbbbbbbbbb"))
+
+            await fake.removeDevice("dev_00_00_00_00_00_02")
+            try await fake.updateDevice("dev_00_00_00_00_00_01", "RSSI", .int16(-71))
+            let after = try #require(try await iterator.next())
+            #expect(after.eid == EID(rawValue: "0000000001"))
+            #expect(await radio.statistics().sightings == 5)
+        }
+    }
+
+    @Test("our own RSSI threshold drops weak and unknown-RSSI sightings and counts them")
+    func threshold() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter(minimumRSSI: -60))
+            var iterator = stream.makeAsyncIterator()
+            try await fake.addDevice(
+                "dev_weak",
+                properties: ["RSSI": .int16(-80), "ServiceData": serviceData("0000000001")]
+            )
+            try await fake.addDevice(
+                "dev_none",
+                properties: ["RSSI": .int16(127), "ServiceData": serviceData("0000000002")]
+            )
+            try await fake.addDevice(
+                "dev_near",
+                properties: ["RSSI": .int16(-40), "ServiceData": serviceData("0000000003")]
+            )
+            let sighting = try #require(try await iterator.next())
+            #expect(sighting.eid == EID(rawValue: "0000000003"))
+            let statistics = await radio.statistics()
+            #expect(statistics.belowThreshold == 2)
+            #expect(statistics.sightings == 1)
+        }
+    }
+
+    @Test("malformed service data is ignored and counted")
+    func malformed() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            try await fake.addDevice(
+                "dev_short",
+                properties: ["RSSI": .int16(-50), "ServiceData": serviceData("a1b2")]
+            )
+            try await fake.addDevice(
+                "dev_upper",
+                properties: ["RSSI": .int16(-50), "ServiceData": serviceData("A1B2C3D4E5")]
+            )
+            try await fake.addDevice(
+                "dev_string",
+                properties: ["RSSI": .int16(-50), "ServiceData": [feedKey: DBusVariant("a1b2c3d4e5")].dbusValue]
+            )
+            try await fake.addDevice("dev_type", properties: ["RSSI": .int16(-50), "ServiceData": .strings(["x"])])
+            try await fake.addDevice(
+                "dev_other",
+                properties: ["RSSI": .int16(-50), "ServiceData": serviceData("a1b2c3d4e5", key: "180f")]
+            )
+            try await fake.addDevice(
+                "dev_good",
+                properties: ["RSSI": .int16(-50), "ServiceData": serviceData("a1b2c3d4e5")]
+            )
+            let sighting = try #require(try await iterator.next())
+            #expect(sighting.eid == sampleEID)
+            #expect(sighting.source.hasSuffix("dev_good"))
+            #expect(await radio.statistics().malformed == 4)
+        }
+    }
+
+    @Test("a bluetoothd restart ends the scan with serviceUnavailable instead of going silent")
+    func restartEndsScan() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            try await fake.restart()
+            do {
+                for try await _ in stream {}
+                Issue.record("the scan ended without an error")
+            } catch let error as BlueZError {
+                #expect(error.kind == .serviceUnavailable)
+            }
+        }
+    }
+
+    @Test("no org.bluez on the bus is a clear error")
+    func noBlueZ() async throws {
+        try await PrivateBus.with { bus in
+            try await DBusConnection.withConnection(to: .address(bus.address)) { connection in
+                let radio = BlueZRadio(connection: connection)
+                do {
+                    _ = try await radio.scan(ScanFilter())
+                    Issue.record("scan started without bluetoothd")
+                } catch let error as BlueZError {
+                    #expect(error.kind == .serviceUnavailable)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+import GotchuDBus
+import GotchuTesting
+import Testing
+
+@Suite("Connection: calls, signals, exported objects", requiresDBusDaemon)
+struct ConnectionTests {
+    static let bus = PrivateBus.Shared()
+
+    @Test("Properties Get, GetAll, Set and PropertiesChanged")
+    func properties() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            try await server.export(echoObject(), at: echoPath)
+            let serverName = await server.uniqueName
+            let changes = try await client.signals(
+                matching: DBusMatchRule(
+                    interface: "org.freedesktop.DBus.Properties",
+                    member: "PropertiesChanged",
+                    path: echoPath
+                )
+            )
+            let all = try await client.call(
+                destination: serverName,
+                path: echoPath,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "GetAll",
+                [.string(echoInterface)]
+            )
+            let properties = try #require(all.first.flatMap { [String: DBusVariant](dbusValue: $0) })
+            #expect(properties["Name", as: String.self] == "echo")
+            #expect(properties["Volume", as: UInt16.self] == 3)
+
+            _ = try await client.call(
+                destination: serverName,
+                path: echoPath,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "Set",
+                [.string(echoInterface), .string("Volume"), .variant(DBusVariant(UInt16(9)))]
+            )
+            let got = try await client.call(
+                destination: serverName,
+                path: echoPath,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "Get",
+                [.string(echoInterface), .string("Volume")]
+            )
+            #expect(got == [.variant(DBusVariant(UInt16(9)))])
+
+            var iterator = changes.makeAsyncIterator()
+            let signal = try #require(await iterator.next())
+            #expect(signal.argument(0, as: String.self) == echoInterface)
+            #expect(signal.argument(1, as: [String: DBusVariant].self)?["Volume", as: UInt16.self] == 9)
+            #expect(signal.argument(2, as: [String].self) == [])
+
+            await #expect(throws: DBusError.self) {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: "org.freedesktop.DBus.Properties",
+                    method: "Set",
+                    [.string(echoInterface), .string("Name"), .variant(DBusVariant("other"))]
+                )
+            }
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: "org.freedesktop.DBus.Properties",
+                    method: "Set",
+                    [.string(echoInterface), .string("Volume"), .variant(DBusVariant("wrong type"))]
+                )
+                Issue.record("a wrongly typed Set succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .invalidArgs)
+            }
+        }
+    }
+
+    @Test("unknown methods and objects get D-Bus errors, not silence")
+    func unknownMethod() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            try await server.export(echoObject(), at: echoPath)
+            let serverName = await server.uniqueName
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: echoInterface,
+                    method: "Nope"
+                )
+                Issue.record("call succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .unknownMethod)
+            }
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: "org.freedesktop.DBus.ObjectManager",
+                    method: "GetManagedObjects"
+                )
+                Issue.record("call succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .unknownMethod)
+            }
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: DBusObjectPath(rawValue: "/nothing")!,
+                    interface: echoInterface,
+                    method: "Echo"
+                )
+                Issue.record("call succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .unknownObject)
+            }
+            let xml = try await client.call(
+                destination: serverName,
+                path: echoPath,
+                interface: "org.freedesktop.DBus.Introspectable",
+                method: "Introspect"
+            )
+            let text = try #require(xml.first.flatMap { String(dbusValue: $0) })
+            #expect(text.contains("<interface name=\"\(echoInterface)\">"))
+            #expect(text.contains("<property name=\"Volume\" type=\"q\" access=\"readwrite\"/>"))
+        }
+    }
+
+    @Test("a pending call does not stop incoming calls (the RegisterAdvertisement call-back pattern)")
+    func reentrantCallBack() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            // The client exports an object; the server's method calls back into the client before replying.
+            try await client.export(echoObject(), at: echoPath)
+            let clientName = await client.uniqueName
+            let registerPath = DBusObjectPath(rawValue: "/manager")!
+            try await server.export(
+                DBusObject(interfaces: [
+                    DBusInterface(
+                        "io.gotchu.Test.Manager",
+                        methods: [
+                            DBusMethod("Register", inputs: [.objectPath], outputs: [.string]) { [server] call in
+                                let all = try await server.call(
+                                    destination: clientName,
+                                    path: echoPath,
+                                    interface: "org.freedesktop.DBus.Properties",
+                                    method: "GetAll",
+                                    [.string(echoInterface)],
+                                    timeout: .seconds(10)
+                                )
+                                let name = all.first.flatMap { [String: DBusVariant](dbusValue: $0) }?[
+                                    "Name",
+                                    as: String.self
+                                ]
+                                return [.string(name ?? "none")]
+                            }
+                        ]
+                    )
+                ]),
+                at: registerPath
+            )
+            let reply = try await client.call(
+                destination: await server.uniqueName,
+                path: registerPath,
+                interface: "io.gotchu.Test.Manager",
+                method: "Register",
+                [.objectPath(echoPath)],
+                timeout: .seconds(5)
+            )
+            #expect(reply == [.string("echo")])
+        }
+    }
+
+    @Test("a call without a reply times out with NoReply, and cancellation ends a call")
+    func timeoutAndCancellation() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            try await server.export(
+                DBusObject(interfaces: [
+                    DBusInterface(
+                        echoInterface,
+                        methods: [
+                            DBusMethod("Hang") { _ in
+                                try await Task.sleep(for: .seconds(30))
+                                return []
+                            }
+                        ]
+                    )
+                ]),
+                at: echoPath
+            )
+            let serverName = await server.uniqueName
+            let clock = ContinuousClock()
+            let start = clock.now
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: echoInterface,
+                    method: "Hang",
+                    timeout: .milliseconds(200)
+                )
+                Issue.record("call succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .noReply)
+            }
+            #expect(clock.now - start < .seconds(20))
+
+            let task = Task {
+                try await client.call(destination: serverName, path: echoPath, interface: echoInterface, method: "Hang")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+        }
+    }
+
+    @Test("signal streams are bounded and remove their match when dropped")
+    func signalLifetime() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            let rule = DBusMatchRule(interface: "io.gotchu.Test.Signals", member: "Tick")
+            do {
+                let stream = try await client.signals(matching: rule, bufferingNewest: 4)
+                #expect(await client.subscriptionCount == 1)
+                for index in 0..<20 {
+                    try await server.emitSignal(
+                        path: echoPath,
+                        interface: "io.gotchu.Test.Signals",
+                        member: "Tick",
+                        [.int32(Int32(index))]
+                    )
+                }
+                // A round trip to the server orders the signals before its reply on the client's socket.
+                _ = try await client.call(
+                    destination: "org.freedesktop.DBus",
+                    path: DBusObjectPath(rawValue: "/org/freedesktop/DBus")!,
+                    interface: "org.freedesktop.DBus",
+                    method: "GetId"
+                )
+                try await server.emitSignal(
+                    path: echoPath,
+                    interface: "io.gotchu.Test.Signals",
+                    member: "Tick",
+                    [.int32(99)]
+                )
+                var received: [Int32] = []
+                for await signal in stream {
+                    received.append(signal.argument(0, as: Int32.self) ?? -1)
+                    if received.last == 99 { break }
+                }
+                #expect(received.count <= 5)
+                #expect(received.last == 99)
+            }
+            // The stream is gone; its subscription follows once the loop has run the termination handler.
+            for _ in 0..<100 where await client.subscriptionCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await client.subscriptionCount == 0)
+        }
+    }
+
+    @Test("scoped exports disappear when the scope ends, also on cancellation")
+    func scopedExport() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            let serverName = await server.uniqueName
+            try await server.withExportedObject(echoObject(), at: echoPath) {
+                #expect(await server.exportedPaths == [echoPath])
+            }
+            #expect(await server.exportedPaths.isEmpty)
+            let task = Task {
+                try await server.withExportedObject(echoObject(), at: echoPath) {
+                    try await Task.sleep(for: .seconds(30))
+                }
+            }
+            for _ in 0..<100 where await server.exportedPaths.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await server.exportedPaths == [echoPath])
+            task.cancel()
+            _ = await task.result
+            #expect(await server.exportedPaths.isEmpty)
+            do {
+                _ = try await client.call(
+                    destination: serverName,
+                    path: echoPath,
+                    interface: "org.freedesktop.DBus.Properties",
+                    method: "GetAll",
+                    [.string(echoInterface)]
+                )
+                Issue.record("call succeeded")
+            } catch let error as DBusError {
+                #expect(error.name == .unknownObject)
+            }
+        }
+    }
+
+    @Test("ObjectManager lists children and announces them")
+    func objectManager() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            let root = DBusObjectPath(rawValue: "/app")!
+            try await server.export(DBusObject(interfaces: [], isObjectManager: true), at: root)
+            let added = try await client.signals(
+                matching: DBusMatchRule(interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
+            )
+            let child = root.appending("child")
+            try await server.export(echoObject(), at: child)
+            var iterator = added.makeAsyncIterator()
+            let signal = try #require(await iterator.next())
+            #expect(signal.argument(0, as: DBusObjectPath.self) == child)
+            let managed = try await client.call(
+                destination: await server.uniqueName,
+                path: root,
+                interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects"
+            )
+            let objects = try #require(
+                managed.first.flatMap { [DBusObjectPath: [String: [String: DBusVariant]]](dbusValue: $0) }
+            )
+            #expect(objects[child]?[echoInterface]?["Name", as: String.self] == "echo")
+        }
+    }
+
+    @Test("name ownership and owner changes")
+    func nameOwners() async throws {
+        try await withTwoConnections(on: Self.bus) { bus, server, client in
+            let changes = try await client.nameOwnerChanges(of: "io.gotchu.Test")
+            #expect(try await client.nameOwner(of: "io.gotchu.Test") == nil)
+            try await server.requestName("io.gotchu.Test")
+            let owner = await server.uniqueName
+            #expect(try await client.nameOwner(of: "io.gotchu.Test") == owner)
+            var iterator = changes.makeAsyncIterator()
+            let first = try #require(await iterator.next())
+            #expect(first.newOwner == owner)
+            await server.close()
+            let second = try #require(await iterator.next())
+            #expect(second.oldOwner == owner)
+            #expect(second.newOwner == nil)
+        }
+    }
+
+    @Test("connecting to a missing bus fails with the D-Bus error")
+    func missingBus() async throws {
+        do {
+            _ = try await DBusConnection.connect(to: .address("unix:path=/nonexistent/gotchu-bus"))
+            Issue.record("connected")
+        } catch let error as DBusError {
+            #expect(
+                error.name == .fileNotFound || error.name == .noServer
+                    || error.name.rawValue.hasPrefix("org.freedesktop.DBus.Error")
+            )
+        }
+    }
+}
