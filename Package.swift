@@ -84,7 +84,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
-                "GotchuSimulatedRadio", "GotchuBlueZ",
+                "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

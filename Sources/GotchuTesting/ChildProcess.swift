@@ -62,6 +62,10 @@ public enum TestPython {
         if let configured = ProcessInfo.processInfo.environment["GOTCHU_PYTHON"], !configured.isEmpty {
             return ChildProcess.which(configured)
         }
+        // scripts/install-dependencies makes this virtual environment at the package's root.
+        let venv = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".venv/bin/python").path
+        if FileManager.default.isExecutableFile(atPath: venv) { return venv }
         return ChildProcess.which("python3")
     }
 
@@ -93,7 +97,6 @@ public enum TestPython {
 
     /// What to install when a fake's modules are missing.
     public static let installHint =
-        "install the Python fakes: apt-get install python3-dbus python3-gi python3-venv; "
-        + "python3 -m venv --system-site-packages VENV; VENV/bin/pip install 'python-dbusmock>=0.38' bluezoo dbus-fast; "
-        + "then run the tests with GOTCHU_PYTHON=VENV/bin/python"
+        "install the Python fakes with scripts/install-dependencies (a .venv at the package root), "
+        + "or point GOTCHU_PYTHON at a Python with python-dbusmock>=0.38, bluezoo and dbus-python"
 }

@@ -10,62 +10,6 @@ import GotchuDBus
     import Musl
 #endif
 
-/// Options shared by the BlueZ commands: which bus, which adapter.
-struct BlueZCommandOptions: ParsableArguments {
-    @Option(
-        help: ArgumentHelp(
-            "Bus to reach bluetoothd on: system (default; DBUS_SYSTEM_BUS_ADDRESS is honoured), session, or a D-Bus address such as unix:path=/tmp/bus.",
-            valueName: "bus"
-        )
-    )
-    var bus = "system"
-
-    @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0 (default: the first powered one).", valueName: "name"))
-    var adapter: String?
-
-    var dbusBus: DBusConnection.Bus {
-        switch bus {
-        case "system": .system
-        case "session": .session
-        default: .address(bus)
-        }
-    }
-}
-
-/// Waits for Ctrl-C (SIGINT) or SIGTERM.
-func waitForInterrupt() async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let once = InterruptLatch(continuation)
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { once.fire() }
-            source.resume()
-            once.keep(source)
-        }
-    }
-}
-
-/// Resumes a continuation once, and keeps the signal sources alive until then.
-private final class InterruptLatch: @unchecked Sendable {
-    private let lock = DispatchQueue(label: "gotchu.interrupt")
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ source: any DispatchSourceSignal) { lock.sync { sources.append(source) } }
-
-    func fire() {
-        let pending = lock.sync {
-            let pending = continuation
-            continuation = nil
-            return pending
-        }
-        pending?.resume()
-    }
-}
-
 /// `gotchu advertise`: puts one EID on the air through BlueZ until interrupted.
 struct AdvertiseCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

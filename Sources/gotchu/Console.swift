@@ -115,6 +115,13 @@ func withTaskCancellationOnSignals<T: Sendable>(_ body: @escaping @Sendable () a
     return try await task.value
 }
 
+/// Waits until Ctrl-C or SIGTERM.
+func waitForInterrupt() async {
+    _ = try? await withTaskCancellationOnSignals {
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}
+
 /// Amounts typed on the command line.
 enum CLIAmount {
     static func parse(_ text: String, option: String) throws -> Cents {

@@ -28,6 +28,9 @@ struct Gotchu: AsyncParsableCommand {
             ReceiveCommand.self,
             PayCommand.self,
             SimulateCommand.self,
+            AdvertiseCommand.self,
+            ScanCommand.self,
+            DoctorCommand.self,
             BenchCommand.self,
         ]
     )

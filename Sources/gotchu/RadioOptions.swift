@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GotchuBlueZ
 import GotchuCore
 import GotchuSimulatedRadio
 
@@ -22,8 +23,7 @@ struct RadioOptions: ParsableArguments {
     )
     var radio: Kind = .bluez
 
-    @Option(help: ArgumentHelp("BlueZ adapter, such as hci0 (default: the first powered one).", valueName: "name"))
-    var adapter: String?
+    @OptionGroup(title: "BlueZ") var bluez: BlueZCommandOptions
 
     @Option(
         name: .customLong("service-uuid"),
@@ -68,7 +68,7 @@ struct RadioOptions: ParsableArguments {
                 seed: UInt64.random(in: .min ... .max)
             )
         case .bluez:
-            return try await BlueZRadioFactory.make(adapter: adapter)
+            return try await BlueZRadio.connect(to: bluez.dbusBus, configuration: .init(adapter: bluez.adapter))
         }
     }
 
