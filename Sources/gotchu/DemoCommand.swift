@@ -31,18 +31,11 @@ struct DemoCommand: AsyncParsableCommand {
     /// Serves the ledger, plays the scene; returns whether Alice paid Bob.
     private static func run(seed: UInt64) async throws -> Bool {
         let output = DemoOutput()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "gotchu-demo-\(UUID().uuidString)"
-        )
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-
-        let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
-        try await store.migrate()
-        let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
-        return try await LedgerServer.withRunning(store: store, tokens: tokens) { url in
-            output.say("ledger", "listening on \(url.absoluteString) (SQLite in \(directory.path))")
-            return try await scene(url: url, directory: directory, seed: seed, output: output)
+        return try await TemporaryLedger.with { ledger in
+            try await ledger.serving { url in
+                output.say("ledger", "listening on \(url.absoluteString) (SQLite in \(ledger.directory.path))")
+                return try await scene(url: url, directory: ledger.directory, seed: seed, output: output)
+            }
         }
     }
 

@@ -111,40 +111,36 @@ private enum LedgerTrials {
     }
 
     static func run(_ report: TrialReport) async throws -> Measured {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "gotchu-simulate-\(UUID().uuidString)"
-        )
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
-        try await store.migrate()
-        let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
         let terminalCount = report.scenario.room(trial: 0).terminals.count
-        return try await LedgerServer.withRunning(store: store, tokens: tokens) { url in
-            var terminals: [LedgerClient] = []
-            for index in 0..<terminalCount { terminals.append(try await login(url, "terminal\(index)@sim.example")) }
-            let payer = try await login(url, "payer@sim.example")
-            var durations: [Duration] = []
-            var payments = 0
-            for result in report.results {
-                guard let terminal = result.selector.terminal ?? result.naive.terminal,
-                    result.selector.isAutoSelected || result.naive.isAutoSelected,
-                    terminals.indices.contains(terminal)
-                else {
-                    durations.append(.zero)
-                    continue
+        return try await TemporaryLedger.with { ledger in
+            try await ledger.serving { url in
+                var terminals: [LedgerClient] = []
+                for index in 0..<terminalCount {
+                    terminals.append(try await login(url, "terminal\(index)@sim.example"))
                 }
-                if payments % 500 == 0 { _ = try await payer.fund(amountCents: 500 * 100) }
-                let session = try await terminals[terminal].createSession(amountCents: 100)
-                let start = ContinuousClock.now
-                let resolved = try await payer.resolve(eid: session.eid)
-                try await payer.lock(sid: resolved.sid)
-                _ = try await payer.send(sid: resolved.sid, idempotencyKey: "trial-\(result.trial)")
-                durations.append(ContinuousClock.now - start)
-                payments += 1
+                let payer = try await login(url, "payer@sim.example")
+                var durations: [Duration] = []
+                var payments = 0
+                for result in report.results {
+                    guard let terminal = result.selector.terminal ?? result.naive.terminal,
+                        result.selector.isAutoSelected || result.naive.isAutoSelected,
+                        terminals.indices.contains(terminal)
+                    else {
+                        durations.append(.zero)
+                        continue
+                    }
+                    if payments % 500 == 0 { _ = try await payer.fund(amountCents: 500 * 100) }
+                    let session = try await terminals[terminal].createSession(amountCents: 100)
+                    let start = ContinuousClock.now
+                    let resolved = try await payer.resolve(eid: session.eid)
+                    try await payer.lock(sid: resolved.sid)
+                    _ = try await payer.send(sid: resolved.sid, idempotencyKey: "trial-\(result.trial)")
+                    durations.append(ContinuousClock.now - start)
+                    payments += 1
+                }
+                let audit = try await ledger.store.audit()
+                return Measured(durations: durations, payments: payments, healthy: audit.isHealthy)
             }
-            let audit = try await store.audit()
-            return Measured(durations: durations, payments: payments, healthy: audit.isHealthy)
         }
     }
 
