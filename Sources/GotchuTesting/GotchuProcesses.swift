@@ -22,12 +22,13 @@ public struct GotchuProcesses: Sendable {
         ].merging(extra) { $1 }
     }
 
-    /// Starts `gotchu server --dev` on a free loopback port and returns it with its base URL.
-    public func startServer() async throws -> (RunningCommand, String) {
+    /// Starts `gotchu server --dev` on a free loopback port, with `options` such as `--session-lifetime 2`, and
+    /// returns it with its base URL.
+    public func startServer(_ options: [String] = []) async throws -> (RunningCommand, String) {
         let database = directory.url.appendingPathComponent("ledger.sqlite").path
         let server = try RunningCommand(
             try BuiltProducts.gotchu,
-            ["server", "--dev", "--port", "0", "--database", database],
+            ["server", "--dev", "--port", "0", "--database", database] + options,
             environment: environment(user: "server")
         )
         let line = try await server.waitForLine { $0.hasPrefix("listening on ") }

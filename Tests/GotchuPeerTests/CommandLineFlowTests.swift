@@ -66,3 +66,41 @@ struct CommandLineFlowTests {
         #expect(try await balance(processes, "bob", url)?.hasPrefix("balance $12.50") == true)
     }
 }
+
+@Suite("gotchu receive when nobody pays")
+struct UnpaidReceiverTests {
+    @Test("A session that expires unpaid ends the receiver with exit status 2")
+    func expires() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer(["--session-lifetime", "1"])
+        defer { _ = try? server.stopNow() }
+        try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
+        let receiver = try processes.start(
+            ["receive", "--amount", "1.00", "--radio", "sim", "--server", url],
+            user: "bob"
+        )
+        #expect(try await receiver.waitForExit(timeout: .seconds(30)) == 2)
+        #expect(receiver.lines.last == "expired unpaid")
+    }
+
+    @Test("--recreate starts a new session with a new EID on expiry; SIGINT cancels the live one")
+    func recreatesThenCancels() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer(["--session-lifetime", "1"])
+        defer { _ = try? server.stopNow() }
+        try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
+        let receiver = try processes.start(
+            ["receive", "--amount", "1.00", "--radio", "sim", "--recreate", "--server", url],
+            user: "bob"
+        )
+        let first = try await receiver.waitForLine { $0.hasPrefix("advertising ") }
+        let second = try await receiver.waitForLine(timeout: .seconds(30)) {
+            $0.hasPrefix("advertising ") && $0 != first
+        }
+        #expect(first != second)
+        #expect(try await receiver.stop(signal: SIGINT) == 130)
+        #expect(receiver.lines.last == "cancelled")
+    }
+}
