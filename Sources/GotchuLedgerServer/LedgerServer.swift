@@ -1,13 +1,16 @@
 public import Hummingbird
 public import Logging
-import ServiceLifecycle
+public import ServiceLifecycle
+import Synchronization
 
 /// The ledger server: the HTTP API over a store, plus the housekeeping that runs beside it.
 public enum LedgerServer {
-    /// Builds the application over a migrated store (call ``LedgerStore/migrate()`` first). Run it with `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a
-    /// `ServiceGroup`.
+    /// Builds the application over a store, which it migrates before it accepts connections. Run it with
+    /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
+    ///     stopped after it.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
@@ -15,6 +18,7 @@ public enum LedgerServer {
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
@@ -27,7 +31,11 @@ public enum LedgerServer {
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        application.addServices(IdempotencyKeyPruner(store: store, logger: logger))
+        // The services start together; the migration runs once, and the server and the pruner both wait for it.
+        let migration = Migration(store: store)
+        application.addServices(services)
+        application.beforeServerStarts { try await migration.run() }
+        application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
         return application
     }
 }
@@ -35,9 +43,15 @@ public enum LedgerServer {
 /// Deletes idempotency keys past their retention, at start and then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
+    let migration: Migration
     let logger: Logger
 
     func run() async throws {
+        do {
+            try await migration.run()
+        } catch {
+            return  // the server reports the failed migration and stops
+        }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
@@ -51,5 +65,24 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
 
     private func gracefulShutdown(for duration: Duration) async throws {
         try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+    }
+}
+
+/// Migrates a store once, however many callers wait for it.
+final class Migration: Sendable {
+    private let task: Mutex<Task<Void, any Error>?> = Mutex(nil)
+    private let migrate: @Sendable () async throws -> Void
+
+    init(store: some LedgerStore) { self.migrate = { try await store.migrate() } }
+
+    func run() async throws {
+        let migrate = self.migrate
+        let task = self.task.withLock { task in
+            if let task { return task }
+            let started = Task { try await migrate() }
+            task = started
+            return started
+        }
+        try await task.value
     }
 }
