@@ -225,7 +225,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func resolve(eid: EID) async throws -> ResolveResponse {
-        try await transaction(readOnly: true) { connection, now in
+        try await read { connection, now in
             let rows = try await self.rows(
                 """
                 SELECT \(unescaped: Self.sessionColumns), u.display_name FROM session_eids e
@@ -335,7 +335,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
-        try await transaction(readOnly: true) { connection, now in
+        try await read { connection, now in
             let session = try await self.session(sid, forUpdate: false, connection)
             let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
             guard viewers.contains(viewerID) else {
@@ -378,49 +378,38 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func audit() async throws -> LedgerAudit {
-        // One snapshot for every sum, so concurrent payments cannot make a healthy ledger look broken. Sums are
-        // numeric in PostgreSQL; the cast back to bigint fails loudly rather than wrap.
-        try await transaction(readOnly: true) { connection, _ in
-            let total = try await self.value(
-                "SELECT COALESCE(SUM(available_cents), 0)::BIGINT FROM wallet_accounts",
-                as: Int64.self,
-                connection
-            )
-            let outOfBalance = try await self.strings(
+        // One statement, so one snapshot for every sum: concurrent payments cannot make a healthy ledger look
+        // broken. Sums are numeric in PostgreSQL; the cast back to bigint fails loudly rather than wrap.
+        try await client.withConnection { connection in
+            let row = try await self.rows(
                 """
-                SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE e.direction
-                WHEN 'CREDIT' THEN e.amount_cents ELSE -e.amount_cents END), 0) FROM ledger_entries e
-                WHERE e.wallet_id = w.id) ORDER BY w.id
+                SELECT
+                (SELECT COALESCE(SUM(available_cents), 0)::BIGINT FROM wallet_accounts),
+                ARRAY(SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
+                    e.direction WHEN 'CREDIT' THEN e.amount_cents ELSE -e.amount_cents END), 0) FROM ledger_entries e
+                    WHERE e.wallet_id = w.id) ORDER BY w.id),
+                ARRAY(SELECT id FROM wallet_accounts WHERE kind = 'USER' AND available_cents < 0 ORDER BY id),
+                ARRAY(SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
+                    OR COUNT(*) FILTER (WHERE direction = 'DEBIT') != 1
+                    OR COUNT(*) FILTER (WHERE direction = 'CREDIT') != 1
+                    OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id),
+                ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                    GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id),
+                (SELECT COUNT(*) FROM ledger_entries)
                 """,
                 connection
+            ).first
+            guard let row else { throw Problem(.internalError, detail: "the audit returned no row") }
+            let (total, outOfBalance, negative, unbalanced, paidTwice, entries) = try row.decode(
+                (Int64, [String], [String], [String], [String], Int64).self
             )
-            let negative = try await self.strings(
-                "SELECT id FROM wallet_accounts WHERE kind = 'USER' AND available_cents < 0 ORDER BY id",
-                connection
-            )
-            let unbalanced = try await self.strings(
-                """
-                SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
-                OR COUNT(*) FILTER (WHERE direction = 'DEBIT') != 1 OR COUNT(*) FILTER (WHERE direction = 'CREDIT') != 1
-                OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id
-                """,
-                connection
-            )
-            let paidTwice = try await self.strings(
-                """
-                SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
-                GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id
-                """,
-                connection
-            )
-            let entries = try await self.value("SELECT COUNT(*) FROM ledger_entries", as: Int64.self, connection)
             return LedgerAudit(
-                totalBalanceCents: total ?? 0,
+                totalBalanceCents: total,
                 walletsOutOfBalance: outOfBalance,
                 negativeWallets: negative,
                 unbalancedTransfers: unbalanced,
                 sessionsPaidTwice: paidTwice,
-                entryCount: Int(entries ?? 0)
+                entryCount: Int(entries)
             )
         }
     }
@@ -463,6 +452,12 @@ public final class PostgresLedgerStore: LedgerStore {
                 logger.debug("retrying transaction", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
             }
         }
+    }
+
+    /// Runs a single-statement read with the store's time read just before it; one statement needs no transaction
+    /// to see one snapshot.
+    private func read<T: Sendable>(_ body: (PostgresConnection, Int64) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in try await body(connection, try await self.now(connection)) }
     }
 
     /// Deadlock detected or serialization failure: the transaction was rolled back and may run again.
@@ -662,10 +657,6 @@ public final class PostgresLedgerStore: LedgerStore {
     ) async throws -> Value? {
         guard let row = try await rows(query, connection).first else { return nil }
         return try row.decode(Value.self)
-    }
-
-    private func strings(_ query: PostgresQuery, _ connection: PostgresConnection) async throws -> [String] {
-        try await rows(query, connection).map { try $0.decode(String.self) }
     }
 
     private static func newID() -> String { UUID().uuidString.lowercased() }
