@@ -47,11 +47,8 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let logger: Logger
 
     func run() async throws {
-        do {
-            try await migration.run()
-        } catch {
-            return  // the server reports the failed migration and stops
-        }
+        // A failed migration stops the server; rethrowing it here keeps it the error the service group reports.
+        try await migration.run()
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
