@@ -10,7 +10,10 @@ import Testing
 enum TestPostgres {
     static let variable = "GOTCHU_TEST_POSTGRES_URL"
 
-    /// The server, or `nil` when the variable is unset.
+    /// Whether the variable is set; when it is, the PostgreSQL tests run (and fail if it is not a usable URL).
+    static let isConfigured = ProcessInfo.processInfo.environment[variable] != nil
+
+    /// The server, or `nil` when the variable is unset or not a URL.
     static let server: PostgresURL? = ProcessInfo.processInfo.environment[variable].flatMap { try? PostgresURL($0) }
 
     /// Why PostgreSQL tests are skipped, for `.enabled(if:)`.
@@ -74,9 +77,10 @@ func withServices<T: Sendable>(
 
 @Suite("PostgreSQL test server")
 struct TestPostgresTests {
-    @Test("PostgreSQL is configured", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+    @Test("PostgreSQL is configured", .enabled(if: TestPostgres.isConfigured, TestPostgres.skipReason))
     func configured() async throws {
-        let server = try #require(TestPostgres.server)
+        let text = ProcessInfo.processInfo.environment[TestPostgres.variable] ?? ""
+        let server = try #require(TestPostgres.server, "\(TestPostgres.variable)='\(text)' is not a postgres:// URL")
         let version = try await TestPostgres.withClient(server) { client in
             var version = ""
             for try await text in try await client.query("SHOW server_version_num").decode(String.self) {
