@@ -170,11 +170,10 @@ public final class PostgresLedgerStore: LedgerStore {
     public func fund(userID: String, amountCents: Cents) async throws -> Cents {
         try policy.validate(amount: amountCents)
         return try await transaction { connection, now in
-            let wallet = try await self.wallet(of: userID, connection)
             let balances = try await self.transfer(
                 connection,
-                from: LedgerSchema.fundingWalletID,
-                to: wallet.id,
+                from: .account(LedgerSchema.fundingWalletID),
+                to: .user(userID),
                 amount: amountCents,
                 kinds: ("DEV_FUND_OUT", "DEV_FUND"),
                 reference: ("funding", Self.newID()),
@@ -481,12 +480,10 @@ public final class PostgresLedgerStore: LedgerStore {
     private func pay(sid: String, payerID: String, _ connection: PostgresConnection, now: Int64) async throws -> Cents {
         let session = try await session(sid, forUpdate: true, connection)
         try session.requirePayable(by: payerID, now: now)
-        let payer = try await wallet(of: payerID, connection)
-        let payee = try await wallet(of: session.payeeID, connection)
         let balances = try await transfer(
             connection,
-            from: payer.id,
-            to: payee.id,
+            from: .user(payerID),
+            to: .user(session.payeeID),
             amount: session.amount,
             kinds: ("SEND_P2P", "RECEIVE_P2P"),
             reference: ("session", sid),
@@ -502,27 +499,54 @@ public final class PostgresLedgerStore: LedgerStore {
         return balances.from
     }
 
-    /// Moves `amount` between two wallets: both rows locked in id order, balances checked and computed here with
-    /// overflow detection, one DEBIT and one CREDIT written.
+    /// A wallet named by its owner, or a system account by its id.
+    enum WalletOwner {
+        case user(String)
+        case account(String)
+
+        func owns(id: String, userID: String?) -> Bool {
+            switch self {
+            case .user(let user): userID == user
+            case .account(let account): id == account
+            }
+        }
+    }
+
+    /// Moves `amount` between two wallets: both rows found and locked in id order by one statement, balances checked
+    /// and computed here with overflow detection, one DEBIT and one CREDIT written.
     private func transfer(
         _ connection: PostgresConnection,
-        from: String,
-        to: String,
+        from: WalletOwner,
+        to: WalletOwner,
         amount: Cents,
         kinds: (debit: String, credit: String),
         reference: (type: String, id: String),
         now: Int64
     ) async throws -> (from: Cents, to: Cents) {
-        var balances: [String: (balance: Cents, isSystem: Bool)] = [:]
+        var userIDs: [String] = []
+        var accountIDs: [String] = []
+        for owner in [from, to] {
+            switch owner {
+            case .user(let user): userIDs.append(user)
+            case .account(let account): accountIDs.append(account)
+            }
+        }
+        var wallets: [(id: String, userID: String?, balance: Cents, isSystem: Bool)] = []
         for row in try await rows(
-            "SELECT id, available_cents, kind FROM wallet_accounts WHERE id IN (\(from), \(to)) ORDER BY id FOR UPDATE",
+            """
+            SELECT id, user_id, available_cents, kind FROM wallet_accounts
+            WHERE id = ANY(\(accountIDs)) OR user_id = ANY(\(userIDs)) ORDER BY id FOR UPDATE
+            """,
             connection
         ) {
-            let (id, balance, kind) = try row.decode((String, Int64, String).self)
-            balances[id] = (balance, kind == "SYSTEM")
+            let (id, userID, balance, kind) = try row.decode((String, String?, Int64, String).self)
+            wallets.append((id, userID, balance, kind == "SYSTEM"))
         }
-        guard let source = balances[from], let target = balances[to], from != to else {
-            throw Problem(.internalError, detail: "transfer between unknown or identical wallets")
+        guard let source = wallets.first(where: { from.owns(id: $0.id, userID: $0.userID) }),
+            let target = wallets.first(where: { to.owns(id: $0.id, userID: $0.userID) })
+        else { throw Problem(.unauthorized, detail: "unknown user; log in again") }
+        guard source.id != target.id else {
+            throw Problem(.internalError, detail: "transfer between identical wallets")
         }
         guard source.isSystem || source.balance >= amount else {
             throw Problem(
@@ -537,8 +561,8 @@ public final class PostgresLedgerStore: LedgerStore {
         }
         try await execute(
             """
-            UPDATE wallet_accounts SET available_cents = CASE id WHEN \(from) THEN \(newSource)
-            ELSE \(newTarget) END WHERE id IN (\(from), \(to))
+            UPDATE wallet_accounts SET available_cents = CASE id WHEN \(source.id) THEN \(newSource)
+            ELSE \(newTarget) END WHERE id IN (\(source.id), \(target.id))
             """,
             connection
         )
@@ -547,9 +571,9 @@ public final class PostgresLedgerStore: LedgerStore {
             """
             INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
             created_at) VALUES
-            (\(Self.newID()), \(transferID), \(from), 'DEBIT', \(amount), \(kinds.debit), \(reference.type),
+            (\(Self.newID()), \(transferID), \(source.id), 'DEBIT', \(amount), \(kinds.debit), \(reference.type),
             \(reference.id), \(now)),
-            (\(Self.newID()), \(transferID), \(to), 'CREDIT', \(amount), \(kinds.credit), \(reference.type),
+            (\(Self.newID()), \(transferID), \(target.id), 'CREDIT', \(amount), \(kinds.credit), \(reference.type),
             \(reference.id), \(now))
             """,
             connection
