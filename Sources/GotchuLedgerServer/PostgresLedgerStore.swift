@@ -13,8 +13,9 @@ public import PostgresNIO
 /// one global lock order no two transactions can wait on each other in a cycle, so deadlocks cannot arise. New rows
 /// are guarded by unique keys (users' e-mail, idempotency keys) or, for EIDs unique among live sessions, by a
 /// transaction-scoped advisory lock on the EID. SERIALIZABLE would also be correct, but every hot session would then
-/// cost aborted and retried transactions; locks make the losers wait a few milliseconds instead. Deadlock and
-/// serialization failures are still retried a few times as a safeguard, never surfaced as errors on the first try.
+/// cost aborted and retried transactions; locks make the losers wait a few milliseconds instead. As a safeguard, a
+/// transaction that fails with a deadlock or a serialization failure anyway is run again (up to five times) rather
+/// than surfacing as a server error.
 ///
 /// **Clock.** Expiry and lock lapses are judged inside the transaction at a time read at its start. By default that
 /// is the database's `clock_timestamp()`: one clock for every server on the database, so replicas with skewed clocks
