@@ -2,7 +2,11 @@ public import Foundation
 import NIOSSL
 public import PostgresNIO
 
-/// A `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]` connection URL.
+/// A `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE]` connection URL.
+///
+/// `sslmode` means what it means to libpq: `disable` (plain), `prefer` (the default: TLS when the server offers it),
+/// `require` (TLS or nothing; neither checks the certificate, as in libpq) and `verify-full` (TLS with the
+/// certificate checked against the system's trust roots and the host name).
 public struct PostgresURL: Sendable, Hashable {
     /// Host name or address.
     public var host: String
@@ -14,7 +18,7 @@ public struct PostgresURL: Sendable, Hashable {
     public var password: String?
     /// Database name.
     public var database: String
-    /// `disable`, `prefer` (the default) or `require`.
+    /// `disable`, `prefer` (the default), `require` or `verify-full`.
     public var sslMode: String
 
     /// Whether `text` names a PostgreSQL database rather than a file.
@@ -37,8 +41,8 @@ public struct PostgresURL: Sendable, Hashable {
             throw PostgresURLError("the URL names no database: postgres://USER@HOST:PORT/DATABASE")
         }
         let sslMode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer"
-        guard ["disable", "prefer", "require"].contains(sslMode) else {
-            throw PostgresURLError("sslmode must be disable, prefer or require, got '\(sslMode)'")
+        guard ["disable", "prefer", "require", "verify-full"].contains(sslMode) else {
+            throw PostgresURLError("sslmode must be disable, prefer, require or verify-full, got '\(sslMode)'")
         }
         self.host = host
         self.port = components.port ?? 5432
@@ -57,11 +61,14 @@ public struct PostgresURL: Sendable, Hashable {
 
     /// The client configuration for this URL.
     public var configuration: PostgresClient.Configuration {
+        var unverified = TLSConfiguration.makeClientConfiguration()
+        unverified.certificateVerification = .none
         let tls: PostgresClient.Configuration.TLS =
             switch sslMode {
             case "disable": .disable
-            case "require": .require(.makeClientConfiguration())
-            default: .prefer(.makeClientConfiguration())
+            case "require": .require(unverified)
+            case "verify-full": .require(.makeClientConfiguration())
+            default: .prefer(unverified)
             }
         return PostgresClient.Configuration(
             host: host,

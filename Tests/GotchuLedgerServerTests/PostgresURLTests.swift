@@ -15,6 +15,7 @@ struct PostgresURLTests {
         #expect(short.port == 5432 && short.password == "secret" && short.sslMode == "prefer")
         #expect(try PostgresURL("postgres://a:inline@h/d", environment: ["PGPASSWORD": "env"]).password == "inline")
         #expect(short.with(database: "other").database == "other")
+        #expect(try PostgresURL("postgres://a@h/d?sslmode=verify-full", environment: [:]).sslMode == "verify-full")
     }
 
     @Test(
@@ -24,7 +25,7 @@ struct PostgresURLTests {
             ("postgres://host/db", "names no user"),
             ("postgres://user@host", "names no database"),
             ("postgres://user@host/", "names no database"),
-            ("postgres://user@host/db?sslmode=verify-full", "sslmode must be"),
+            ("postgres://user@host/db?sslmode=verify-ca", "sslmode must be"),
         ]
     )
     func refuses(text: String, message: String) {
