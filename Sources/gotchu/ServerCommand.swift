@@ -70,6 +70,9 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var inFlightTimeout = 60
 
+    @Option(help: ArgumentHelp("PostgreSQL only: the most connections this server opens.", valueName: "count"))
+    var maxConnections = 20
+
     @Option(help: ArgumentHelp("Largest amount of one session, in cents.", valueName: "cents"))
     var maxAmount: Int64 = 100_000_000_000
 
@@ -89,6 +92,7 @@ struct ServerCommand: AsyncParsableCommand {
             }
         }
         guard maxAmount > 0 else { throw ValidationError("--max-amount must be positive") }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
     }
 
     func run() async throws {
@@ -105,7 +109,12 @@ struct ServerCommand: AsyncParsableCommand {
         policy.maximumAmount = maxAmount
         if let database, PostgresURL.isPostgresURL(database) {
             let url = try PostgresURL(database)
-            let store = PostgresLedgerStore(url: url, policy: policy, logger: logger)
+            let store = PostgresLedgerStore(
+                url: url,
+                policy: policy,
+                maximumConnections: maxConnections,
+                logger: logger
+            )
             // Replicas on one machine share the generated development secret; elsewhere pass the same secret.
             let secretFile = Paths.dataHome.appendingPathComponent(
                 "postgres-\(url.host)-\(url.port)-\(url.database).jwt-secret"
