@@ -1,14 +1,17 @@
 public import Foundation
 public import Hummingbird
 public import Logging
-import ServiceLifecycle
+public import ServiceLifecycle
+import Synchronization
 
 /// The ledger server: the HTTP API over a store, plus the housekeeping that runs beside it.
 public enum LedgerServer {
-    /// Builds the application over a migrated store (call ``LedgerStore/migrate()`` first). Run it with `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a
-    /// `ServiceGroup`.
+    /// Builds the application over a store, which it migrates before it accepts connections. Run it with
+    /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
+    ///     stopped after it.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
@@ -16,6 +19,7 @@ public enum LedgerServer {
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
@@ -28,7 +32,11 @@ public enum LedgerServer {
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        application.addServices(IdempotencyKeyPruner(store: store, logger: logger))
+        // The services start together; the migration runs once, and the server and the pruner both wait for it.
+        let migration = Migration(store: store)
+        application.addServices(services)
+        application.beforeServerStarts { try await migration.run() }
+        application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
         return application
     }
 }
@@ -36,9 +44,12 @@ public enum LedgerServer {
 /// Deletes idempotency keys past their retention, at start and then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
+    let migration: Migration
     let logger: Logger
 
     func run() async throws {
+        // A failed migration stops the server; rethrowing it here keeps it the error the service group reports.
+        try await migration.run()
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
@@ -55,6 +66,25 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     }
 }
 
+/// Migrates a store once, however many callers wait for it.
+final class Migration: Sendable {
+    private let task: Mutex<Task<Void, any Error>?> = Mutex(nil)
+    private let migrate: @Sendable () async throws -> Void
+
+    init(store: some LedgerStore) { self.migrate = { try await store.migrate() } }
+
+    func run() async throws {
+        let migrate = self.migrate
+        let task = self.task.withLock { task in
+            if let task { return task }
+            let started = Task { try await migrate() }
+            task = started
+            return started
+        }
+        try await task.value
+    }
+}
+
 extension LedgerServer {
     /// Runs a server over `store` on a free loopback port while `body` runs, then shuts it down gracefully: how the
     /// demo, the simulator and the benchmarks get a real HTTP ledger in their own process.
@@ -63,6 +93,7 @@ extension LedgerServer {
         store: Store,
         tokens: TokenAuthority,
         developmentMode: Bool = true,
+        services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable (URL) async throws -> Result
     ) async throws -> Result {
@@ -72,6 +103,7 @@ extension LedgerServer {
             tokens: tokens,
             port: 0,
             developmentMode: developmentMode,
+            services: services,
             logger: logger
         ) { portContinuation.yield($0) }
         let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)

@@ -41,11 +41,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     // MARK: Users and wallets
 
     public func login(email: String) async throws -> LedgerUser {
-        let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
-        guard Self.isPlausibleEmail(normalized) else {
-            throw Problem(.badRequest, detail: "email must look like name@example.com")
-        }
-        let displayName = String(normalized.prefix(while: { $0 != "@" }))
+        let (normalized, displayName) = try LedgerUser.normalize(email: email)
         return try await write { db, now in
             if let row = try Row.fetchOne(
                 db,
@@ -185,13 +181,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         let lockLifetime = Self.milliseconds(policy.lockLifetime)
         try await write { db, now in
             let session = try Self.session(sid, db)
-            guard session.payeeID != payerID else {
-                throw Problem(.ownSession, detail: "you cannot lock your own session")
-            }
-            try session.requireLive(now: now)
-            if let holder = session.liveLockHolder(now: now), holder != payerID {
-                throw Problem(.sessionLocked, detail: "another payer holds this session; try again shortly")
-            }
+            try session.requireLockable(by: payerID, now: now)
             let wallet = try Self.wallet(of: payerID, db)
             guard wallet.balance >= session.amount else {
                 throw Problem(
@@ -215,15 +205,8 @@ public final class SQLiteLedgerStore: LedgerStore {
                 arguments: [payerID, idempotencyKey]
             ) {
                 let record = IdempotencyRecord(row)
-                guard record.sid == sid else {
-                    throw Problem(
-                        .idempotencyKeyReused,
-                        detail: "this Idempotency-Key was first used for another session; use a new key"
-                    )
-                }
-                if let outcome = record.outcome { return .replay(outcome) }
-                guard now - record.updatedAt >= inFlightTimeout else {
-                    throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+                if let admission = try record.admission(sid: sid, now: now, inFlightTimeout: inFlightTimeout) {
+                    return admission
                 }
                 try db.execute(
                     sql: "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
@@ -244,6 +227,14 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
         try await write { db, now in
+            // Another server that took the key over after the in-flight timeout may have finished it first.
+            if let row = try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                arguments: [payerID, idempotencyKey]
+            ), let outcome = IdempotencyRecord(row).outcome {
+                return outcome
+            }
             let outcome: SendOutcome
             do {
                 outcome = .paid(newBalanceCents: try Self.pay(sid: sid, payerID: payerID, db: db, now: now))
@@ -369,16 +360,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// The payment itself, inside the caller's transaction. Throws a ``Problem`` for every business refusal.
     private static func pay(sid: String, payerID: String, db: Database, now: Int64) throws -> Cents {
         let session = try session(sid, db)
-        guard session.payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot pay your own session") }
-        if session.status(now: now) == .paid {
-            throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
-        }
-        try session.requireLive(now: now)
-        switch session.liveLockHolder(now: now) {
-        case payerID?: break
-        case nil: throw Problem(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
-        case _?: throw Problem(.sessionLocked, detail: "another payer holds this session")
-        }
+        try session.requirePayable(by: payerID, now: now)
         let payer = try wallet(of: payerID, db)
         let payee = try wallet(of: session.payeeID, db)
         let balances = try transfer(
@@ -473,109 +455,38 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     private static func newID() -> String { UUID().uuidString.lowercased() }
 
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    private static func milliseconds(_ date: Date) -> Int64 { LedgerTime.milliseconds(date) }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
+    private static func milliseconds(_ duration: Duration) -> Int64 { LedgerTime.milliseconds(duration) }
 
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-
-    private static func isPlausibleEmail(_ email: String) -> Bool {
-        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
-        return email.count <= 254 && parts.count == 2 && !parts[0].isEmpty && parts[1].contains(".")
-            && !email.contains(where: { $0.isWhitespace })
-    }
+    private static func date(_ milliseconds: Int64) -> Date { LedgerTime.date(milliseconds) }
 }
 
-/// A `payment_sessions` row and the rules read from it.
-struct SessionRow {
-    var id: String
-    var payeeID: String
-    var amount: Cents
-    var storedStatus: String
-    var expiresAt: Int64
-    var lockedBy: String?
-    var lockExpiresAt: Int64?
-    var paidBy: String?
-    var paidAt: Int64?
-
+extension SessionRow {
     init(_ row: Row) {
-        self.id = row["id"]
-        self.payeeID = row["payee_id"]
-        self.amount = row["amount_cents"]
-        self.storedStatus = row["status"]
-        self.expiresAt = row["exp_at"]
-        self.lockedBy = row["locked_by"]
-        self.lockExpiresAt = row["lock_exp_at"]
-        self.paidBy = row["paid_by"]
-        self.paidAt = row["paid_at"]
-    }
-
-    /// The status at `now`: expiry and lock lapses are computed, not stored.
-    func status(now: Int64) -> SessionStatus {
-        switch storedStatus {
-        case "PAID": return .paid
-        case "CANCELLED": return .cancelled
-        default:
-            if now >= expiresAt { return .expired }
-            return liveLockHolder(now: now) == nil ? .advertising : .locked
-        }
-    }
-
-    /// Who holds a lock that has not lapsed, if anyone.
-    func liveLockHolder(now: Int64) -> String? {
-        guard storedStatus == "LOCKED", let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
-            return nil
-        }
-        return lockedBy
-    }
-
-    /// Throws the matching problem unless the session can still be paid.
-    func requireLive(now: Int64) throws(Problem) {
-        switch status(now: now) {
-        case .paid: throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
-        case .cancelled: throw Problem(.sessionCancelled, detail: "the payee cancelled this session")
-        case .expired: throw Problem(.sessionExpired, detail: "this session has expired; ask for a new one")
-        case .created, .advertising, .locked: return
-        }
-    }
-
-    func response(now: Int64) -> SessionStatusResponse {
-        SessionStatusResponse(
-            sid: id,
-            status: status(now: now),
-            amountCents: amount,
-            expiresAt: SQLiteLedgerStore.date(expiresAt),
-            paidAt: paidAt.map(SQLiteLedgerStore.date)
+        self.init(
+            id: row["id"],
+            payeeID: row["payee_id"],
+            amount: row["amount_cents"],
+            storedStatus: row["status"],
+            expiresAt: row["exp_at"],
+            lockedBy: row["locked_by"],
+            lockExpiresAt: row["lock_exp_at"],
+            paidBy: row["paid_by"],
+            paidAt: row["paid_at"]
         )
     }
 }
 
-/// An `idempotency_keys` row.
-struct IdempotencyRecord {
-    var sid: String
-    var updatedAt: Int64
-    var outcome: SendOutcome?
-
+extension IdempotencyRecord {
     init(_ row: Row) {
-        self.sid = row["sid"]
-        self.updatedAt = row["updated_at"]
-        if row["state"] == "DONE" {
-            if let balance: Int64 = row["balance_cents"] {
-                self.outcome = .paid(newBalanceCents: balance)
-            } else {
-                let kind = ProblemKind(rawValue: row["problem_type"] ?? "") ?? .internalError
-                self.outcome = .refused(Problem(kind, detail: row["problem_detail"]))
-            }
-        }
-    }
-
-    static func columns(for outcome: SendOutcome) -> (balance: Int64?, problemType: String?, problemDetail: String?) {
-        switch outcome {
-        case .paid(let balance): return (balance, nil, nil)
-        case .refused(let problem):
-            return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
-        }
+        self.init(
+            sid: row["sid"],
+            state: row["state"],
+            updatedAt: row["updated_at"],
+            balance: row["balance_cents"],
+            problemType: row["problem_type"],
+            problemDetail: row["problem_detail"]
+        )
     }
 }

@@ -4,6 +4,9 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import Logging
+import PostgresNIO
+import ServiceLifecycle
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -12,11 +15,16 @@ import GotchuLedgerServer
 struct BenchLedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
-        abstract: "Complete payments per second over HTTP, and the same store operations driven directly.",
+        abstract:
+            "Complete payments per second over HTTP (one server and two), and the same store operations driven directly.",
         discussion: """
             Each payment is create + resolve + lock + send. K payer/payee pairs run concurrently, each \
-            paying in a loop. Both runs use a fresh SQLite file; the HTTP run goes through a real \
-            server on a loopback port with the URLSession client. Prints both rates and HTTP/direct.
+            pair paying in a loop. Every run gets a fresh database: a SQLite file in a temporary \
+            directory, or with --database postgres://USER@HOST:PORT/DB a new database created on that \
+            server (the role needs CREATEDB) and dropped afterwards. The HTTP runs go through real \
+            servers on loopback ports with the URLSession client; with two servers (two stores, two \
+            connection pools, one database) the pairs are split across them. Prints the rates and \
+            HTTP/direct.
             """
     )
 
@@ -26,46 +34,41 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     @Option(help: "Payments per pair in each run.")
     var payments = 150
 
+    @Option(
+        help: ArgumentHelp(
+            "A PostgreSQL server to measure on (default: SQLite), as postgres://USER@HOST:PORT/DB.",
+            valueName: "url"
+        )
+    )
+    var database: String?
+
     func validate() throws {
         guard pairs > 0, payments > 0 else { throw ValidationError("-k and --payments must be positive") }
+        if let database { _ = try PostgresURL(database) }
     }
 
     func run() async throws {
+        let backend = try database.map { BenchBackend.postgres(try PostgresURL($0)) } ?? .sqlite
         let total = pairs * payments
-        print("ledger benchmark: \(pairs) pairs × \(payments) payments = \(total) payments per run (SQLite)")
-        let direct = try await Self.measure { store, _ in
-            try await Self.drive(pairs: pairs, payments: payments, store: store)
+        print("ledger benchmark: \(pairs) pairs × \(payments) payments = \(total) payments per run (\(backend))")
+        let direct = try await backend.measure(servers: 0) { stores, _ in
+            try await Self.drive(pairs: pairs, payments: payments, store: stores[0])
         }
-        print(String(format: "direct (store, no HTTP): %8.1f payments/s", Double(total) / direct))
-        let http = try await Self.measure { store, tokens in
-            try await Self.driveHTTP(pairs: pairs, payments: payments, store: store, tokens: tokens)
+        print(String(format: "direct (store, no HTTP):   %8.1f payments/s", Double(total) / direct))
+        let http = try await backend.measure(servers: 1) { stores, tokens in
+            try await Self.driveHTTP(pairs: pairs, payments: payments, stores: stores, tokens: tokens)
         }
-        print(String(format: "HTTP (server + client):  %8.1f payments/s", Double(total) / http))
-        print(String(format: "HTTP / direct:           %8.2f", direct / http))
-    }
-
-    /// Runs `body` against a fresh store and returns its wall time in seconds.
-    private static func measure(
-        _ body: (SQLiteLedgerStore, TokenAuthority) async throws -> Void
-    ) async throws -> Double {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "gotchu-bench-\(UUID().uuidString)"
-        )
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
-        try await store.migrate()
-        let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
-        let start = ContinuousClock.now
-        try await body(store, tokens)
-        let elapsed = ContinuousClock.now - start
-        let audit = try await store.audit()
-        guard audit.isHealthy else { throw CLIError("ledger invariants broken after the run: \(audit)") }
-        return elapsed / .seconds(1)
+        print(String(format: "HTTP, one server:          %8.1f payments/s", Double(total) / http))
+        let replicated = try await backend.measure(servers: 2) { stores, tokens in
+            try await Self.driveHTTP(pairs: pairs, payments: payments, stores: stores, tokens: tokens)
+        }
+        print(String(format: "HTTP, two servers:         %8.1f payments/s", Double(total) / replicated))
+        print(String(format: "HTTP (one server) / direct: %7.2f", direct / http))
+        print(String(format: "two servers / one:          %7.2f", http / replicated))
     }
 
     private static func users(
-        _ store: SQLiteLedgerStore,
+        _ store: any LedgerStore,
         pairs: Int,
         payments: Int
     ) async throws -> [(LedgerUser, LedgerUser)] {
@@ -79,7 +82,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         return users
     }
 
-    private static func drive(pairs: Int, payments: Int, store: SQLiteLedgerStore) async throws {
+    private static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws {
         let users = try await users(store, pairs: pairs, payments: payments)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (payer, payee) in users {
@@ -101,19 +104,36 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         }
     }
 
+    /// Runs one server per store and splits the pairs across them.
     private static func driveHTTP(
         pairs: Int,
         payments: Int,
-        store: SQLiteLedgerStore,
+        stores: [any LedgerStore],
         tokens: TokenAuthority
     ) async throws {
-        let users = try await users(store, pairs: pairs, payments: payments)
+        let users = try await users(stores[0], pairs: pairs, payments: payments)
+        let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let applications = stores.map { store in
+            LedgerServer.application(store: store, tokens: tokens, port: 0, logger: logger) {
+                portContinuation.yield($0)
+            }
+        }
+        let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = pairs * 2
         let session = URLSession(configuration: configuration)
-        try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var urls: [URL] = []
+            for await port in ports {
+                urls.append(URL(string: "http://127.0.0.1:\(port)")!)
+                if urls.count == stores.count { break }
+            }
+            let servers = urls
             try await withThrowingTaskGroup(of: Void.self) { payers in
-                for (payer, payee) in users {
+                for (index, (payer, payee)) in users.enumerated() {
+                    let url = servers[index % servers.count]
                     let payerClient = LedgerClient(
                         baseURL: url,
                         token: try await tokens.issue(userID: payer.id),
@@ -135,6 +155,85 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 }
                 try await payers.waitForAll()
             }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+}
+
+/// Where the benchmark keeps its ledgers: fresh ones for every run.
+enum BenchBackend: CustomStringConvertible {
+    case sqlite
+    case postgres(PostgresURL)
+
+    var description: String {
+        switch self {
+        case .sqlite: "SQLite"
+        case .postgres(let url): "PostgreSQL at \(url.redacted)"
+        }
+    }
+
+    /// Runs `body` over `max(servers, 1)` stores on one fresh database and returns its wall time in seconds; the
+    /// setup and the final audit are not timed.
+    func measure(
+        servers: Int,
+        _ body: ([any LedgerStore], TokenAuthority) async throws -> Void
+    ) async throws -> Double {
+        let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
+        let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
+        let count = max(servers, 1)
+        switch self {
+        case .sqlite:
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "gotchu-bench-\(UUID().uuidString)"
+            )
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let path = directory.appendingPathComponent("ledger.sqlite").path
+            let stores = try (0..<count).map { _ in try SQLiteLedgerStore(path: path) }
+            try await stores[0].migrate()
+            return try await Self.time(stores, tokens, body)
+        case .postgres(let server):
+            let name = "gotchu_bench_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
+            try await Self.administer(server, "CREATE DATABASE \(name)", logger: logger)
+            do {
+                let stores = (0..<count).map { _ in
+                    PostgresLedgerStore(url: server.with(database: name), logger: logger)
+                }
+                let seconds = try await withThrowingTaskGroup(of: Void.self) { pools in
+                    for store in stores { pools.addTask { await store.client.run() } }
+                    defer { pools.cancelAll() }
+                    try await stores[0].migrate()
+                    return try await Self.time(stores, tokens, body)
+                }
+                try await Self.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
+                return seconds
+            } catch {
+                try? await Self.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static func time(
+        _ stores: [any LedgerStore],
+        _ tokens: TokenAuthority,
+        _ body: ([any LedgerStore], TokenAuthority) async throws -> Void
+    ) async throws -> Double {
+        let start = ContinuousClock.now
+        try await body(stores, tokens)
+        let elapsed = ContinuousClock.now - start
+        let audit = try await stores[0].audit()
+        guard audit.isHealthy else { throw CLIError("ledger invariants broken after the run: \(audit)") }
+        return elapsed / .seconds(1)
+    }
+
+    private static func administer(_ server: PostgresURL, _ statement: String, logger: Logger) async throws {
+        let client = PostgresClient(configuration: server.configuration)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { await client.run() }
+            defer { tasks.cancelAll() }
+            _ = try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
         }
     }
 }

@@ -3,21 +3,28 @@ import Foundation
 import GotchuLedgerServer
 import Hummingbird
 import Logging
+import PostgresNIO
+import ServiceLifecycle
 
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server",
         abstract: "Run the ledger server (payment sessions and the double-entry ledger) over HTTP.",
         discussion: """
-            The ledger lives in one SQLite file in WAL mode; back it up with \
-            `sqlite3 FILE ".backup COPY"`. Ctrl-C or SIGTERM stops it after the requests in flight. \
-            The API contract is served at GET /openapi.yaml.
+            The ledger lives in one SQLite file in WAL mode (back it up with \
+            `sqlite3 FILE ".backup COPY"`) or in a PostgreSQL database (--database \
+            postgres://USER@HOST:PORT/DB, password in the URL or $PGPASSWORD; back it up with pg_dump). \
+            On PostgreSQL the server keeps no state of its own, so several servers on one database behave \
+            as one; give them the same JWT secret. Ctrl-C or SIGTERM stops it after the requests in \
+            flight. The API contract is served at GET /openapi.yaml.
 
             Examples:
               gotchu server --dev            # dev login and funding enabled
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
+              PGPASSWORD=... gotchu server --jwt-secret ... \\
+                --database postgres://gotchu@db.internal:5432/gotchu
             """
     )
 
@@ -28,7 +35,10 @@ struct ServerCommand: AsyncParsableCommand {
     var port = 8080
 
     @Option(
-        help: ArgumentHelp("SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite).", valueName: "path")
+        help: ArgumentHelp(
+            "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or postgres://USER@HOST:PORT/DB URL.",
+            valueName: "path-or-url"
+        )
     )
     var database: String?
 
@@ -53,6 +63,17 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long a lock holds unless paid, in seconds.", valueName: "seconds"))
     var lockLifetime = 30
 
+    @Option(
+        help: ArgumentHelp(
+            "How long an unfinished payment's Idempotency-Key blocks retries before it counts as abandoned, in seconds.",
+            valueName: "seconds"
+        )
+    )
+    var inFlightTimeout = 60
+
+    @Option(help: ArgumentHelp("PostgreSQL only: the most connections this server opens.", valueName: "count"))
+    var maxConnections = 20
+
     @Option(help: ArgumentHelp("Largest amount of one session, in cents.", valueName: "cents"))
     var maxAmount: Int64 = 100_000_000_000
 
@@ -61,8 +82,18 @@ struct ServerCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
-        guard sessionLifetime > 0, lockLifetime > 0 else { throw ValidationError("lifetimes must be positive") }
+        guard sessionLifetime > 0, lockLifetime > 0, inFlightTimeout > 0 else {
+            throw ValidationError("lifetimes and timeouts must be positive")
+        }
+        if let database, PostgresURL.isPostgresURL(database) {
+            do {
+                _ = try PostgresURL(database)
+            } catch {
+                throw ValidationError("--database: \(error)")
+            }
+        }
         guard maxAmount > 0 else { throw ValidationError("--max-amount must be positive") }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
     }
 
     func run() async throws {
@@ -72,16 +103,48 @@ struct ServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "gotchu.server")
-        let databaseURL =
-            database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
-        try Paths.ensure(databaseURL.deletingLastPathComponent())
         var policy = LedgerPolicy()
         policy.sessionLifetime = .seconds(sessionLifetime)
         policy.lockLifetime = .seconds(lockLifetime)
+        policy.inFlightTimeout = .seconds(inFlightTimeout)
         policy.maximumAmount = maxAmount
-        let store = try SQLiteLedgerStore(path: databaseURL.path, policy: policy)
-        try await store.migrate()
-        let tokens = try await TokenAuthority(secret: try secret(besides: databaseURL))
+        if let database, PostgresURL.isPostgresURL(database) {
+            let url = try PostgresURL(database)
+            let store = PostgresLedgerStore(
+                url: url,
+                policy: policy,
+                maximumConnections: maxConnections,
+                logger: logger
+            )
+            // Replicas on one machine share the generated development secret; elsewhere pass the same secret.
+            let secretFile = Paths.dataHome.appendingPathComponent(
+                "postgres-\(url.host)-\(url.port)-\(url.database).jwt-secret"
+            )
+            logger.info("ledger database", metadata: ["postgres": "\(url.redacted)", "dev": "\(dev)"])
+            try await serve(store: store, secretFile: secretFile, services: [store.client], logger: logger)
+        } else {
+            let databaseURL =
+                database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
+            try Paths.ensure(databaseURL.deletingLastPathComponent())
+            let store = try SQLiteLedgerStore(path: databaseURL.path, policy: policy)
+            logger.info("ledger database", metadata: ["path": "\(databaseURL.path)", "dev": "\(dev)"])
+            try await serve(
+                store: store,
+                secretFile: databaseURL.appendingPathExtension("jwt-secret"),
+                services: [],
+                logger: logger
+            )
+        }
+    }
+
+    /// Migrates the store, then serves until SIGTERM or SIGINT.
+    private func serve(
+        store: some LedgerStore,
+        secretFile: URL,
+        services: [any Service],
+        logger: Logger
+    ) async throws {
+        let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
         let host = self.host
         let application = LedgerServer.application(
             store: store,
@@ -89,17 +152,17 @@ struct ServerCommand: AsyncParsableCommand {
             host: host,
             port: port,
             developmentMode: dev,
+            services: services,
             logger: logger
         ) { port in
             // Unbuffered, so a parent process reading the pipe sees the line at once.
             FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
         }
-        logger.info("ledger database", metadata: ["path": "\(databaseURL.path)", "dev": "\(dev)"])
         try await application.runService()
     }
 
-    /// The JWT secret: the flag, the environment, or (with --dev only) one generated and kept beside the database.
-    private func secret(besides database: URL) throws -> String {
+    /// The JWT secret: the flag, the environment, or (with --dev only) one generated and kept in `file`.
+    private func secret(file: URL) throws -> String {
         if let secret = jwtSecret ?? ProcessInfo.processInfo.environment["GOTCHU_JWT_SECRET"] {
             guard secret.utf8.count >= 32 else { throw CLIError("the JWT secret must be at least 32 bytes") }
             return secret
@@ -107,7 +170,7 @@ struct ServerCommand: AsyncParsableCommand {
         guard dev else {
             throw CLIError("a JWT secret is required: pass --jwt-secret or set GOTCHU_JWT_SECRET (or use --dev)")
         }
-        let file = database.appendingPathExtension("jwt-secret")
+        try Paths.ensure(file.deletingLastPathComponent())
         if let existing = try? String(contentsOf: file, encoding: .utf8), existing.utf8.count >= 32 { return existing }
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()

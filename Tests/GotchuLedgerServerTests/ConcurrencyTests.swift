@@ -7,9 +7,9 @@ import Testing
 
 @Suite("Concurrency")
 struct ConcurrencyTests {
-    @Test("50 payers race to lock and pay one session: exactly one payment")
-    func raceForOneSession() async throws {
-        try await TestLedger.with { ledger in
+    @Test("50 payers race to lock and pay one session: exactly one payment", arguments: StoreKind.available)
+    func raceForOneSession(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payee = try await ledger.client("payee@example.com")
             var payers: [LedgerClient] = []
             for index in 0..<50 { payers.append(try await ledger.client("payer\(index)@example.com", funded: 1_000)) }
@@ -36,9 +36,9 @@ struct ConcurrencyTests {
         }
     }
 
-    @Test("200 concurrent transfers among 10 wallets: the invariants hold afterwards")
-    func manyTransfers() async throws {
-        try await TestLedger.with { ledger in
+    @Test("200 concurrent transfers among 10 wallets: the invariants hold afterwards", arguments: StoreKind.available)
+    func manyTransfers(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             var wallets: [LedgerClient] = []
             for index in 0..<10 { wallets.append(try await ledger.client("w\(index)@example.com", funded: 50_000)) }
             let clients = wallets

@@ -42,9 +42,12 @@ struct ContractTests {
         }
     }
 
-    @Test("Every operation in the document answers only with documented statuses and problem types")
-    func contract() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Every operation in the document answers only with documented statuses and problem types",
+        arguments: StoreKind.available
+    )
+    func contract(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let yaml = try await ledger.raw("GET", "/openapi.yaml")
             #expect(yaml.status == 200)
             let contract = try Contract(yaml: String(decoding: yaml.body, as: UTF8.self))
@@ -140,9 +143,12 @@ struct ContractTests {
         }
     }
 
-    @Test("Every problem kind the API can send is listed in the document's Problem schema")
-    func problemTypes() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Every problem kind the API can send is listed in the document's Problem schema",
+        arguments: StoreKind.available
+    )
+    func problemTypes(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
             for kind in ProblemKind.allCases {
                 #expect(yaml.contains("\"\(kind.typeURI)\""), "\(kind.typeURI) missing")

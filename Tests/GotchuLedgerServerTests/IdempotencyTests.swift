@@ -4,6 +4,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import PostgresNIO
 import Testing
 
 @Suite("Idempotency-Key on /wallet/send")
@@ -17,9 +18,9 @@ struct IdempotencyTests {
         return (payer, session.sid)
     }
 
-    @Test("Without a key → 400 idempotency-key-missing; an invalid key → 400")
-    func missingKey() async throws {
-        try await TestLedger.with { ledger in
+    @Test("Without a key → 400 idempotency-key-missing; an invalid key → 400", arguments: StoreKind.available)
+    func missingKey(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             let auth = ["Authorization": "Bearer \(payer.token!)"]
             let missing = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
@@ -31,9 +32,12 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("Same key, same request → replayed with Idempotent-Replayed; a quoted sf-string key is the same key")
-    func replay() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Same key, same request → replayed with Idempotent-Replayed; a quoted sf-string key is the same key",
+        arguments: StoreKind.available
+    )
+    func replay(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             let first = try await payer.send(sid: sid, idempotencyKey: "key-1")
             let again = try await payer.send(sid: sid, idempotencyKey: "\"key-1\"")
@@ -43,9 +47,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("Same key, different session → 422 idempotency-key-reused")
-    func reusedKey() async throws {
-        try await TestLedger.with { ledger in
+    @Test("Same key, different session → 422 idempotency-key-reused", arguments: StoreKind.available)
+    func reusedKey(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             _ = try await payer.send(sid: sid, idempotencyKey: "key-1")
             let payee = try await ledger.client("other@example.com")
@@ -59,9 +63,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("Keys are scoped per user: another user's identical key is a different key")
-    func scopedPerUser() async throws {
-        try await TestLedger.with { ledger in
+    @Test("Keys are scoped per user: another user's identical key is a different key", arguments: StoreKind.available)
+    func scopedPerUser(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             _ = try await payer.send(sid: sid, idempotencyKey: "shared")
             let other = try await ledger.client("other-payer@example.com", funded: 1_000)
@@ -73,9 +77,12 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("A key still in flight → 409 idempotency-in-flight, told apart from session-locked; abandoned keys recover")
-    func inFlight() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "A key still in flight → 409 idempotency-in-flight, told apart from session-locked; abandoned keys recover",
+        arguments: StoreKind.available
+    )
+    func inFlight(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             let user = try #require(try await ledger.store.login(email: "payer@example.com").id as String?)
             // Another replica admitted this key and has not finished.
@@ -101,9 +108,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("Keys older than 24 h are pruned; younger ones are kept")
-    func pruning() async throws {
-        try await TestLedger.with { ledger in
+    @Test("Keys older than 24 h are pruned; younger ones are kept", arguments: StoreKind.available)
+    func pruning(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             _ = try await payer.send(sid: sid, idempotencyKey: "old")
             ledger.clock.advance(seconds: 24 * 3600 - 1)
@@ -115,11 +122,11 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("The key's outcome and the ledger entries commit together: if one cannot be written, neither is")
+    @Test("SQLite: the key's outcome and the ledger entries commit together: if one cannot be written, neither is")
     func sameTransaction() async throws {
-        try await TestLedger.with { ledger in
+        try await TestLedger.with(store: .sqlite) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
-            let database = try DatabaseQueue(path: ledger.databasePath)
+            let database = try DatabaseQueue(path: try ledger.databasePath)
             try await database.write { db in
                 try db.execute(
                     sql: """
@@ -134,6 +141,44 @@ struct IdempotencyTests {
             #expect(try await payer.session(sid: sid).status == .locked)
 
             try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+            #expect(
+                try await payer.send(sid: sid, idempotencyKey: "atomic")
+                    == SendResult(newBalanceCents: 9_900, replayed: false)
+            )
+            #expect(try await ledger.store.audit().isHealthy)
+        }
+    }
+
+    @Test(
+        "PostgreSQL: the key's outcome and the ledger entries commit together: if one cannot be written, neither is",
+        .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason)
+    )
+    func sameTransactionPostgres() async throws {
+        try await TestLedger.with(store: .postgres) { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            guard case .postgres(let url) = ledger.database else { throw TestPostgresError("not PostgreSQL") }
+            try await TestPostgres.withClient(url) { client in
+                _ = try await client.query(
+                    """
+                    CREATE FUNCTION refuse_outcome() RETURNS trigger LANGUAGE plpgsql
+                    AS $$ BEGIN RAISE EXCEPTION 'simulated failure'; END $$
+                    """
+                ).collect()
+                _ = try await client.query(
+                    """
+                    CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys FOR EACH ROW
+                    WHEN (NEW.state = 'DONE') EXECUTE FUNCTION refuse_outcome()
+                    """
+                ).collect()
+            }
+            #expect(await problemKind { try await payer.send(sid: sid, idempotencyKey: "atomic") } == .internalError)
+            #expect(try await payer.wallet().availableCents == 10_000)
+            #expect(try await ledger.store.audit().entryCount == 2)  // only the funding pair
+            #expect(try await payer.session(sid: sid).status == .locked)
+
+            try await TestPostgres.withClient(url) { client in
+                _ = try await client.query("DROP TRIGGER refuse_outcome ON idempotency_keys").collect()
+            }
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "atomic")
                     == SendResult(newBalanceCents: 9_900, replayed: false)

@@ -7,9 +7,12 @@ import Testing
 
 @Suite("Payment flow")
 struct PaymentFlowTests {
-    @Test("Alice ($100) pays Bob's $50 session; a retried send with the same key changes nothing")
-    func specScenario() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Alice ($100) pays Bob's $50 session; a retried send with the same key changes nothing",
+        arguments: StoreKind.available
+    )
+    func specScenario(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let alice = try await ledger.client("alice@example.com", funded: 10_000)
             let bob = try await ledger.client("bob@example.com")
             let session = try await bob.createSession(amountCents: 5_000)
@@ -49,9 +52,12 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("Session status moves ADVERTISING → LOCKED → ADVERTISING (lapse) → EXPIRED, and CANCELLED")
-    func statuses() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Session status moves ADVERTISING → LOCKED → ADVERTISING (lapse) → EXPIRED, and CANCELLED",
+        arguments: StoreKind.available
+    )
+    func statuses(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
             let payee = try await ledger.client("payee@example.com")
             let stranger = try await ledger.client("stranger@example.com")
@@ -76,9 +82,12 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("Sessions expire after 5 minutes by the store's clock: resolve, lock and pay get 410")
-    func expiry() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Sessions expire after 5 minutes by the store's clock: resolve, lock and pay get 410",
+        arguments: StoreKind.available
+    )
+    func expiry(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
             let payee = try await ledger.client("payee@example.com")
             let session = try await payee.createSession(amountCents: 100)
@@ -95,9 +104,12 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("Lock: first wins, 409 for others while it holds, lapses after 30 s, payee cannot lock or pay its own")
-    func locking() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Lock: first wins, 409 for others while it holds, lapses after 30 s, payee cannot lock or pay its own",
+        arguments: StoreKind.available
+    )
+    func locking(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let first = try await ledger.client("first@example.com", funded: 1_000)
             let second = try await ledger.client("second@example.com", funded: 1_000)
             let payee = try await ledger.client("payee@example.com", funded: 1_000)
@@ -127,9 +139,9 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("Funds are checked at lock and again at pay")
-    func funds() async throws {
-        try await TestLedger.with { ledger in
+    @Test("Funds are checked at lock and again at pay", arguments: StoreKind.available)
+    func funds(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 700)
             let payee = try await ledger.client("payee@example.com")
             let big = try await payee.createSession(amountCents: 701)
@@ -155,9 +167,9 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("A payee cancels; the payer's later pay is refused and nothing moves")
-    func cancelThenPay() async throws {
-        try await TestLedger.with { ledger in
+    @Test("A payee cancels; the payer's later pay is refused and nothing moves", arguments: StoreKind.available)
+    func cancelThenPay(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
             let payee = try await ledger.client("payee@example.com")
             let session = try await payee.createSession(amountCents: 300)
@@ -172,9 +184,9 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("EIDs are 10 lowercase hex characters and unique among live sessions")
-    func eids() async throws {
-        try await TestLedger.with { ledger in
+    @Test("EIDs are 10 lowercase hex characters and unique among live sessions", arguments: StoreKind.available)
+    func eids(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payee = try await ledger.client("payee@example.com")
             var seen = Set<EID>()
             for _ in 0..<200 {

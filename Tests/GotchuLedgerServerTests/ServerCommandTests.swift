@@ -68,4 +68,14 @@ struct ServerCommandTests {
         #expect(try await wallet.waitForExit() != 0)
         #expect(wallet.standardError.contains("gotchu login --email"))
     }
+
+    @Test("Refuses a malformed postgres:// URL, saying what the URL must look like")
+    func badPostgresURL() async throws {
+        let server = try RunningCommand(
+            try BuiltProducts.gotchu,
+            ["server", "--dev", "--port", "0", "--database", "postgres://127.0.0.1:5432/gotchu"]
+        )
+        #expect(try await server.waitForExit() != 0)
+        #expect(server.standardError.contains("names no user"), "\(server.standardError)")
+    }
 }

@@ -3,10 +3,13 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import GotchuTesting
 import Hummingbird
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 import Synchronization
+import Testing
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -21,62 +24,117 @@ final class ManualClock: Sendable {
     func advance(seconds: Double) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
-/// A real ledger server on a free loopback port, over a SQLite file in a fresh temporary directory.
+/// The ledger stores the server suite runs against.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    /// SQLite always; PostgreSQL when `GOTCHU_TEST_POSTGRES_URL` names a server (scripts/with-postgres sets it, and
+    /// CI always runs the tests under it). Without it the PostgreSQL cases are left out, and the test
+    /// "PostgreSQL is configured" says so as a skipped test.
+    static var available: [StoreKind] { TestPostgres.server == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+    var testDescription: String { rawValue }
+}
+
+/// Where a test ledger keeps its data.
+enum TestDatabase: Sendable {
+    case sqlite(path: String)
+    case postgres(PostgresURL)
+}
+
+/// A real ledger server on a free loopback port, over a SQLite file in a fresh temporary directory or a fresh
+/// PostgreSQL database, with a clock the test moves.
 struct TestLedger: Sendable {
     let url: URL
-    let store: SQLiteLedgerStore
+    let store: any LedgerStore
     let clock: ManualClock
-    let databasePath: String
+    let database: TestDatabase
     let tokens: TokenAuthority
 
     static let secret = String(repeating: "s", count: 40)
 
+    /// The SQLite file, for tests that reach under the store.
+    var databasePath: String {
+        get throws {
+            guard case .sqlite(let path) = database else { throw TestPostgresError("not a SQLite ledger") }
+            return path
+        }
+    }
+
     /// Runs `body` against a started server and stops it afterwards.
     static func with<T: Sendable>(
+        store kind: StoreKind = .sqlite,
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "gotchu-ledger-\(UUID().uuidString)"
-        )
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let clock = ManualClock()
-        let databasePath = directory.appendingPathComponent("ledger.sqlite").path
-        let store = try SQLiteLedgerStore(path: databasePath, policy: policy, clock: { clock.now() })
-        try await store.migrate()
-        let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
-        let logger = Logger(label: "test-ledger") { _ in SwiftLogNoOpLogHandler() }
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let application = LedgerServer.application(
-            store: store,
-            tokens: tokens,
-            port: 0,
-            developmentMode: developmentMode,
-            logger: logger
-        ) { port in portContinuation.yield(port) }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let ledger = TestLedger(
-                url: URL(string: "http://127.0.0.1:\(port)")!,
+        return try await withStore(kind, policy: policy, clock: clock) { store, database, services in
+            let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
+            let logger = Logger(label: "test-ledger") { _ in SwiftLogNoOpLogHandler() }
+            let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+            let application = LedgerServer.application(
                 store: store,
-                clock: clock,
-                databasePath: databasePath,
-                tokens: tokens
-            )
-            do {
-                let result = try await body(ledger)
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-                return result
-            } catch {
-                await group.triggerGracefulShutdown()
-                try? await tasks.waitForAll()
-                throw error
+                tokens: tokens,
+                port: 0,
+                developmentMode: developmentMode,
+                services: services,
+                logger: logger
+            ) { port in portContinuation.yield(port) }
+            let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+            return try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                var iterator = ports.makeAsyncIterator()
+                guard let port = await iterator.next() else { throw CancellationError() }
+                let ledger = TestLedger(
+                    url: URL(string: "http://127.0.0.1:\(port)")!,
+                    store: store,
+                    clock: clock,
+                    database: database,
+                    tokens: tokens
+                )
+                do {
+                    let result = try await body(ledger)
+                    await group.triggerGracefulShutdown()
+                    try await tasks.waitForAll()
+                    return result
+                } catch {
+                    await group.triggerGracefulShutdown()
+                    try? await tasks.waitForAll()
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// A fresh, unmigrated store of `kind` on `clock`, deleted afterwards; `services` must run while it is used
+    /// (the PostgreSQL pool).
+    static func withStore<T: Sendable>(
+        _ kind: StoreKind,
+        policy: LedgerPolicy = LedgerPolicy(),
+        clock: ManualClock,
+        _ body: @Sendable (any LedgerStore, TestDatabase, [any Service]) async throws -> T
+    ) async throws -> T {
+        switch kind {
+        case .sqlite:
+            let directory = try TemporaryDirectory(prefix: "gotchu-ledger")
+            defer { directory.remove() }
+            let path = directory.url.appendingPathComponent("ledger.sqlite").path
+            let store = try SQLiteLedgerStore(path: path, policy: policy, clock: { clock.now() })
+            try await store.migrate()
+            return try await body(store, .sqlite(path: path), [])
+        case .postgres:
+            return try await TestPostgres.withDatabase { url in
+                let logger = Logger(label: "test-ledger") { _ in SwiftLogNoOpLogHandler() }
+                let store = PostgresLedgerStore(
+                    url: url,
+                    policy: policy,
+                    clock: { clock.now() },
+                    maximumConnections: 8,
+                    logger: logger
+                )
+                return try await body(store, .postgres(url), [store.client])
             }
         }
     }

@@ -39,20 +39,23 @@ struct ValidationTests {
         }
     }
 
-    @Test("The largest allowed amount is accepted, and the cap is configurable")
-    func cap() async throws {
+    @Test("The largest allowed amount is accepted, and the cap is configurable", arguments: StoreKind.available)
+    func cap(store: StoreKind) async throws {
         var policy = LedgerPolicy()
         policy.maximumAmount = 5_000
-        try await TestLedger.with(policy: policy) { ledger in
+        try await TestLedger.with(store: store, policy: policy) { ledger in
             let payee = try await ledger.client("payee@example.com")
             _ = try await payee.createSession(amountCents: 5_000)
             #expect(await problemKind { try await payee.createSession(amountCents: 5_001) } == .invalidAmount)
         }
     }
 
-    @Test("Malformed JSON, wrong types, huge bodies and bad EIDs are refused; unknown fields are ignored")
-    func bodies() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Malformed JSON, wrong types, huge bodies and bad EIDs are refused; unknown fields are ignored",
+        arguments: StoreKind.available
+    )
+    func bodies(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let payee = try await ledger.client("payee@example.com")
             let auth = ["Authorization": "Bearer \(payee.token!)"]
             let cases: [(String, String, Int, ProblemKind)] = [
@@ -79,9 +82,9 @@ struct ValidationTests {
         }
     }
 
-    @Test("Without --dev, /auth/dev-login and /dev/fund do not exist")
-    func productionRoutes() async throws {
-        try await TestLedger.with(developmentMode: false) { ledger in
+    @Test("Without --dev, /auth/dev-login and /dev/fund do not exist", arguments: StoreKind.available)
+    func productionRoutes(store: StoreKind) async throws {
+        try await TestLedger.with(store: store, developmentMode: false) { ledger in
             let login = try await ledger.raw("POST", "/auth/dev-login", body: #"{"email":"a@example.com"}"#)
             #expect(login.status == 404)
             let user = try await ledger.store.login(email: "a@example.com")
@@ -101,9 +104,12 @@ struct ValidationTests {
 
 @Suite("Bearer tokens")
 struct TokenTests {
-    @Test("Missing, malformed, forged, wrong-algorithm, wrong-issuer and expired tokens get 401")
-    func refusals() async throws {
-        try await TestLedger.with { ledger in
+    @Test(
+        "Missing, malformed, forged, wrong-algorithm, wrong-issuer and expired tokens get 401",
+        arguments: StoreKind.available
+    )
+    func refusals(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
             let alice = try await ledger.client("alice@example.com")
             let valid = try #require(alice.token)
             let parts = valid.split(separator: ".").map(String.init)

@@ -1,0 +1,149 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+
+/// Times in the stores: milliseconds since 1970 on the store's clock.
+enum LedgerTime {
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}
+
+extension LedgerUser {
+    /// The e-mail address as stored (trimmed, lowercased) and the display name taken from it.
+    static func normalize(email: String) throws(Problem) -> (email: String, displayName: String) {
+        let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
+        let parts = normalized.split(separator: "@", omittingEmptySubsequences: false)
+        guard
+            normalized.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
+            !normalized.contains(where: { $0.isWhitespace })
+        else {
+            throw Problem(.badRequest, detail: "email must look like name@example.com")
+        }
+        return (normalized, String(parts[0]))
+    }
+}
+
+/// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
+struct SessionRow {
+    var id: String
+    var payeeID: String
+    var amount: Cents
+    var storedStatus: String
+    var expiresAt: Int64
+    var lockedBy: String?
+    var lockExpiresAt: Int64?
+    var paidBy: String?
+    var paidAt: Int64?
+
+    /// The status at `now`: expiry and lock lapses are computed, not stored.
+    func status(now: Int64) -> SessionStatus {
+        switch storedStatus {
+        case "PAID": return .paid
+        case "CANCELLED": return .cancelled
+        default:
+            if now >= expiresAt { return .expired }
+            return liveLockHolder(now: now) == nil ? .advertising : .locked
+        }
+    }
+
+    /// Who holds a lock that has not lapsed, if anyone.
+    func liveLockHolder(now: Int64) -> String? {
+        guard storedStatus == "LOCKED", let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
+            return nil
+        }
+        return lockedBy
+    }
+
+    /// Throws the matching problem unless the session can still be paid.
+    func requireLive(now: Int64) throws(Problem) {
+        switch status(now: now) {
+        case .paid: throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
+        case .cancelled: throw Problem(.sessionCancelled, detail: "the payee cancelled this session")
+        case .expired: throw Problem(.sessionExpired, detail: "this session has expired; ask for a new one")
+        case .created, .advertising, .locked: return
+        }
+    }
+
+    /// The refusal of a payment by `payerID` at `now`, if any: the checks and their order are the same in every
+    /// store.
+    func requirePayable(by payerID: String, now: Int64) throws(Problem) {
+        guard payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot pay your own session") }
+        if status(now: now) == .paid {
+            throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
+        }
+        try requireLive(now: now)
+        switch liveLockHolder(now: now) {
+        case payerID?: break
+        case nil: throw Problem(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
+        case _?: throw Problem(.sessionLocked, detail: "another payer holds this session")
+        }
+    }
+
+    /// The refusal of a lock by `payerID` at `now` (before the funds check), if any.
+    func requireLockable(by payerID: String, now: Int64) throws(Problem) {
+        guard payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot lock your own session") }
+        try requireLive(now: now)
+        if let holder = liveLockHolder(now: now), holder != payerID {
+            throw Problem(.sessionLocked, detail: "another payer holds this session; try again shortly")
+        }
+    }
+
+    func response(now: Int64) -> SessionStatusResponse {
+        SessionStatusResponse(
+            sid: id,
+            status: status(now: now),
+            amountCents: amount,
+            expiresAt: LedgerTime.date(expiresAt),
+            paidAt: paidAt.map(LedgerTime.date)
+        )
+    }
+}
+
+/// An `idempotency_keys` row.
+struct IdempotencyRecord {
+    var sid: String
+    var updatedAt: Int64
+    var outcome: SendOutcome?
+
+    init(sid: String, state: String, updatedAt: Int64, balance: Int64?, problemType: String?, problemDetail: String?) {
+        self.sid = sid
+        self.updatedAt = updatedAt
+        if state == "DONE" {
+            if let balance {
+                self.outcome = .paid(newBalanceCents: balance)
+            } else {
+                let kind = ProblemKind(rawValue: problemType ?? "") ?? .internalError
+                self.outcome = .refused(Problem(kind, detail: problemDetail))
+            }
+        }
+    }
+
+    static func columns(for outcome: SendOutcome) -> (balance: Int64?, problemType: String?, problemDetail: String?) {
+        switch outcome {
+        case .paid(let balance): return (balance, nil, nil)
+        case .refused(let problem):
+            return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
+        }
+    }
+
+    /// What ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)`` decides for an existing key at `now`; `nil`
+    /// means the key was abandoned and the request may run again (the caller then refreshes `updated_at`).
+    func admission(sid requested: String, now: Int64, inFlightTimeout: Int64) throws(Problem) -> SendAdmission? {
+        guard sid == requested else {
+            throw Problem(
+                .idempotencyKeyReused,
+                detail: "this Idempotency-Key was first used for another session; use a new key"
+            )
+        }
+        if let outcome { return .replay(outcome) }
+        guard now - updatedAt >= inFlightTimeout else {
+            throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,95 @@
+/// The PostgreSQL schema: the same tables, columns and checks as ``LedgerSchema`` (SQLite), with `BIGINT` amounts
+/// and times (milliseconds since 1970 on the store's clock). Each migration is a list of statements, run in one
+/// transaction (PostgreSQL DDL is transactional) and recorded in `gotchu_migrations`.
+enum PostgresLedgerSchema {
+    /// Serializes migrations when several servers start at once on one database.
+    static let migrationLockKey: Int64 = 0x676F_7463_6875  // "gotchu"
+
+    static let migrations: [(name: String, statements: [String])] = [
+        (
+            "v1: ledger",
+            [
+                """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY,
+                    email TEXT NOT NULL UNIQUE,
+                    display_name TEXT NOT NULL,
+                    kyc_status TEXT NOT NULL DEFAULT 'NONE',
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE wallet_accounts (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT UNIQUE REFERENCES users(id),
+                    kind TEXT NOT NULL CHECK (kind IN ('USER', 'SYSTEM')),
+                    available_cents BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    CHECK (kind = 'SYSTEM' OR available_cents >= 0),
+                    CHECK ((kind = 'USER') = (user_id IS NOT NULL))
+                )
+                """,
+                """
+                CREATE TABLE ledger_entries (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    transfer_id TEXT NOT NULL,
+                    wallet_id TEXT NOT NULL REFERENCES wallet_accounts(id),
+                    direction TEXT NOT NULL CHECK (direction IN ('DEBIT', 'CREDIT')),
+                    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+                    type TEXT NOT NULL,
+                    ref_type TEXT NOT NULL,
+                    ref_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX ledger_entries_wallet ON ledger_entries (wallet_id, seq)",
+                "CREATE INDEX ledger_entries_ref ON ledger_entries (ref_type, ref_id)",
+                "CREATE INDEX ledger_entries_transfer ON ledger_entries (transfer_id)",
+                """
+                CREATE TABLE payment_sessions (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                    id TEXT PRIMARY KEY,
+                    payee_id TEXT NOT NULL REFERENCES users(id),
+                    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+                    status TEXT NOT NULL CHECK (status IN ('CREATED', 'ADVERTISING', 'LOCKED', 'PAID', 'CANCELLED')),
+                    created_at BIGINT NOT NULL,
+                    exp_at BIGINT NOT NULL,
+                    locked_by TEXT REFERENCES users(id),
+                    lock_exp_at BIGINT,
+                    paid_by TEXT REFERENCES users(id),
+                    paid_at BIGINT,
+                    cancelled_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE session_eids (
+                    eid TEXT NOT NULL,
+                    session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (eid, session_id)
+                )
+                """,
+                """
+                CREATE TABLE idempotency_keys (
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    key TEXT NOT NULL,
+                    sid TEXT NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('IN_FLIGHT', 'DONE')),
+                    balance_cents BIGINT,
+                    problem_type TEXT,
+                    problem_detail TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (user_id, key)
+                )
+                """,
+                "CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at)",
+                """
+                INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at)
+                VALUES ('\(LedgerSchema.fundingWalletID)', NULL, 'SYSTEM', 0, 0)
+                """,
+            ]
+        )
+    ]
+}

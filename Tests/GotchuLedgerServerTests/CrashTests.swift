@@ -1,0 +1,192 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import GotchuTesting
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// `gotchu server` processes on PostgreSQL, killed with SIGKILL at random moments under load and restarted.
+@Suite("Crash recovery", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+struct CrashTests {
+    /// One payment a client saw acknowledged: its key, session and the balance the server answered.
+    struct Acknowledged: Sendable, Hashable {
+        var payer: Int
+        var key: String
+        var sid: String
+        var balance: Cents
+    }
+
+    /// What the load shares with the test: the stop flag and the payments acknowledged so far.
+    final class Load: Sendable {
+        let stopping = Atomic<Bool>(false)
+        let acknowledged = Mutex<[Acknowledged]>([])
+        /// Sends whose answer was lost in a crash and came back as a replay on retry.
+        let replayedOnRetry = Atomic<Int>(0)
+        /// Retries told the key was still in flight (its server died between admitting and paying).
+        let inFlightAnswers = Atomic<Int>(0)
+    }
+
+    static let pairs = 6
+    static let amount: Cents = 100
+    static let funding: Cents = 1_000_000
+
+    @Test("SIGKILL the server 10 times under load: every acknowledged payment is there exactly once")
+    func killUnderLoad() async throws {
+        try await TestPostgres.withDatabase { database in
+            let gotchu = try BuiltProducts.gotchu
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let environment = [
+                "XDG_DATA_HOME": directory.url.path,
+                "GOTCHU_JWT_SECRET": TestLedger.secret,
+            ]
+            // An abandoned key blocks retries for 2 s instead of 60, so the clients' retries finish quickly. A password,
+            // if the test server needs one, reaches the process through PGPASSWORD.
+            let arguments = ["server", "--dev", "--database", database.redacted, "--in-flight-timeout", "2"]
+            var server = try RunningCommand(gotchu, arguments + ["--port", "0"], environment: environment)
+            let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+            let url = URL(string: String(line.dropFirst("listening on ".count)))!
+            let port = url.port!
+
+            var payers: [LedgerClient] = []
+            var payees: [LedgerClient] = []
+            for index in 0..<Self.pairs {
+                payers.append(try await Self.login("payer\(index)@crash.example", url, funded: Self.funding))
+                payees.append(try await Self.login("payee\(index)@crash.example", url))
+            }
+            let state = Load()
+            let (clients, senders) = (payers, payees)
+            let load = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in 0..<Self.pairs {
+                        group.addTask {
+                            var count = 0
+                            // Keep paying until told to stop, then finish the payment under way.
+                            while !state.stopping.load(ordering: .relaxed) {
+                                count += 1
+                                // The key is chosen before the first attempt and kept for every retry.
+                                let key = "crash-\(index)-\(count)"
+                                let paid = try await Self.pay(
+                                    payer: clients[index],
+                                    payee: senders[index],
+                                    key: key,
+                                    state
+                                )
+                                if let (sid, balance) = paid {
+                                    state.acknowledged.withLock {
+                                        $0.append(Acknowledged(payer: index, key: key, sid: sid, balance: balance))
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            var kills = 0
+            for _ in 0..<10 {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 150...700)))
+                #expect(try await server.stop(signal: SIGKILL) == SIGKILL)
+                kills += 1
+                server = try RunningCommand(gotchu, arguments + ["--port", "\(port)"], environment: environment)
+                _ = try await server.waitForLine { $0.hasPrefix("listening on") }
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            state.stopping.store(true, ordering: .relaxed)
+            try await load.value
+            #expect(kills >= 10)
+
+            let payments = state.acknowledged.withLock { $0 }
+            #expect(payments.count >= 10, "too little load to be meaningful: \(payments.count) payments")
+            print(
+                "crash test: \(kills) kills, \(payments.count) payments acknowledged,",
+                "\(state.replayedOnRetry.load(ordering: .relaxed)) answered by replay after a crash,",
+                "\(state.inFlightAnswers.load(ordering: .relaxed)) in-flight answers while retrying"
+            )
+            // Retrying with the same keys replays the outcomes; nothing moves twice.
+            for payment in payments {
+                let again = try await clients[payment.payer].send(sid: payment.sid, idempotencyKey: payment.key)
+                #expect(again == SendResult(newBalanceCents: payment.balance, replayed: true))
+            }
+            for index in 0..<Self.pairs {
+                let mine = payments.filter { $0.payer == index }
+                let expected = Self.funding - Cents(mine.count) * Self.amount
+                #expect(try await clients[index].wallet().availableCents == expected)
+                #expect(try await senders[index].wallet().availableCents == Cents(mine.count) * Self.amount)
+            }
+            #expect(try await server.stop(signal: SIGTERM) == 0)
+
+            let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
+            let store = PostgresLedgerStore(url: database, maximumConnections: 2, logger: logger)
+            try await withServices([store.client]) {
+                let audit = try await store.audit()
+                #expect(audit.isHealthy, "\(audit)")
+                // Every payment in the ledger was acknowledged, and every acknowledged one is there once.
+                let debits = try await Self.sessionDebits(store.client)
+                #expect(debits.values.allSatisfy { $0 == 1 })
+                #expect(Set(debits.keys) == Set(payments.map(\.sid)))
+                #expect(audit.entryCount == 2 * Self.pairs + 2 * payments.count)
+            }
+        }
+    }
+
+    /// One payment: create, lock and send, each step retried through crashes; the send keeps its key throughout.
+    /// Returns the session and balance when paid, `nil` when the payment was refused because the lock lapsed while
+    /// the server was down (that refusal is the key's outcome: replayed, never paid later).
+    static func pay(
+        payer: LedgerClient,
+        payee: LedgerClient,
+        key: String,
+        _ state: Load
+    ) async throws -> (String, Cents)? {
+        let session = try await retrying(state) { try await payee.createSession(amountCents: amount) }
+        try await retrying(state) { try await payer.lock(sid: session.sid) }
+        do {
+            let result = try await retrying(state) { try await payer.send(sid: session.sid, idempotencyKey: key) }
+            if result.replayed { state.replayedOnRetry.add(1, ordering: .relaxed) }
+            return (session.sid, result.newBalanceCents)
+        } catch let error as LedgerClientError where error.problemKind == .lockRequired {
+            return nil
+        }
+    }
+
+    /// Runs `body` until it gets an answer that is not a transport failure, a 5xx or an in-flight key.
+    static func retrying<T: Sendable>(_ state: Load, _ body: () async throws -> T) async throws -> T {
+        for _ in 0..<400 {
+            do {
+                return try await body()
+            } catch let error as LedgerClientError {
+                switch error {
+                case .transport, .unexpectedResponse: break
+                case .problem(let problem) where problem.kind == .idempotencyInFlight:
+                    state.inFlightAnswers.add(1, ordering: .relaxed)
+                case .problem(let problem) where problem.status >= 500: break
+                default: throw error
+                }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestPostgresError("the server never answered")
+    }
+
+    static func login(_ email: String, _ url: URL, funded cents: Cents = 0) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: url)
+        client.token = try await client.devLogin(email: email).token
+        if cents > 0 { _ = try await client.fund(amountCents: cents) }
+        return client
+    }
+
+    /// How many DEBIT entries each paid session has.
+    static func sessionDebits(_ client: PostgresClient) async throws -> [String: Int] {
+        var debits: [String: Int] = [:]
+        let rows = try await client.query(
+            "SELECT ref_id, COUNT(*) FROM ledger_entries WHERE ref_type = 'session' AND direction = 'DEBIT' GROUP BY ref_id"
+        )
+        for try await (sid, count) in rows.decode((String, Int64).self) { debits[sid] = Int(count) }
+        return debits
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerServer
+
+/// An in-memory oracle of the ledger's rules, written from the API's contract (DESIGN.md) rather than from either
+/// store: what each operation must answer, and what every balance must be afterwards.
+struct LedgerModel {
+    struct Session {
+        var sid: String
+        var eid: EID
+        var payee: Int
+        var amount: Cents
+        var expiresAt: Int64
+        var paidBy: Int?
+        var cancelled = false
+        var lock: (payer: Int, until: Int64)?
+    }
+
+    enum Key {
+        case inFlight(sid: String, since: Int64)
+        case done(sid: String, outcome: Expected)
+    }
+
+    /// What an operation must answer: success (with a balance where there is one) or a problem kind.
+    enum Expected: Equatable, CustomStringConvertible {
+        case ok(Cents?)
+        case refused(ProblemKind)
+
+        var description: String {
+            switch self {
+            case .ok(let balance?): "ok(\(balance))"
+            case .ok(nil): "ok"
+            case .refused(let kind): "refused(\(kind.rawValue))"
+            }
+        }
+    }
+
+    var policy: LedgerPolicy
+    var now: Int64
+    var balances: [Cents]
+    var sessions: [String: Session] = [:]
+    var keys: [String: Key] = [:]  // "user/key"
+
+    init(users: Int, policy: LedgerPolicy, now: Int64) {
+        self.policy = policy
+        self.now = now
+        self.balances = Array(repeating: 0, count: users)
+    }
+
+    private var lockLifetime: Int64 { milliseconds(policy.lockLifetime) }
+    private var inFlightTimeout: Int64 { milliseconds(policy.inFlightTimeout) }
+
+    func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    func isExpired(_ session: Session) -> Bool {
+        session.paidBy == nil && !session.cancelled && now >= session.expiresAt
+    }
+
+    func holder(_ session: Session) -> Int? {
+        guard session.paidBy == nil, !session.cancelled, let lock = session.lock, now < lock.until,
+            now < session.expiresAt
+        else { return nil }
+        return lock.payer
+    }
+
+    /// Paid, cancelled or expired, in that order of precedence; `nil` while the session can still be paid.
+    func closed(_ session: Session) -> ProblemKind? {
+        if session.paidBy != nil { return .sessionAlreadyPaid }
+        if session.cancelled { return .sessionCancelled }
+        if isExpired(session) { return .sessionExpired }
+        return nil
+    }
+
+    func status(_ session: Session) -> SessionStatus {
+        if session.paidBy != nil { return .paid }
+        if session.cancelled { return .cancelled }
+        if isExpired(session) { return .expired }
+        return holder(session) == nil ? .advertising : .locked
+    }
+
+    mutating func fund(_ user: Int, _ amount: Cents) -> Expected {
+        balances[user] += amount
+        return .ok(balances[user])
+    }
+
+    mutating func created(_ response: CreateSessionResponse, payee: Int, amount: Cents) {
+        sessions[response.sid] = Session(
+            sid: response.sid,
+            eid: response.eid,
+            payee: payee,
+            amount: amount,
+            expiresAt: now + milliseconds(policy.sessionLifetime)
+        )
+    }
+
+    func resolve(_ sid: String) -> Expected {
+        let session = sessions[sid]!
+        if let kind = closed(session) { return .refused(kind) }
+        return .ok(session.amount)
+    }
+
+    mutating func lock(_ sid: String, by payer: Int) -> Expected {
+        var session = sessions[sid]!
+        if session.payee == payer { return .refused(.ownSession) }
+        if let kind = closed(session) { return .refused(kind) }
+        if let holder = holder(session), holder != payer { return .refused(.sessionLocked) }
+        if balances[payer] < session.amount { return .refused(.insufficientFunds) }
+        session.lock = (payer, min(now + lockLifetime, session.expiresAt))
+        sessions[sid] = session
+        return .ok(nil)
+    }
+
+    /// A send with `key`: the idempotency layer first, then the payment.
+    mutating func send(_ sid: String, by payer: Int, key: String) -> Expected {
+        let scoped = "\(payer)/\(key)"
+        switch keys[scoped] {
+        case .done(let first, let outcome):
+            return first == sid ? outcome : .refused(.idempotencyKeyReused)
+        case .inFlight(let first, let since):
+            if first != sid { return .refused(.idempotencyKeyReused) }
+            if now - since < inFlightTimeout { return .refused(.idempotencyInFlight) }
+        case nil:
+            break
+        }
+        let outcome = pay(sid, by: payer)
+        keys[scoped] = .done(sid: sid, outcome: outcome)
+        return outcome
+    }
+
+    /// A send whose server died after admitting the key and before paying: the key stays in flight.
+    mutating func admitOnly(_ sid: String, by payer: Int, key: String) {
+        keys["\(payer)/\(key)"] = .inFlight(sid: sid, since: now)
+    }
+
+    private mutating func pay(_ sid: String, by payer: Int) -> Expected {
+        var session = sessions[sid]!
+        if session.payee == payer { return .refused(.ownSession) }
+        if let kind = closed(session) { return .refused(kind) }
+        switch holder(session) {
+        case payer?: break
+        case nil: return .refused(.lockRequired)
+        case _?: return .refused(.sessionLocked)
+        }
+        if balances[payer] < session.amount { return .refused(.insufficientFunds) }
+        balances[payer] -= session.amount
+        balances[session.payee] += session.amount
+        session.paidBy = payer
+        session.lock = nil
+        sessions[sid] = session
+        return .ok(balances[payer])
+    }
+
+    mutating func cancel(_ sid: String, by user: Int) -> Expected {
+        var session = sessions[sid]!
+        if session.payee != user { return .refused(.forbidden) }
+        if session.cancelled { return .ok(nil) }
+        if let kind = closed(session) { return .refused(kind) }
+        session.cancelled = true
+        sessions[sid] = session
+        return .ok(nil)
+    }
+
+    /// The status `viewer` sees, or session-not-found when the session is not theirs to see.
+    func view(_ sid: String, by viewer: Int) -> Result<SessionStatus, Problem> {
+        let session = sessions[sid]!
+        guard [session.payee, holder(session), session.paidBy].contains(viewer) else {
+            return .failure(Problem(.sessionNotFound))
+        }
+        return .success(status(session))
+    }
+}
+
+/// A small, fast, seedable generator (SplitMix64), so a failing run can be replayed from its seed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,383 @@
+import Foundation
+import GRDB
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerServer
+import PostgresNIO
+import Testing
+
+/// Random operations against a store and the in-memory ``LedgerModel``: every answer must match the model's, and
+/// after every step the audit must be healthy and every balance equal the model's.
+///
+/// `GOTCHU_MODEL_SEED=N` replays one run (the seed a failure prints; the two concurrent operations may interleave
+/// differently on a replay, everything else repeats); `GOTCHU_MODEL_STEPS` sets its length.
+@Suite("Model-based: random operations against an oracle")
+struct LedgerModelTests {
+    static let users = 5
+
+    /// Ten independent runs of 1,000 steps each (10,000 operations per store), each on a fresh store so the audit
+    /// stays cheap; or the one run named by `GOTCHU_MODEL_SEED`.
+    static var runs: [(seed: UInt64, steps: Int)] {
+        let environment = ProcessInfo.processInfo.environment
+        let steps = environment["GOTCHU_MODEL_STEPS"].flatMap(Int.init) ?? 1_000
+        if let seed = environment["GOTCHU_MODEL_SEED"].flatMap(UInt64.init) { return [(seed, steps)] }
+        var generator = SystemRandomNumberGenerator()
+        return (0..<10).map { _ in (UInt64.random(in: 0...UInt64(Int64.max), using: &generator), steps) }
+    }
+
+    @Test("10,000 random operations match the oracle; invariants hold after every step", arguments: StoreKind.available)
+    func randomOperations(store kind: StoreKind) async throws {
+        for run in Self.runs {
+            do {
+                try await Self.run(kind, seed: run.seed, steps: run.steps)
+            } catch let failure as ModelFailure {
+                Issue.record(
+                    "\(kind) seed \(run.seed), step \(failure.step): \(failure.message)\nreplay: GOTCHU_MODEL_SEED=\(run.seed) swift test --filter LedgerModelTests"
+                )
+                return
+            }
+        }
+    }
+
+    struct ModelFailure: Error {
+        var step: Int
+        var message: String
+    }
+
+    static func run(_ kind: StoreKind, seed: UInt64, steps: Int) async throws {
+        let clock = ManualClock()
+        try await TestLedger.withStore(kind, clock: clock) { store, database, services in
+            try await withServices(services) {
+                try await store.migrate()
+                var driver = try await Driver(store: store, database: database, clock: clock, seed: seed)
+                for step in 0..<steps {
+                    do {
+                        try await driver.step()
+                        try await driver.check()
+                    } catch let failure as DriverFailure {
+                        throw ModelFailure(step: step, message: failure.message + "\nlast operations:\n" + driver.trace)
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct DriverFailure: Error {
+    var message: String
+}
+
+/// Drives one store with random operations and checks each answer against the model.
+struct Driver {
+    let store: any LedgerStore
+    let database: TestDatabase
+    let clock: ManualClock
+    var model: LedgerModel
+    var random: SeededGenerator
+    var users: [LedgerUser] = []
+    var sids: [String] = []
+    var keyCounter = 0
+    var recent: [String] = []
+    let balances: BalanceReader
+
+    /// Reads the wallet rows under the store, so the check does not trust the store's own answers.
+    enum BalanceReader {
+        case sqlite(DatabaseQueue)
+        case postgres(PostgresClient)
+
+        func read() async throws -> [String: Cents] {
+            switch self {
+            case .sqlite(let database):
+                return try await database.read { db in
+                    var balances: [String: Cents] = [:]
+                    for row in try Row.fetchAll(
+                        db,
+                        sql: "SELECT user_id, available_cents FROM wallet_accounts WHERE user_id IS NOT NULL"
+                    ) {
+                        balances[row["user_id"]] = row["available_cents"]
+                    }
+                    return balances
+                }
+            case .postgres(let client):
+                var balances: [String: Cents] = [:]
+                let rows = try await client.query(
+                    "SELECT user_id, available_cents FROM wallet_accounts WHERE user_id IS NOT NULL"
+                )
+                for try await (user, balance) in rows.decode((String, Int64).self) { balances[user] = balance }
+                return balances
+            }
+        }
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    init(store: any LedgerStore, database: TestDatabase, clock: ManualClock, seed: UInt64) async throws {
+        self.store = store
+        self.database = database
+        self.clock = clock
+        self.random = SeededGenerator(seed: seed)
+        self.model = LedgerModel(
+            users: LedgerModelTests.users,
+            policy: store.policy,
+            now: Self.milliseconds(clock.now())
+        )
+        switch database {
+        case .sqlite(let path): self.balances = .sqlite(try DatabaseQueue(path: path))
+        case .postgres: self.balances = .postgres((store as! PostgresLedgerStore).client)
+        }
+        for index in 0..<LedgerModelTests.users {
+            users.append(try await store.login(email: "user\(index)@model.example"))
+        }
+    }
+
+    var trace: String { recent.suffix(8).joined(separator: "\n") }
+
+    private mutating func note(_ line: String) {
+        recent.append(line)
+        if recent.count > 16 { recent.removeFirst(8) }
+    }
+
+    private mutating func user() -> Int { Int.random(in: 0..<users.count, using: &random) }
+
+    private mutating func session() -> String? {
+        sids.isEmpty ? nil : sids[Int.random(in: 0..<sids.count, using: &random)]
+    }
+
+    private mutating func freshKey() -> String {
+        keyCounter += 1
+        return "k\(keyCounter)"
+    }
+
+    /// A key this payer used before, if any.
+    private mutating func usedKey(of payer: Int) -> (key: String, sid: String)? {
+        let prefix = "\(payer)/"
+        let mine = model.keys.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }
+        guard !mine.isEmpty else { return nil }
+        let (scoped, state) = mine[Int.random(in: 0..<mine.count, using: &random)]
+        let sid: String
+        switch state {
+        case .inFlight(let first, _), .done(let first, _): sid = first
+        }
+        return (String(scoped.dropFirst(prefix.count)), sid)
+    }
+
+    mutating func step() async throws {
+        let roll = Int.random(in: 0..<100, using: &random)
+        switch roll {
+        case 0..<8:
+            let user = user()
+            let amount = Cents.random(in: 1...5_000, using: &random)
+            note("fund u\(user) \(amount)")
+            let balance = try await store.fund(userID: users[user].id, amountCents: amount)
+            try expect(.ok(balance), model.fund(user, amount), "fund")
+        case 8..<22:
+            let payee = user()
+            let amount = Cents.random(in: 1...3_000, using: &random)
+            note("create u\(payee) \(amount)")
+            let response = try await store.createSession(payeeID: users[payee].id, amountCents: amount)
+            model.created(response, payee: payee, amount: amount)
+            sids.append(response.sid)
+        case 22..<28:
+            guard let sid = session() else { return }
+            note("resolve \(sid.prefix(8))")
+            let eid = model.sessions[sid]!.eid
+            let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amountCents) }
+            try expect(actual, model.resolve(sid), "resolve")
+        case 28..<44:
+            guard let sid = session() else { return }
+            let payer = user()
+            note("lock \(sid.prefix(8)) by u\(payer)")
+            let actual = await outcome { () -> Cents? in
+                try await store.lock(sid: sid, payerID: users[payer].id)
+                return nil
+            }
+            try expect(actual, model.lock(sid, by: payer), "lock")
+        case 44..<62:
+            guard let sid = lockedSession() ?? session() else { return }
+            let payer = model.sessions[sid]!.lock?.payer ?? user()
+            let key = freshKey()
+            try await send(sid, by: payer, key: key)
+        case 62..<68:
+            // Retry with a key used before: the same session replays, another session is refused.
+            let payer = user()
+            guard let used = usedKey(of: payer) else { return }
+            let sid = Int.random(in: 0..<4, using: &random) == 0 ? (session() ?? used.sid) : used.sid
+            try await send(sid, by: payer, key: used.key)
+        case 68..<72:
+            try await concurrentDuplicates()
+        case 72..<75:
+            try await concurrentLocks()
+        case 75..<78:
+            // A server admits the key and dies before paying.
+            guard let sid = lockedSession() ?? session() else { return }
+            let payer = model.sessions[sid]!.lock?.payer ?? user()
+            let key = freshKey()
+            note("admit only \(sid.prefix(8)) by u\(payer) key \(key)")
+            let admission = try await store.beginSend(sid: sid, payerID: users[payer].id, idempotencyKey: key)
+            guard admission == .proceed else { throw DriverFailure(message: "new key not admitted: \(admission)") }
+            model.admitOnly(sid, by: payer, key: key)
+        case 78..<83:
+            guard let sid = session() else { return }
+            let by = Int.random(in: 0..<3, using: &random) == 0 ? user() : model.sessions[sid]!.payee
+            note("cancel \(sid.prefix(8)) by u\(by)")
+            let actual = await outcome { () -> Cents? in
+                try await store.cancel(sid: sid, payeeID: users[by].id)
+                return nil
+            }
+            try expect(actual, model.cancel(sid, by: by), "cancel")
+        case 83..<88:
+            guard let sid = session() else { return }
+            let viewer = user()
+            note("view \(sid.prefix(8)) by u\(viewer)")
+            let expected = model.view(sid, by: viewer)
+            do {
+                let response = try await store.session(sid: sid, viewerID: users[viewer].id)
+                guard case .success(let status) = expected, status == response.status else {
+                    throw DriverFailure(message: "view: store \(response.status), model \(expected)")
+                }
+            } catch let problem as Problem {
+                guard case .failure(let modelProblem) = expected, modelProblem.kind == problem.kind else {
+                    throw DriverFailure(message: "view: store \(problem), model \(expected)")
+                }
+            }
+        default:
+            // Time: mostly small steps, sometimes exactly onto or past a lock's lapse, the in-flight timeout or a
+            // session's expiry (the boundaries are where off-by-one mistakes hide).
+            let seconds: Double =
+                switch Int.random(in: 0..<20, using: &random) {
+                case 0: 30
+                case 1: 31
+                case 2: 60
+                case 3: Bool.random(using: &random) ? 300 : 301
+                case 4: 0.001
+                default: Double(Int.random(in: 0...3_000, using: &random)) / 1000
+                }
+            note("advance \(seconds) s")
+            clock.advance(seconds: seconds)
+            model.now = Self.milliseconds(clock.now())
+        }
+    }
+
+    /// A session someone holds a lock on, preferably; payments on those are the interesting ones.
+    private mutating func lockedSession() -> String? {
+        let locked = sids.filter { model.holder(model.sessions[$0]!) != nil }
+        guard !locked.isEmpty, Int.random(in: 0..<4, using: &random) != 0 else { return nil }
+        return locked[Int.random(in: 0..<locked.count, using: &random)]
+    }
+
+    private mutating func send(_ sid: String, by payer: Int, key: String) async throws {
+        note("send \(sid.prefix(8)) by u\(payer) key \(key)")
+        let actual = await outcome {
+            try await paid(store.send(sid: sid, payerID: users[payer].id, idempotencyKey: key).0)
+        }
+        try expect(actual, model.send(sid, by: payer, key: key), "send")
+    }
+
+    /// Two requests with the same new key at once: one runs, the other replays its outcome or is told the key is
+    /// in flight; never two payments.
+    private mutating func concurrentDuplicates() async throws {
+        guard let sid = lockedSession() ?? session() else { return }
+        let payer = model.sessions[sid]!.lock?.payer ?? user()
+        let key = freshKey()
+        note("duplicate sends \(sid.prefix(8)) by u\(payer) key \(key)")
+        let store = self.store
+        let payerID = users[payer].id
+        let first = Task { try await store.send(sid: sid, payerID: payerID, idempotencyKey: key) }
+        let second = Task { try await store.send(sid: sid, payerID: payerID, idempotencyKey: key) }
+        let results = [await first.result, await second.result]
+        let expected = model.send(sid, by: payer, key: key)
+        let fresh = results.compactMap { result -> LedgerModel.Expected? in
+            guard case .success((let outcome, false)) = result else { return nil }
+            return Self.expected(outcome)
+        }
+        guard fresh == [expected] else {
+            throw DriverFailure(message: "duplicates: \(results), model \(expected)")
+        }
+        for result in results {
+            switch result {
+            case .success((let outcome, true)) where Self.expected(outcome) == expected: continue
+            case .success((_, false)): continue
+            case .failure(let problem as Problem) where problem.kind == .idempotencyInFlight: continue
+            default: throw DriverFailure(message: "duplicates: \(results), model \(expected)")
+            }
+        }
+    }
+
+    /// Two payers lock one session at once: if both may, exactly one wins and the other is told it is locked.
+    private mutating func concurrentLocks() async throws {
+        guard let sid = session() else { return }
+        let payers = (user(), user())
+        guard payers.0 != payers.1 else { return }
+        note("concurrent locks \(sid.prefix(8)) by u\(payers.0) and u\(payers.1)")
+        let store = self.store
+        let ids = (users[payers.0].id, users[payers.1].id)
+        let first = Task { try await store.lock(sid: sid, payerID: ids.0) }
+        let second = Task { try await store.lock(sid: sid, payerID: ids.1) }
+        let results = [await first.result, await second.result]
+        // The store took them in some order; the model must agree with one of the two.
+        var mismatches: [String] = []
+        for order in [[0, 1], [1, 0]] {
+            var candidate = model
+            var matches = true
+            for index in order {
+                let payer = index == 0 ? payers.0 : payers.1
+                let expected = candidate.lock(sid, by: payer)
+                let actual: LedgerModel.Expected =
+                    switch results[index] {
+                    case .success: .ok(nil)
+                    case .failure(let problem as Problem): .refused(problem.kind ?? .internalError)
+                    case .failure(let error): throw error
+                    }
+                if actual != expected {
+                    matches = false
+                    mismatches.append("u\(payer): store \(actual), model \(expected)")
+                }
+            }
+            if matches {
+                model = candidate
+                return
+            }
+        }
+        throw DriverFailure(message: "concurrent locks match no order: \(mismatches)")
+    }
+
+    private func paid(_ outcome: SendOutcome) throws -> Cents? {
+        switch outcome {
+        case .paid(let balance): return balance
+        case .refused(let problem): throw problem
+        }
+    }
+
+    private static func expected(_ outcome: SendOutcome) -> LedgerModel.Expected {
+        switch outcome {
+        case .paid(let balance): .ok(balance)
+        case .refused(let problem): .refused(problem.kind ?? .internalError)
+        }
+    }
+
+    private func outcome(_ body: () async throws -> Cents?) async -> LedgerModel.Expected {
+        do {
+            return .ok(try await body())
+        } catch let problem as Problem {
+            return .refused(problem.kind ?? .internalError)
+        } catch {
+            return .refused(.internalError)
+        }
+    }
+
+    private func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
+        guard actual == expected else { throw DriverFailure(message: "\(what): store \(actual), model \(expected)") }
+    }
+
+    /// The invariants: a healthy audit, and every balance (read from the wallet rows) equal to the model's.
+    func check() async throws {
+        let audit = try await store.audit()
+        guard audit.isHealthy else { throw DriverFailure(message: "audit: \(audit)") }
+        let stored = try await balances.read()
+        for (index, user) in users.enumerated() where stored[user.id] != model.balances[index] {
+            throw DriverFailure(
+                message: "balance of u\(index): store \(stored[user.id] ?? -1), model \(model.balances[index])"
+            )
+        }
+    }
+}

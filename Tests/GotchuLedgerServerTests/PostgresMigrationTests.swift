@@ -1,0 +1,39 @@
+import GotchuLedgerServer
+import Logging
+import PostgresNIO
+import Testing
+
+@Suite("PostgreSQL migrations", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+struct PostgresMigrationTests {
+    @Test("Four servers starting at once on an empty database migrate it once; migrating again changes nothing")
+    func concurrentMigrations() async throws {
+        try await TestPostgres.withDatabase { url in
+            let logger = Logger(label: "migrations") { _ in SwiftLogNoOpLogHandler() }
+            let stores = (0..<4).map { _ in PostgresLedgerStore(url: url, maximumConnections: 2, logger: logger) }
+            try await withServices(stores.map(\.client)) {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for store in stores { group.addTask { try await store.migrate() } }
+                    try await group.waitForAll()
+                }
+                try await stores[0].migrate()
+                var migrations: [String] = []
+                for try await name in try await stores[0].client.query("SELECT name FROM gotchu_migrations")
+                    .decode(String.self)
+                {
+                    migrations.append(name)
+                }
+                #expect(migrations == ["v1: ledger"])
+                let audit = try await stores[1].audit()
+                #expect(audit.isHealthy && audit.entryCount == 0)
+                // The funding account exists once.
+                var accounts = 0
+                for try await count in try await stores[2].client.query(
+                    "SELECT COUNT(*) FROM wallet_accounts WHERE kind = 'SYSTEM'"
+                ).decode(Int64.self) {
+                    accounts = Int(count)
+                }
+                #expect(accounts == 1)
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import Logging
+import ServiceLifecycle
+import Testing
+
+/// Several servers, each with its own store and connection pool, on one PostgreSQL database and its clock.
+struct TestReplicas: Sendable {
+    let urls: [URL]
+    let store: PostgresLedgerStore
+    let tokens: TokenAuthority
+
+    /// Runs `body` against `count` started servers on a fresh database, judged by the database's clock.
+    static func with<T: Sendable>(count: Int, _ body: @Sendable (TestReplicas) async throws -> T) async throws -> T {
+        try await TestPostgres.withDatabase { url in
+            let logger = Logger(label: "test-replicas") { _ in SwiftLogNoOpLogHandler() }
+            let tokens = try await TokenAuthority(secret: TestLedger.secret)
+            let stores = (0..<count).map { _ in
+                PostgresLedgerStore(url: url, maximumConnections: 8, logger: logger)
+            }
+            let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+            let applications = stores.map { store in
+                LedgerServer.application(
+                    store: store,
+                    tokens: tokens,
+                    port: 0,
+                    developmentMode: true,
+                    services: [store.client],
+                    logger: logger
+                ) { port in portContinuation.yield(port) }
+            }
+            let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
+            return try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                var urls: [URL] = []
+                for await port in ports {
+                    urls.append(URL(string: "http://127.0.0.1:\(port)")!)
+                    if urls.count == count { break }
+                }
+                do {
+                    let result = try await body(TestReplicas(urls: urls, store: stores[0], tokens: tokens))
+                    await group.triggerGracefulShutdown()
+                    try await tasks.waitForAll()
+                    return result
+                } catch {
+                    await group.triggerGracefulShutdown()
+                    try? await tasks.waitForAll()
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// A client of replica `replica` logged in as `email`, funded with `cents` when positive.
+    func client(_ email: String, replica: Int, funded cents: Cents = 0) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: urls[replica % urls.count])
+        client.token = try await client.devLogin(email: email).token
+        if cents > 0 { _ = try await client.fund(amountCents: cents) }
+        return client
+    }
+}
+
+@Suite("Replicas on one PostgreSQL database", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+struct ReplicaTests {
+    /// Every answer's status, so a 500 (a deadlock or a serialization failure surfacing) cannot hide.
+    enum Answer: Hashable {
+        case paid
+        case refused(Int, ProblemKind?)
+    }
+
+    @Test("2 replicas, 50 payers race for one session: exactly one payment, no 5xx")
+    func raceAcrossReplicas() async throws {
+        try await TestReplicas.with(count: 2) { replicas in
+            let payee = try await replicas.client("payee@example.com", replica: 0)
+            var payers: [LedgerClient] = []
+            for index in 0..<50 {
+                payers.append(try await replicas.client("payer\(index)@example.com", replica: index, funded: 1_000))
+            }
+            let session = try await payee.createSession(amountCents: 700)
+            let answers = await withTaskGroup(of: Answer.self) { group in
+                for payer in payers {
+                    group.addTask {
+                        do {
+                            try await payer.lock(sid: session.sid)
+                            _ = try await payer.send(sid: session.sid, idempotencyKey: UUID().uuidString)
+                            return .paid
+                        } catch {
+                            return Self.refusal(error)
+                        }
+                    }
+                }
+                return await group.reduce(into: [Answer]()) { $0.append($1) }
+            }
+            #expect(answers.filter { $0 == .paid }.count == 1)
+            let refusals = Set(answers.filter { $0 != .paid })
+            #expect(
+                refusals.isSubset(of: [.refused(409, .sessionLocked), .refused(409, .sessionAlreadyPaid)]),
+                "\(refusals)"
+            )
+            #expect(try await payee.wallet().availableCents == 700)
+            let audit = try await replicas.store.audit()
+            #expect(audit.isHealthy, "\(audit)")
+            #expect(audit.entryCount == 50 * 2 + 2)
+        }
+    }
+
+    @Test("2 replicas, payments crossing in both directions between the same wallets: no deadlock, no 5xx")
+    func crossingPayments() async throws {
+        try await TestReplicas.with(count: 2) { replicas in
+            var users: [LedgerClient] = []
+            for index in 0..<6 {
+                users.append(try await replicas.client("u\(index)@example.com", replica: index, funded: 100_000))
+            }
+            let clients = users
+            let answers = await withTaskGroup(of: Answer.self) { group in
+                for index in 0..<120 {
+                    group.addTask {
+                        // Pairs (a, b) and (b, a) run at once, so their wallet locks are requested in both orders.
+                        let payee = clients[index % 6]
+                        let payer = clients[(index % 6 + 1 + (index / 6) % 5) % 6]
+                        do {
+                            let session = try await payee.createSession(amountCents: Cents(100 + index))
+                            try await payer.lock(sid: session.sid)
+                            _ = try await payer.send(sid: session.sid, idempotencyKey: "x\(index)")
+                            return .paid
+                        } catch {
+                            return Self.refusal(error)
+                        }
+                    }
+                }
+                return await group.reduce(into: [Answer]()) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0 == .paid }, "\(Set(answers))")
+            let audit = try await replicas.store.audit()
+            #expect(audit.isHealthy, "\(audit)")
+            #expect(audit.entryCount == 6 * 2 + 120 * 2)
+        }
+    }
+
+    private static func refusal(_ error: any Error) -> Answer {
+        guard let error = error as? LedgerClientError else { return .refused(0, nil) }
+        switch error {
+        case .problem(let problem): return .refused(problem.status, problem.kind)
+        case .unexpectedResponse(let status, _): return .refused(status, nil)
+        default: return .refused(0, nil)
+        }
+    }
+}
