@@ -4,12 +4,21 @@ import GotchuCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// The HTTP routes of the ledger API over a ``LedgerStore``.
 struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let store: Store
     let tokens: TokenAuthority
     let developmentMode: Bool
+    /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
+    private let knownUsers = KnownUsers()
+
+    init(store: Store, tokens: TokenAuthority, developmentMode: Bool) {
+        self.store = store
+        self.tokens = tokens
+        self.developmentMode = developmentMode
+    }
 
     /// How many entries `GET /wallet/me` lists.
     static var recentEntryCount: Int { 20 }
@@ -103,9 +112,14 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw Problem(.unauthorized, detail: "the Authorization header must be a Bearer token")
         }
-        guard let userID = await tokens.userID(from: String(header.dropFirst(7))),
-            try await store.user(id: userID) != nil
-        else { throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again") }
+        guard let userID = await tokens.userID(from: String(header.dropFirst(7))) else {
+            throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
+        }
+        if knownUsers.contains(userID) { return userID }
+        guard try await store.user(id: userID) != nil else {
+            throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
+        }
+        knownUsers.insert(userID)
         return userID
     }
 
@@ -155,5 +169,20 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
         )
+    }
+}
+
+/// A bounded set of user ids known to exist.
+private final class KnownUsers: Sendable {
+    private let ids = Mutex(Set<String>())
+
+    func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
+
+    func insert(_ id: String) {
+        ids.withLock { ids in
+            // Bounded so a flood of valid tokens for many users cannot grow memory without end.
+            if ids.count >= 100_000 { ids.removeAll(keepingCapacity: true) }
+            ids.insert(id)
+        }
     }
 }

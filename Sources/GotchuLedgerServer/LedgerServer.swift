@@ -86,36 +86,54 @@ final class Migration: Sendable {
 }
 
 extension LedgerServer {
-    /// Runs a server over `store` on a free loopback port while `body` runs, then shuts it down gracefully: how the
-    /// demo, the simulator and the benchmarks get a real HTTP ledger in their own process.
-    /// - Parameter body: receives the server's base URL, such as `http://127.0.0.1:40123`.
-    public static func withRunning<Store: LedgerStore, Result: Sendable>(
-        store: Store,
+    /// One server of ``withRunning(_:tokens:developmentMode:logger:_:)``: a store and what it needs running.
+    public struct Replica: Sendable {
+        /// The server's store.
+        public var store: any LedgerStore
+        /// Services the store needs (a PostgreSQL connection pool).
+        public var services: [any Service]
+
+        /// Creates a replica.
+        public init(store: any LedgerStore, services: [any Service] = []) {
+            self.store = store
+            self.services = services
+        }
+    }
+
+    /// Runs one server per replica on free loopback ports while `body` runs, then shuts them down gracefully: how
+    /// the demo, the simulator, the benchmarks and the tests get real HTTP ledgers in their own process.
+    /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
+    ///   started listening.
+    public static func withRunning<Result: Sendable>(
+        _ replicas: [Replica],
         tokens: TokenAuthority,
         developmentMode: Bool = true,
-        services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
-        _ body: @Sendable (URL) async throws -> Result
+        _ body: @Sendable ([URL]) async throws -> Result
     ) async throws -> Result {
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let application = application(
-            store: store,
-            tokens: tokens,
-            port: 0,
-            developmentMode: developmentMode,
-            services: services,
-            logger: logger
-        ) { portContinuation.yield($0) }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+        let applications: [any Service] = replicas.map { replica in
+            application(
+                store: replica.store,
+                tokens: tokens,
+                port: 0,
+                developmentMode: developmentMode,
+                services: replica.services,
+                logger: logger
+            ) { portContinuation.yield($0) }
+        }
+        let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next(), let url = URL(string: "http://127.0.0.1:\(port)") else {
-                throw CancellationError()
+            var urls: [URL] = []
+            for await port in ports {
+                urls.append(URL(string: "http://127.0.0.1:\(port)")!)
+                if urls.count == replicas.count { break }
             }
             let result: Result
             do {
-                result = try await body(url)
+                guard urls.count == replicas.count else { throw CancellationError() }
+                result = try await body(urls)
             } catch {
                 await group.triggerGracefulShutdown()
                 try? await tasks.waitForAll()
@@ -125,5 +143,23 @@ extension LedgerServer {
             try await tasks.waitForAll()
             return result
         }
+    }
+
+    /// Runs one server over `store` on a free loopback port while `body` runs; see
+    /// ``withRunning(_:tokens:developmentMode:logger:_:)``.
+    public static func withRunning<Result: Sendable>(
+        store: some LedgerStore,
+        tokens: TokenAuthority,
+        developmentMode: Bool = true,
+        services: [any Service] = [],
+        logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
+        _ body: @Sendable (URL) async throws -> Result
+    ) async throws -> Result {
+        try await withRunning(
+            [Replica(store: store, services: services)],
+            tokens: tokens,
+            developmentMode: developmentMode,
+            logger: logger
+        ) { urls in try await body(urls[0]) }
     }
 }

@@ -112,25 +112,15 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         tokens: TokenAuthority
     ) async throws {
         let users = try await users(stores[0], pairs: pairs, payments: payments)
-        let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let applications = stores.map { store in
-            LedgerServer.application(store: store, tokens: tokens, port: 0, logger: logger) {
-                portContinuation.yield($0)
-            }
-        }
-        let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = pairs * 2
         let session = URLSession(configuration: configuration)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var urls: [URL] = []
-            for await port in ports {
-                urls.append(URL(string: "http://127.0.0.1:\(port)")!)
-                if urls.count == stores.count { break }
-            }
-            let servers = urls
+        // The stores' pools are run by the caller, so the servers get none of their own.
+        try await LedgerServer.withRunning(
+            stores.map { LedgerServer.Replica(store: $0) },
+            tokens: tokens,
+            developmentMode: false
+        ) { servers in
             try await withThrowingTaskGroup(of: Void.self) { payers in
                 for (index, (payer, payee)) in users.enumerated() {
                     let url = servers[index % servers.count]
@@ -155,8 +145,6 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 }
                 try await payers.waitForAll()
             }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 }

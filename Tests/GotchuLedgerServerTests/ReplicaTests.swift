@@ -21,35 +21,11 @@ struct TestReplicas: Sendable {
             let stores = (0..<count).map { _ in
                 PostgresLedgerStore(url: url, maximumConnections: 8, logger: logger)
             }
-            let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-            let applications = stores.map { store in
-                LedgerServer.application(
-                    store: store,
-                    tokens: tokens,
-                    port: 0,
-                    developmentMode: true,
-                    services: [store.client],
-                    logger: logger
-                ) { port in portContinuation.yield(port) }
-            }
-            let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
-            return try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                var urls: [URL] = []
-                for await port in ports {
-                    urls.append(URL(string: "http://127.0.0.1:\(port)")!)
-                    if urls.count == count { break }
-                }
-                do {
-                    let result = try await body(TestReplicas(urls: urls, store: stores[0], tokens: tokens))
-                    await group.triggerGracefulShutdown()
-                    try await tasks.waitForAll()
-                    return result
-                } catch {
-                    await group.triggerGracefulShutdown()
-                    try? await tasks.waitForAll()
-                    throw error
-                }
+            return try await LedgerServer.withRunning(
+                stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },
+                tokens: tokens
+            ) { urls in
+                try await body(TestReplicas(urls: urls, store: stores[0], tokens: tokens))
             }
         }
     }

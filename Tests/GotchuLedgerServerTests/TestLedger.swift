@@ -72,38 +72,13 @@ struct TestLedger: Sendable {
         let clock = ManualClock()
         return try await withStore(kind, policy: policy, clock: clock) { store, database, services in
             let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
-            let logger = Logger(label: "test-ledger") { _ in SwiftLogNoOpLogHandler() }
-            let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-            let application = LedgerServer.application(
+            return try await LedgerServer.withRunning(
                 store: store,
                 tokens: tokens,
-                port: 0,
                 developmentMode: developmentMode,
-                services: services,
-                logger: logger
-            ) { port in portContinuation.yield(port) }
-            let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
-            return try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                var iterator = ports.makeAsyncIterator()
-                guard let port = await iterator.next() else { throw CancellationError() }
-                let ledger = TestLedger(
-                    url: URL(string: "http://127.0.0.1:\(port)")!,
-                    store: store,
-                    clock: clock,
-                    database: database,
-                    tokens: tokens
-                )
-                do {
-                    let result = try await body(ledger)
-                    await group.triggerGracefulShutdown()
-                    try await tasks.waitForAll()
-                    return result
-                } catch {
-                    await group.triggerGracefulShutdown()
-                    try? await tasks.waitForAll()
-                    throw error
-                }
+                services: services
+            ) { url in
+                try await body(TestLedger(url: url, store: store, clock: clock, database: database, tokens: tokens))
             }
         }
     }
