@@ -15,7 +15,11 @@ struct ServerCommandTests {
             "XDG_CONFIG_HOME": directory.url.appendingPathComponent("config").path,
         ]
         let gotchu = try BuiltProducts.gotchu
-        let server = try RunningCommand(gotchu, ["server", "--dev", "--port", "0"], environment: environment)
+        let server = try RunningCommand(
+            gotchu,
+            ["server", "--dev", "--port", "0", "--log-level", "trace"],
+            environment: environment
+        )
         let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
         let url = String(line.dropFirst("listening on ".count))
         #expect(try await LedgerClient(baseURL: URL(string: url)!).health().status == "ok")
@@ -42,7 +46,21 @@ struct ServerCommandTests {
             #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(file)")
         }
         #expect(try await server.stop(signal: SIGTERM) == 0)
-        #expect(!server.standardError.contains("Bearer"))
+        // Even at trace level, neither the token nor the signing secret reaches the log.
+        let cached = try #require(files.first { $0.hasSuffix(".json") })
+        let token = try JSONDecoder().decode(
+            [String: String].self,
+            from: Data(contentsOf: directory.url.appendingPathComponent(cached))
+        )["token"]
+        let secret = try String(
+            contentsOf: directory.url.appendingPathComponent(try #require(files.first { $0.hasSuffix("jwt-secret") })),
+            encoding: .utf8
+        )
+        let log = server.standardError
+        #expect(log.contains("route=/wallet/me"))
+        #expect(!log.contains(try #require(token)))
+        #expect(!log.contains(secret))
+        #expect(!log.contains("Bearer"))
     }
 
     @Test("Refuses to start without a JWT secret outside development mode, saying how to fix it")
