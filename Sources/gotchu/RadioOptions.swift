@@ -68,7 +68,13 @@ struct RadioOptions: ParsableArguments {
                 seed: UInt64.random(in: .min ... .max)
             )
         case .bluez:
-            return try await BlueZRadio.connect(to: bluez.dbusBus, configuration: .init(adapter: bluez.adapter))
+            do {
+                return try await BlueZRadio.connect(to: bluez.dbusBus, configuration: .init(adapter: bluez.adapter))
+            } catch {
+                throw CLIError(
+                    "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"
+                )
+            }
         }
     }
 
