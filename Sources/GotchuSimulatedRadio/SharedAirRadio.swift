@@ -151,8 +151,11 @@ struct AdvertiserRecord: Codable, Hashable {
         for name in names where name.hasSuffix(".json") {
             let file = directory.appendingPathComponent(name)
             guard
-                let modified = try? FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date,
-                modified >= oldest,
+                let modified = try? FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date
+            else { continue }
+            // Left behind by a process that was killed: clear it away once it is clearly dead.
+            if modified < oldest.addingTimeInterval(-60) { try? FileManager.default.removeItem(at: file) }
+            guard modified >= oldest,
                 let data = try? Data(contentsOf: file),
                 let record = try? JSONDecoder().decode(AdvertiserRecord.self, from: data)
             else { continue }
