@@ -33,6 +33,8 @@ extension FuzzSeeds {
         #"{"sid":"3f1c9a2e-1b7d-4c55-9a0e-2d8f6b4c1a77"}"#, #"{"amount_cents":"1250"}"#, #"{"amount_cents":12.5}"#,
         #"{"amount_cents":null}"#, #"{"amount_cents":1250,"amount_cents":"x"}"#, #"{"eid":null,"sid":7}"#, "{}", "[]",
         "", #"{"amount_cents":9223372036854775808}"#, #"{"amount_cents":1e2}"#, #"{"amount_cents":-0}"#,
+        // Regression: integer decoding went through Double and rounded these to 1 and 9007199254740992.
+        #"{"amount_cents":1.0000000000000000001}"#, #"{"amount_cents":9007199254740993.0}"#,
     ]
 
     static let responseBodies = [
