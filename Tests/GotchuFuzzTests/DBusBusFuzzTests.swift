@@ -131,7 +131,9 @@ struct DBusBusFuzzTests {
                 // Every later call would fail the same way.
                 if !connected { throw TestingError("connection lost") }
             }
-            #expect(report.iterations > 0 && echoed > 0, "\(report): \(echoed) echoed, \(refused) refused")
+            #expect(report.iterations > 0)
+            // A replay of one case may be a refused one; a whole run must echo something.
+            if report.iterations >= 50 { #expect(echoed > 0, "\(report): \(echoed) echoed, \(refused) refused") }
             await client.close()
             await server.close()
         }

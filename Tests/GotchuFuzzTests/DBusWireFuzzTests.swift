@@ -63,7 +63,9 @@ struct DBusWireFuzzTests {
             #expect(read == body, "\(input.replay)")
             marshalled += 1
         }
-        #expect(report.iterations > 0 && marshalled > 0)
+        #expect(report.iterations > 0)
+        // A replay of one case may be a refused one; a whole run must marshal something.
+        if report.iterations >= 100 { #expect(marshalled > 0, "\(report)") }
     }
 
     @Test("mutated wire bytes are refused by libdbus or read into values that write back unchanged")
@@ -95,8 +97,8 @@ struct DBusWireFuzzTests {
             #expect(reread.map { "\($0)" } == "\(values)", "\(input.replay)")
         }
         #expect(report.iterations > 0)
-        // Most mutations break the message; some must get through, or this test checks nothing.
-        #expect(read > 0, "no mutated message was readable in \(report)")
+        // Most mutations break the message; in a whole run some must get through, or this test checks nothing.
+        if report.iterations >= 1_000 { #expect(read > 0, "no mutated message was readable in \(report)") }
     }
 
     @Test("signature parsing agrees with libdbus on random and mutated signatures")
