@@ -131,6 +131,15 @@ let package = Package(
             dependencies: ["GotchuSimulatedRadio", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
+        // Seeded, bounded fuzzing of every parser that takes untrusted input.
+        .testTarget(
+            name: "GotchuFuzzTests",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuDBus", "GotchuBlueZ", "GotchuSimulatedRadio", "GotchuTesting",
+                "CGotchuDBus",
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GotchuPeerTests",
             dependencies: [

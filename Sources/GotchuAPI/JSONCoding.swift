@@ -58,7 +58,12 @@ extension KeyedDecodingContainer {
         guard contains(key), (try? decodeNil(forKey: key)) == false else {
             throw InvalidField(field: name, reason: "is required (an integer number of cents)", isAmount: true)
         }
-        if let value = try? decode(Int64.self, forKey: key) { return value }
+        if let value = try? decode(Int64.self, forKey: key) {
+            guard isExactly(value, forKey: key) else {
+                throw InvalidField(field: name, reason: "must be exactly a whole number of cents", isAmount: true)
+            }
+            return value
+        }
         if (try? decode(String.self, forKey: key)) != nil {
             throw InvalidField(field: name, reason: "must be a JSON integer, not a string", isAmount: true)
         }
@@ -78,7 +83,16 @@ extension KeyedDecodingContainer {
     /// Decodes an amount in cents leniently, as a client should: a JSON integer, or a string of digits (servers
     /// backed by PostgreSQL often send `bigint` columns as strings).
     func decodeLenientCents(forKey key: Key) throws -> Int64 {
-        if let value = try? decode(Int64.self, forKey: key) { return value }
+        if let value = try? decode(Int64.self, forKey: key) {
+            guard isExactly(value, forKey: key) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key,
+                    in: self,
+                    debugDescription: "not exactly a whole number of cents"
+                )
+            }
+            return value
+        }
         let text = try decode(String.self, forKey: key)
         guard let value = Int64(text) else {
             throw DecodingError.dataCorruptedError(
@@ -88,6 +102,14 @@ extension KeyedDecodingContainer {
             )
         }
         return value
+    }
+
+    /// Whether the number under `key` is exactly `value`. Integer decoding of a number written with a fraction or an
+    /// exponent goes through `Double`, which rounds: `1.0000000000000000001` would be 1 and `9007199254740993.0`
+    /// would be 9007199254740992. `Decimal` reads the digits as written.
+    private func isExactly(_ value: Int64, forKey key: Key) -> Bool {
+        guard let written = try? decode(Decimal.self, forKey: key) else { return false }
+        return written == Decimal(value)
     }
 
     /// Decodes a required string field, refusing other JSON types with a clear message.

@@ -16,9 +16,10 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible, Codabl
         let lower = text.lowercased()
         let hex = lower.utf8.filter { $0 != UInt8(ascii: "-") }
         guard hex.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return nil }
+        // Short forms are hex digits only: a dash there is not a digit.
         switch lower.utf8.count {
-        case 4: self.uuidString = "0000" + lower + Self.baseSuffix
-        case 8: self.uuidString = lower + Self.baseSuffix
+        case 4 where hex.count == 4: self.uuidString = "0000" + lower + Self.baseSuffix
+        case 8 where hex.count == 8: self.uuidString = lower + Self.baseSuffix
         case 36:
             let dashes = lower.utf8.enumerated().filter { $0.element == UInt8(ascii: "-") }.map(\.offset)
             guard dashes == [8, 13, 18, 23] else { return nil }

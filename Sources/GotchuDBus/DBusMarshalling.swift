@@ -17,6 +17,10 @@ enum DBusMarshalling {
     /// Appends `values` as the body of `message`.
     static func append(_ values: [DBusValue], to message: OpaquePointer) throws(DBusError) {
         for value in values { try value.validate() }
+        let signature = values.map(\.type.signature).joined()
+        guard signature.utf8.count <= DBusSignature.maximumLength else {
+            throw DBusError(.invalidSignature, "the body's signature is longer than \(DBusSignature.maximumLength)")
+        }
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(message, &iter)
         for value in values { try append(value, to: &iter) }

@@ -192,6 +192,11 @@ extension DBusValue {
         switch self {
         case .string(let text):
             guard !text.utf8.contains(0) else { throw DBusError(.invalidArgs, "string contains NUL") }
+        case .signature(let signature):
+            // `DBusSignature(_:)` builds from types without validating; libdbus aborts on an invalid signature.
+            guard DBusSignature(rawValue: signature.rawValue) != nil else {
+                throw DBusError(.invalidSignature, "'\(signature.rawValue)' is not a valid D-Bus signature")
+            }
         case .variant(let variant):
             guard DBusSignature(rawValue: variant.value.type.signature) != nil else {
                 throw DBusError(.invalidSignature, "\(variant.value.type) is not a valid D-Bus signature")
@@ -213,8 +218,9 @@ extension DBusValue {
                 guard entry.key.type == dictionary.keyType, entry.value.type == dictionary.valueType else {
                     throw DBusError(.invalidArgs, "dictionary entry does not match \(self.type)")
                 }
-                try entry.key.validate(depth: depth + 1)
-                try entry.value.validate(depth: depth + 1)
+                // On the wire a dictionary is two containers deep: the array and its entries.
+                try entry.key.validate(depth: depth + 2)
+                try entry.value.validate(depth: depth + 2)
             }
         case .structure(let fields):
             guard !fields.isEmpty else { throw DBusError(.invalidArgs, "empty structure") }

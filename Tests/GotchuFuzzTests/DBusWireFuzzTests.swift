@@ -1,0 +1,130 @@
+import CGotchuDBus
+import GotchuTesting
+import Testing
+
+@testable import GotchuDBus
+
+/// The D-Bus value layer against libdbus's own wire format, without a bus: what we write, libdbus reads back; what
+/// libdbus accepts from the wire (however mangled), we turn into values or a ``GotchuDBus/DBusError``, and the values
+/// we read we can write again.
+@Suite("Fuzzing: D-Bus wire format")
+struct DBusWireFuzzTests {
+    /// `body` as a signal message, or the error that refused it.
+    static func message(_ body: [DBusValue]) throws(GotchuDBus.DBusError) -> OpaquePointer {
+        let message = try DBusMessage(
+            kind: .signal,
+            path: DBusObjectPath(rawValue: "/io/gotchu/fuzz")!,
+            interface: "io.gotchu.Fuzz",
+            member: "Values",
+            body: body
+        ).makeCMessage()
+        dbus_message_set_serial(message, 1)
+        return message
+    }
+
+    /// The marshalled bytes of `message`.
+    static func wire(_ message: OpaquePointer) -> [UInt8]? {
+        var data: UnsafeMutablePointer<CChar>? = nil
+        var length: Int32 = 0
+        guard dbus_message_marshal(message, &data, &length) != 0, let data else { return nil }
+        defer { dbus_free(data) }
+        return UnsafeRawBufferPointer(start: data, count: Int(length)).map { $0 }
+    }
+
+    /// libdbus's reading of `bytes`: `nil` when it refuses them as invalid.
+    static func demarshal(_ bytes: [UInt8]) -> OpaquePointer? {
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                dbus_message_demarshal(chars.baseAddress, Int32(chars.count), nil)
+            }
+        }
+    }
+
+    /// Random arguments: up to three values of random types.
+    static func arguments(_ input: inout FuzzInput) -> [DBusValue] {
+        (0..<input.int(in: 0...3)).map { _ in DBusFuzzing.anyValue(&input, depth: 4) }
+    }
+
+    @Test("random values survive marshalling to bytes and back, exactly")
+    func roundTrip() throws {
+        var marshalled = 0
+        let report = try Fuzz.run(iterations: 5_000, budget: .seconds(5)) { input in
+            let body = Self.arguments(&input)
+            guard let message = try? Self.message(body) else {
+                // Only values D-Bus cannot carry may be refused, and those are limits the generator rarely reaches.
+                #expect(body.map(\.type.signature).joined().utf8.count > DBusSignature.maximumLength, "\(input.replay)")
+                return
+            }
+            defer { dbus_message_unref(message) }
+            let bytes = try #require(Self.wire(message), "\(input.replay)")
+            let parsed = try #require(Self.demarshal(bytes), "libdbus refused its own bytes \(input.replay)")
+            defer { dbus_message_unref(parsed) }
+            let read = try? DBusMessage(cMessage: parsed).body
+            #expect(read == body, "\(input.replay)")
+            marshalled += 1
+        }
+        #expect(report.iterations > 0)
+        // A replay of one case may be a refused one; a whole run must marshal something.
+        if report.iterations >= 100 { #expect(marshalled > 0, "\(report)") }
+    }
+
+    @Test("mutated wire bytes are refused by libdbus or read into values that write back unchanged")
+    func mutatedBytes() throws {
+        var read = 0
+        let report = try Fuzz.run(iterations: 20_000, budget: .seconds(5)) { input in
+            guard let message = try? Self.message(Self.arguments(&input)) else { return }
+            let bytes = Self.wire(message)
+            dbus_message_unref(message)
+            guard let bytes else { return }
+            let mutated = input.mutate(bytes)
+            guard let parsed = Self.demarshal(mutated) else { return }
+            defer { dbus_message_unref(parsed) }
+            let values: [DBusValue]
+            do {
+                values = try DBusMessage(cMessage: parsed).body
+            } catch {
+                return
+            }
+            read += 1
+            // What libdbus accepted and we read, we must be able to send on: write it and read it again.
+            let again = try #require(try? Self.message(values), "read \(values) but cannot write it \(input.replay)")
+            defer { dbus_message_unref(again) }
+            let rebytes = try #require(Self.wire(again), "\(input.replay)")
+            let reparsed = try #require(Self.demarshal(rebytes), "\(input.replay)")
+            defer { dbus_message_unref(reparsed) }
+            // Compared as text: a NaN read from the wire is not equal to itself, but prints the same.
+            let reread = try? DBusMessage(cMessage: reparsed).body
+            #expect(reread.map { "\($0)" } == "\(values)", "\(input.replay)")
+        }
+        #expect(report.iterations > 0)
+        // Most mutations break the message; in a whole run some must get through, or this test checks nothing.
+        if report.iterations >= 1_000 { #expect(read > 0, "no mutated message was readable in \(report)") }
+    }
+
+    @Test("signature parsing agrees with libdbus on random and mutated signatures")
+    func signatures() {
+        let alphabet = [
+            "y", "b", "n", "q", "i", "u", "x", "t", "d", "s", "o", "g", "v", "a", "a", "{", "}", "(", ")", "h", "z",
+        ]
+        let report = Fuzz.run(iterations: 50_000, budget: .seconds(4)) { input in
+            let text: String
+            switch input.int(in: 0...2) {
+            case 0: text = input.string(maxLength: 12, alphabet: alphabet)
+            case 1: text = DBusFuzzing.type(&input, depth: 6).signature
+            default:
+                let seed = Array(input.pick(DBusFuzzing.signatures + ["a{sv}a{sa{sv}}", "(yyay)"]).utf8)
+                text = String(decoding: input.mutate(seed, tokens: alphabet.map { Array($0.utf8) }), as: UTF8.self)
+            }
+            guard !text.utf8.contains(0) else { return }
+            // Unix file descriptors (`h`) are valid D-Bus but deliberately not modelled.
+            if text.contains("h") {
+                #expect(DBusSignature(rawValue: text) == nil, "\(text.debugDescription) \(input.replay)")
+                return
+            }
+            let ours = DBusSignature(rawValue: text) != nil
+            let theirs = dbus_signature_validate(text, nil) != 0
+            #expect(ours == theirs, "\(text.debugDescription): ours \(ours), libdbus \(theirs) \(input.replay)")
+        }
+        #expect(report.iterations > 0)
+    }
+}
