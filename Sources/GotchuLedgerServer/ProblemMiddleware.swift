@@ -17,6 +17,12 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         let response: Response
         do {
             response = try await next(request, context)
+        } catch let exceeded as RateLimiter.Exceeded {
+            var refused = Self.problemResponse(
+                for: Problem(.rateLimited, detail: "too many requests; retry in \(exceeded.retryAfter) s")
+            )
+            refused.headers[.retryAfter] = String(exceeded.retryAfter)
+            response = refused
         } catch {
             response = Self.problemResponse(for: Self.problem(for: error, logger: context.logger))
         }
