@@ -26,6 +26,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     static var recentEntryCount: Int { 20 }
 
     func register(on router: Router<LedgerRequestContext>) {
+        router.add(middleware: MethodNotAllowedMiddleware(paths: servedPaths))
         router.get("/healthz") { _, _ in
             try await store.ping()
             return try json(HealthResponse(status: "ok"))
@@ -107,6 +108,17 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 )
             }
         }
+    }
+
+    /// The path (template) and method of every route, for 405 answers to the other methods.
+    var servedPaths: [(String, HTTPRequest.Method)] {
+        var paths: [(String, HTTPRequest.Method)] = [
+            ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
+            ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/cancel", .post),
+            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+        ]
+        if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
+        return paths
     }
 
     /// The user id of a valid bearer token, whose user still exists.

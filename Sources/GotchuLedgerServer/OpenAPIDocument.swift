@@ -39,12 +39,14 @@ enum OpenAPIDocument {
               maximum: 100000000000
             EID:
               type: string
+              minLength: 10
+              maxLength: 10
               pattern: "^[0-9a-f]{10}$"
             DevLoginRequest:
               type: object
               required: [email]
               properties:
-                email: { type: string, maxLength: 254 }
+                email: { type: string, maxLength: 254, pattern: "^[^@\\s]+@[^@\\s]*\\.[^@\\s]*$" }
             LoginResponse:
               type: object
               required: [token, user_id]
@@ -563,7 +565,7 @@ enum OpenAPIDocument {
                 - name: Idempotency-Key
                   in: header
                   required: true
-                  schema: { type: string, minLength: 1, maxLength: 255 }
+                  schema: { type: string, minLength: 1, maxLength: 255, pattern: "^[!-~]+$" }
               requestBody:
                 required: true
                 content:

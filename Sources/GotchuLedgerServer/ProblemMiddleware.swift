@@ -23,6 +23,12 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             )
             refused.headers[.retryAfter] = String(exceeded.retryAfter)
             response = refused
+        } catch let refused as MethodNotAllowed {
+            var problem = Self.problemResponse(
+                for: Problem(.methodNotAllowed, detail: "this path serves \(refused.allowed.rawValue) only")
+            )
+            problem.headers[.allow] = refused.allowed.rawValue
+            response = problem
         } catch {
             response = Self.problemResponse(for: Self.problem(for: error, logger: context.logger))
         }

@@ -157,6 +157,28 @@ struct ContractTests {
         }
     }
 
+    @Test("A method a documented path does not serve gets 405 method-not-allowed with Allow, not 404")
+    func otherMethods() async throws {
+        try await TestLedger.with { ledger in
+            let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
+            let contract = try Contract(yaml: yaml)
+            for operation in contract.responses.keys {
+                let path = operation.path.replacingOccurrences(of: "{sid}", with: "some-sid")
+                let other = operation.method == "GET" ? "DELETE" : "GET"
+                for method in [other, "TRACE", "PUT"] {
+                    let response = try await ledger.raw(method, path)
+                    #expect(response.status == 405, "\(method) \(path)")
+                    #expect(response.headers["allow"] == operation.method, "\(method) \(path)")
+                    #expect(TestLedger.problemKind(response.body) == .methodNotAllowed, "\(method) \(path)")
+                }
+            }
+            // The paths still serve their own method, and unknown paths stay 404.
+            #expect(try await ledger.raw("GET", "/healthz").status == 200)
+            #expect(try await ledger.raw("GET", "/sessions/create").status == 405)
+            #expect(try await ledger.raw("GET", "/no/such/path").status == 404)
+        }
+    }
+
     @Test(
         "Every problem kind the API can send is listed in the document's Problem schema",
         arguments: StoreKind.available
