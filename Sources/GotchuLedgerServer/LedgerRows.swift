@@ -22,7 +22,8 @@ extension LedgerUser {
         let parts = scalars.split(separator: "@", omittingEmptySubsequences: false)
         guard
             scalars.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
-            !scalars.contains(where: { $0.properties.isWhitespace })
+            // White space as Unicode has it, plus the byte-order mark, which JSON Schema's \s counts too.
+            !scalars.contains(where: { $0.properties.isWhitespace || $0 == "\u{FEFF}" })
         else {
             throw Problem(.badRequest, detail: "email must look like name@example.com")
         }

@@ -46,7 +46,7 @@ enum OpenAPIDocument {
               type: object
               required: [email]
               properties:
-                email: { type: string, maxLength: 254, pattern: "^[^@\\s]+@[^@\\s]*\\.[^@\\s]*$" }
+                email: { type: string, maxLength: 254, pattern: "^[^@\\s\\x85]+@[^@\\s\\x85]*\\.[^@\\s\\x85]*$" }
             LoginResponse:
               type: object
               required: [token, user_id]
