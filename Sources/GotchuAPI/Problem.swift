@@ -47,6 +47,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case sessionExpired = "session-expired"
     case sessionCancelled = "session-cancelled"
     case sessionLocked = "session-locked"
+    case lockLimitReached = "lock-limit-reached"
     case sessionAlreadyPaid = "session-already-paid"
     case lockRequired = "lock-required"
     case insufficientFunds = "insufficient-funds"
@@ -55,6 +56,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case idempotencyInFlight = "idempotency-in-flight"
     case methodNotAllowed = "method-not-allowed"
     case bodyTooLarge = "body-too-large"
+    case rateLimited = "rate-limited"
     case internalError = "internal-error"
     case unavailable
 
@@ -78,9 +80,10 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .forbidden, .ownSession: return 403
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
-        case .sessionLocked, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
+        case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
         case .sessionExpired, .sessionCancelled: return 410
         case .bodyTooLarge: return 413
+        case .rateLimited: return 429
         case .insufficientFunds, .idempotencyKeyReused: return 422
         case .internalError: return 500
         case .unavailable: return 503
@@ -100,6 +103,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .sessionExpired: return "Session expired"
         case .sessionCancelled: return "Session cancelled"
         case .sessionLocked: return "Session locked by another payer"
+        case .lockLimitReached: return "Too many sessions locked at once"
         case .sessionAlreadyPaid: return "Session already paid"
         case .lockRequired: return "Lock the session before paying"
         case .insufficientFunds: return "Insufficient funds"
@@ -108,6 +112,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
         case .methodNotAllowed: return "Method not allowed"
         case .bodyTooLarge: return "Request body too large"
+        case .rateLimited: return "Too many requests"
         case .internalError: return "Internal server error"
         case .unavailable: return "Service unavailable"
         }

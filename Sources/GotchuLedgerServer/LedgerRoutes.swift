@@ -11,19 +11,22 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let store: Store
     let tokens: TokenAuthority
     let developmentMode: Bool
+    let limiters: AbuseLimiters
     /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
     private let knownUsers = KnownUsers()
 
-    init(store: Store, tokens: TokenAuthority, developmentMode: Bool) {
+    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits) {
         self.store = store
         self.tokens = tokens
         self.developmentMode = developmentMode
+        self.limiters = AbuseLimiters(limits)
     }
 
     /// How many entries `GET /wallet/me` lists.
     static var recentEntryCount: Int { 20 }
 
     func register(on router: Router<LedgerRequestContext>) {
+        router.add(middleware: MethodNotAllowedMiddleware(paths: servedPaths))
         router.get("/healthz") { _, _ in
             try await store.ping()
             return try json(HealthResponse(status: "ok"))
@@ -48,6 +51,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             return try json(try await store.createSession(payeeID: user, amountCents: body.amountCents))
         }
         router.post("/sessions/resolve") { request, context in
+            try limiters.resolvePerAddress?.take(clientAddress(request, context))
             let body = try await decode(ResolveRequest.self, request, context)
             guard let eid = EID(rawValue: body.eid) else {
                 throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
@@ -55,7 +59,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             return try json(try await store.resolve(eid: eid))
         }
         router.post("/sessions/lock") { request, context in
+            try limiters.lockPerAddress?.take(clientAddress(request, context))
             let user = try await authenticate(request)
+            try limiters.lockPerUser?.take(user)
             let body = try await decode(SessionRequest.self, request, context)
             try await store.lock(sid: body.sid, payerID: user)
             return try json(OKResponse())
@@ -104,6 +110,17 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
     }
 
+    /// The path (template) and method of every route, for 405 answers to the other methods.
+    var servedPaths: [(String, HTTPRequest.Method)] {
+        var paths: [(String, HTTPRequest.Method)] = [
+            ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
+            ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/cancel", .post),
+            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+        ]
+        if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
+        return paths
+    }
+
     /// The user id of a valid bearer token, whose user still exists.
     private func authenticate(_ request: Request) async throws -> String {
         guard let header = request.headers[.authorization] else {
@@ -121,6 +138,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
         knownUsers.insert(userID)
         return userID
+    }
+
+    /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
+    /// `X-Forwarded-For` entry, which the proxy in front appended (earlier entries are the client's to invent).
+    private func clientAddress(_ request: Request, _ context: LedgerRequestContext) -> String {
+        if limiters.trustForwardedFor,
+            let forwarded = request.headers[values: HTTPField.Name("X-Forwarded-For")!].last?
+                .split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
+            !forwarded.isEmpty
+        {
+            return forwarded
+        }
+        return context.remoteAddress?.ipAddress ?? "unknown"
     }
 
     /// The `Idempotency-Key` header: 1 to 255 visible ASCII characters, optionally quoted as an sf-string.

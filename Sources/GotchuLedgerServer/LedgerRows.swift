@@ -17,10 +17,13 @@ extension LedgerUser {
     /// The e-mail address as stored (trimmed, lowercased) and the display name taken from it.
     static func normalize(email: String) throws(Problem) -> (email: String, displayName: String) {
         let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
-        let parts = normalized.split(separator: "@", omittingEmptySubsequences: false)
+        // Unicode scalars, not characters: "@" followed by a combining mark or an emoji modifier is one character.
+        let scalars = normalized.unicodeScalars
+        let parts = scalars.split(separator: "@", omittingEmptySubsequences: false)
         guard
-            normalized.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
-            !normalized.contains(where: { $0.isWhitespace })
+            scalars.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
+            // White space as Unicode has it, plus the byte-order mark, which JSON Schema's \s counts too.
+            !scalars.contains(where: { $0.properties.isWhitespace || $0 == "\u{FEFF}" })
         else {
             throw Problem(.badRequest, detail: "email must look like name@example.com")
         }

@@ -10,6 +10,7 @@ public enum LedgerServer {
     /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - limits: the rate limits of resolve and lock, kept in this process's memory.
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
     ///     stopped after it.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
@@ -19,13 +20,16 @@ public enum LedgerServer {
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        limits: LedgerLimits = LedgerLimits(),
         services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router(context: LedgerRequestContext.self)
         router.add(middleware: ProblemMiddleware())
-        LedgerRoutes(store: store, tokens: tokens, developmentMode: developmentMode).register(on: router)
+        LedgerRoutes(store: store, tokens: tokens, developmentMode: developmentMode, limits: limits).register(
+            on: router
+        )
         var application = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "gotchu-ledger"),
@@ -86,7 +90,7 @@ final class Migration: Sendable {
 }
 
 extension LedgerServer {
-    /// One server of ``withRunning(_:tokens:developmentMode:logger:_:)``: a store and what it needs running.
+    /// One server of ``withRunning(_:tokens:developmentMode:limits:logger:_:)``: a store and what it needs running.
     public struct Replica: Sendable {
         /// The server's store.
         public var store: any LedgerStore
@@ -102,12 +106,14 @@ extension LedgerServer {
 
     /// Runs one server per replica on free loopback ports while `body` runs, then shuts them down gracefully: how
     /// the demo, the simulator, the benchmarks and the tests get real HTTP ledgers in their own process.
+    /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
     public static func withRunning<Result: Sendable>(
         _ replicas: [Replica],
         tokens: TokenAuthority,
         developmentMode: Bool = true,
+        limits: LedgerLimits = .unlimited,
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
     ) async throws -> Result {
@@ -118,6 +124,7 @@ extension LedgerServer {
                 tokens: tokens,
                 port: 0,
                 developmentMode: developmentMode,
+                limits: limits,
                 services: replica.services,
                 logger: logger
             ) { portContinuation.yield($0) }
@@ -146,11 +153,12 @@ extension LedgerServer {
     }
 
     /// Runs one server over `store` on a free loopback port while `body` runs; see
-    /// ``withRunning(_:tokens:developmentMode:logger:_:)``.
+    /// ``withRunning(_:tokens:developmentMode:limits:logger:_:)``.
     public static func withRunning<Result: Sendable>(
         store: some LedgerStore,
         tokens: TokenAuthority,
         developmentMode: Bool = true,
+        limits: LedgerLimits = .unlimited,
         services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable (URL) async throws -> Result
@@ -159,6 +167,7 @@ extension LedgerServer {
             [Replica(store: store, services: services)],
             tokens: tokens,
             developmentMode: developmentMode,
+            limits: limits,
             logger: logger
         ) { urls in try await body(urls[0]) }
     }

@@ -14,6 +14,9 @@ public struct LedgerPolicy: Sendable, Hashable {
     public var inFlightTimeout: Duration = .seconds(60)
     /// The largest amount a session or a funding may carry, in cents.
     public var maximumAmount: Cents = 100_000_000_000
+    /// How many sessions one payer may hold locked at once. A lock blocks every other payer of that session until it
+    /// lapses, so without a cap one account could squat on every session in a hall.
+    public var maximumLocksPerPayer: Int = 3
 
     /// The default policy.
     public init() {}

@@ -12,6 +12,9 @@ enum OpenAPIDocument {
             clients must tell problems apart by type, not by status (two kinds of 409 exist).
             Amounts are integer cents from 1 to the server's cap (default 100000000000).
             `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
+            `/sessions/resolve` (per client address) and `/sessions/lock` (per client address and per user) are rate
+            limited: a refused request gets 429 with a Retry-After header in seconds. Each server process counts on its
+            own, so behind a load balancer a client gets up to the limit once per replica.
         components:
           securitySchemes:
             bearer:
@@ -25,7 +28,7 @@ enum OpenAPIDocument {
               properties:
                 type:
                   type: string
-                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
+                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:lock-limit-reached", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:rate-limited", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
                 title: { type: string }
                 status: { type: integer }
                 detail: { type: string }
@@ -36,12 +39,14 @@ enum OpenAPIDocument {
               maximum: 100000000000
             EID:
               type: string
+              minLength: 10
+              maxLength: 10
               pattern: "^[0-9a-f]{10}$"
             DevLoginRequest:
               type: object
               required: [email]
               properties:
-                email: { type: string, maxLength: 254 }
+                email: { type: string, maxLength: 254, pattern: "^[^@\\s\\x85]+@[^@\\s\\x85]*\\.[^@\\s\\x85]*$" }
             LoginResponse:
               type: object
               required: [token, user_id]
@@ -276,6 +281,22 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: { $ref: "#/components/schemas/CreateSessionResponse" }
+                  links:
+                    ResolveIt:
+                      operationId: resolveSession
+                      requestBody: { eid: "$response.body#/eid" }
+                    LockIt:
+                      operationId: lockSession
+                      requestBody: { sid: "$response.body#/sid" }
+                    PayIt:
+                      operationId: send
+                      requestBody: { sid: "$response.body#/sid" }
+                    CancelIt:
+                      operationId: cancelSession
+                      requestBody: { sid: "$response.body#/sid" }
+                    ItsStatus:
+                      operationId: sessionStatus
+                      parameters: { sid: "$response.body#/sid" }
                 "401":
                   description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
                   content:
@@ -331,6 +352,15 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "Too many requests from this client; retry after Retry-After seconds (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "400":
                   description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
                   content:
@@ -354,7 +384,8 @@ enum OpenAPIDocument {
           /sessions/lock:
             post:
               operationId: lockSession
-              summary: Locks the session for the caller; the first lock wins and lapses after 30 s unless paid.
+              summary: Locks the session for the caller; the first lock wins and lapses after 30 s unless paid. A payer holds
+                at most 3 live locks at once (the server's --max-locks-per-payer).
               security: [{ bearer: [] }]
               requestBody:
                 required: true
@@ -383,7 +414,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "409":
-                  description: "Locked by another payer, or already paid (problem types: session-locked, session-already-paid)"
+                  description: "Locked by another payer, already paid, or the caller already holds as many locks as a payer may (problem types: session-locked, session-already-paid, lock-limit-reached)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -394,6 +425,15 @@ enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/Problem" }
                 "422":
                   description: "The caller's balance is below the amount (problem types: insufficient-funds)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "Too many requests from this client; retry after Retry-After seconds (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -525,7 +565,7 @@ enum OpenAPIDocument {
                 - name: Idempotency-Key
                   in: header
                   required: true
-                  schema: { type: string, minLength: 1, maxLength: 255 }
+                  schema: { type: string, minLength: 1, maxLength: 255, pattern: "^[!-~]+$" }
               requestBody:
                 required: true
                 content:

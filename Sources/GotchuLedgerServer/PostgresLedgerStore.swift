@@ -249,9 +249,24 @@ public final class PostgresLedgerStore: LedgerStore {
 
     public func lock(sid: String, payerID: String) async throws {
         let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
+        let maximumLocks = policy.maximumLocksPerPayer
         try await transaction { connection, now in
+            // Serializes one payer's locks, so two at once cannot both see room under the cap. Nothing else takes
+            // this lock, so it cannot deadlock with the row locks.
+            try await self.execute("SELECT pg_advisory_xact_lock(hashtext(\(payerID)))", connection)
             let session = try await self.session(sid, forUpdate: true, connection)
             try session.requireLockable(by: payerID, now: now)
+            let held =
+                try await self.value(
+                    """
+                    SELECT COUNT(*) FROM payment_sessions
+                    WHERE locked_by = \(payerID) AND status = 'LOCKED' AND lock_exp_at > \(now) AND exp_at > \(now)
+                    AND id <> \(sid)
+                    """,
+                    as: Int64.self,
+                    connection
+                ) ?? 0
+            try LockLimit.check(held: Int(held), maximum: maximumLocks)
             let wallet = try await self.wallet(of: payerID, connection)
             guard wallet.balance >= session.amount else {
                 throw Problem(

@@ -17,6 +17,18 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         let response: Response
         do {
             response = try await next(request, context)
+        } catch let exceeded as RateLimiter.Exceeded {
+            var refused = Self.problemResponse(
+                for: Problem(.rateLimited, detail: "too many requests; retry in \(exceeded.retryAfter) s")
+            )
+            refused.headers[.retryAfter] = String(exceeded.retryAfter)
+            response = refused
+        } catch let refused as MethodNotAllowed {
+            var problem = Self.problemResponse(
+                for: Problem(.methodNotAllowed, detail: "this path serves \(refused.allowed.rawValue) only")
+            )
+            problem.headers[.allow] = refused.allowed.rawValue
+            response = problem
         } catch {
             response = Self.problemResponse(for: Self.problem(for: error, logger: context.logger))
         }

@@ -179,9 +179,20 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     public func lock(sid: String, payerID: String) async throws {
         let lockLifetime = Self.milliseconds(policy.lockLifetime)
+        let maximumLocks = policy.maximumLocksPerPayer
         try await write { db, now in
             let session = try Self.session(sid, db)
             try session.requireLockable(by: payerID, now: now)
+            let held =
+                try Int.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) FROM payment_sessions
+                        WHERE locked_by = ? AND status = 'LOCKED' AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                        """,
+                    arguments: [payerID, now, now, sid]
+                ) ?? 0
+            try LockLimit.check(held: held, maximum: maximumLocks)
             let wallet = try Self.wallet(of: payerID, db)
             guard wallet.balance >= session.amount else {
                 throw Problem(

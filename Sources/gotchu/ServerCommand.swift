@@ -77,6 +77,45 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Largest amount of one session, in cents.", valueName: "cents"))
     var maxAmount: Int64 = 100_000_000_000
 
+    @Option(
+        help: ArgumentHelp(
+            "POST /sessions/resolve per client address: requests per second (0: no limit).",
+            valueName: "per-second"
+        )
+    )
+    var resolveRate: Double = 10
+
+    @Option(help: ArgumentHelp("POST /sessions/resolve per client address: burst.", valueName: "count"))
+    var resolveBurst = 20
+
+    @Option(
+        help: ArgumentHelp(
+            "POST /sessions/lock per client address: requests per second (0: no limit).",
+            valueName: "per-second"
+        )
+    )
+    var lockRate: Double = 10
+
+    @Option(help: ArgumentHelp("POST /sessions/lock per client address: burst.", valueName: "count"))
+    var lockBurst = 20
+
+    @Option(
+        help: ArgumentHelp("POST /sessions/lock per user: requests per second (0: no limit).", valueName: "per-second")
+    )
+    var userLockRate: Double = 2
+
+    @Option(help: ArgumentHelp("POST /sessions/lock per user: burst.", valueName: "count"))
+    var userLockBurst = 5
+
+    @Option(help: ArgumentHelp("How many sessions one payer may hold locked at once.", valueName: "count"))
+    var maxLocksPerPayer = 3
+
+    @Flag(
+        help:
+            "Count rate limits against the last X-Forwarded-For address, not the peer. Only behind a proxy that sets it."
+    )
+    var trustForwardedFor = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
@@ -94,6 +133,14 @@ struct ServerCommand: AsyncParsableCommand {
         }
         guard maxAmount > 0 else { throw ValidationError("--max-amount must be positive") }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
+        guard maxLocksPerPayer > 0 else { throw ValidationError("--max-locks-per-payer must be positive") }
+        for (name, rate, burst) in [
+            ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
+            ("user-lock", userLockRate, userLockBurst),
+        ] {
+            guard rate >= 0, rate.isFinite else { throw ValidationError("--\(name)-rate must be 0 or more") }
+            guard burst > 0 else { throw ValidationError("--\(name)-burst must be positive") }
+        }
     }
 
     func run() async throws {
@@ -108,6 +155,7 @@ struct ServerCommand: AsyncParsableCommand {
         policy.lockLifetime = .seconds(lockLifetime)
         policy.inFlightTimeout = .seconds(inFlightTimeout)
         policy.maximumAmount = maxAmount
+        policy.maximumLocksPerPayer = maxLocksPerPayer
         if let database, PostgresURL.isPostgresURL(database) {
             let url = try PostgresURL(database)
             let store = PostgresLedgerStore(
@@ -152,6 +200,7 @@ struct ServerCommand: AsyncParsableCommand {
             host: host,
             port: port,
             developmentMode: dev,
+            limits: limits,
             services: services,
             logger: logger
         ) { port in
@@ -159,6 +208,19 @@ struct ServerCommand: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
         }
         try await application.runService()
+    }
+
+    /// The rate limits the options ask for.
+    var limits: LedgerLimits {
+        func rate(_ perSecond: Double, _ burst: Int) -> RateLimit? {
+            perSecond > 0 ? RateLimit(perSecond: perSecond, burst: burst) : nil
+        }
+        var limits = LedgerLimits()
+        limits.resolvePerAddress = rate(resolveRate, resolveBurst)
+        limits.lockPerAddress = rate(lockRate, lockBurst)
+        limits.lockPerUser = rate(userLockRate, userLockBurst)
+        limits.trustForwardedFor = trustForwardedFor
+        return limits
     }
 
     /// The JWT secret: the flag, the environment, or (with --dev only) one generated and kept in `file`.

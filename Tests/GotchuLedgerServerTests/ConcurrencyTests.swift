@@ -38,7 +38,10 @@ struct ConcurrencyTests {
 
     @Test("200 concurrent transfers among 10 wallets: the invariants hold afterwards", arguments: StoreKind.available)
     func manyTransfers(store: StoreKind) async throws {
-        try await TestLedger.with(store: store) { ledger in
+        // Each payer holds about 20 locks at once here; the cap on locks held has its own test.
+        var policy = LedgerPolicy()
+        policy.maximumLocksPerPayer = 200
+        try await TestLedger.with(store: store, policy: policy) { ledger in
             var wallets: [LedgerClient] = []
             for index in 0..<10 { wallets.append(try await ledger.client("w\(index)@example.com", funded: 50_000)) }
             let clients = wallets

@@ -47,7 +47,14 @@ struct ContractTests {
         arguments: StoreKind.available
     )
     func contract(store: StoreKind) async throws {
-        try await TestLedger.with(store: store) { ledger in
+        // Small enough that the calls below run into each limit once; the test's clock stands still, so nothing
+        // refills: five resolves and five locks by the payer pass the rate limits, the sixth does not.
+        var policy = LedgerPolicy()
+        policy.maximumLocksPerPayer = 1
+        var limits = LedgerLimits.unlimited
+        limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 5)
+        limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 5)
+        try await TestLedger.with(store: store, policy: policy, limits: limits) { ledger in
             let yaml = try await ledger.raw("GET", "/openapi.yaml")
             #expect(yaml.status == 200)
             let contract = try Contract(yaml: String(decoding: yaml.body, as: UTF8.self))
@@ -55,6 +62,7 @@ struct ContractTests {
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
             let payee = try await ledger.client("payee@example.com")
             let session = try await payee.createSession(amountCents: 400)
+            let other = try await payee.createSession(amountCents: 400)
             let cancelled = try await payee.createSession(amountCents: 400)
             try await payee.cancel(sid: cancelled.sid)
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
@@ -82,6 +90,7 @@ struct ContractTests {
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"nope"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, payerAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
@@ -113,6 +122,8 @@ struct ContractTests {
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(cancelled.sid)"}"#,
                     payerAuth.merging(["Idempotency-Key": "c"]) { $1 }
                 ),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(other.eid)"}"#, [:]),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, payerAuth),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()
@@ -126,6 +137,9 @@ struct ContractTests {
                     documented[response.status],
                     "\(method) \(path) answered undocumented \(response.status)"
                 )
+                if response.status == 429 {
+                    #expect(Int(response.headers["retry-after"] ?? "").map { $0 >= 1 } == true)
+                }
                 if response.status >= 400 {
                     #expect(response.headers["content-type"] == Problem.mediaType)
                     let kind = try #require(
@@ -139,7 +153,29 @@ struct ContractTests {
                 }
             }
             #expect(exercised == Set(contract.responses.keys), "operations in the document but not exercised here")
-            #expect(seenStatuses.isSuperset(of: [200, 400, 401, 403, 404, 409, 410, 413]))
+            #expect(seenStatuses.isSuperset(of: [200, 400, 401, 403, 404, 409, 410, 413, 429]))
+        }
+    }
+
+    @Test("A method a documented path does not serve gets 405 method-not-allowed with Allow, not 404")
+    func otherMethods() async throws {
+        try await TestLedger.with { ledger in
+            let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
+            let contract = try Contract(yaml: yaml)
+            for operation in contract.responses.keys {
+                let path = operation.path.replacingOccurrences(of: "{sid}", with: "some-sid")
+                let other = operation.method == "GET" ? "DELETE" : "GET"
+                for method in [other, "TRACE", "PUT"] {
+                    let response = try await ledger.raw(method, path)
+                    #expect(response.status == 405, "\(method) \(path)")
+                    #expect(response.headers["allow"] == operation.method, "\(method) \(path)")
+                    #expect(TestLedger.problemKind(response.body) == .methodNotAllowed, "\(method) \(path)")
+                }
+            }
+            // The paths still serve their own method, and unknown paths stay 404.
+            #expect(try await ledger.raw("GET", "/healthz").status == 200)
+            #expect(try await ledger.raw("GET", "/sessions/create").status == 405)
+            #expect(try await ledger.raw("GET", "/no/such/path").status == 404)
         }
     }
 

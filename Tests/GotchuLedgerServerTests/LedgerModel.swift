@@ -107,6 +107,8 @@ struct LedgerModel {
         if session.payee == payer { return .refused(.ownSession) }
         if let kind = closed(session) { return .refused(kind) }
         if let holder = holder(session), holder != payer { return .refused(.sessionLocked) }
+        let held = sessions.values.count { $0.sid != sid && holder($0) == payer }
+        if held >= policy.maximumLocksPerPayer { return .refused(.lockLimitReached) }
         if balances[payer] < session.amount { return .refused(.insufficientFunds) }
         session.lock = (payer, min(now + lockLifetime, session.expiresAt))
         sessions[sid] = session

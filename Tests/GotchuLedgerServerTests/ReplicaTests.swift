@@ -14,12 +14,16 @@ struct TestReplicas: Sendable {
     let tokens: TokenAuthority
 
     /// Runs `body` against `count` started servers on a fresh database, judged by the database's clock.
-    static func with<T: Sendable>(count: Int, _ body: @Sendable (TestReplicas) async throws -> T) async throws -> T {
+    static func with<T: Sendable>(
+        count: Int,
+        policy: LedgerPolicy = LedgerPolicy(),
+        _ body: @Sendable (TestReplicas) async throws -> T
+    ) async throws -> T {
         try await TestPostgres.withDatabase { url in
             let logger = Logger(label: "test-replicas") { _ in SwiftLogNoOpLogHandler() }
             let tokens = try await TokenAuthority(secret: TestLedger.secret)
             let stores = (0..<count).map { _ in
-                PostgresLedgerStore(url: url, maximumConnections: 8, logger: logger)
+                PostgresLedgerStore(url: url, policy: policy, maximumConnections: 8, logger: logger)
             }
             return try await LedgerServer.withRunning(
                 stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },
@@ -85,7 +89,10 @@ struct ReplicaTests {
 
     @Test("2 replicas, payments crossing in both directions between the same wallets: no deadlock, no 5xx")
     func crossingPayments() async throws {
-        try await TestReplicas.with(count: 2) { replicas in
+        // Payers hold many locks at once here; the cap on locks held has its own test.
+        var policy = LedgerPolicy()
+        policy.maximumLocksPerPayer = 120
+        try await TestReplicas.with(count: 2, policy: policy) { replicas in
             var users: [LedgerClient] = []
             for index in 0..<6 {
                 users.append(try await replicas.client("u\(index)@example.com", replica: index, funded: 100_000))
@@ -113,6 +120,34 @@ struct ReplicaTests {
             let audit = try await replicas.store.audit()
             #expect(audit.isHealthy, "\(audit)")
             #expect(audit.entryCount == 6 * 2 + 120 * 2)
+        }
+    }
+
+    @Test("2 replicas, one payer locking 10 sessions at once through both: exactly the cap are held")
+    func lockCapAcrossReplicas() async throws {
+        try await TestReplicas.with(count: 2) { replicas in
+            let payee = try await replicas.client("payee@example.com", replica: 0)
+            let first = try await replicas.client("squatter@example.com", replica: 0, funded: 100_000)
+            var second = LedgerClient(baseURL: replicas.urls[1])
+            second.token = first.token
+            var sids: [String] = []
+            for _ in 0..<10 { sids.append(try await payee.createSession(amountCents: 100).sid) }
+            let through = [first, second]
+            let answers = await withTaskGroup(of: Answer.self) { group in
+                for (index, sid) in sids.enumerated() {
+                    group.addTask {
+                        do {
+                            try await through[index % 2].lock(sid: sid)
+                            return .paid
+                        } catch {
+                            return Self.refusal(error)
+                        }
+                    }
+                }
+                return await group.reduce(into: [Answer]()) { $0.append($1) }
+            }
+            #expect(answers.filter { $0 == .paid }.count == LedgerPolicy().maximumLocksPerPayer, "\(answers)")
+            #expect(answers.filter { $0 != .paid }.allSatisfy { $0 == .refused(409, .lockLimitReached) })
         }
     }
 

@@ -62,20 +62,27 @@ struct TestLedger: Sendable {
         }
     }
 
-    /// Runs `body` against a started server and stops it afterwards.
+    /// Runs `body` against a started server and stops it afterwards. The rate limits, if any, run on the test's clock.
     static func with<T: Sendable>(
         store kind: StoreKind = .sqlite,
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
+        limits: LedgerLimits = .unlimited,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
         let clock = ManualClock()
+        let limits = {
+            var limits = limits
+            limits.clock = { clock.now() }
+            return limits
+        }()
         return try await withStore(kind, policy: policy, clock: clock) { store, database, services in
             let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
             return try await LedgerServer.withRunning(
                 store: store,
                 tokens: tokens,
                 developmentMode: developmentMode,
+                limits: limits,
                 services: services
             ) { url in
                 try await body(TestLedger(url: url, store: store, clock: clock, database: database, tokens: tokens))

@@ -100,6 +100,18 @@ struct ValidationTests {
             #expect(health.status == 200)
         }
     }
+
+    @Test("An e-mail whose \"@\" is followed by a combining mark or emoji modifier is still split at the \"@\"")
+    func emailScalars() async throws {
+        try await TestLedger.with { ledger in
+            for email in ["a@\u{1F3FB}b.co", "a@\u{0301}b.co"] {
+                let response = try await ledger.raw("POST", "/auth/dev-login", body: #"{"email":"\#(email)"}"#)
+                #expect(response.status == 200, "\(email)")
+            }
+            let twoAts = try await ledger.raw("POST", "/auth/dev-login", body: "{\"email\":\"a@\u{0301}b@c.co\"}")
+            #expect(twoAts.status == 400)
+        }
+    }
 }
 
 @Suite("Bearer tokens")

@@ -1,0 +1,50 @@
+public import Foundation
+
+/// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`) or
+/// block them (`POST /sessions/lock`). A refused request gets 429 `rate-limited` with `Retry-After` in seconds.
+/// The cap on locks one payer holds at once is part of the store's rules: ``LedgerPolicy/maximumLocksPerPayer``.
+public struct LedgerLimits: Sendable {
+    /// Resolves per client address. EIDs are short, so this is what makes guessing live ones slow.
+    public var resolvePerAddress: RateLimit? = RateLimit(perSecond: 10, burst: 20)
+    /// Locks per client address.
+    public var lockPerAddress: RateLimit? = RateLimit(perSecond: 10, burst: 20)
+    /// Locks per user, whatever address they come from.
+    public var lockPerUser: RateLimit? = RateLimit(perSecond: 2, burst: 5)
+    /// Takes the client address from the last `X-Forwarded-For` entry (the one the proxy in front added) instead of
+    /// the peer address. Only behind a proxy that sets it: anyone else can write any address there.
+    public var trustForwardedFor = false
+    /// Most clients (addresses or users) tracked per limit; bounds memory.
+    public var trackedClients = 100_000
+    /// The clock buckets refill by.
+    public var clock: @Sendable () -> Date = Date.init
+
+    /// The default limits.
+    public init() {}
+
+    /// No rate limits: for in-process servers whose clients all share one loopback address.
+    public static var unlimited: LedgerLimits {
+        var limits = LedgerLimits()
+        limits.resolvePerAddress = nil
+        limits.lockPerAddress = nil
+        limits.lockPerUser = nil
+        return limits
+    }
+}
+
+/// The limiters of one server process, built from ``LedgerLimits``.
+struct AbuseLimiters: Sendable {
+    let resolvePerAddress: RateLimiter?
+    let lockPerAddress: RateLimiter?
+    let lockPerUser: RateLimiter?
+    let trustForwardedFor: Bool
+
+    init(_ limits: LedgerLimits) {
+        func limiter(_ limit: RateLimit?) -> RateLimiter? {
+            limit.map { RateLimiter(limit: $0, capacity: limits.trackedClients, clock: limits.clock) }
+        }
+        resolvePerAddress = limiter(limits.resolvePerAddress)
+        lockPerAddress = limiter(limits.lockPerAddress)
+        lockPerUser = limiter(limits.lockPerUser)
+        trustForwardedFor = limits.trustForwardedFor
+    }
+}
