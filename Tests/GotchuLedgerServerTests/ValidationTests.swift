@@ -3,6 +3,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import JWTKit
 import Testing
 
 @Suite("Bad input gets a clear 4xx and changes nothing")
@@ -129,6 +130,21 @@ struct TokenTests {
             let forged = try await forgedAuthority.issue(
                 userID: try await ledger.store.login(email: "alice@example.com").id
             )
+            // Signed with the server's own secret, differing only in the issuer; the control passes.
+            let aliceID = try await ledger.store.login(email: "alice@example.com").id
+            let wrongIssuer = try await ForeignToken.sign(
+                userID: aliceID,
+                issuer: "someone-else",
+                now: ledger.clock.now()
+            )
+            let control = try await ForeignToken.sign(
+                userID: aliceID,
+                issuer: TokenAuthority.issuer,
+                now: ledger.clock.now()
+            )
+            #expect(
+                try await ledger.raw("GET", "/wallet/me", headers: ["Authorization": "Bearer \(control)"]).status == 200
+            )
             let noneHeader = Data(#"{"alg":"none","typ":"JWT"}"#.utf8).base64URL
             let hs512Header = Data(#"{"alg":"HS512","typ":"JWT"}"#.utf8).base64URL
             let tokens = [
@@ -136,6 +152,7 @@ struct TokenTests {
                 "garbage",
                 "a.b.c",
                 forged,
+                wrongIssuer,
                 "\(noneHeader).\(parts[1]).",
                 "\(hs512Header).\(parts[1]).\(parts[2])",
                 "\(parts[0]).\(parts[1]).\(parts[2].dropLast(2))AA",
@@ -166,5 +183,28 @@ extension Data {
     var base64URL: String {
         base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// Tokens signed with the test server's secret but written outside ``TokenAuthority``.
+private struct ForeignToken: JWTPayload {
+    var sub: SubjectClaim
+    var iss: IssuerClaim
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+
+    static func sign(userID: String, issuer: String, now: Date) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: TestLedger.secret), digestAlgorithm: .sha256)
+        return try await keys.sign(
+            ForeignToken(
+                sub: SubjectClaim(value: userID),
+                iss: IssuerClaim(value: issuer),
+                iat: IssuedAtClaim(value: now),
+                exp: ExpirationClaim(value: now.addingTimeInterval(3600))
+            )
+        )
     }
 }
