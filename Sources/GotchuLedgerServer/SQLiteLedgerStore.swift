@@ -90,7 +90,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                     type: row["type"],
                     refType: row["ref_type"],
                     refID: row["ref_id"],
-                    createdAt: Self.date(row["created_at"])
+                    createdAt: LedgerTime.date(row["created_at"])
                 )
             }
             return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
@@ -118,7 +118,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     public func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse {
         try policy.validate(amount: amountCents)
-        let lifetime = Self.milliseconds(policy.sessionLifetime)
+        let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await write { db, now in
             _ = try Self.wallet(of: payeeID, db)
             let sid = Self.newID()
@@ -147,14 +147,14 @@ public final class SQLiteLedgerStore: LedgerStore {
                     sql: "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
                     arguments: [eid.rawValue, sid, now]
                 )
-                return CreateSessionResponse(sid: sid, eid: eid, expiresAt: Self.date(expiresAt))
+                return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
             }
             throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
         }
     }
 
     public func resolve(eid: EID) async throws -> ResolveResponse {
-        let now = Self.milliseconds(clock())
+        let now = LedgerTime.milliseconds(clock())
         return try await database.read { db in
             guard
                 let row = try Row.fetchOne(
@@ -178,7 +178,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func lock(sid: String, payerID: String) async throws {
-        let lockLifetime = Self.milliseconds(policy.lockLifetime)
+        let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
         let maximumLocks = policy.maximumLocksPerPayer
         try await write { db, now in
             let session = try Self.session(sid, db)
@@ -208,7 +208,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
-        let inFlightTimeout = Self.milliseconds(policy.inFlightTimeout)
+        let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await write { db, now in
             if let row = try Row.fetchOne(
                 db,
@@ -274,7 +274,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
-        let now = Self.milliseconds(clock())
+        let now = LedgerTime.milliseconds(clock())
         return try await database.read { db in
             let session = try Self.session(sid, db)
             let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
@@ -303,7 +303,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     // MARK: Maintenance
 
     public func pruneIdempotencyKeys() async throws -> Int {
-        let retention = Self.milliseconds(policy.idempotencyRetention)
+        let retention = LedgerTime.milliseconds(policy.idempotencyRetention)
         return try await write { db, now in
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [now - retention])
             return db.changesCount
@@ -361,7 +361,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         return try await database.writeWithoutTransaction { db in
             var result: T?
             try db.inTransaction(.immediate) {
-                result = try body(db, Self.milliseconds(clock()))
+                result = try body(db, LedgerTime.milliseconds(clock()))
                 return .commit
             }
             return result!
@@ -466,11 +466,6 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     private static func newID() -> String { UUID().uuidString.lowercased() }
 
-    private static func milliseconds(_ date: Date) -> Int64 { LedgerTime.milliseconds(date) }
-
-    private static func milliseconds(_ duration: Duration) -> Int64 { LedgerTime.milliseconds(duration) }
-
-    private static func date(_ milliseconds: Int64) -> Date { LedgerTime.date(milliseconds) }
 }
 
 extension SessionRow {

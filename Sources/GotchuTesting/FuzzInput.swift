@@ -161,6 +161,31 @@ public enum Fuzz {
         public var description: String { "\(iterations) cases in \(elapsed), seed \(seed)" }
     }
 
+    /// The bounds of one run: a case count and a wall-clock budget, each overridable from the environment.
+    private struct Plan {
+        let limit: Int
+        let start = ContinuousClock.now
+        let deadline: ContinuousClock.Instant
+        let seed = Fuzz.runSeed()
+
+        init(iterations: Int, budget: Duration) {
+            let environment = ProcessInfo.processInfo.environment
+            limit = environment["GOTCHU_FUZZ_ITERATIONS"].flatMap { Int($0) } ?? iterations
+            let seconds = environment["GOTCHU_FUZZ_SECONDS"].flatMap { Double($0) }
+            deadline = start + (seconds.map { Duration.seconds($0) } ?? budget)
+        }
+
+        /// Whether to run another case after `count`: always at least one.
+        func goesOn(after count: Int) -> Bool { count < limit && (count == 0 || ContinuousClock.now < deadline) }
+
+        /// Case `index` of the run.
+        func input(_ index: Int) -> FuzzInput { FuzzInput(seed: seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15) }
+
+        func report(_ count: Int) -> Report {
+            Report(seed: seed, iterations: count, elapsed: ContinuousClock.now - start)
+        }
+    }
+
     /// The seed of a run: `GOTCHU_FUZZ_SEED` when set, otherwise fresh.
     public static func runSeed() -> UInt64 {
         guard let text = ProcessInfo.processInfo.environment["GOTCHU_FUZZ_SEED"] else {
@@ -178,19 +203,14 @@ public enum Fuzz {
         budget: Duration = .seconds(5),
         _ body: (inout FuzzInput) throws -> Void
     ) rethrows -> Report {
-        let environment = ProcessInfo.processInfo.environment
-        let limit = environment["GOTCHU_FUZZ_ITERATIONS"].flatMap { Int($0) } ?? iterations
-        let seconds = environment["GOTCHU_FUZZ_SECONDS"].flatMap { Double($0) }
-        let deadline = ContinuousClock.now + (seconds.map { Duration.seconds($0) } ?? budget)
-        let start = ContinuousClock.now
-        let seed = runSeed()
+        let plan = Plan(iterations: iterations, budget: budget)
         var count = 0
-        while count < limit, count == 0 || ContinuousClock.now < deadline {
-            var input = FuzzInput(seed: seed &+ UInt64(count) &* 0x9E37_79B9_7F4A_7C15)
+        while plan.goesOn(after: count) {
+            var input = plan.input(count)
             try body(&input)
             count += 1
         }
-        return Report(seed: seed, iterations: count, elapsed: ContinuousClock.now - start)
+        return plan.report(count)
     }
 
     /// The async form of ``run(iterations:budget:_:)``, for cases that talk to a bus or a server.
@@ -200,18 +220,13 @@ public enum Fuzz {
         budget: Duration = .seconds(5),
         _ body: (inout FuzzInput) async throws -> Void
     ) async rethrows -> Report {
-        let environment = ProcessInfo.processInfo.environment
-        let limit = environment["GOTCHU_FUZZ_ITERATIONS"].flatMap { Int($0) } ?? iterations
-        let seconds = environment["GOTCHU_FUZZ_SECONDS"].flatMap { Double($0) }
-        let deadline = ContinuousClock.now + (seconds.map { Duration.seconds($0) } ?? budget)
-        let start = ContinuousClock.now
-        let seed = runSeed()
+        let plan = Plan(iterations: iterations, budget: budget)
         var count = 0
-        while count < limit, count == 0 || ContinuousClock.now < deadline {
-            var input = FuzzInput(seed: seed &+ UInt64(count) &* 0x9E37_79B9_7F4A_7C15)
+        while plan.goesOn(after: count) {
+            var input = plan.input(count)
             try await body(&input)
             count += 1
         }
-        return Report(seed: seed, iterations: count, elapsed: ContinuousClock.now - start)
+        return plan.report(count)
     }
 }
