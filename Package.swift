@@ -83,7 +83,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Helpers for tests: private dbus-daemon, servers on free loopback ports.
-        .target(name: "GotchuTesting", swiftSettings: swiftSettings),
+        .target(name: "GotchuTesting", dependencies: ["GotchuSimulatedRadio"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "gotchu",
             dependencies: [
@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "GotchuLedgerServerTests",
             dependencies: [
-                "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting",
+                "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting", "GotchuSimulatedRadio",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,20 +1,5 @@
 import Foundation
-
-/// SplitMix64: a tiny, fast, well-mixed generator. Fuzzing needs reproducibility from one 64-bit seed, not secrecy.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    /// Starts the sequence of `seed`.
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+public import GotchuSimulatedRadio
 
 /// A source of hostile inputs for one fuzz case: random bytes and text, boundary values, and mutations of valid seeds.
 /// Everything is drawn from ``seed``, so the case replays exactly from it.

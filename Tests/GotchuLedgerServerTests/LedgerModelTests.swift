@@ -3,6 +3,7 @@ import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerServer
+import GotchuSimulatedRadio
 import PostgresNIO
 import Testing
 
@@ -73,7 +74,7 @@ struct Driver {
     let database: TestDatabase
     let clock: ManualClock
     var model: LedgerModel
-    var random: SeededGenerator
+    var random: SplitMix64
     var users: [LedgerUser] = []
     var sids: [String] = []
     var keyCounter = 0
@@ -115,7 +116,7 @@ struct Driver {
         self.store = store
         self.database = database
         self.clock = clock
-        self.random = SeededGenerator(seed: seed)
+        self.random = SplitMix64(seed: seed)
         self.model = LedgerModel(
             users: LedgerModelTests.users,
             policy: store.policy,
