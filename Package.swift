@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "GotchuBlueZ", targets: ["GotchuBlueZ"]),
         .library(name: "GotchuSimulatedRadio", targets: ["GotchuSimulatedRadio"]),
         .library(name: "GotchuPeer", targets: ["GotchuPeer"]),
+        .library(name: "GotchuKiosk", targets: ["GotchuKiosk"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -82,13 +83,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
+        .target(
+            name: "GotchuKiosk",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Helpers for tests: private dbus-daemon, servers on free loopback ports.
         .target(name: "GotchuTesting", dependencies: ["GotchuSimulatedRadio"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
-                "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus",
+                "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -145,6 +158,14 @@ let package = Package(
             name: "GotchuPeerTests",
             dependencies: [
                 "GotchuPeer", "GotchuTesting", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI", "GotchuCore",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GotchuKioskTests",
+            dependencies: [
+                "GotchuKiosk", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
+                "GotchuCore",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,62 @@
+public import Foundation
+
+/// The kiosk as the customer display and the point-of-sale see it at one moment.
+public struct KioskStatus: Codable, Hashable, Sendable {
+    /// The kiosk's state in one word, as the D-Bus `State` property reports it.
+    public enum State: String, Codable, Hashable, Sendable, CaseIterable {
+        /// No charge, or the last one is over and shown until the next.
+        case idle
+        /// A charge is being set up on the ledger.
+        case creating
+        /// Waiting for a payer.
+        case advertising
+        /// A payer is paying.
+        case locked
+        /// The last charge was paid.
+        case paid
+        /// The last charge expired unpaid.
+        case expired
+        /// The last charge was cancelled.
+        case cancelled
+        /// The last charge failed.
+        case failed
+        /// Something keeps the current charge from progressing (see ``KioskStatus/problem``); the kiosk retries.
+        case error
+    }
+
+    /// The state in one word.
+    public var state: State
+    /// The payee's name, shown to customers.
+    public var payeeName: String
+    /// The current charge, or the last one (so the display can keep showing "paid").
+    public var charge: KioskCharge?
+    /// What is wrong, for a person, when ``state`` is ``State/error`` or ``State/failed``.
+    public var problem: String?
+    /// The kiosk's clock when this status was taken, so a display can count down without trusting its own clock.
+    public var now: Date
+
+    /// Creates a status.
+    public init(state: State, payeeName: String, charge: KioskCharge?, problem: String?, now: Date) {
+        self.state = state
+        self.payeeName = payeeName
+        self.charge = charge
+        self.problem = problem
+        self.now = now
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case state
+        case payeeName = "payee_name"
+        case charge
+        case problem
+        case now
+    }
+}
+
+/// Something that knows the kiosk's status and tells of every change: the kiosk itself, or a stand-in.
+public protocol KioskStatusSource: Sendable {
+    /// The status now.
+    func status() async -> KioskStatus
+    /// Every status from now on, starting with the current one. The stream ends when the kiosk stops.
+    func statusUpdates() async -> AsyncStream<KioskStatus>
+}

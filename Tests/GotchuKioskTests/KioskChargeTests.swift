@@ -1,0 +1,10 @@
+import Foundation
+import GotchuKiosk
+import Testing
+
+@Suite struct KioskChargeTests {
+    @Test func finalStatesAreExactlyTheOutcomes() {
+        let final = KioskChargeState.allCases.filter(\.isFinal)
+        #expect(Set(final) == [.paid, .expired, .cancelled, .failed])
+    }
+}
