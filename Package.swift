@@ -164,7 +164,8 @@ let package = Package(
         .testTarget(
             name: "GotchuKioskTests",
             dependencies: [
-                "GotchuKiosk", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
+                "GotchuKiosk", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
+                "GotchuLedgerClient", "GotchuAPI",
                 "GotchuCore",
             ],
             swiftSettings: swiftSettings

@@ -41,7 +41,8 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     public var sessionID: String?
     /// The EID of that session.
     public var eid: EID?
-    /// When the ledger expires that session.
+    /// When the charge stops waiting for a payer if it is not paid: the end of its lifetime, or its session's expiry
+    /// when that comes first and no new session will follow.
     public var expiresAt: Date?
     /// What currently keeps the charge from progressing (ledger unreachable, adapter off), while the kiosk retries;
     /// for a `failed` charge, why it failed. `nil` when all is well.

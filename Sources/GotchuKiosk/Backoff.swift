@@ -1,0 +1,22 @@
+/// Delays between retries of something that keeps failing: doubling from `initial` up to `maximum`, with jitter so
+/// terminals that lost the same server do not all come back at once.
+public struct Backoff: Hashable, Sendable {
+    /// The first delay.
+    public var initial: Duration
+    /// The longest delay.
+    public var maximum: Duration
+
+    /// Creates a policy.
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+    }
+
+    /// The delay before retry number `attempt` (1 for the first retry): between 80 % and 100 % of the doubled delay.
+    public func delay(attempt: Int) -> Duration {
+        var delay = initial
+        for _ in 1..<max(1, min(attempt, 32)) where delay < maximum { delay *= 2 }
+        delay = min(delay, maximum)
+        return delay * Double.random(in: 0.8...1.0)
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import GotchuCore
+public import GotchuDBus
+
+/// The kiosk's control interface for the point-of-sale: `io.gotchu.Kiosk1` at `/io/gotchu/Kiosk1`.
+///
+/// Methods: `Charge(x amount_cents, s reference) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`.
+/// Properties: `State` (s, as ``KioskStatus/State``) and `CurrentCharge` (a{sv}, empty when there was none).
+/// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `PaymentSucceeded(s id, x amount_cents, s session_id)`,
+/// `Expired(s id)`, `Cancelled(s id)`, `Error(s id, s reason)`.
+public enum KioskControl {
+    /// The well-known bus name the kiosk owns.
+    public static let busName = "io.gotchu.Kiosk1"
+    /// The interface name.
+    public static let interface = "io.gotchu.Kiosk1"
+    /// The object's path.
+    public static let path = DBusObjectPath(rawValue: "/io/gotchu/Kiosk1")!
+
+    /// The D-Bus errors the methods reply with, besides `org.freedesktop.DBus.Error.InvalidArgs`.
+    public enum ErrorName {
+        /// Another charge is active.
+        public static let busy: DBusError.Name = "io.gotchu.Kiosk1.Error.Busy"
+        /// No charge has that id.
+        public static let notFound: DBusError.Name = "io.gotchu.Kiosk1.Error.NotFound"
+        /// The charge is already over.
+        public static let alreadyFinal: DBusError.Name = "io.gotchu.Kiosk1.Error.AlreadyFinal"
+        /// The charge was paid before it could be cancelled.
+        public static let alreadyPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.AlreadyPaid"
+        /// The ledger has not confirmed the cancel yet; the kiosk keeps trying.
+        public static let cancelPending: DBusError.Name = "io.gotchu.Kiosk1.Error.CancelPending"
+    }
+
+    /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
+    /// ``busName``, and mirrors the kiosk's status and events as properties and signals.
+    public static func serve(_ kiosk: Kiosk, on connection: DBusConnection) async throws {
+        // Subscribe first, so nothing that happens while the name is being acquired goes unannounced.
+        let events = await kiosk.events()
+        let updates = await kiosk.statusUpdates()
+        let initial = await kiosk.status()
+        try await connection.withExportedObject(object(kiosk, initial), at: path) {
+            do {
+                try await connection.requestName(busName)
+            } catch {
+                throw DBusError(
+                    .accessDenied,
+                    "cannot own \(busName) (\(error)): another kiosk may be running, or the bus policy does not allow this user"
+                )
+            }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await status in updates {
+                        try? await connection.setProperty(
+                            "State",
+                            of: interface,
+                            at: path,
+                            to: .string(status.state.rawValue)
+                        )
+                        try? await connection.setProperty(
+                            "CurrentCharge",
+                            of: interface,
+                            at: path,
+                            to: dictionary(status.charge).dbusValue
+                        )
+                    }
+                }
+                group.addTask {
+                    for await event in events {
+                        let (member, arguments) = signal(for: event)
+                        try? await connection.emitSignal(path: path, interface: interface, member: member, arguments)
+                    }
+                }
+                await group.waitForAll()
+            }
+            try? await connection.releaseName(busName)
+        }
+    }
+
+    /// A charge as a D-Bus dictionary; empty for no charge. Absent fields are left out.
+    public static func dictionary(_ charge: KioskCharge?) -> [String: DBusVariant] {
+        guard let charge else { return [:] }
+        var entries: [String: DBusVariant] = [
+            "id": DBusVariant(.string(charge.id)),
+            "amount_cents": DBusVariant(.int64(charge.amountCents)),
+            "reference": DBusVariant(.string(charge.reference)),
+            "state": DBusVariant(.string(charge.state.rawValue)),
+            "created_at": DBusVariant(.string(timestamp(charge.createdAt))),
+            "updated_at": DBusVariant(.string(timestamp(charge.updatedAt))),
+        ]
+        if let sid = charge.sessionID { entries["session_id"] = DBusVariant(.string(sid)) }
+        if let eid = charge.eid { entries["eid"] = DBusVariant(.string(eid.rawValue)) }
+        if let expiresAt = charge.expiresAt { entries["expires_at"] = DBusVariant(.string(timestamp(expiresAt))) }
+        if let problem = charge.problem { entries["problem"] = DBusVariant(.string(problem)) }
+        return entries
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    static func signal(for event: KioskEvent) -> (String, [DBusValue]) {
+        let id = DBusValue.string(event.charge.id)
+        switch event.kind {
+        case .advertising: return ("Advertising", [id, .string(event.charge.eid?.rawValue ?? "")])
+        case .locked: return ("Locked", [id])
+        case .paid:
+            return ("PaymentSucceeded", [id, .int64(event.charge.amountCents), .string(event.charge.sessionID ?? "")])
+        case .expired: return ("Expired", [id])
+        case .cancelled: return ("Cancelled", [id])
+        case .failed(let reason), .problem(let reason): return ("Error", [id, .string(reason)])
+        }
+    }
+
+    private static func object(_ kiosk: Kiosk, _ status: KioskStatus) -> DBusObject {
+        DBusObject(interfaces: [
+            DBusInterface(
+                interface,
+                methods: [
+                    DBusMethod("Charge", inputs: [.int64, .string], outputs: [.string]) { message in
+                        let amount = message.argument(0, as: Int64.self) ?? 0
+                        let reference = message.argument(1, as: String.self) ?? ""
+                        let charge = try await answer { () throws(KioskError) in
+                            try await kiosk.charge(amountCents: amount, reference: reference)
+                        }
+                        return [.string(charge.id)]
+                    },
+                    DBusMethod("Cancel", inputs: [.string]) { message in
+                        let id = message.argument(0, as: String.self) ?? ""
+                        let charge = try await answer { () throws(KioskError) in try await kiosk.cancel(id: id) }
+                        if charge.state == .paid {
+                            throw DBusError(ErrorName.alreadyPaid, "charge \(id) was paid before it could be cancelled")
+                        }
+                        return []
+                    },
+                    DBusMethod("GetCharge", inputs: [.string], outputs: [.dictionary(key: .string, value: .variant)]) {
+                        message in
+                        let id = message.argument(0, as: String.self) ?? ""
+                        let charge = try await answer { () throws(KioskError) in try await kiosk.charge(id: id) }
+                        return [dictionary(charge).dbusValue]
+                    },
+                ],
+                properties: [
+                    DBusProperty("State", .string(status.state.rawValue)),
+                    DBusProperty("CurrentCharge", dictionary(status.charge).dbusValue),
+                ],
+                signals: [
+                    DBusSignalDescription("Advertising", arguments: [.string, .string]),
+                    DBusSignalDescription("Locked", arguments: [.string]),
+                    DBusSignalDescription("PaymentSucceeded", arguments: [.string, .int64, .string]),
+                    DBusSignalDescription("Expired", arguments: [.string]),
+                    DBusSignalDescription("Cancelled", arguments: [.string]),
+                    DBusSignalDescription("Error", arguments: [.string, .string]),
+                ]
+            )
+        ])
+    }
+
+    /// Runs a kiosk request, turning its refusal into the D-Bus error the caller gets.
+    private static func answer<Result>(_ body: () async throws(KioskError) -> Result) async throws(DBusError) -> Result
+    {
+        do {
+            return try await body()
+        } catch {
+            switch error {
+            case .busy: throw DBusError(ErrorName.busy, error.description)
+            case .invalidAmount, .invalidReference: throw DBusError(.invalidArgs, error.description)
+            case .notFound: throw DBusError(ErrorName.notFound, error.description)
+            case .alreadyFinal: throw DBusError(ErrorName.alreadyFinal, error.description)
+            case .cancelPending: throw DBusError(ErrorName.cancelPending, error.description)
+            case .storage: throw DBusError(.failed, error.description)
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+public import GotchuCore
+
+/// Why the kiosk refused a request from the point-of-sale.
+public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Another charge is active; only one runs at a time.
+    case busy(activeID: String)
+    /// The amount is not a positive number of cents the ledger could take.
+    case invalidAmount(Cents)
+    /// The reference is too long or has control characters.
+    case invalidReference(String)
+    /// No charge has this id.
+    case notFound(id: String)
+    /// The charge is already over; it cannot be cancelled.
+    case alreadyFinal(KioskCharge)
+    /// Cancelling needs the ledger's word and the ledger could not be reached; the kiosk keeps trying.
+    case cancelPending(reason: String)
+    /// The state directory could not be written.
+    case storage(String)
+
+    /// The longest reference accepted, in UTF-8 bytes.
+    public static let maximumReferenceLength = 200
+
+    public var description: String {
+        switch self {
+        case .busy(let id): "charge \(id) is still active; cancel it or wait until it ends"
+        case .invalidAmount(let cents): "the amount must be a positive number of cents, not \(cents)"
+        case .invalidReference(let reason): "invalid reference: \(reason)"
+        case .notFound(let id): "no charge \(id)"
+        case .alreadyFinal(let charge): "charge \(charge.id) is already \(charge.state.rawValue)"
+        case .cancelPending(let reason):
+            "cancel requested, but the ledger has not confirmed it yet (\(reason)); the kiosk keeps trying"
+        case .storage(let reason): "cannot write the kiosk's state: \(reason)"
+        }
+    }
+}

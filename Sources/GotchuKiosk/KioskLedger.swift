@@ -1,0 +1,61 @@
+public import Foundation
+import GotchuAPI
+public import GotchuLedgerClient
+
+/// The kiosk's way to the ledger: a client logged in as the payee that logs in again when its token is rejected.
+public actor KioskLedger {
+    /// How the kiosk proves who it is.
+    public enum Credentials: Hashable, Sendable {
+        /// Log in as this e-mail (the ledger's development login), again whenever the token expires.
+        case email(String)
+        /// Read the bearer token from this file, again whenever the ledger rejects it (so an operator can rotate it).
+        case tokenFile(URL)
+    }
+
+    /// The server's base URL.
+    public nonisolated let baseURL: URL
+    private let credentials: Credentials
+    private var client: LedgerClient
+
+    /// Creates a ledger connection; nothing is sent until the first call.
+    public init(baseURL: URL, credentials: Credentials, timeout: TimeInterval = 10) {
+        self.baseURL = baseURL
+        self.credentials = credentials
+        self.client = LedgerClient(baseURL: baseURL, timeout: timeout)
+    }
+
+    /// Runs `call` with a logged-in client. If the ledger rejects the token, logs in (or re-reads the token file)
+    /// once and runs `call` again; a token that does not change is not retried.
+    public func perform<Output: Sendable>(
+        _ call: @Sendable (LedgerClient) async throws(LedgerClientError) -> Output
+    ) async throws(LedgerClientError) -> Output {
+        if client.token == nil { try await renewToken() }
+        do {
+            return try await call(client)
+        } catch let error where error.problemKind == .unauthorized || error == .notLoggedIn {
+            let rejected = client.token
+            try await renewToken()
+            guard client.token != rejected else { throw error }
+            return try await call(client)
+        }
+    }
+
+    private func renewToken() async throws(LedgerClientError) {
+        switch credentials {
+        case .email(let email):
+            client.token = try await client.devLogin(email: email).token
+        case .tokenFile(let url):
+            let text: String
+            do {
+                text = try String(contentsOf: url, encoding: .utf8)
+            } catch {
+                throw .problem(Problem(.unauthorized, detail: "cannot read the token file \(url.path): \(error)"))
+            }
+            let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty else {
+                throw .problem(Problem(.unauthorized, detail: "the token file \(url.path) is empty"))
+            }
+            client.token = token
+        }
+    }
+}

@@ -1,0 +1,182 @@
+public import Foundation
+import GRDB
+import GotchuCore
+
+/// The kiosk's charges on disk (SQLite), so a charge survives a restart or a crash of the daemon.
+///
+/// At most one charge is active (not final) at a time, and the database itself enforces it: an active charge holds
+/// the single value of a unique column. Every change is written before the kiosk acts on it or reports it.
+public final class KioskStore: Sendable {
+    /// A stored charge and the kiosk's private bookkeeping about it.
+    public struct Record: Hashable, Sendable {
+        /// The charge as reported.
+        public var charge: KioskCharge
+        /// How many ledger sessions were created for the charge; names the idempotency key of the next one.
+        public var sessionNumber: Int
+        /// The point-of-sale asked to cancel; the kiosk has not yet heard the ledger confirm it.
+        public var cancelRequested: Bool
+
+        /// Creates a record.
+        public init(charge: KioskCharge, sessionNumber: Int = 0, cancelRequested: Bool = false) {
+            self.charge = charge
+            self.sessionNumber = sessionNumber
+            self.cancelRequested = cancelRequested
+        }
+    }
+
+    /// Why the store refused a write.
+    public enum StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// Another charge is still active.
+        case busy(activeID: String)
+
+        public var description: String {
+            switch self {
+            case .busy(let id): "charge \(id) is still active; cancel it or wait until it ends"
+            }
+        }
+    }
+
+    /// Final charges older than this are deleted when the store opens.
+    public static let retention: TimeInterval = 90 * 24 * 3600
+
+    private let database: DatabaseQueue
+
+    /// Opens (creating if needed) the store in `directory`: the directory is made 0700 and the database 0600.
+    public init(directory: URL) throws {
+        try FileManager.default.createDirectory(
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        let path = directory.appendingPathComponent("kiosk.sqlite").path
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        database = try DatabaseQueue(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: charges") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE charges (
+                        id TEXT PRIMARY KEY,
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        reference TEXT NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN
+                            ('creating', 'advertising', 'locked', 'paid', 'expired', 'cancelled', 'failed')),
+                        -- 1 while the charge is active, NULL once final: the unique index allows one active charge.
+                        active INTEGER CHECK (active = 1),
+                        session_id TEXT,
+                        eid TEXT,
+                        expires_at REAL,
+                        problem TEXT,
+                        session_number INTEGER NOT NULL DEFAULT 0,
+                        cancel_requested INTEGER NOT NULL DEFAULT 0,
+                        created_at REAL NOT NULL,
+                        updated_at REAL NOT NULL
+                    );
+                    CREATE UNIQUE INDEX charges_one_active ON charges (active);
+                    CREATE INDEX charges_created_at ON charges (created_at);
+                    """
+            )
+        }
+        try migrator.migrate(database)
+        try database.write { db in
+            try db.execute(
+                sql: "DELETE FROM charges WHERE active IS NULL AND updated_at < ?",
+                arguments: [Date().timeIntervalSince1970 - Self.retention]
+            )
+        }
+    }
+
+    /// Adds a new charge; throws ``StoreError/busy(activeID:)`` if another charge is active.
+    public func insert(_ record: Record) throws {
+        try database.write { db in
+            if let active = try String.fetchOne(db, sql: "SELECT id FROM charges WHERE active = 1") {
+                throw StoreError.busy(activeID: active)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO charges (id, amount_cents, reference, state, active, session_id, eid, expires_at,
+                        problem, session_number, cancel_requested, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: Self.arguments(record, leadingID: true)
+            )
+        }
+    }
+
+    /// Writes `record` over the stored charge with the same id. A final charge is never changed again.
+    public func update(_ record: Record) throws {
+        try database.write { db in
+            var arguments = Self.arguments(record, leadingID: false)
+            _ = arguments.append(contentsOf: [record.charge.id])
+            try db.execute(
+                sql: """
+                    UPDATE charges SET amount_cents = ?, reference = ?, state = ?, active = ?, session_id = ?,
+                        eid = ?, expires_at = ?, problem = ?, session_number = ?, cancel_requested = ?,
+                        created_at = ?, updated_at = ?
+                    WHERE id = ? AND active = 1
+                    """,
+                arguments: arguments
+            )
+        }
+    }
+
+    /// The charge with this id.
+    public func record(id: String) throws -> Record? {
+        try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM charges WHERE id = ?", arguments: [id]).map(Self.record)
+        }
+    }
+
+    /// The active charge, if any.
+    public func active() throws -> Record? {
+        try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM charges WHERE active = 1").map(Self.record)
+        }
+    }
+
+    /// The most recent charge, active or not.
+    public func latest() throws -> Record? {
+        try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM charges ORDER BY created_at DESC, rowid DESC LIMIT 1")
+                .map(Self.record)
+        }
+    }
+
+    private static func arguments(_ record: Record, leadingID: Bool) -> StatementArguments {
+        let charge = record.charge
+        var values: [(any DatabaseValueConvertible)?] = leadingID ? [charge.id] : []
+        values += [
+            charge.amountCents, charge.reference, charge.state.rawValue, charge.state.isFinal ? nil : 1,
+            charge.sessionID, charge.eid?.rawValue, charge.expiresAt?.timeIntervalSince1970, charge.problem,
+            record.sessionNumber, record.cancelRequested, charge.createdAt.timeIntervalSince1970,
+            charge.updatedAt.timeIntervalSince1970,
+        ]
+        return StatementArguments(values)
+    }
+
+    private static func record(_ row: Row) -> Record {
+        let expiresAt: Double? = row["expires_at"]
+        let eid: String? = row["eid"]
+        return Record(
+            charge: KioskCharge(
+                id: row["id"],
+                amountCents: row["amount_cents"],
+                reference: row["reference"],
+                // The CHECK constraint admits only known states.
+                state: KioskChargeState(rawValue: row["state"]) ?? .failed,
+                sessionID: row["session_id"],
+                eid: eid.flatMap(EID.init(rawValue:)),
+                expiresAt: expiresAt.map(Date.init(timeIntervalSince1970:)),
+                problem: row["problem"],
+                createdAt: Date(timeIntervalSince1970: row["created_at"]),
+                updatedAt: Date(timeIntervalSince1970: row["updated_at"])
+            ),
+            sessionNumber: row["session_number"],
+            cancelRequested: row["cancel_requested"]
+        )
+    }
+}

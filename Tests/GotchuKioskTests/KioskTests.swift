@@ -1,0 +1,333 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuKiosk
+import GotchuLedgerClient
+import GotchuPeer
+import GotchuSimulatedRadio
+import GotchuTesting
+import Logging
+import Testing
+
+/// A kiosk in this process over a real ledger server (a `gotchu server` process) and the simulated air.
+struct KioskHarness {
+    let processes: GotchuProcesses
+    let server: RunningCommand
+    let url: String
+    let air: SimulatedAir
+
+    static func start(serverOptions: [String] = []) async throws -> KioskHarness {
+        let processes = try GotchuProcesses()
+        let (server, url) = try await processes.startServer(serverOptions)
+        return KioskHarness(
+            processes: processes,
+            server: server,
+            url: url,
+            air: SimulatedAir(seed: 11, clock: .realTime)
+        )
+    }
+
+    func stop() {
+        _ = try? server.stopNow()
+        processes.remove()
+    }
+
+    var stateDirectory: URL { processes.directory.url.appendingPathComponent("kiosk-state") }
+
+    func makeKiosk(
+        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", statusInterval: .milliseconds(100)),
+        ledgerURL: String? = nil,
+        credentials: KioskLedger.Credentials = .email("shop@example.com"),
+        at position: Position = Position(x: 0, y: 0)
+    ) async throws -> Kiosk {
+        var options = options
+        options.retry = Backoff(initial: .milliseconds(100), maximum: .milliseconds(400))
+        return try Kiosk(
+            store: try KioskStore(directory: stateDirectory),
+            ledger: KioskLedger(baseURL: URL(string: ledgerURL ?? url)!, credentials: credentials),
+            radio: await air.addPeer(SimulatedPeer(name: "kiosk", at: position)),
+            options: options,
+            logger: Logger(label: "test.kiosk") { _ in SwiftLogNoOpLogHandler() }
+        )
+    }
+
+    func client(_ email: String, funded: Cents = 0) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: URL(string: url)!)
+        client.token = try await client.devLogin(email: email).token
+        if funded > 0 { _ = try await client.fund(amountCents: funded) }
+        return client
+    }
+
+    /// A payer standing 20 cm from the kiosk pays whatever it finds.
+    func pay(as email: String, funded: Cents) async throws -> PayerStateMachine.Outcome {
+        let ledger = try await client(email, funded: funded)
+        let phone = await air.addPeer(SimulatedPeer(name: email, at: Position(x: 0.2, y: 0)))
+        var flow = PayerStateMachine.Configuration()
+        flow.preApproved = true
+        let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("\(email).sqlite").path)
+        return try await Payer(radio: phone, ledger: ledger, journal: journal)
+            .run(Payer.Options(flow: flow), interaction: AcceptingPayer())
+    }
+}
+
+/// A payer that accepts every offer and picks nothing by hand.
+struct AcceptingPayer: PayerInteraction {
+    func choose(from candidates: [ProximityCandidate]) async -> EID? { nil }
+    func confirm(_ offer: PaymentOffer) async -> Bool { true }
+    func progress(_ progress: Payer.Progress) {}
+}
+
+/// Runs the kiosk while `body` runs, then shuts it down as SIGTERM would.
+func withRunning<Result: Sendable>(_ kiosk: Kiosk, _ body: () async throws -> Result) async throws -> Result {
+    let task = Task { await kiosk.run() }
+    do {
+        let result = try await body()
+        task.cancel()
+        await task.value
+        return result
+    } catch {
+        task.cancel()
+        await task.value
+        throw error
+    }
+}
+
+/// Waits until the kiosk's status satisfies `predicate`.
+@discardableResult
+func waitForStatus(
+    _ kiosk: Kiosk,
+    timeout: Duration = .seconds(20),
+    _ predicate: @escaping @Sendable (KioskStatus) -> Bool
+) async throws -> KioskStatus {
+    let updates = await kiosk.statusUpdates()
+    return try await withThrowingTaskGroup(of: KioskStatus?.self) { group in
+        group.addTask {
+            for await status in updates where predicate(status) { return status }
+            return nil
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        let found = try await group.next() ?? nil
+        group.cancelAll()
+        guard let found else {
+            throw TestingError("timed out; the kiosk is \(await kiosk.status())")
+        }
+        return found
+    }
+}
+
+@Suite("The kiosk drives charges over a real ledger and the simulated air", .serialized)
+struct KioskTests {
+    @Test("A charge is advertised, paid by a nearby payer, and reported in order; the ledger agrees")
+    func chargePaid() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let kiosk = try await harness.makeKiosk()
+        let events = await kiosk.events()
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 1_250, reference: "order 17")
+            #expect(charge.state == .creating && charge.expiresAt != nil)
+            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
+            #expect(advertising.payeeName == "Corner Shop" && advertising.charge?.eid != nil)
+            let outcome = try await harness.pay(as: "alice@example.com", funded: 5_000)
+            guard case .paid(let offer, let balance) = outcome else {
+                Issue.record("payer did not pay: \(outcome)")
+                return
+            }
+            #expect(offer.amountCents == 1_250 && balance == 3_750)
+            let paid = try await waitForStatus(kiosk) { $0.state == .paid }
+            #expect(paid.charge?.id == charge.id && paid.charge?.sessionID == offer.sessionID)
+            #expect(try await kiosk.charge(id: charge.id).state == .paid)
+            #expect(try await harness.client("shop@example.com").wallet().availableCents == 1_250)
+        }
+        var kinds: [KioskEvent.Kind] = []
+        for await event in events { kinds.append(event.kind) }
+        #expect(kinds.first == .advertising && kinds.last == .paid)
+        // Reopening the store shows the charge as it ended.
+        #expect(try KioskStore(directory: harness.stateDirectory).latest()?.charge.state == .paid)
+    }
+
+    @Test("One charge at a time; bad amounts and references are refused without storing anything")
+    func refusals() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let kiosk = try await harness.makeKiosk()
+        try await withRunning(kiosk) {
+            for amount: Cents in [0, -5, .min] {
+                await #expect(throws: KioskError.invalidAmount(amount)) {
+                    try await kiosk.charge(amountCents: amount, reference: "")
+                }
+            }
+            await #expect(throws: KioskError.self) { try await kiosk.charge(amountCents: 100, reference: "a\u{7}b") }
+            await #expect(throws: KioskError.self) {
+                try await kiosk.charge(amountCents: 100, reference: String(repeating: "x", count: 201))
+            }
+            #expect(await kiosk.currentCharge == nil)
+            let first = try await kiosk.charge(amountCents: 100, reference: "")
+            await #expect(throws: KioskError.busy(activeID: first.id)) {
+                try await kiosk.charge(amountCents: 200, reference: "")
+            }
+            await #expect(throws: KioskError.notFound(id: "nope")) { try await kiosk.charge(id: "nope") }
+        }
+    }
+
+    @Test("The ledger refusing an amount fails the charge with its reason, and frees the kiosk")
+    func ledgerRefusal() async throws {
+        let harness = try await KioskHarness.start(serverOptions: ["--max-amount", "1000"])
+        defer { harness.stop() }
+        let kiosk = try await harness.makeKiosk()
+        try await withRunning(kiosk) {
+            _ = try await kiosk.charge(amountCents: 5_000, reference: "")
+            let failed = try await waitForStatus(kiosk) { $0.state == .failed }
+            #expect(failed.problem?.contains("refused") == true)
+            _ = try await kiosk.charge(amountCents: 500, reference: "")
+            try await waitForStatus(kiosk) { $0.state == .advertising }
+        }
+    }
+
+    @Test("Cancel stops the advertisement and cancels the session on the ledger; a final charge cannot be cancelled")
+    func cancel() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let kiosk = try await harness.makeKiosk()
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 700, reference: "")
+            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
+            let cancelled = try await kiosk.cancel(id: charge.id)
+            #expect(cancelled.state == .cancelled)
+            let sid = try #require(advertising.charge?.sessionID)
+            #expect(try await harness.client("shop@example.com").session(sid: sid).status == .cancelled)
+            await #expect(throws: KioskError.alreadyFinal(cancelled)) { try await kiosk.cancel(id: charge.id) }
+            // Nothing of the kiosk's is on the air any more.
+            let scanner = await harness.air.addPeer(SimulatedPeer(name: "scanner", at: Position(x: 0.1, y: 0)))
+            let sightings = try await scanner.scan(ScanFilter())
+            let heard = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for try await _ in sightings { return true }
+                    return false
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(700))
+                    return false
+                }
+                let first = try await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            #expect(!heard)
+        }
+    }
+
+    @Test("A kiosk started again continues the same session, which is then paid")
+    func restartContinuesSession() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let first = try await harness.makeKiosk()
+        let before = try await withRunning(first) {
+            _ = try await first.charge(amountCents: 990, reference: "table 4")
+            return try await waitForStatus(first) { $0.state == .advertising }
+        }
+        let second = try await harness.makeKiosk()
+        #expect(await second.currentCharge?.sessionID == before.charge?.sessionID)
+        try await withRunning(second) {
+            let advertising = try await waitForStatus(second) { $0.state == .advertising }
+            #expect(advertising.charge?.eid == before.charge?.eid)
+            guard case .paid(let offer, _) = try await harness.pay(as: "bob@example.com", funded: 2_000) else {
+                Issue.record("payer did not pay")
+                return
+            }
+            #expect(offer.sessionID == before.charge?.sessionID)
+            try await waitForStatus(second) { $0.state == .paid && $0.charge?.reference == "table 4" }
+        }
+    }
+
+    @Test("An unreachable ledger shows as an error and the charge goes on once the ledger is back")
+    func ledgerUnreachable() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        // A port nothing listens on, then a ledger started on it.
+        let port = try freeLoopbackPort()
+        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+        try await withRunning(kiosk) {
+            _ = try await kiosk.charge(amountCents: 300, reference: "")
+            let error = try await waitForStatus(kiosk) { $0.state == .error }
+            #expect(error.problem?.contains("cannot reach the ledger") == true)
+            let late = try harness.processes.start(
+                [
+                    "server", "--dev", "--port", "\(port)", "--database",
+                    harness.processes.directory.url.appendingPathComponent("late.sqlite").path,
+                ],
+                user: "late-server"
+            )
+            defer { _ = try? late.stopNow() }
+            _ = try await late.waitForLine { $0.hasPrefix("listening on ") }
+            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
+            #expect(advertising.problem == nil)
+        }
+    }
+
+    @Test("A rejected token is shown as an error; a new token in the token file is picked up")
+    func tokenFileRotation() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let tokenFile = harness.processes.directory.url.appendingPathComponent("token")
+        try "not-a-token".write(to: tokenFile, atomically: true, encoding: .utf8)
+        let kiosk = try await harness.makeKiosk(credentials: .tokenFile(tokenFile))
+        try await withRunning(kiosk) {
+            _ = try await kiosk.charge(amountCents: 400, reference: "")
+            let error = try await waitForStatus(kiosk) { $0.state == .error }
+            #expect(error.problem?.contains("token") == true)
+            let token = try #require(try await harness.client("shop@example.com").token)
+            try token.write(to: tokenFile, atomically: true, encoding: .utf8)
+            try await waitForStatus(kiosk) { $0.state == .advertising }
+        }
+    }
+
+    @Test("A charge whose lifetime ends unpaid is expired, after renewing its ledger sessions, and none stays live")
+    func lifetimeOver() async throws {
+        let harness = try await KioskHarness.start(serverOptions: ["--session-lifetime", "1"])
+        defer { harness.stop() }
+        var options = Kiosk.Options(statusInterval: .milliseconds(100))
+        options.sessionLifetime = .milliseconds(2_500)
+        let kiosk = try await harness.makeKiosk(options: options)
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 100, reference: "")
+            var sessions: Set<String> = []
+            let updates = await kiosk.statusUpdates()
+            for await status in updates {
+                if let sid = status.charge?.sessionID { sessions.insert(sid) }
+                if status.state == .expired { break }
+            }
+            // The 1 s ledger sessions were renewed until the kiosk's 2.5 s were over, and none stays live.
+            #expect(sessions.count >= 2)
+            let ended = try await kiosk.charge(id: charge.id)
+            #expect(ended.state == .expired)
+            let shop = try await harness.client("shop@example.com")
+            for sid in sessions {
+                let status = try await shop.session(sid: sid).status
+                #expect(status == .expired || status == .cancelled)
+            }
+        }
+    }
+}
+
+/// A loopback port free right now.
+func freeLoopbackPort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw TestingError("socket failed") }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+        }
+    }
+    guard bound else { throw TestingError("bind failed") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
