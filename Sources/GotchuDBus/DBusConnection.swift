@@ -25,6 +25,15 @@ public actor DBusConnection {
         /// A bus at an explicit address such as `unix:path=/tmp/bus`.
         case address(String)
 
+        /// The bus a person names: `system`, `session`, or a D-Bus address such as `unix:path=/tmp/bus`.
+        public init(named name: String) {
+            switch name {
+            case "system": self = .system
+            case "session": self = .session
+            default: self = .address(name)
+            }
+        }
+
         /// The address libdbus is given.
         public var address: String? {
             switch self {

@@ -31,8 +31,12 @@ public enum KioskControl {
     }
 
     /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
-    /// ``busName``, and mirrors the kiosk's status and events as properties and signals.
-    public static func serve(_ kiosk: Kiosk, on connection: DBusConnection) async throws {
+    /// ``busName`` (then calls `onServing`), and mirrors the kiosk's status and events as properties and signals.
+    public static func serve(
+        _ kiosk: Kiosk,
+        on connection: DBusConnection,
+        onServing: @Sendable () async -> Void = {}
+    ) async throws {
         // Subscribe first, so nothing that happens while the name is being acquired goes unannounced.
         let events = await kiosk.events()
         let updates = await kiosk.statusUpdates()
@@ -46,6 +50,7 @@ public enum KioskControl {
                     "cannot own \(busName) (\(error)): another kiosk may be running, or the bus policy does not allow this user"
                 )
             }
+            await onServing()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await status in updates {

@@ -14,11 +14,5 @@ struct BlueZCommandOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0 (default: the first powered one).", valueName: "name"))
     var adapter: String?
 
-    var dbusBus: DBusConnection.Bus {
-        switch bus {
-        case "system": .system
-        case "session": .session
-        default: .address(bus)
-        }
-    }
+    var dbusBus: DBusConnection.Bus { DBusConnection.Bus(named: bus) }
 }

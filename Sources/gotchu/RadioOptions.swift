@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GotchuBlueZ
 import GotchuCore
+import GotchuDBus
 import GotchuSimulatedRadio
 
 /// Which radio a flow uses, and its settings.
@@ -61,25 +62,35 @@ struct RadioOptions: ParsableArguments {
         switch radio {
         case .sim:
             let position = try parsePosition(default: role == .receiver ? Position(x: 0, y: 0) : Position(x: 0.2, y: 0))
-            let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
-            return try await SharedAirRadio(
-                directory: airDirectory,
-                peer: SimulatedPeer(name: name, at: position),
-                seed: UInt64.random(in: .min ... .max)
-            )
+            return try await Self.simulatedRadio(air: air.map { URL(fileURLWithPath: $0) }, role: role, at: position)
         case .bluez:
-            do {
-                return try await BlueZRadio.connect(to: bluez.dbusBus, configuration: .init(adapter: bluez.adapter))
-            } catch {
-                throw CLIError(
-                    "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"
-                )
-            }
+            return try await Self.bluezRadio(bus: bluez.dbusBus, adapter: bluez.adapter)
         }
     }
 
-    private var airDirectory: URL {
-        if let air { return URL(fileURLWithPath: air) }
+    /// A device on the simulated air shared by processes on this machine.
+    static func simulatedRadio(air: URL?, role: Role, at position: Position) async throws -> any Radio {
+        let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
+        return try await SharedAirRadio(
+            directory: air ?? defaultAirDirectory,
+            peer: SimulatedPeer(name: name, at: position),
+            seed: UInt64.random(in: .min ... .max)
+        )
+    }
+
+    /// The machine's Bluetooth adapter through BlueZ.
+    static func bluezRadio(bus: DBusConnection.Bus, adapter: String?) async throws -> BlueZRadio {
+        do {
+            return try await BlueZRadio.connect(to: bus, configuration: .init(adapter: adapter))
+        } catch {
+            throw CLIError(
+                "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"
+            )
+        }
+    }
+
+    /// `$XDG_RUNTIME_DIR/gotchu-air`, else `/tmp/gotchu-air-UID`.
+    static var defaultAirDirectory: URL {
         if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             return URL(fileURLWithPath: runtime).appendingPathComponent("gotchu-air")
         }
