@@ -128,6 +128,14 @@ public final class BlueZRadio: Radio {
                 member: "InterfacesRemoved"
             )
         )
+        let adapterChanges = try await connection.signals(
+            matching: DBusMatchRule(
+                sender: BlueZ.service,
+                interface: BlueZ.propertiesInterface,
+                member: "PropertiesChanged",
+                arg0: BlueZ.adapterInterface
+            )
+        )
         return try await connection.withExportedObject(object, at: path) {
             let adapter = LockedValue(try await self.adapter())
             try await self.register(path, on: adapter.value)
@@ -150,6 +158,15 @@ public final class BlueZRadio: Radio {
                                     let interfaces = signal.argument(1, as: [String].self)
                                 else { continue }
                                 eventSink.yield(.interfacesRemoved(removed, interfaces))
+                            }
+                            return nil
+                        }
+                        group.addTask {
+                            for await signal in adapterChanges {
+                                guard let changed = signal.path,
+                                    let properties = signal.argument(1, as: [String: DBusVariant].self)
+                                else { continue }
+                                eventSink.yield(.adapterChanged(changed, properties))
                             }
                             return nil
                         }
@@ -184,6 +201,7 @@ public final class BlueZRadio: Radio {
         case released
         case ownerChanged(DBusNameOwnerChange)
         case interfacesRemoved(DBusObjectPath, [String])
+        case adapterChanged(DBusObjectPath, [String: DBusVariant])
     }
 
     /// Reacts to one lifecycle event; returns the adapter now in use, or throws to end the advertisement.
@@ -214,6 +232,10 @@ public final class BlueZRadio: Radio {
                 interfaces.contains(BlueZ.adapterInterface) || interfaces.contains(BlueZ.advertisingManagerInterface)
             else { return adapter }
             throw BlueZError(.adapterRemoved, message: "adapter \(adapter.name) was removed")
+        case .adapterChanged(let changed, let properties):
+            // BlueZ stops advertising on a powered-off adapter without releasing the advertisement: say so.
+            guard changed == adapter.path, properties["Powered", as: Bool.self] == false else { return adapter }
+            throw BlueZError(.notReady, message: "adapter \(adapter.name) was powered off")
         }
     }
 
@@ -241,6 +263,9 @@ public final class BlueZRadio: Radio {
     }
 
     private func register(_ path: DBusObjectPath, on adapter: BlueZAdapter) async throws {
+        if adapter.powered == false {
+            throw BlueZError(.notReady, message: "adapter \(adapter.name) is powered off (bluetoothctl power on)")
+        }
         do {
             _ = try await connection.call(
                 destination: BlueZ.service,

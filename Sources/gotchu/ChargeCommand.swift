@@ -96,7 +96,9 @@ struct ChargeCommand: AsyncParsableCommand {
                         output.line("waiting for a payer (EID \(signal.argument(1, as: String.self) ?? "?"))")
                     case "Locked": output.line("a payer is paying")
                     case "PaymentSucceeded":
-                        output.line("paid: \(Money.format(cents)) (session \(signal.argument(2, as: String.self) ?? "?"))")
+                        output.line(
+                            "paid: \(Money.format(cents)) (session \(signal.argument(2, as: String.self) ?? "?"))"
+                        )
                         return 0
                     case "Expired":
                         output.line("expired unpaid")
@@ -177,7 +179,11 @@ struct KioskClient {
 
     func signals() async throws -> AsyncStream<DBusMessage> {
         try await connection.signals(
-            matching: DBusMatchRule(sender: KioskControl.busName, interface: KioskControl.interface, path: KioskControl.path)
+            matching: DBusMatchRule(
+                sender: KioskControl.busName,
+                interface: KioskControl.interface,
+                path: KioskControl.path
+            )
         )
     }
 

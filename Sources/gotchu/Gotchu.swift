@@ -31,6 +31,7 @@ struct Gotchu: AsyncParsableCommand {
             AdvertiseCommand.self,
             ScanCommand.self,
             DoctorCommand.self,
+            ChargeCommand.self,
             BenchCommand.self,
         ]
     )

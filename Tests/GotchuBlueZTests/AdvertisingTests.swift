@@ -158,4 +158,30 @@ struct AdvertisingTests {
             }
         }
     }
+
+    @Test("powering the adapter off ends the advertisement with notReady; a powered-off adapter is not registered on")
+    func poweredOff() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            do {
+                try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                    try await fake.setPowered(false)
+                    try await Task.sleep(for: .seconds(10))
+                }
+                Issue.record("advertisement survived the adapter powering off")
+            } catch let error as BlueZError {
+                #expect(error.kind == .notReady && error.message.contains("powered off"))
+            }
+            let registered = await fake.registerCount
+            do {
+                try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in }
+                Issue.record("registered on a powered-off adapter")
+            } catch let error as BlueZError {
+                #expect(error.kind == .notReady)
+            }
+            #expect(await fake.registerCount == registered)
+            try await fake.setPowered(true)
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in }
+            #expect(await fake.registerCount == registered + 1)
+        }
+    }
 }

@@ -83,6 +83,11 @@ actor FakeBlueZ {
         await connection.unexport(adapterPath)
     }
 
+    /// Powers the adapter on or off, announced with `PropertiesChanged`.
+    func setPowered(_ powered: Bool) async throws {
+        try await connection.setProperty("Powered", of: "org.bluez.Adapter1", at: adapterPath, to: .boolean(powered))
+    }
+
     func devicePath(_ name: String) -> DBusObjectPath { adapterPath.appending(name) }
 
     /// Adds a device, announced with `InterfacesAdded`.
