@@ -96,7 +96,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Helpers for tests: private dbus-daemon, servers on free loopback ports.
-        .target(name: "GotchuTesting", dependencies: ["GotchuSimulatedRadio"], swiftSettings: swiftSettings),
+        .target(
+            name: "GotchuTesting",
+            dependencies: ["GotchuSimulatedRadio", "GotchuDBus"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "gotchu",
             dependencies: [

@@ -113,13 +113,3 @@ struct DBusMockTests {
         }
     }
 }
-
-/// The currently running fake process; replacing it stops the previous one first.
-actor FakeSlot {
-    private var process: ChildProcess?
-
-    func replace(with next: ChildProcess?) {
-        process?.terminate()
-        process = next
-    }
-}
