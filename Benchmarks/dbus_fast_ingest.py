@@ -19,6 +19,7 @@ signal), so it does not depend on how fast the emitter or the bus daemon are.
 import argparse
 import asyncio
 import json
+import signal
 import time
 
 from dbus_fast import BusType, Message, MessageType, Variant
@@ -29,8 +30,12 @@ ADAPTER = "/org/bluez/hci0"
 HEX = set(b"0123456789abcdef")
 
 
-def emit(address, count, devices):
-    """The emitter uses dbus-python (libdbus), which keeps up with a flood and is independent of both consumers."""
+def emit(address, count, devices, rate=None):
+    """The emitter uses dbus-python (libdbus), which keeps up with a flood and is independent of both consumers.
+
+    With `rate`, it sends `rate` signals per second from SIGUSR1 on, until stopped, whatever anyone listens to
+    (the kiosk load figure); advertisements registered meanwhile are accepted and counted on standard output.
+    """
     import dbus
     import dbus.lowlevel
     import dbus.mainloop.glib
@@ -41,20 +46,33 @@ def emit(address, count, devices):
     bus = dbus.bus.BusConnection(address)
     paths = [f"{ADAPTER}/dev_00_00_00_00_{i // 256:02X}_{i % 256:02X}" for i in range(devices)]
 
+    sent = [0]
+
+    def steady():
+        # Ten batches a second keep the rate even without waking the loop for every signal.
+        for _ in range(rate // 10):
+            send(sent[0])
+            sent[0] += 1
+        bus.flush()
+        return True
+
+    def send(index):
+        eid = f"{index % devices:010x}".encode()
+        changed = dbus.Dictionary(
+            {
+                "RSSI": dbus.Int16(-40 - index % 50, variant_level=1),
+                "ServiceData": dbus.Dictionary({FEED: dbus.ByteArray(eid)}, signature="sv", variant_level=1),
+            },
+            signature="sv",
+        )
+        message = dbus.lowlevel.SignalMessage(paths[index % devices], "org.freedesktop.DBus.Properties",
+                                              "PropertiesChanged")
+        message.append("org.bluez.Device1", changed, dbus.Array([], signature="s"), signature="sa{sv}as")
+        bus.send_message(message)
+
     def flood():
         for index in range(count):
-            eid = f"{index % devices:010x}".encode()
-            changed = dbus.Dictionary(
-                {
-                    "RSSI": dbus.Int16(-40 - index % 50, variant_level=1),
-                    "ServiceData": dbus.Dictionary({FEED: dbus.ByteArray(eid)}, signature="sv", variant_level=1),
-                },
-                signature="sv",
-            )
-            message = dbus.lowlevel.SignalMessage(paths[index % devices], "org.freedesktop.DBus.Properties",
-                                                  "PropertiesChanged")
-            message.append("org.bluez.Device1", changed, dbus.Array([], signature="s"), signature="sa{sv}as")
-            bus.send_message(message)
+            send(index)
             if index % 1024 == 1023:
                 bus.flush()
         bus.flush()
@@ -64,7 +82,8 @@ def emit(address, count, devices):
         @dbus.service.method("org.freedesktop.DBus.ObjectManager", in_signature="", out_signature="a{oa{sa{sv}}}")
         def GetManagedObjects(self):
             return {ADAPTER: {"org.bluez.Adapter1": {"Powered": dbus.Boolean(True, variant_level=1),
-                                                     "Address": dbus.String("00:00:00:00:00:01", variant_level=1)}}}
+                                                     "Address": dbus.String("00:00:00:00:00:01", variant_level=1)},
+                              "org.bluez.LEAdvertisingManager1": {}}}
 
     class Adapter(dbus.service.Object):
         @dbus.service.method("org.bluez.Adapter1", in_signature="a{sv}", out_signature="")
@@ -79,9 +98,24 @@ def emit(address, count, devices):
         def StopDiscovery(self):
             pass
 
+        @dbus.service.method("org.bluez.LEAdvertisingManager1", in_signature="oa{sv}", out_signature="")
+        def RegisterAdvertisement(self, path, _options):
+            print(f"registered {path}", flush=True)
+
+        @dbus.service.method("org.bluez.LEAdvertisingManager1", in_signature="o", out_signature="")
+        def UnregisterAdvertisement(self, path):
+            print(f"unregistered {path}", flush=True)
+
     name = dbus.service.BusName("org.bluez", bus)
     Root(bus, "/")
     Adapter(bus, ADAPTER)
+    if rate:
+        def start():
+            GLib.timeout_add(100, steady)
+            return False
+
+        # The flood starts on SIGUSR1, so a consumer can be measured before and during it.
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, start)
     print("ready", flush=True)
     _ = name
     GLib.MainLoop().run()
@@ -145,9 +179,10 @@ def main():
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--devices", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--rate", type=int, help="emit: this many signals per second from SIGUSR1 on, until stopped")
     arguments = parser.parse_args()
     if arguments.role == "emit":
-        emit(arguments.address, arguments.count, arguments.devices)
+        emit(arguments.address, arguments.count, arguments.devices, arguments.rate)
     else:
         asyncio.run(ingest(arguments.address, arguments.count, arguments.timeout))
 
