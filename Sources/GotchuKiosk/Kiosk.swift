@@ -312,7 +312,7 @@ public actor Kiosk: KioskStatusSource {
                 }
                 failed = 0
                 if applyStatus(status.status, sid: sid) { return }
-            } catch where Self.isRefusal(error) {
+            } catch  where Self.isRefusal(error) {
                 // The ledger no longer knows the session, or not for this payee: nothing can pay this charge.
                 var next = current
                 next.charge.state = .failed

@@ -220,6 +220,26 @@ struct KioskTests {
         }
     }
 
+    @Test("Cancelling a charge a payer already paid reports it paid, not cancelled")
+    func cancelAfterPayment() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        // Slow polling: the kiosk has not yet seen the payment when the point-of-sale cancels.
+        let kiosk = try await harness.makeKiosk(options: Kiosk.Options(statusInterval: .seconds(30)))
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 2_000, reference: "")
+            try await waitForStatus(kiosk) { $0.state == .advertising }
+            guard case .paid = try await harness.pay(as: "carol@example.com", funded: 2_000) else {
+                Issue.record("payer did not pay")
+                return
+            }
+            #expect(await kiosk.status().state == .advertising)
+            let ended = try await kiosk.cancel(id: charge.id)
+            #expect(ended.state == .paid)
+            #expect(try await harness.client("shop@example.com").wallet().availableCents == 2_000)
+        }
+    }
+
     @Test("A kiosk started again continues the same session, which is then paid")
     func restartContinuesSession() async throws {
         let harness = try await KioskHarness.start()
