@@ -90,6 +90,7 @@ let package = Package(
                 "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -166,6 +167,8 @@ let package = Package(
             dependencies: [
                 "GotchuKiosk", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
                 "GotchuCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
