@@ -33,7 +33,9 @@ extension KioskDisplayTests {
         @Test func followsTheKioskToPaidAndLooksDifferent() async throws {
             let directory = try TemporaryDirectory(prefix: "gotchu-display")
             defer { directory.remove() }
-            let advertising = KioskStatus.advertising(payee: "Corner Café", reference: "Order 42")
+            var advertising = KioskStatus.advertising(payee: "Corner Café", reference: "Order 42")
+            // The script formats amounts itself (it renders every status it gets): a remainder under ten cents.
+            advertising.charge?.amountCents = 100_005
             var paid = advertising
             paid.state = .paid
             paid.charge?.state = .paid
@@ -50,7 +52,7 @@ extension KioskDisplayTests {
             #expect(await after.subscriptionCount >= 2)
             #expect(dom.contains(#"<body data-state="paid">"#), "\(dom)")
             #expect(dom.contains(#"<p id="headline">Paid ✓</p>"#))
-            #expect(dom.contains(#"<p id="amount">$12.50</p>"#))
+            #expect(dom.contains(#"<p id="amount">$1000.05</p>"#))
             #expect(dom.contains(#"<p id="countdown" hidden="">"#))
 
             let advertisingShot = try Chromium.expectScreenshot(directory.url.appendingPathComponent("advertising.png"))
