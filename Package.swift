@@ -90,6 +90,7 @@ let package = Package(
                 "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -171,6 +172,8 @@ let package = Package(
                 "GotchuKiosk", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
                 "GotchuLedgerClient", "GotchuAPI",
                 "GotchuCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

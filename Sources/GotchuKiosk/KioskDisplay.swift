@@ -1,0 +1,133 @@
+import Foundation
+import GotchuAPI
+import HTTPTypes
+import Hummingbird
+public import Logging
+import NIOCore
+public import ServiceLifecycle
+
+/// The customer display: a small web server for the screen facing the customer, which a browser in kiosk mode
+/// shows full screen.
+///
+/// - `GET /`: the page, rendered with the current status and then kept current by its script.
+/// - `GET /events`: server-sent events, one `data:` line of ``KioskStatus`` JSON per change (the first is the
+///   current status), and a comment every `keepAliveInterval` so idle connections stay open and a departed
+///   browser is noticed.
+/// - `GET /status`: the current status as JSON.
+///
+/// Other paths answer 404, other methods 405. Run it on its own or in a `ServiceGroup`; a graceful shutdown ends
+/// the open event streams so the server can stop.
+public struct KioskDisplay: Service {
+    private let source: any KioskStatusSource
+    private let host: String
+    private let port: Int
+    private let keepAliveInterval: Duration
+    private let logger: Logger
+    private let onListening: @Sendable (Int) async -> Void
+
+    /// Creates the display over `source`.
+    /// - Parameters:
+    ///   - source: the kiosk, or a stand-in.
+    ///   - host: the address to listen on; `127.0.0.1` when the browser runs on the kiosk itself.
+    ///   - port: the port to listen on; 0 picks a free one (see `onListening`).
+    ///   - keepAliveInterval: how often an idle event stream gets a comment.
+    ///   - logger: where the server logs.
+    ///   - onListening: called with the bound port once the server accepts connections.
+    public init(
+        source: any KioskStatusSource,
+        host: String,
+        port: Int,
+        keepAliveInterval: Duration = .seconds(15),
+        logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        self.source = source
+        self.host = host
+        self.port = port
+        self.keepAliveInterval = keepAliveInterval
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    /// Serves until cancelled or shut down gracefully.
+    public func run() async throws {
+        let port = self.port
+        let onListening = self.onListening
+        let application = Application(
+            router: router(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "gotchu-kiosk-display"),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
+            logger: logger
+        )
+        try await application.run()
+    }
+
+    private func router() -> Router<BasicRequestContext> {
+        let source = self.source
+        let keepAliveInterval = self.keepAliveInterval
+        let router = Router()
+        router.add(middleware: GetOnlyMiddleware(paths: ["/", "/events", "/status"]))
+        router.get("/") { _, _ in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "text/html; charset=utf-8"
+            headers[.cacheControl] = "no-store"
+            let page = try KioskDisplayPage.html(for: await source.status())
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+        }
+        router.get("/status") { _, _ in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "application/json"
+            headers[.cacheControl] = "no-store"
+            let body = try APIJSON.encoder().encode(await source.status())
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        }
+        router.get("/events") { _, _ in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "text/event-stream; charset=utf-8"
+            headers[.cacheControl] = "no-cache"
+            // Asks a reverse proxy (nginx) not to hold events back in its buffer.
+            headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
+            let stream = KioskEventStream(source: source, keepAliveInterval: keepAliveInterval)
+            return Response(
+                status: .ok,
+                headers: headers,
+                body: ResponseBody { writer in try await stream.run(&writer) }
+            )
+        }
+        return router
+    }
+
+    /// The page's script and style are inline and it talks only to this server; the policy allows nothing else.
+    static let contentSecurityPolicy =
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+        + "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+    private static var securityHeaders: HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentSecurityPolicy] = contentSecurityPolicy
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        return headers
+    }
+}
+
+/// Answers 405 (with `Allow: GET`) for any method but GET on the display's paths; unknown paths stay 404.
+struct GetOnlyMiddleware<Context: RequestContext>: RouterMiddleware {
+    let paths: Set<String>
+
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard request.method != .get, paths.contains(request.uri.path) else { return try await next(request, context) }
+        var headers = HTTPFields()
+        headers[.allow] = "GET"
+        headers[.contentType] = "text/plain; charset=utf-8"
+        return Response(
+            status: .methodNotAllowed,
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: "this path serves GET only\n"))
+        )
+    }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+
+/// The customer display's page: rendered on the server from one status, so it is right before its script runs,
+/// then kept current by that script from `/events`.
+enum KioskDisplayPage {
+    /// The large line for each state; the page's script receives the same table, so both renderings agree.
+    static let headlines: [KioskStatus.State: String] = [
+        .idle: "Ready",
+        .creating: "Preparing…",
+        .advertising: "Hold your phone near the terminal",
+        .locked: "Paying…",
+        .paid: "Paid ✓",
+        .expired: "Expired",
+        .cancelled: "Cancelled",
+        .failed: "Failed",
+        .error: "Please wait",
+    ]
+
+    /// What the page shows for one status, as text; the server renders it into HTML and the script into the DOM.
+    struct View: Equatable {
+        var state: String
+        var payee: String
+        var amount: String?
+        var headline: String
+        var detail: String?
+        var countdown: String?
+        var reference: String?
+
+        init(_ status: KioskStatus) {
+            // An idle kiosk may still report its last charge; "Ready" beside an old amount would mislead.
+            let charge = status.state == .idle ? nil : status.charge
+            state = status.state.rawValue
+            payee = status.payeeName
+            amount = charge.map { Money.format($0.amountCents) }
+            headline = headlines[status.state] ?? status.state.rawValue
+            // As the script does: an empty problem on the status gives way to the charge's.
+            let problem = status.problem?.isEmpty == false ? status.problem : charge?.problem
+            detail = status.state == .failed || status.state == .error ? problem : nil
+            if status.state == .advertising || status.state == .locked, let expiresAt = charge?.expiresAt {
+                countdown = KioskDisplayPage.countdown(seconds: expiresAt.timeIntervalSince(status.now))
+            }
+            if let reference = charge?.reference, !reference.isEmpty { self.reference = "Reference: " + reference }
+        }
+    }
+
+    /// `m:ss`, rounded up as countdowns are (a charge with 0.2 s left still shows 0:01), never negative.
+    static func countdown(seconds: TimeInterval) -> String {
+        let whole = seconds.isFinite ? max(0, Int(min(seconds, 86_400 * 365).rounded(.up))) : 0
+        let remainder = whole % 60
+        return "\(whole / 60):" + (remainder < 10 ? "0" : "") + "\(remainder)"
+    }
+
+    /// The whole page for `status`.
+    static func html(for status: KioskStatus) throws -> String {
+        let view = View(status)
+        let initial = try initialJSON(status)
+        return """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Gotchu</title>
+            <link rel="icon" href="data:,">
+            <style>\(style)</style>
+            </head>
+            <body data-state="\(escape(view.state))">
+            <main>
+            \(element("payee", view.payee))
+            \(element("amount", view.amount))
+            \(element("headline", view.headline))
+            \(element("detail", view.detail))
+            \(element("countdown", view.countdown))
+            \(element("reference", view.reference))
+            </main>
+            <p id="connection" role="status" hidden>Reconnecting…</p>
+            <script type="application/json" id="initial">\(initial)</script>
+            <script>\(script)</script>
+            </body>
+            </html>
+
+            """
+    }
+
+    /// A paragraph with its text escaped, hidden when there is no text (the script shows it when there is).
+    private static func element(_ id: String, _ text: String?) -> String {
+        guard let text, !text.isEmpty else { return "<p id=\"\(id)\" hidden></p>" }
+        return "<p id=\"\(id)\">\(escape(text))</p>"
+    }
+
+    /// Text made safe for an HTML element or a quoted attribute.
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for character in text.unicodeScalars {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// The status and the headlines as JSON for a `<script type="application/json">`. Every `<` becomes `\u003c`
+    /// (still the same JSON), so no text inside can close the script element or open a comment.
+    static func initialJSON(_ status: KioskStatus) throws -> String {
+        struct Initial: Encodable {
+            var status: KioskStatus
+            var headlines: [String: String]
+        }
+        let headlines = Dictionary(uniqueKeysWithValues: headlines.map { ($0.key.rawValue, $0.value) })
+        let data = try APIJSON.encoder().encode(Initial(status: status, headlines: headlines))
+        return String(decoding: data, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
+    }
+
+    // Sizes follow the screen's height so the 800×480 panel and a 1080p monitor both read from a distance.
+    private static let style = """
+        :root{color-scheme:light}
+        *{box-sizing:border-box;margin:0}
+        html,body{height:100%}
+        body{background:#fff;color:#000;font-family:"DejaVu Sans",system-ui,sans-serif;overflow:hidden}
+        main{height:100%;display:flex;flex-direction:column;justify-content:center;align-items:center;\
+        gap:2.5vh;padding:3vh 4vw;text-align:center}
+        main p{max-width:100%;overflow-wrap:anywhere}
+        #payee{font-size:clamp(18px,min(7vh,5vw),72px);font-weight:600;color:#222}
+        #amount{font-size:clamp(40px,min(22vh,15vw),240px);font-weight:800;line-height:1;\
+        font-variant-numeric:tabular-nums}
+        #headline{font-size:clamp(26px,min(11vh,7vw),120px);font-weight:700;line-height:1.1}
+        #detail{font-size:clamp(16px,min(5vh,4vw),56px)}
+        #countdown{font-size:clamp(22px,min(9vh,6vw),100px);font-variant-numeric:tabular-nums}
+        #reference{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333}
+        #connection{position:fixed;right:2vw;bottom:1.5vh;font-size:clamp(12px,3.5vh,36px);color:#444}
+        body[data-state=paid] #headline{color:#05601f}
+        body[data-state=failed] #headline,body[data-state=expired] #headline,\
+        body[data-state=cancelled] #headline{color:#8a0000}
+        [hidden]{display:none!important}
+        """
+
+    // Amounts are formatted with integer arithmetic, as Money.format does; the countdown runs on the kiosk's
+    // clock (`now`) plus time elapsed here, so a wrong clock on the screen's computer does not matter.
+    private static let script = """
+        "use strict";
+        (function () {
+          var initial = JSON.parse(document.getElementById("initial").textContent);
+          var headlines = initial.headlines;
+          var status = initial.status;
+          var receivedAt = performance.now();
+          function formatCents(cents) {
+            var magnitude = Math.abs(Math.trunc(cents));
+            var fraction = magnitude % 100;
+            var whole = (magnitude - fraction) / 100;
+            return (cents < 0 ? "-" : "") + "$" + whole + "." + (fraction < 10 ? "0" : "") + fraction;
+          }
+          function formatCountdown(seconds) {
+            var remainder = seconds % 60;
+            return (seconds - remainder) / 60 + ":" + (remainder < 10 ? "0" : "") + remainder;
+          }
+          function setText(id, text) {
+            var node = document.getElementById(id);
+            node.textContent = text || "";
+            node.hidden = !text;
+          }
+          function countdown() {
+            var charge = status.charge;
+            if (!charge || !charge.expires_at || (status.state !== "advertising" && status.state !== "locked")) {
+              return null;
+            }
+            var kioskNow = Date.parse(status.now) + (performance.now() - receivedAt);
+            var left = (Date.parse(charge.expires_at) - kioskNow) / 1000;
+            return isFinite(left) ? formatCountdown(Math.max(0, Math.ceil(left))) : null;
+          }
+          function render() {
+            var charge = status.state === "idle" ? null : status.charge;
+            var failing = status.state === "failed" || status.state === "error";
+            document.body.setAttribute("data-state", status.state);
+            setText("payee", status.payee_name);
+            setText("amount", charge ? formatCents(charge.amount_cents) : null);
+            setText("headline", headlines[status.state] || status.state);
+            setText("detail", failing ? status.problem || (charge && charge.problem) : null);
+            setText("countdown", countdown());
+            setText("reference", charge && charge.reference ? "Reference: " + charge.reference : null);
+          }
+          var lost = null;
+          function connected() {
+            clearTimeout(lost);
+            lost = null;
+            document.getElementById("connection").hidden = true;
+          }
+          function connect() {
+            var events = new EventSource("events");
+            events.onopen = connected;
+            events.onmessage = function (event) {
+              try { status = JSON.parse(event.data); } catch (error) { return; }
+              receivedAt = performance.now();
+              connected();
+              render();
+            };
+            events.onerror = function () {
+              // A dropped stream reconnects within a second or so; say so only if that does not happen.
+              if (lost === null) {
+                lost = setTimeout(function () { document.getElementById("connection").hidden = false; }, 2500);
+              }
+              // EventSource gives up for good after an HTTP error (a proxy's 502, say); start over then.
+              if (events.readyState === EventSource.CLOSED) {
+                events.close();
+                setTimeout(connect, 3000);
+              }
+            };
+          }
+          render();
+          setInterval(function () { setText("countdown", countdown()); }, 250);
+          connect();
+        })();
+        """
+}

@@ -1,0 +1,305 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuKiosk
+import Logging
+import ServiceLifecycle
+import Testing
+
+@Suite struct KioskDisplayTests {
+    static let hostilePayee = #"Bob's <script>alert("x")</script> & Co"#
+    static let hostileReference = "<img src=x onerror=alert(1)>"
+
+    @Test func statusIsTheSourcesStatusAsJSON() async throws {
+        let source = SettableStatusSource(.advertising(payee: Self.hostilePayee, reference: Self.hostileReference))
+        try await withDisplay(source) { display in
+            let connection = try HTTPTestConnection(port: display.port)
+            try connection.send("GET", "/status", headers: ["Connection": "close"])
+            let head = try await connection.readHead()
+            #expect(head.status == 200)
+            #expect(head.headers["content-type"] == "application/json")
+            let decoded = try APIJSON.decoder().decode(
+                KioskStatus.self,
+                from: Data(try await connection.readBody().utf8)
+            )
+            var expected = await source.status()
+            #expect(abs(decoded.now.timeIntervalSince(expected.now)) < 5)
+            expected.now = decoded.now
+            // Times travel as milliseconds.
+            var received = decoded
+            let sent = try #require(expected.charge)
+            let charge = try #require(decoded.charge)
+            let times = [(sent.expiresAt, charge.expiresAt), (sent.createdAt, charge.createdAt)]
+            for (sentTime, receivedTime) in times + [(sent.updatedAt, charge.updatedAt)] {
+                #expect(abs((receivedTime ?? .distantPast).timeIntervalSince(sentTime ?? .distantFuture)) < 0.002)
+            }
+            received.charge?.expiresAt = sent.expiresAt
+            received.charge?.createdAt = sent.createdAt
+            received.charge?.updatedAt = sent.updatedAt
+            #expect(received == expected)
+        }
+    }
+
+    @Test func pageShowsTheStatusWithEveryTextEscaped() async throws {
+        let source = SettableStatusSource(.advertising(payee: Self.hostilePayee, reference: Self.hostileReference))
+        try await withDisplay(source) { display in
+            let (head, page) = try await get(display, "/")
+            #expect(head.status == 200)
+            #expect(head.headers["content-type"] == "text/html; charset=utf-8")
+            #expect(head.headers["content-security-policy"]?.hasPrefix("default-src 'none'; script-src") == true)
+            #expect(head.headers["x-content-type-options"] == "nosniff")
+            #expect(head.headers["referrer-policy"] == "no-referrer")
+
+            #expect(page.contains(#"<html lang="en">"#))
+            #expect(page.contains(#"<meta name="viewport""#))
+            #expect(
+                page.contains(
+                    #"<p id="payee">Bob&#39;s &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; Co</p>"#
+                )
+            )
+            #expect(page.contains(#"<p id="amount">$12.50</p>"#))
+            #expect(page.contains(#"<p id="headline">Hold your phone near the terminal</p>"#))
+            #expect(page.contains(#"<p id="countdown">5:00</p>"#))
+            #expect(page.contains(#"<p id="reference">Reference: &lt;img src=x onerror=alert(1)&gt;</p>"#))
+            #expect(!page.contains("<script>alert"))
+            #expect(!page.contains("<img"))
+            // Only the page's own two script elements close: the embedded status cannot end its element early.
+            #expect(page.components(separatedBy: "</script>").count == 3)
+
+            // The status embedded for the script is the same status, intact.
+            let start = try #require(page.range(of: #"<script type="application/json" id="initial">"#))
+            let end = try #require(page.range(of: "</script>", range: start.upperBound..<page.endIndex))
+            struct Initial: Decodable { var status: KioskStatus }
+            let initial = try APIJSON.decoder().decode(
+                Initial.self,
+                from: Data(page[start.upperBound..<end.lowerBound].utf8)
+            )
+            #expect(initial.status.payeeName == Self.hostilePayee)
+            #expect(initial.status.charge?.reference == Self.hostileReference)
+        }
+    }
+
+    @Test(arguments: [
+        (KioskStatus.State.idle, "Ready"), (.creating, "Preparing…"), (.locked, "Paying…"), (.paid, "Paid ✓"),
+        (.expired, "Expired"), (.cancelled, "Cancelled"),
+    ])
+    func pageSaysWhatTheStateMeans(state: KioskStatus.State, headline: String) async throws {
+        var status = KioskStatus.advertising(payee: "Corner Café", reference: "")
+        status.state = state
+        let source = SettableStatusSource(status)
+        try await withDisplay(source) { display in
+            let (_, page) = try await get(display, "/")
+            #expect(page.contains("<p id=\"headline\">\(headline)</p>"))
+            #expect(page.contains(#"<p id="reference" hidden></p>"#))
+            // An idle kiosk's last charge is not shown beside "Ready"; the countdown runs only while it can be paid.
+            #expect(page.contains(#"<p id="amount">$12.50</p>"#) == (state != .idle))
+            #expect(page.contains(#"<p id="countdown" hidden></p>"#) == (state != .locked))
+        }
+    }
+
+    @Test(arguments: [KioskStatus.State.failed, .error])
+    func pageExplainsAProblem(state: KioskStatus.State) async throws {
+        var status = KioskStatus.advertising(payee: "Corner Café", reference: "")
+        status.state = state
+        status.problem = "the ledger <is> unreachable"
+        let source = SettableStatusSource(status)
+        try await withDisplay(source) { display in
+            let (_, page) = try await get(display, "/")
+            #expect(page.contains("<p id=\"headline\">\(state == .failed ? "Failed" : "Please wait")</p>"))
+            #expect(page.contains(#"<p id="detail">the ledger &lt;is&gt; unreachable</p>"#))
+        }
+    }
+
+    @Test func otherPathsAreNotFoundAndOtherMethodsNotAllowed() async throws {
+        let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
+        try await withDisplay(source) { display in
+            #expect(try await get(display, "/nope").head.status == 404)
+            #expect(try await get(display, "/favicon.ico").head.status == 404)
+            for (method, path) in [("POST", "/"), ("PUT", "/status"), ("DELETE", "/events"), ("HEAD", "/")] {
+                let (head, _) = try await get(display, path, method: method)
+                #expect(head.status == 405, "\(method) \(path)")
+                #expect(head.headers["allow"] == "GET", "\(method) \(path)")
+            }
+            #expect(try await get(display, "/nope", method: "POST").head.status == 404)
+        }
+    }
+
+    @Test func eventsSendEveryStatusAndEndTheSubscriptionWhenTheBrowserLeaves() async throws {
+        let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: "Order 42"))
+        // A short keep-alive, so the server notices the departed browser quickly.
+        try await withDisplay(source, keepAliveInterval: .milliseconds(100)) { display in
+            let connection = try HTTPTestConnection(port: display.port)
+            try connection.send("GET", "/events", headers: ["Accept": "text/event-stream"])
+            let head = try await connection.readHead()
+            #expect(head.status == 200)
+            #expect(head.headers["content-type"] == "text/event-stream; charset=utf-8")
+            #expect(head.headers["cache-control"] == "no-cache")
+
+            let first = try decodeStatus(try #require(await connection.nextData()))
+            #expect(first.state == .advertising)
+            #expect(first.charge?.amountCents == 1250)
+            #expect(await source.liveSubscriptions == 1)
+
+            var paid = KioskStatus.advertising(payee: "Corner Café", reference: "Order 42")
+            paid.state = .paid
+            paid.charge?.state = .paid
+            await source.set(paid)
+            let second = try decodeStatus(try #require(await connection.nextData()))
+            #expect(second.state == .paid)
+            #expect(second.charge?.state == .paid)
+
+            connection.disconnect()
+            #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(10)))
+        }
+    }
+
+    @Test func eventsKeepAnIdleConnectionAlive() async throws {
+        let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
+        try await withDisplay(source, keepAliveInterval: .milliseconds(200)) { display in
+            let connection = try HTTPTestConnection(port: display.port)
+            try connection.send("GET", "/events")
+            _ = try await connection.readHead()
+            #expect(try await connection.nextEvent() == ["retry: 1000"])
+            _ = try #require(try await connection.nextData())
+            #expect(try await connection.nextEvent(timeout: .seconds(5)) == [": keep-alive"])
+            #expect(try await connection.nextEvent(timeout: .seconds(5)) == [": keep-alive"])
+        }
+    }
+
+    @Test func eventsEndWhenTheKioskStops() async throws {
+        let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
+        try await withDisplay(source) { display in
+            let connection = try HTTPTestConnection(port: display.port)
+            try connection.send("GET", "/events")
+            _ = try await connection.readHead()
+            _ = try #require(try await connection.nextData())
+            await source.finishAll()
+            #expect(try await connection.nextData() == nil)
+            #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(10)))
+        }
+    }
+
+    @Test func gracefulShutdownEndsOpenEventStreams() async throws {
+        let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
+        let display = try await RunningDisplay.start(source)
+        let connection = try HTTPTestConnection(port: display.port)
+        try connection.send("GET", "/events")
+        _ = try await connection.readHead()
+        _ = try #require(try await connection.nextData())
+        // The keep-alive is 15 s away: only the shutdown itself can end the stream in time.
+        let started = ContinuousClock.now
+        try await display.stop(within: .seconds(10))
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(try await connection.nextData(timeout: .seconds(5)) == nil)
+        #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(5)))
+    }
+
+    private func get(
+        _ display: RunningDisplay,
+        _ path: String,
+        method: String = "GET"
+    ) async throws -> (head: HTTPTestConnection.Head, body: String) {
+        let connection = try HTTPTestConnection(port: display.port)
+        try connection.send(method, path, headers: ["Connection": "close"])
+        let head = try await connection.readHead()
+        return (head, method == "HEAD" ? "" : try await connection.readBody())
+    }
+
+    private func decodeStatus(_ data: String) throws -> KioskStatus {
+        try APIJSON.decoder().decode(KioskStatus.self, from: Data(data.utf8))
+    }
+}
+
+extension KioskStatus {
+    /// A charge of $12.50 advertised for five minutes from now.
+    static func advertising(payee: String, reference: String) -> KioskStatus {
+        let now = Date()
+        let charge = KioskCharge(
+            id: "2F1B5C0E-8E0B-4E55-9C53-4B8E2F6A7D10",
+            amountCents: 1250,
+            reference: reference,
+            state: .advertising,
+            sessionID: "session-1",
+            eid: EID(rawValue: "0123456789"),
+            expiresAt: now.addingTimeInterval(300),
+            createdAt: now,
+            updatedAt: now
+        )
+        return KioskStatus(state: .advertising, payeeName: payee, charge: charge, problem: nil, now: now)
+    }
+}
+
+/// A display on a free loopback port, in its own service group as the daemon runs it.
+struct RunningDisplay {
+    let port: Int
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    static func start(
+        _ source: SettableStatusSource,
+        keepAliveInterval: Duration = .seconds(15)
+    ) async throws
+        -> RunningDisplay
+    {
+        let logger = Logger(label: "gotchu.kiosk.display") { _ in SwiftLogNoOpLogHandler() }
+        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
+        let display = KioskDisplay(
+            source: source,
+            host: "127.0.0.1",
+            port: 0,
+            keepAliveInterval: keepAliveInterval,
+            logger: logger
+        ) { listening.yield($0) }
+        let group = ServiceGroup(services: [display], gracefulShutdownSignals: [], logger: logger)
+        let task = Task {
+            defer { listening.finish() }
+            try await group.run()
+        }
+        guard let port = await ports.first(where: { _ in true }) else {
+            try await task.value
+            throw HTTPTestError("the display stopped before it listened")
+        }
+        return RunningDisplay(port: port, group: group, task: task)
+    }
+
+    /// Shuts the display down gracefully; fails (after cancelling it) if that takes longer than `timeout`.
+    func stop(within timeout: Duration = .seconds(10)) async throws {
+        await group.triggerGracefulShutdown()
+        let task = self.task
+        let stoppedInTime = await withTaskGroup(of: Bool.self) { waiters in
+            waiters.addTask {
+                _ = try? await task.value
+                return true
+            }
+            waiters.addTask {
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { task.cancel() }
+                return false
+            }
+            let first = await waiters.next() ?? false
+            waiters.cancelAll()
+            return first
+        }
+        guard stoppedInTime else { throw HTTPTestError("the display did not shut down within \(timeout)") }
+        try await task.value
+    }
+}
+
+/// Runs `body` with a display over `source`, then shuts the display down.
+@discardableResult
+func withDisplay<Result>(
+    _ source: SettableStatusSource,
+    keepAliveInterval: Duration = .seconds(15),
+    _ body: (RunningDisplay) async throws -> Result
+) async throws -> Result {
+    let display = try await RunningDisplay.start(source, keepAliveInterval: keepAliveInterval)
+    let result: Result
+    do {
+        result = try await body(display)
+    } catch {
+        try? await display.stop()
+        throw error
+    }
+    try await display.stop()
+    return result
+}
