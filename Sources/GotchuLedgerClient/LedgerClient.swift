@@ -43,9 +43,20 @@ public struct LedgerClient: Sendable {
         try await request("POST", "/dev/fund", body: AmountRequest(amountCents: amountCents))
     }
 
-    /// `POST /sessions/create`.
-    public func createSession(amountCents: Cents) async throws(LedgerClientError) -> CreateSessionResponse {
-        try await request("POST", "/sessions/create", body: AmountRequest(amountCents: amountCents))
+    /// `POST /sessions/create`. With an `idempotencyKey` (persist it before sending) a retry after a crash or a lost
+    /// response gets the session the first request made, not a second one; the key with another amount is refused.
+    public func createSession(
+        amountCents: Cents,
+        idempotencyKey: String? = nil
+    ) async throws(LedgerClientError) -> CreateSessionResponse {
+        let (data, response) = try await perform(
+            "POST",
+            "/sessions/create",
+            body: AmountRequest(amountCents: amountCents),
+            headers: idempotencyKey.map { [APIHeader.idempotencyKey: $0] } ?? [:],
+            authenticated: true
+        )
+        return try decodeBody(data, response)
     }
 
     /// `POST /sessions/resolve` (no token needed).
