@@ -274,7 +274,8 @@ public struct HealthResponse: Codable, Hashable, Sendable {
 
 /// The headers of the ledger API that are not plain HTTP.
 public enum APIHeader {
-    /// The request header carrying the client's idempotency key on `POST /wallet/send`.
+    /// The request header carrying the client's idempotency key: required on `POST /wallet/send`, optional on
+    /// `POST /sessions/create`.
     public static let idempotencyKey = "Idempotency-Key"
     /// A response header set to `true` when the response replays the outcome stored for an idempotency key.
     public static let idempotentReplayed = "Idempotent-Replayed"

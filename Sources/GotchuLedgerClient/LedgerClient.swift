@@ -43,7 +43,8 @@ public struct LedgerClient: Sendable {
         try await request("POST", "/dev/fund", body: AmountRequest(amountCents: amountCents))
     }
 
-    /// `POST /sessions/create`. With an idempotency key, a retry gets the session the first request created.
+    /// `POST /sessions/create`. With an `idempotencyKey` (persist it before sending) a retry after a crash or a lost
+    /// response gets the session the first request made, not a second one; the key with another amount is refused.
     public func createSession(
         amountCents: Cents,
         idempotencyKey: String? = nil

@@ -46,9 +46,15 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
         router.post("/sessions/create") { request, context in
             let user = try await authenticate(request)
+            let key = try idempotencyKey(request)
             let body = try await decode(AmountRequest.self, request, context)
             try store.policy.validate(amount: body.amountCents)
-            return try json(try await store.createSession(payeeID: user, amountCents: body.amountCents))
+            let (session, replayed) = try await store.createSession(
+                payeeID: user,
+                amountCents: body.amountCents,
+                idempotencyKey: key
+            )
+            return try json(session, headers: replayHeaders(replayed))
         }
         router.post("/sessions/resolve") { request, context in
             try limiters.resolvePerAddress?.take(clientAddress(request, context))
@@ -79,11 +85,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
         router.post("/wallet/send") { request, context in
             let user = try await authenticate(request)
-            let key = try idempotencyKey(request)
+            let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
             let body = try await decode(SessionRequest.self, request, context)
             let (outcome, replayed) = try await store.send(sid: body.sid, payerID: user, idempotencyKey: key)
-            var headers = HTTPFields()
-            if replayed { headers[HTTPField.Name(APIHeader.idempotentReplayed)!] = "true" }
+            let headers = replayHeaders(replayed)
             switch outcome {
             case .paid(let balance):
                 return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
@@ -153,16 +158,29 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         return context.remoteAddress?.ipAddress ?? "unknown"
     }
 
-    /// The `Idempotency-Key` header: 1 to 255 visible ASCII characters, optionally quoted as an sf-string.
-    private func idempotencyKey(_ request: Request) throws -> String {
-        guard var key = request.headers[HTTPField.Name(APIHeader.idempotencyKey)!] else {
-            throw Problem(.idempotencyKeyMissing, detail: "POST /wallet/send needs an Idempotency-Key header (a UUID)")
-        }
+    /// The `Idempotency-Key` header if sent: 1 to 255 visible ASCII characters, optionally quoted as an sf-string.
+    private func idempotencyKey(_ request: Request) throws -> String? {
+        guard var key = request.headers[HTTPField.Name(APIHeader.idempotencyKey)!] else { return nil }
         if key.count >= 2, key.hasPrefix("\""), key.hasSuffix("\"") { key = String(key.dropFirst().dropLast()) }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw Problem(.badRequest, detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
         }
         return key
+    }
+
+    /// The `Idempotency-Key` header of an `endpoint` that cannot run without one.
+    private func requiredIdempotencyKey(_ request: Request, for endpoint: String) throws -> String {
+        guard let key = try idempotencyKey(request) else {
+            throw Problem(.idempotencyKeyMissing, detail: "\(endpoint) needs an Idempotency-Key header (a UUID)")
+        }
+        return key
+    }
+
+    /// `Idempotent-Replayed: true` on an answer that replays the one stored for the request's key.
+    private func replayHeaders(_ replayed: Bool) -> HTTPFields {
+        var headers = HTTPFields()
+        if replayed { headers[HTTPField.Name(APIHeader.idempotentReplayed)!] = "true" }
+        return headers
     }
 
     private func decode<T: Decodable>(

@@ -107,6 +107,30 @@ struct SessionRow {
     }
 }
 
+/// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
+/// the EID it was first given.
+struct KeyedSession {
+    var sid: String
+    var eid: String
+    var amount: Cents
+    var expiresAt: Int64
+
+    /// The first answer again for a retry of the same request; the key names one charge, so another amount is
+    /// refused.
+    func replay(amountCents requested: Cents) throws(Problem) -> CreateSessionResponse {
+        guard amount == requested else {
+            throw Problem(
+                .idempotencyKeyReused,
+                detail: "this Idempotency-Key was first used for a session of \(amount) cents; use a new key"
+            )
+        }
+        guard let eid = EID(rawValue: eid) else {
+            throw Problem(.internalError, detail: "session \(sid) has a malformed EID")
+        }
+        return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+    }
+}
+
 /// An `idempotency_keys` row.
 struct IdempotencyRecord {
     var sid: String

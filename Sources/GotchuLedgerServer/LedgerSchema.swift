@@ -82,6 +82,16 @@ enum LedgerSchema {
                 arguments: [fundingWalletID]
             )
         }
+        // The `Idempotency-Key` of `POST /sessions/create`, unique per payee; sessions made without one leave it NULL,
+        // and NULLs never collide.
+        migrator.registerMigration("v2: session create keys") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE payment_sessions ADD COLUMN create_key TEXT;
+                    CREATE UNIQUE INDEX payment_sessions_create_key ON payment_sessions (payee_id, create_key);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -100,7 +100,17 @@ public protocol LedgerStore: Sendable {
     func fund(userID: String, amountCents: Cents) async throws -> Cents
 
     /// Creates a session asking `amountCents` for `payeeID`, with a fresh EID unique among live sessions.
-    func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse
+    ///
+    /// With an `idempotencyKey` (scoped to the payee, kept as long as the session) the payee's first session under
+    /// that key is answered again instead, whatever its status since, so a retry never makes a second session for
+    /// one charge; concurrent creates with one key make one session. The key with another amount is refused (422
+    /// ``ProblemKind/idempotencyKeyReused``).
+    /// - Returns: the session and whether it is the replay of an earlier create.
+    func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String?
+    ) async throws -> (session: CreateSessionResponse, replayed: Bool)
 
     /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled.
     func resolve(eid: EID) async throws -> ResolveResponse

@@ -268,8 +268,16 @@ enum OpenAPIDocument {
           /sessions/create:
             post:
               operationId: createSession
-              summary: Creates a payment session asking amount_cents of payers; returns its EID to advertise.
+              summary: Creates a payment session asking amount_cents of payers; returns its EID to advertise. With an
+                Idempotency-Key (scoped to the caller, kept as long as the session) a retry with the same key and
+                amount answers the first session again, whatever its status since, with the header Idempotent-Replayed
+                true; concurrent creates with one key make one session.
               security: [{ bearer: [] }]
+              parameters:
+                - name: Idempotency-Key
+                  in: header
+                  required: false
+                  schema: { type: string, minLength: 1, maxLength: 255, pattern: "^[!-~]+$" }
               requestBody:
                 required: true
                 content:
@@ -278,6 +286,9 @@ enum OpenAPIDocument {
               responses:
                 "200":
                   description: OK
+                  headers:
+                    Idempotent-Replayed:
+                      schema: { type: string, enum: ["true"] }
                   content:
                     application/json:
                       schema: { $ref: "#/components/schemas/CreateSessionResponse" }
@@ -303,7 +314,12 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "400":
-                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  description: "Malformed JSON, a field of the wrong type, or a malformed Idempotency-Key (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "422":
+                  description: "The key was first used with another amount (problem types: idempotency-key-reused)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }

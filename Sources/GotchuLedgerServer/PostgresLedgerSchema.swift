@@ -90,6 +90,15 @@ enum PostgresLedgerSchema {
                 VALUES ('\(LedgerSchema.fundingWalletID)', NULL, 'SYSTEM', 0, 0)
                 """,
             ]
-        )
+        ),
+        (
+            // The `Idempotency-Key` of `POST /sessions/create`, unique per payee; sessions made without one leave it
+            // NULL, and NULLs never collide.
+            "v2: session create keys",
+            [
+                "ALTER TABLE payment_sessions ADD COLUMN create_key TEXT",
+                "CREATE UNIQUE INDEX payment_sessions_create_key ON payment_sessions (payee_id, create_key)",
+            ]
+        ),
     ]
 }

@@ -11,11 +11,11 @@ public import PostgresNIO
 /// sorted by id (one statement with `ORDER BY id FOR UPDATE`: PostgreSQL sorts before it locks). A locked row is
 /// read in its latest committed version and cannot change until we commit, so each check holds at commit; with
 /// one global lock order no two transactions can wait on each other in a cycle, so deadlocks cannot arise. New rows
-/// are guarded by unique keys (users' e-mail, idempotency keys) or, for EIDs unique among live sessions, by a
-/// transaction-scoped advisory lock on the EID. SERIALIZABLE would also be correct, but every hot session would then
-/// cost aborted and retried transactions; locks make the losers wait a few milliseconds instead. As a safeguard, a
-/// transaction that fails with a deadlock or a serialization failure anyway is run again (up to five times) rather
-/// than surfacing as a server error.
+/// are guarded by unique keys (users' e-mail, idempotency keys, a payee's session create keys) or, for EIDs unique
+/// among live sessions, by a transaction-scoped advisory lock on the EID. SERIALIZABLE would also be correct, but
+/// every hot session would then cost aborted and retried transactions; locks make the losers wait a few milliseconds
+/// instead. As a safeguard, a transaction that fails with a deadlock or a serialization failure anyway is run again
+/// (up to five times) rather than surfacing as a server error.
 ///
 /// **Clock.** Expiry and lock lapses are judged inside the transaction at a time read at its start. By default that
 /// is the database's `clock_timestamp()`: one clock for every server on the database, so replicas with skewed clocks
@@ -186,11 +186,18 @@ public final class PostgresLedgerStore: LedgerStore {
 
     // MARK: Sessions
 
-    public func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse {
+    public func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String?
+    ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await transaction { connection, now in
             _ = try await self.wallet(of: payeeID, connection)
+            if let idempotencyKey, let earlier = try await self.keyedSession(payeeID, idempotencyKey, connection) {
+                return (try earlier.replay(amountCents: amountCents), true)
+            }
             let sid = Self.newID()
             let expiresAt = now + lifetime
             for _ in 0..<16 {
@@ -207,18 +214,31 @@ public final class PostgresLedgerStore: LedgerStore {
                         connection
                     ) ?? true
                 if taken { continue }
-                try await self.execute(
+                // A concurrent create with the same key waits here on the unique key until the other commits (then
+                // inserts nothing) or rolls back (then inserts). Nothing after this takes another lock, so the wait
+                // cannot close a cycle.
+                let inserted = try await self.rows(
                     """
-                    INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at)
-                    VALUES (\(sid), \(payeeID), \(amountCents), 'ADVERTISING', \(now), \(expiresAt))
+                    INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                    VALUES (\(sid), \(payeeID), \(amountCents), 'ADVERTISING', \(now), \(expiresAt), \(idempotencyKey))
+                    ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
                     """,
                     connection
                 )
+                guard !inserted.isEmpty else {
+                    // READ COMMITTED: this statement sees the winner's committed row.
+                    guard let idempotencyKey,
+                        let earlier = try await self.keyedSession(payeeID, idempotencyKey, connection)
+                    else {
+                        throw Problem(.unavailable, detail: "could not create the session; try again")
+                    }
+                    return (try earlier.replay(amountCents: amountCents), true)
+                }
                 try await self.execute(
                     "INSERT INTO session_eids (eid, session_id, created_at) VALUES (\(eid.rawValue), \(sid), \(now))",
                     connection
                 )
-                return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+                return (CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt)), false)
             }
             throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
         }
@@ -643,6 +663,23 @@ public final class PostgresLedgerStore: LedgerStore {
             paidBy: paidBy,
             paidAt: paidAt
         )
+    }
+
+    /// The payee's session made under `key`, with the EID it was first given.
+    private func keyedSession(
+        _ payeeID: String,
+        _ key: String,
+        _ connection: PostgresConnection
+    ) async throws -> KeyedSession? {
+        try await first(
+            """
+            SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+            JOIN session_eids e ON e.session_id = s.id
+            WHERE s.payee_id = \(payeeID) AND s.create_key = \(key) ORDER BY e.created_at, e.eid LIMIT 1
+            """,
+            as: (String, String, Int64, Int64).self,
+            connection
+        ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3) }
     }
 
     /// The key's row, locked until the transaction ends.

@@ -116,11 +116,18 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     // MARK: Sessions
 
-    public func createSession(payeeID: String, amountCents: Cents) async throws -> CreateSessionResponse {
+    public func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String?
+    ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await write { db, now in
             _ = try Self.wallet(of: payeeID, db)
+            if let idempotencyKey, let earlier = try Self.keyedSession(payeeID, idempotencyKey, db) {
+                return (try earlier.replay(amountCents: amountCents), true)
+            }
             let sid = Self.newID()
             let expiresAt = now + lifetime
             // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
@@ -136,18 +143,25 @@ public final class SQLiteLedgerStore: LedgerStore {
                         arguments: [eid.rawValue, now]
                     ) ?? true
                 if taken { continue }
+                // The write lock makes the lookup above final; the unique key stays the guarantee, as in PostgreSQL.
                 try db.execute(
                     sql: """
-                        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at)
-                        VALUES (?, ?, ?, 'ADVERTISING', ?, ?)
+                        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                        VALUES (?, ?, ?, 'ADVERTISING', ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
                         """,
-                    arguments: [sid, payeeID, amountCents, now, expiresAt]
+                    arguments: [sid, payeeID, amountCents, now, expiresAt, idempotencyKey]
                 )
+                guard db.changesCount == 1 else {
+                    guard let idempotencyKey, let earlier = try Self.keyedSession(payeeID, idempotencyKey, db) else {
+                        throw Problem(.unavailable, detail: "could not create the session; try again")
+                    }
+                    return (try earlier.replay(amountCents: amountCents), true)
+                }
                 try db.execute(
                     sql: "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
                     arguments: [eid.rawValue, sid, now]
                 )
-                return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+                return (CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt)), false)
             }
             throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
         }
@@ -462,6 +476,19 @@ public final class SQLiteLedgerStore: LedgerStore {
             throw Problem(.sessionNotFound, detail: "no session \(sid)")
         }
         return SessionRow(row)
+    }
+
+    /// The payee's session made under `key`, with the EID it was first given.
+    private static func keyedSession(_ payeeID: String, _ key: String, _ db: Database) throws -> KeyedSession? {
+        try Row.fetchOne(
+            db,
+            sql: """
+                SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                JOIN session_eids e ON e.session_id = s.id
+                WHERE s.payee_id = ? AND s.create_key = ? ORDER BY e.created_at, e.eid LIMIT 1
+                """,
+            arguments: [payeeID, key]
+        ).map { KeyedSession(sid: $0["id"], eid: $0["eid"], amount: $0["amount_cents"], expiresAt: $0["exp_at"]) }
     }
 
     private static func newID() -> String { UUID().uuidString.lowercased() }

@@ -88,7 +88,11 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             for (payer, payee) in users {
                 group.addTask {
                     for index in 0..<payments {
-                        let session = try await store.createSession(payeeID: payee.id, amountCents: 100)
+                        let (session, _) = try await store.createSession(
+                            payeeID: payee.id,
+                            amountCents: 100,
+                            idempotencyKey: nil
+                        )
                         let resolved = try await store.resolve(eid: session.eid)
                         try await store.lock(sid: resolved.sid, payerID: payer.id)
                         let (outcome, _) = try await store.send(

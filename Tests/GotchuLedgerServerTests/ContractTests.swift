@@ -84,6 +84,22 @@ struct ContractTests {
                 ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, payeeAuth),
                 ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":"5"}"#, payeeAuth),
                 ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, [:]),
+                (
+                    "POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#,
+                    payeeAuth.merging(["Idempotency-Key": "s"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#,
+                    payeeAuth.merging(["Idempotency-Key": "s"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/create", "/sessions/create", #"{"amount_cents":6}"#,
+                    payeeAuth.merging(["Idempotency-Key": "s"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#,
+                    payeeAuth.merging(["Idempotency-Key": "a b"]) { $1 }
+                ),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"0000000000"}"#, [:]),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"zz"}"#, [:]),
@@ -153,7 +169,7 @@ struct ContractTests {
                 }
             }
             #expect(exercised == Set(contract.responses.keys), "operations in the document but not exercised here")
-            #expect(seenStatuses.isSuperset(of: [200, 400, 401, 403, 404, 409, 410, 413, 429]))
+            #expect(seenStatuses.isSuperset(of: [200, 400, 401, 403, 404, 409, 410, 413, 422, 429]))
         }
     }
 

@@ -22,7 +22,11 @@ struct DatabaseClockTests {
                 let second = try await store.login(email: "second@example.com")
                 for user in [first, second] { _ = try await store.fund(userID: user.id, amountCents: 1_000) }
                 let before = Date()
-                let session = try await store.createSession(payeeID: payee.id, amountCents: 100)
+                let (session, _) = try await store.createSession(
+                    payeeID: payee.id,
+                    amountCents: 100,
+                    idempotencyKey: nil
+                )
                 // The database runs on this machine, so its clock agrees with ours to well within a second.
                 #expect(abs(session.expiresAt.timeIntervalSince(before) - 3) < 1)
                 try await store.lock(sid: session.sid, payerID: first.id)

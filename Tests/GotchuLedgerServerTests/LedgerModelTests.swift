@@ -175,7 +175,11 @@ struct Driver {
             let payee = user()
             let amount = Cents.random(in: 1...3_000, using: &random)
             note("create u\(payee) \(amount)")
-            let response = try await store.createSession(payeeID: users[payee].id, amountCents: amount)
+            let (response, _) = try await store.createSession(
+                payeeID: users[payee].id,
+                amountCents: amount,
+                idempotencyKey: nil
+            )
             model.created(response, payee: payee, amount: amount)
             sids.append(response.sid)
         case 22..<28:
