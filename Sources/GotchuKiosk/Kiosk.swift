@@ -461,7 +461,8 @@ public actor Kiosk: KioskStatusSource {
         for waiter in waiters.values { waiter.resume() }
     }
 
-    /// The key of the next session's creation: the same after a crash, so the ledger answers with the same session.
+    /// The key of the next session's creation, `kiosk-<charge id>-<session number>`: the same after a crash, so the
+    /// ledger answers with the session it already created.
     private func idempotencyKey(_ current: KioskStore.Record) -> String {
         "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
     }

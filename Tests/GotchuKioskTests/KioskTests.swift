@@ -263,6 +263,22 @@ struct KioskTests {
         }
     }
 
+    @Test("A session created just before a crash, its answer lost, is the one advertised after the restart")
+    func lostCreateAnswer() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let kiosk = try await harness.makeKiosk()
+        // The charge is stored, then the ledger creates its session, then the kiosk dies before storing the answer.
+        let charge = try await kiosk.charge(amountCents: 1_500, reference: "")
+        let shop = try await harness.client("shop@example.com")
+        let lost = try await shop.createSession(amountCents: 1_500, idempotencyKey: "kiosk-\(charge.id)-1")
+        let restarted = try await harness.makeKiosk()
+        try await withRunning(restarted) {
+            let advertising = try await waitForStatus(restarted) { $0.state == .advertising }
+            #expect(advertising.charge?.sessionID == lost.sid && advertising.charge?.eid == lost.eid)
+        }
+    }
+
     @Test("An unreachable ledger shows as an error and the charge goes on once the ledger is back")
     func ledgerUnreachable() async throws {
         let harness = try await KioskHarness.start()
