@@ -168,6 +168,8 @@ let package = Package(
             dependencies: [
                 "GotchuKiosk", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
                 "GotchuCore",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
