@@ -128,6 +128,10 @@ public struct KioskConfiguration: Hashable, Sendable {
 
     /// Reads the config file and the environment, lays `flags` over them, and checks the result.
     ///
+    /// A relative path in the file (`token_file`, `air`, `state_directory`) is taken from the file's directory; one
+    /// from the environment or a flag, from the working directory. A credential is one setting: the highest layer
+    /// that sets `email` or `token_file` decides, and a layer that sets both is an error.
+    ///
     /// - Parameters:
     ///   - file: The config file; `.toml` or `.json`.
     ///   - fileIsExplicit: Whether the operator named `file` (`--config`). A named file must exist; the default one
