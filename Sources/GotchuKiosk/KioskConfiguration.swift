@@ -221,6 +221,13 @@ extension KioskSettings {
                 throw describe(error, path: path)
             }
         case "json":
+            // JSONDecoder says only that a document is not JSON; JSONSerialization says where.
+            do {
+                _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            } catch {
+                let reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
+                throw KioskConfigurationError("config file \(path) is not valid JSON: \(reason)")
+            }
             do {
                 return try JSONDecoder().decode(KioskSettings.self, from: data)
             } catch {
