@@ -31,6 +31,7 @@ struct Gotchu: AsyncParsableCommand {
             AdvertiseCommand.self,
             ScanCommand.self,
             DoctorCommand.self,
+            KioskCommand.self,
             ChargeCommand.self,
             BenchCommand.self,
         ]

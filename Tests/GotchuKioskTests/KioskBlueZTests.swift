@@ -1,0 +1,74 @@
+import Foundation
+import GotchuDBus
+import GotchuKiosk
+import GotchuTesting
+import Testing
+
+@Suite("gotchu kiosk over BlueZ: python-dbusmock's bluetoothd on a private bus", .serialized, .timeLimit(.minutes(3)))
+struct KioskBlueZTests {
+    @Test("bluetoothd restarting gets the advertisement back within 2 s; a removed adapter shows as an error until it returns")
+    func bluetoothdRestartAndAdapterRemoval() async throws {
+        guard let python = TestPython.executable, TestPython.hasDBusMock(atLeast: 0, 38) else {
+            Issue.record("python-dbusmock ≥ 0.38 is needed: \(TestPython.installHint)")
+            return
+        }
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let fake = FakeSlot()
+        defer { Task { await fake.replace(with: nil) } }
+        let connection = try await daemon.connect()
+        defer { Task { await connection.close() } }
+        @Sendable func startBluetoothd(_ name: String) async throws {
+            await fake.replace(with: try daemon.bus.launch(python, dbusmockArguments, name: name))
+            #expect(try await eventually(timeout: .seconds(20)) { try await connection.nameOwner(of: "org.bluez") != nil })
+            _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
+        }
+        func registrations() async throws -> Int {
+            try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count
+        }
+        func state() async throws -> String? {
+            let reply = try await connection.call(
+                destination: KioskControl.busName,
+                path: KioskControl.path,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "Get",
+                [.string(KioskControl.interface), .string("State")]
+            )
+            guard case .variant(let variant) = reply.first, case .string(let state) = variant.value else { return nil }
+            return state
+        }
+
+        try await startBluetoothd("bluetoothd-1")
+        let (kiosk, _) = try await daemon.startKiosk(["--radio", "bluez", "--bluez-bus", daemon.bus.address])
+        defer { _ = try? kiosk.stopNow() }
+        _ = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
+        #expect(try await eventually(timeout: .seconds(20)) { try await registrations() == 1 })
+        #expect(try await state() == "advertising")
+
+        try await startBluetoothd("bluetoothd-2")
+        let restarted = ContinuousClock.now
+        #expect(try await eventually(timeout: .seconds(10)) { try await registrations() == 1 })
+        let took = ContinuousClock.now - restarted
+        #expect(took < .seconds(2), "re-registered after \(took)")
+        #expect(try await state() == "advertising")
+
+        _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
+        #expect(try await eventually(timeout: .seconds(10)) { try await state() == "error" })
+        let current = try await connection.call(
+            destination: KioskControl.busName,
+            path: KioskControl.path,
+            interface: "org.freedesktop.DBus.Properties",
+            method: "Get",
+            [.string(KioskControl.interface), .string("CurrentCharge")]
+        )
+        guard case .variant(let variant) = current.first, let charge = [String: DBusVariant](dbusValue: variant.value)
+        else {
+            Issue.record("CurrentCharge is not a dictionary: \(current)")
+            return
+        }
+        #expect(charge.string("problem")?.contains("Bluetooth") == true)
+        _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
+        #expect(try await eventually(timeout: .seconds(20)) { try await state() == "advertising" })
+        #expect(try await registrations() >= 1)
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import GotchuDBus
+import GotchuKiosk
+import GotchuTesting
+import Testing
+
+/// `gotchu kiosk` as the service runs it: a process owning io.gotchu.Kiosk1 on a private bus, a real ledger server,
+/// the simulated air shared with a `gotchu pay` process.
+struct KioskDaemon {
+    let processes: GotchuProcesses
+    let bus: PrivateBus
+    let server: RunningCommand
+    let url: String
+
+    static func start() async throws -> KioskDaemon {
+        let processes = try GotchuProcesses()
+        let bus = try await PrivateBus.start()
+        let (server, url) = try await processes.startServer()
+        try "{}".write(to: processes.directory.url.appendingPathComponent("kiosk.json"), atomically: true, encoding: .utf8)
+        return KioskDaemon(processes: processes, bus: bus, server: server, url: url)
+    }
+
+    func stop() {
+        _ = try? server.stopNow()
+        bus.stop()
+        processes.remove()
+    }
+
+    var air: String { processes.directory.url.appendingPathComponent("air").path }
+
+    /// Starts the kiosk and waits until it is ready; returns it with the display's port.
+    func startKiosk(_ extra: [String] = []) async throws -> (RunningCommand, Int) {
+        let kiosk = try processes.start(
+            [
+                "kiosk", "--config", processes.directory.url.appendingPathComponent("kiosk.json").path,
+                "--server", url, "--email", "shop@example.com", "--payee-name", "Corner Shop",
+                "--radio", "sim", "--air", air, "--control-bus", bus.address,
+                "--state-directory", processes.directory.url.appendingPathComponent("kiosk-state").path,
+                "--display", "127.0.0.1:0",
+            ] + extra,
+            user: "kiosk"
+        )
+        let display = try await kiosk.waitForLine { $0.hasPrefix("display: http://127.0.0.1:") }
+        _ = try await kiosk.waitForLine { $0 == "kiosk ready" }
+        let port = Int(display.dropFirst("display: http://127.0.0.1:".count).dropLast())
+        return (kiosk, try #require(port))
+    }
+
+    /// A funded payer that pays the terminal it finds, as a process.
+    func pay(as user: String) async throws {
+        try await processes.run(["login", "--email", "\(user)@example.com", "--server", url], user: user)
+        try await processes.run(["fund", "--amount", "100.00", "--server", url], user: user)
+        try await processes.run(["pay", "--radio", "sim", "--air", air, "--yes", "--server", url], user: user)
+    }
+
+    func connect() async throws -> DBusConnection { try await DBusConnection.connect(to: .address(bus.address)) }
+}
+
+extension DBusConnection {
+    func kiosk(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+        try await call(
+            destination: KioskControl.busName,
+            path: KioskControl.path,
+            interface: KioskControl.interface,
+            method: method,
+            arguments
+        )
+    }
+
+    func kioskCharge(_ id: String) async throws -> [String: DBusVariant] {
+        try #require(try await kiosk("GetCharge", [.string(id)]).first.flatMap { [String: DBusVariant](dbusValue: $0) })
+    }
+}
+
+extension [String: DBusVariant] {
+    func string(_ key: String) -> String? {
+        if case .string(let value) = self[key]?.value { return value }
+        return nil
+    }
+}
+
+@Suite("gotchu kiosk as a process, driven over D-Bus", .serialized, .timeLimit(.minutes(3)))
+struct KioskDaemonTests {
+    @Test("A point-of-sale charge over D-Bus is paid by a payer; PaymentSucceeded, State and /events show it")
+    func chargePaidOverDBus() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let (kiosk, port) = try await daemon.startKiosk()
+        defer { _ = try? kiosk.stopNow() }
+        let connection = try await daemon.connect()
+        let signals = try await connection.signals(
+            matching: DBusMatchRule(sender: KioskControl.busName, interface: KioskControl.interface)
+        )
+        let events = try HTTPTestConnection(port: port)
+        try events.send("GET", "/events")
+        #expect(try await events.readHead().status == 200)
+        #expect(try await events.nextData()?.contains("\"state\":\"idle\"") == true)
+
+        let pos = try daemon.processes.start(
+            ["charge", "12.50", "--reference", "order 1017", "--bus", daemon.bus.address],
+            user: "pos"
+        )
+        _ = try await pos.waitForLine { $0.hasPrefix("waiting for a payer") }
+        try await daemon.pay(as: "alice")
+        #expect(try await pos.waitForExit() == 0)
+        #expect(pos.lines.contains { $0.hasPrefix("paid: $12.50") })
+
+        var succeeded: DBusMessage?
+        for await signal in signals where signal.member == "PaymentSucceeded" {
+            succeeded = signal
+            break
+        }
+        let id = try #require(succeeded?.argument(0, as: String.self))
+        #expect(succeeded?.argument(1, as: Int64.self) == 1_250)
+        let charge = try await connection.kioskCharge(id)
+        #expect(charge.string("state") == "paid" && charge.string("reference") == "order 1017")
+        #expect(charge.string("session_id") == succeeded?.argument(2, as: String.self))
+        let state = try await connection.call(
+            destination: KioskControl.busName,
+            path: KioskControl.path,
+            interface: "org.freedesktop.DBus.Properties",
+            method: "Get",
+            [.string(KioskControl.interface), .string("State")]
+        )
+        #expect(state.first == .variant(DBusVariant(.string("paid"))))
+        var sawPaid = false
+        while let data = try await events.nextData(), !sawPaid {
+            sawPaid = data.contains("\"state\":\"paid\"") && data.contains(id)
+        }
+        #expect(sawPaid)
+        await connection.close()
+        #expect(try await kiosk.stop() == 0)
+    }
+
+    @Test("Killed mid-charge, the kiosk comes back with the same session, refuses a second charge, and is paid")
+    func restartMidCharge() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        var (kiosk, _) = try await daemon.startKiosk()
+        let accepted = try await daemon.processes.run(
+            ["charge", "9.90", "--no-wait", "--bus", daemon.bus.address],
+            user: "pos"
+        )
+        let id = try #require(accepted.first?.split(separator: " ").dropFirst().first?.dropLast()).description
+        let connection = try await daemon.connect()
+        var before: [String: DBusVariant] = [:]
+        #expect(
+            try await eventually(timeout: .seconds(20)) {
+                before = try await connection.kioskCharge(id)
+                return before.string("state") == "advertising"
+            }
+        )
+        await connection.close()
+        #expect(try await kiosk.stop(signal: SIGKILL) != 0)
+
+        (kiosk, _) = try await daemon.startKiosk()
+        defer { _ = try? kiosk.stopNow() }
+        let again = try await daemon.connect()
+        defer { Task { await again.close() } }
+        let after = try await again.kioskCharge(id)
+        #expect(after.string("session_id") == before.string("session_id"))
+        #expect(after.string("eid") == before.string("eid"))
+        await #expect {
+            _ = try await again.kiosk("Charge", [.int64(100), .string("")])
+        } throws: { error in
+            (error as? DBusError)?.name == KioskControl.ErrorName.busy
+        }
+        try await daemon.pay(as: "bob")
+        #expect(
+            try await eventually(timeout: .seconds(20)) {
+                try await again.kioskCharge(id).string("state") == "paid"
+            }
+        )
+        let shown = try await daemon.processes.run(["charge", "--show", id, "--bus", daemon.bus.address], user: "pos")
+        #expect(shown.first?.contains("paid") == true && shown.first?.contains("$9.90") == true)
+    }
+
+    @Test("Without a kiosk on the bus, `gotchu charge` says so and fails")
+    func noKiosk() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let command = try daemon.processes.start(["charge", "1.00", "--bus", daemon.bus.address], user: "pos")
+        #expect(try await command.waitForExit() != 0)
+        #expect(command.standardError.contains("no kiosk on the bus"))
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import GotchuKiosk
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+#if os(Linux)
+    /// A datagram socket bound where systemd's would be, reading what the notifier sends.
+    private final class NotifySocket: @unchecked Sendable {
+        /// The value for `NOTIFY_SOCKET`.
+        let address: String
+        private let descriptor: Int32
+        private let directory: URL?
+
+        /// Binds a socket file in a fresh temporary directory, or `@name` in the abstract namespace.
+        init(abstract: Bool = false) throws {
+            descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            var pathBytes: [UInt8]
+            if abstract {
+                address = "@gotchu-kiosk-test-\(UUID().uuidString)"
+                directory = nil
+                pathBytes = Array(address.utf8)
+                pathBytes[0] = 0
+            } else {
+                let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "notify-\(UUID().uuidString)"
+                )
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                self.directory = directory
+                address = directory.appendingPathComponent("notify").path
+                pathBytes = Array(address.utf8) + [0]
+            }
+            var socketAddress = sockaddr_un()
+            socketAddress.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &socketAddress.sun_path) { $0.copyBytes(from: pathBytes) }
+            let length = socklen_t(MemoryLayout<sockaddr_un>.offset(of: \.sun_path)! + pathBytes.count)
+            let bound = withUnsafePointer(to: &socketAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+            }
+            guard bound == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        }
+
+        deinit {
+            close(descriptor)
+            if let directory { try? FileManager.default.removeItem(at: directory) }
+        }
+
+        /// The next datagram, or `nil` after the timeout. Polls, so that no thread of the test's pool is blocked.
+        func receive(timeout: Duration = .seconds(5)) async -> String? {
+            let deadline = ContinuousClock.now + timeout
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count >= 0 { return String(decoding: buffer[..<count], as: UTF8.self) }
+                guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+                    return nil
+                }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+    }
+
+    @Suite struct SystemdNotifierTests {
+        @Test(arguments: [false, true])
+        func sendsEachMessageAsOneDatagram(abstract: Bool) async throws {
+            let socket = try NotifySocket(abstract: abstract)
+            let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address])
+            #expect(notifier.isEnabled)
+            notifier.ready(status: "advertising\nfor Bob")
+            #expect(await socket.receive() == "READY=1\nSTATUS=advertising for Bob")
+            notifier.status("idle")
+            #expect(await socket.receive() == "STATUS=idle")
+            notifier.watchdog()
+            #expect(await socket.receive() == "WATCHDOG=1")
+            notifier.stopping()
+            #expect(await socket.receive() == "STOPPING=1")
+            #expect(notifier.send(["EXTEND_TIMEOUT_USEC=5000000"]))
+            #expect(await socket.receive() == "EXTEND_TIMEOUT_USEC=5000000")
+        }
+
+        @Test func withoutNotifySocketNothingHappens() {
+            let notifier = SystemdNotifier(environment: ["WATCHDOG_USEC": "1000000"])
+            #expect(!notifier.isEnabled)
+            #expect(notifier.watchdogInterval == nil)
+            notifier.ready()
+            #expect(notifier.send(["READY=1"]))
+        }
+
+        @Test func aSocketThatIsGoneIsReportedNotFatal() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString)")
+            let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": directory.appendingPathComponent("gone").path]
+            )
+            #expect(!notifier.send(["READY=1"]))
+            notifier.watchdog()
+            let relative = SystemdNotifier(environment: ["NOTIFY_SOCKET": "relative/socket"])
+            #expect(!relative.send(["READY=1"]))
+            let tooLong = SystemdNotifier(environment: ["NOTIFY_SOCKET": "/" + String(repeating: "x", count: 200)])
+            #expect(!tooLong.send(["READY=1"]))
+        }
+
+        @Test func watchdogIntervalHonoursWatchdogPID() {
+            let socket = ["NOTIFY_SOCKET": "/run/systemd/notify"]
+            let ours = ProcessInfo.processInfo.processIdentifier
+            func interval(_ extra: [String: String]) -> Duration? {
+                SystemdNotifier(environment: socket.merging(extra) { $1 }, processID: ours).watchdogInterval
+            }
+            #expect(interval(["WATCHDOG_USEC": "30000000"]) == .seconds(30))
+            #expect(interval(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "\(ours)"]) == .seconds(30))
+            #expect(interval(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "\(ours + 1)"]) == nil)
+            #expect(interval(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "init"]) == nil)
+            #expect(interval(["WATCHDOG_USEC": "0"]) == nil)
+            #expect(interval(["WATCHDOG_USEC": "soon"]) == nil)
+            #expect(interval([:]) == nil)
+        }
+
+        @Test func watchdogServicePingsEveryHalfIntervalUntilGracefulShutdown() async throws {
+            let socket = try NotifySocket()
+            let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "200000"])
+            #expect(notifier.watchdogInterval == .milliseconds(200))
+            let start = ContinuousClock.now
+            try await testGracefulShutdown { shutdown in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await WatchdogService(notifier: notifier).run() }
+                    var pings = 0
+                    while pings < 5, await socket.receive(timeout: .seconds(2)) == "WATCHDOG=1" { pings += 1 }
+                    #expect(pings == 5)
+                    // Five pings 100 ms apart, the first at once: about 400 ms, never much less.
+                    #expect(ContinuousClock.now - start >= .milliseconds(350))
+                    shutdown.triggerGracefulShutdown()
+                    try await group.waitForAll()
+                }
+            }
+        }
+
+        @Test func watchdogServiceSkipsPingsWhileUnhealthy() async throws {
+            let socket = try NotifySocket()
+            let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "100000"])
+            try await testGracefulShutdown { shutdown in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await WatchdogService(notifier: notifier, isHealthy: { false }).run() }
+                    #expect(await socket.receive(timeout: .milliseconds(300)) == nil)
+                    shutdown.triggerGracefulShutdown()
+                    try await group.waitForAll()
+                }
+            }
+        }
+
+        @Test func watchdogServiceWithoutWatchdogWaitsForShutdown() async throws {
+            let notifier = SystemdNotifier(environment: [:])
+            try await testGracefulShutdown { shutdown in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await WatchdogService(notifier: notifier).run() }
+                    try await Task.sleep(for: .milliseconds(50))
+                    shutdown.triggerGracefulShutdown()
+                    try await group.waitForAll()
+                }
+            }
+        }
+
+        @Test func watchdogServiceStopsOnCancellation() async throws {
+            let socket = try NotifySocket()
+            let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "10000000"])
+            let task = Task { try await WatchdogService(notifier: notifier).run() }
+            #expect(await socket.receive() == "WATCHDOG=1")
+            task.cancel()
+            try await task.value
+        }
+    }
+#endif
