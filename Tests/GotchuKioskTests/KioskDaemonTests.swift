@@ -124,7 +124,7 @@ struct KioskDaemonTests {
         )
         #expect(state.first == .variant(DBusVariant(.string("paid"))))
         var sawPaid = false
-        while let data = try await events.nextData(), !sawPaid {
+        while !sawPaid, let data = try await events.nextData() {
             sawPaid = data.contains("\"state\":\"paid\"") && data.contains(id)
         }
         #expect(sawPaid)
