@@ -25,7 +25,7 @@ struct KioskCommand: AsyncParsableCommand {
             (GOTCHU_KIOSK_SERVER…), then these flags, each overriding the one before.
 
             Examples:
-              gotchu kiosk                                     # /etc/gotchu/kiosk.toml, system bus, BlueZ
+              gotchu kiosk                  # /etc/gotchu/kiosk.toml, system bus, BlueZ
               gotchu kiosk --server http://127.0.0.1:8080 --email shop@example.com \\
                 --radio sim --control-bus session --state-directory /tmp/kiosk
             """
@@ -40,7 +40,9 @@ struct KioskCommand: AsyncParsableCommand {
     var config: String?
 
     @Option(help: ArgumentHelp("Ledger server URL.", valueName: "url")) var server: String?
-    @Option(help: ArgumentHelp("Log in to the ledger as this e-mail, again when the token expires.", valueName: "email"))
+    @Option(
+        help: ArgumentHelp("Log in to the ledger as this e-mail, again when the token expires.", valueName: "email")
+    )
     var email: String?
     @Option(help: ArgumentHelp("File holding the ledger token, re-read when the ledger rejects it.", valueName: "path"))
     var tokenFile: String?
@@ -62,10 +64,15 @@ struct KioskCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where charges are kept (default /var/lib/gotchu-kiosk).", valueName: "path"))
     var stateDirectory: String?
     @Option(
-        help: ArgumentHelp("Customer display address, host:port (default 127.0.0.1:8080; port 0 picks one), or off.")
+        help: ArgumentHelp(
+            "Customer display address, host:port (default 127.0.0.1:8080; port 0 picks one), or off.",
+            valueName: "host:port"
+        )
     )
     var display: String?
-    @Option(help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus"))
+    @Option(
+        help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus")
+    )
     var controlBus: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
@@ -151,7 +158,9 @@ struct KioskCommand: AsyncParsableCommand {
             KioskTask(name: "charges") { await kiosk.run() },
             KioskTask(name: "control") {
                 try await KioskControl.serve(kiosk, on: control) {
-                    FileHandle.standardOutput.write(Data("control: \(KioskControl.busName) on the \(settings.controlBus)\n".utf8))
+                    FileHandle.standardOutput.write(
+                        Data("control: \(KioskControl.busName) on the \(settings.controlBus)\n".utf8)
+                    )
                     await ready.partReady()
                 }
             },
@@ -176,7 +185,11 @@ struct KioskCommand: AsyncParsableCommand {
             )
         }
         let group = ServiceGroup(
-            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            configuration: .init(
+                services: services.map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
         )
         do {
             try await group.run()

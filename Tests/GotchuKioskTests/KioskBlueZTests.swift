@@ -6,7 +6,9 @@ import Testing
 
 @Suite("gotchu kiosk over BlueZ: python-dbusmock's bluetoothd on a private bus", .serialized, .timeLimit(.minutes(3)))
 struct KioskBlueZTests {
-    @Test("bluetoothd restarting gets the advertisement back within 2 s; a removed adapter shows as an error until it returns")
+    @Test(
+        "bluetoothd restarting gets the advertisement back within 2 s; a removed adapter shows as an error until it returns"
+    )
     func bluetoothdRestartAndAdapterRemoval() async throws {
         guard let python = TestPython.executable, TestPython.hasDBusMock(atLeast: 0, 38) else {
             Issue.record("python-dbusmock ≥ 0.38 is needed: \(TestPython.installHint)")
@@ -20,7 +22,9 @@ struct KioskBlueZTests {
         defer { Task { await connection.close() } }
         @Sendable func startBluetoothd(_ name: String) async throws {
             await fake.replace(with: try daemon.bus.launch(python, dbusmockArguments, name: name))
-            #expect(try await eventually(timeout: .seconds(20)) { try await connection.nameOwner(of: "org.bluez") != nil })
+            #expect(
+                try await eventually(timeout: .seconds(20)) { try await connection.nameOwner(of: "org.bluez") != nil }
+            )
             _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
         }
         func registrations() async throws -> Int {

@@ -16,7 +16,11 @@ struct KioskDaemon {
         let processes = try GotchuProcesses()
         let bus = try await PrivateBus.start()
         let (server, url) = try await processes.startServer()
-        try "{}".write(to: processes.directory.url.appendingPathComponent("kiosk.json"), atomically: true, encoding: .utf8)
+        try "{}".write(
+            to: processes.directory.url.appendingPathComponent("kiosk.json"),
+            atomically: true,
+            encoding: .utf8
+        )
         return KioskDaemon(processes: processes, bus: bus, server: server, url: url)
     }
 
