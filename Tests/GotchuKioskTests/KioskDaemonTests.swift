@@ -33,7 +33,7 @@ struct KioskDaemon {
     var air: String { processes.directory.url.appendingPathComponent("air").path }
 
     /// Starts the kiosk and waits until it is ready; returns it with the display's port.
-    func startKiosk(_ extra: [String] = []) async throws -> (RunningCommand, Int) {
+    func startKiosk(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> (RunningCommand, Int) {
         let kiosk = try processes.start(
             [
                 "kiosk", "--config", processes.directory.url.appendingPathComponent("kiosk.json").path,
@@ -42,7 +42,8 @@ struct KioskDaemon {
                 "--state-directory", processes.directory.url.appendingPathComponent("kiosk-state").path,
                 "--display", "127.0.0.1:0",
             ] + extra,
-            user: "kiosk"
+            user: "kiosk",
+            extra: environment
         )
         let display = try await kiosk.waitForLine { $0.hasPrefix("display: http://127.0.0.1:") }
         _ = try await kiosk.waitForLine { $0 == "kiosk ready" }
@@ -177,6 +178,32 @@ struct KioskDaemonTests {
         )
         let shown = try await daemon.processes.run(["charge", "--show", id, "--bus", daemon.bus.address], user: "pos")
         #expect(shown.first?.contains("paid") == true && shown.first?.contains("$9.90") == true)
+    }
+
+    @Test("Under systemd the kiosk reports READY=1 once it serves, feeds the watchdog, and says STOPPING=1 on SIGTERM")
+    func systemdNotification() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let notify = try NotifySocket()
+        let (kiosk, _) = try await daemon.startKiosk(
+            environment: ["NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "400000"]
+        )
+        defer { _ = try? kiosk.stopNow() }
+        var messages: [String] = []
+        while messages.filter({ $0 == "WATCHDOG=1" }).count < 3, let message = await notify.receive() {
+            messages.append(message)
+        }
+        let ready = try #require(messages.first { $0.hasPrefix("READY=1") })
+        #expect(ready.contains("STATUS=ready, idle"))
+        // The name is owned by the time READY=1 is sent: a unit ordered after the kiosk can charge at once.
+        let connection = try await daemon.connect()
+        #expect(try await connection.nameOwner(of: KioskControl.busName) != nil)
+        await connection.close()
+        #expect(messages.filter { $0 == "WATCHDOG=1" }.count == 3)
+        #expect(try await kiosk.stop() == 0)
+        var rest: [String] = []
+        while let message = await notify.receive(timeout: .milliseconds(500)) { rest.append(message) }
+        #expect(rest.contains { $0.hasPrefix("STOPPING=1") })
     }
 
     @Test("Without a kiosk on the bus, `gotchu charge` says so and fails")

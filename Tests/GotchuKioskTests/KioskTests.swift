@@ -304,6 +304,43 @@ struct KioskTests {
         }
     }
 
+    @Test("A token the ledger stops accepting (its secret changed) is renewed by logging in again")
+    func reLoginAfterRejectedToken() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let port = try freeLoopbackPort()
+        let database = harness.processes.directory.url.appendingPathComponent("rotating.sqlite").path
+        func startLedger(secret: Character) async throws -> RunningCommand {
+            let server = try harness.processes.start(
+                [
+                    "server", "--dev", "--port", "\(port)", "--database", database,
+                    "--jwt-secret", String(repeating: secret, count: 40),
+                ],
+                user: "rotating-server"
+            )
+            _ = try await server.waitForLine { $0.hasPrefix("listening on ") }
+            return server
+        }
+        let first = try await startLedger(secret: "a")
+        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+        try await withRunning(kiosk) {
+            _ = try await kiosk.charge(amountCents: 600, reference: "")
+            let before = try await waitForStatus(kiosk) { $0.state == .advertising }
+            _ = try await first.stop()
+            // The same ledger comes back signing with another secret: the kiosk's token is now forged to it.
+            let second = try await startLedger(secret: "b")
+            defer { _ = try? second.stopNow() }
+            var payer = LedgerClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
+            payer.token = try await payer.devLogin(email: "dave@example.com").token
+            _ = try await payer.fund(amountCents: 600)
+            let sid = try #require(before.charge?.sessionID)
+            try await payer.lock(sid: sid)
+            _ = try await payer.send(sid: sid, idempotencyKey: UUID().uuidString)
+            let paid = try await waitForStatus(kiosk) { $0.state == .paid }
+            #expect(paid.charge?.sessionID == sid && paid.problem == nil)
+        }
+    }
+
     @Test("A rejected token is shown as an error; a new token in the token file is picked up")
     func tokenFileRotation() async throws {
         let harness = try await KioskHarness.start()

@@ -10,7 +10,7 @@ import Testing
 
 #if os(Linux)
     /// A datagram socket bound where systemd's would be, reading what the notifier sends.
-    private final class NotifySocket: @unchecked Sendable {
+    final class NotifySocket: @unchecked Sendable {
         /// The value for `NOTIFY_SOCKET`.
         let address: String
         private let descriptor: Int32
