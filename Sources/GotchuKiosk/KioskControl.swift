@@ -53,21 +53,23 @@ public enum KioskControl {
             await onServing()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    // Each property changes (and is announced) only when its value does.
+                    var state = DBusValue.string(initial.state.rawValue)
+                    var charge = dictionary(initial.charge).dbusValue
                     for await status in updates {
-                        try? await connection.setProperty(
-                            "State",
-                            of: interface,
-                            at: path,
-                            to: .string(status.state.rawValue)
-                        )
-                        try? await connection.setProperty(
-                            "CurrentCharge",
-                            of: interface,
-                            at: path,
-                            to: dictionary(status.charge).dbusValue
-                        )
+                        let newState = DBusValue.string(status.state.rawValue)
+                        let newCharge = dictionary(status.charge).dbusValue
+                        if newState != state {
+                            try? await connection.setProperty("State", of: interface, at: path, to: newState)
+                            state = newState
+                        }
+                        if newCharge != charge {
+                            try? await connection.setProperty("CurrentCharge", of: interface, at: path, to: newCharge)
+                            charge = newCharge
+                        }
                     }
                 }
+
                 group.addTask {
                     for await event in events {
                         let (member, arguments) = signal(for: event)
