@@ -25,14 +25,22 @@ public actor DBusConnection {
         /// A bus at an explicit address such as `unix:path=/tmp/bus`.
         case address(String)
 
-        /// The bus a person names: `system`, `session`, or a D-Bus address such as `unix:path=/tmp/bus`.
-        public init(named name: String) {
+        /// The bus a person names: `system`, `session`, or a D-Bus address such as `unix:path=/tmp/bus`; `nil` for
+        /// anything else.
+        public init?(named name: String) {
             switch name {
             case "system": self = .system
             case "session": self = .session
-            default: self = .address(name)
+            default:
+                // A D-Bus address is transport:key=value[,…], such as unix:path=/run/dbus/system_bus_socket.
+                guard let colon = name.firstIndex(of: ":"), colon != name.startIndex, name[colon...].contains("=")
+                else { return nil }
+                self = .address(name)
             }
         }
+
+        /// What ``init(named:)`` accepts, for error messages.
+        public static let namingHint = "\"system\", \"session\" or a D-Bus address such as unix:path=/tmp/bus"
 
         /// The address libdbus is given.
         public var address: String? {

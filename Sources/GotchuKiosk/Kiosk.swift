@@ -56,8 +56,8 @@ public actor Kiosk: KioskStatusSource {
     private var eventSubscribers: [UUID: AsyncStream<KioskEvent>.Continuation] = [:]
     private let wakeups: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
-    /// The step of the driver that a cancel from the point-of-sale interrupts (advertising, a backoff wait).
-    private var interruptible: Task<Void, Never>?
+    /// Interrupts the step of the driver that a cancel from the point-of-sale cuts short (advertising, a wait).
+    private var interrupt: (@Sendable () -> Void)?
     /// Cancel requests waiting for the driver's next attempt to settle the charge with the ledger.
     private var settleWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
 
@@ -92,7 +92,7 @@ public actor Kiosk: KioskStatusSource {
             createdAt: now,
             updatedAt: now
         )
-        charge.expiresAt = deadline(of: charge)
+        charge.expiresAt = lifetimeEnd(of: charge)
         let new = KioskStore.Record(charge: charge)
         do {
             try store.insert(new)
@@ -102,6 +102,7 @@ public actor Kiosk: KioskStatusSource {
             throw .storage("\(error)")
         }
         logger.info("charge", metadata: ["charge": "\(charge.id)", "amount": "\(Money.format(amountCents))"])
+        record = new
         publish(from: nil, to: new)
         wake.yield()
         return charge
@@ -111,18 +112,19 @@ public actor Kiosk: KioskStatusSource {
     /// charge as it ended — `paid` if a payer got there first. Throws ``KioskError/cancelPending(reason:)`` if the
     /// ledger could not confirm; the kiosk keeps trying and reports the end as usual.
     public func cancel(id: String) async throws(KioskError) -> KioskCharge {
-        guard var current = record, current.charge.id == id else {
+        guard let current = record, current.charge.id == id else {
             let stored = try? store.record(id: id)
             guard let stored else { throw .notFound(id: id) }
             throw .alreadyFinal(stored.charge)
         }
         guard !current.charge.state.isFinal else { throw .alreadyFinal(current.charge) }
         if !current.cancelRequested {
-            current.cancelRequested = true
-            save(current)
+            guard update(id, { $0.cancelRequested = true }) else {
+                throw .storage("could not record the cancel request")
+            }
             logger.info("cancel requested", metadata: ["charge": "\(id)"])
         }
-        interruptible?.cancel()
+        interrupt?()
         wake.yield()
         await waitForSettleAttempt(timeout: .seconds(15))
         guard let ended = record, ended.charge.id == id else { throw .notFound(id: id) }
@@ -211,6 +213,11 @@ public actor Kiosk: KioskStatusSource {
         for await _ in wakeups {
             while let active = record, !active.charge.state.isFinal, !Task.isCancelled {
                 await step(active)
+                if storageFailed {
+                    // Nothing was recorded, so the step runs again (creations replay through their key): slowly.
+                    storageFailed = false
+                    await pause(problem: nil)
+                }
             }
             if Task.isCancelled { break }
         }
@@ -223,40 +230,58 @@ public actor Kiosk: KioskStatusSource {
     private func step(_ current: KioskStore.Record) async {
         if current.cancelRequested {
             await settle(current, as: .cancelled)
-        } else if current.charge.sessionID == nil {
-            await createSession(current)
         } else if Date() >= lifetimeEnd(of: current.charge) {
             await settle(current, as: .expired)
+        } else if current.charge.sessionID == nil {
+            await createSession(current)
+        } else if current.charge.eid == nil {
+            // A stored session without a readable EID cannot be advertised: end it rather than spin.
+            await settle(current, as: .failed)
         } else {
             await advertiseAndWatch(current)
         }
     }
 
     private func createSession(_ current: KioskStore.Record) async {
+        let id = current.charge.id
+        do {
+            let created = try await createLedgerSession(for: current)
+            // Re-read after the wait: a cancel may have come in meanwhile, and must not be lost.
+            update(id) { next in
+                next.sessionNumber = current.sessionNumber + 1
+                next.charge.sessionID = created.sid
+                next.charge.eid = created.eid
+                if !options.renewExpiredSessions {
+                    next.charge.expiresAt = min(lifetimeEnd(of: next.charge), created.expiresAt)
+                }
+                next.charge.problem = nil
+            }
+            failures = 0
+        } catch  where Self.isRefusalToCreate(error) {
+            update(id) { next in
+                next.charge.state = .failed
+                next.charge.problem = "the ledger refused the charge: \(error)"
+            }
+        } catch {
+            await pause(problem: Self.problem(error))
+        }
+    }
+
+    /// Like ``createLedgerSession(for:)``, but `nil` when the ledger refuses for good.
+    private func createLedgerSession(orNoneFor current: KioskStore.Record) async throws -> CreateSessionResponse? {
+        do {
+            return try await createLedgerSession(for: current)
+        } catch  where Self.isRefusalToCreate(error) {
+            return nil
+        }
+    }
+
+    /// Creates (or, after a lost answer, finds again) the next ledger session of a charge.
+    private func createLedgerSession(for current: KioskStore.Record) async throws -> CreateSessionResponse {
         let key = idempotencyKey(current)
         let amount = current.charge.amountCents
-        do {
-            let created = try await ledger.perform { client throws(LedgerClientError) in
-                try await client.createSession(amountCents: amount, idempotencyKey: key)
-            }
-            var next = current
-            next.sessionNumber += 1
-            next.charge.sessionID = created.sid
-            next.charge.eid = created.eid
-            next.charge.expiresAt =
-                options.renewExpiredSessions
-                ? deadline(of: current.charge) : min(deadline(of: current.charge), created.expiresAt)
-            next.charge.problem = nil
-            next.charge.state = .advertising
-            save(next)
-            failures = 0
-        } catch  where Self.isRefusal(error) {
-            var next = current
-            next.charge.state = .failed
-            next.charge.problem = "the ledger refused the charge: \(error)"
-            save(next)
-        } catch {
-            await retryLater(current, problem: "cannot reach the ledger: \(error)")
+        return try await ledger.perform { client throws(LedgerClientError) in
+            try await client.createSession(amountCents: amount, idempotencyKey: key)
         }
     }
 
@@ -264,44 +289,42 @@ public actor Kiosk: KioskStatusSource {
     /// the advertisement fails, or the step is interrupted.
     private func advertiseAndWatch(_ current: KioskStore.Record) async {
         guard let sid = current.charge.sessionID, let eid = current.charge.eid else { return }
+        let id = current.charge.id
         let advertisement = Advertisement(eid: eid, serviceUUID: options.serviceUUID)
         let radio = self.radio
-        let task = Task {
-            do {
-                try await radio.withAdvertisement(advertisement) { _ in
-                    await self.advertisingStarted(current.charge.id)
-                    await self.watch(sid: sid, chargeID: current.charge.id)
+        let failure = await runInterruptible(
+            Task { () -> String? in
+                do {
+                    try await radio.withAdvertisement(advertisement) { _ in
+                        await self.advertisingStarted(id)
+                        await self.watch(sid: sid, chargeID: id)
+                    }
+                    return nil
+                } catch is CancellationError {
+                    return nil
+                } catch {
+                    return "\(error)"
                 }
-            } catch is CancellationError {
-            } catch {
-                await self.advertisingFailed(current.charge.id, "\(error)")
             }
-        }
-        await runInterruptible(task)
-        // A new status came from the watch or the radio's failure; an interruption leaves the record as it is.
-    }
-
-    private func advertisingStarted(_ chargeID: String) {
-        guard var current = record, current.charge.id == chargeID, !current.charge.state.isFinal else { return }
-        logger.info(
-            "advertising",
-            metadata: ["charge": "\(chargeID)", "eid": "\(current.charge.eid.map(\.rawValue) ?? "")"]
         )
-        if current.charge.state == .creating { current.charge.state = .advertising }
-        if current.charge.problem?.hasPrefix(Self.radioProblemPrefix) == true { current.charge.problem = nil }
-        save(current)
-        failures = 0
+        if let failure, record?.charge.id == id, record?.charge.state.isFinal == false {
+            logger.warning("advertising failed", metadata: ["charge": "\(id)", "error": "\(failure)"])
+            await pause(problem: Self.radioProblemPrefix + failure)
+        }
     }
 
-    private func advertisingFailed(_ chargeID: String, _ reason: String) async {
-        guard let current = record, current.charge.id == chargeID, !current.charge.state.isFinal else { return }
-        logger.warning("advertising failed", metadata: ["charge": "\(chargeID)", "error": "\(reason)"])
-        await retryLater(current, problem: Self.radioProblemPrefix + reason)
+    private func advertisingStarted(_ id: String) {
+        logger.info("advertising", metadata: ["charge": "\(id)", "eid": "\(record?.charge.eid?.rawValue ?? "")"])
+        update(id) { next in
+            if next.charge.state == .creating { next.charge.state = .advertising }
+            if next.charge.problem?.hasPrefix(Self.radioProblemPrefix) == true { next.charge.problem = nil }
+        }
+        failures = 0
     }
 
     private static let radioProblemPrefix = "Bluetooth: "
 
-    /// Polls the session's status until it is final or the charge's lifetime is over.
+    /// Polls the session's status until it is over or the charge's lifetime is.
     private func watch(sid: String, chargeID: String) async {
         var failed = 0
         while !Task.isCancelled {
@@ -312,19 +335,12 @@ public actor Kiosk: KioskStatusSource {
                 }
                 failed = 0
                 if applyStatus(status.status, sid: sid) { return }
-            } catch  where Self.isRefusal(error) {
-                // The ledger no longer knows the session, or not for this payee: nothing can pay this charge.
-                var next = current
-                next.charge.state = .failed
-                next.charge.problem = "the ledger refused to report session \(sid): \(error)"
-                save(next)
-                return
             } catch {
+                // Unreachable, or refusing to show the session (credentials changed): the session may still be
+                // paid, so the charge goes on and says what is wrong.
                 if Task.isCancelled { return }
                 failed += 1
-                var next = current
-                next.charge.problem = "cannot reach the ledger: \(error)"
-                save(next)
+                update(chargeID) { $0.charge.problem = Self.problem(error) }
             }
             if Date() >= lifetimeEnd(of: current.charge) { return }
             let delay = failed == 0 ? options.statusInterval : options.retry.delay(attempt: failed)
@@ -334,79 +350,90 @@ public actor Kiosk: KioskStatusSource {
 
     /// Records a status from the ledger; returns whether the session is over.
     private func applyStatus(_ status: SessionStatus, sid: String) -> Bool {
-        guard var next = record, next.charge.sessionID == sid, !next.charge.state.isFinal else { return true }
-        next.charge.problem = nil
-        var over = true
-        switch status {
-        case .paid: next.charge.state = .paid
-        case .cancelled: next.charge.state = .cancelled
-        case .expired:
-            if options.renewExpiredSessions, !next.cancelRequested, Date() < lifetimeEnd(of: next.charge) {
-                logger.info("session expired; advertising a new one", metadata: ["charge": "\(next.charge.id)"])
+        guard let current = record, current.charge.sessionID == sid, !current.charge.state.isFinal else { return true }
+        let renew = options.renewExpiredSessions && !current.cancelRequested && Date() < lifetimeEnd(of: current.charge)
+        if status == .expired, renew {
+            logger.info("session expired; advertising a new one", metadata: ["charge": "\(current.charge.id)"])
+        }
+        update(current.charge.id) { next in
+            next.charge.problem = nil
+            switch status {
+            case .paid: next.charge.state = .paid
+            case .cancelled: next.charge.state = .cancelled
+            case .expired where renew:
                 next.charge.state = .creating
                 next.charge.sessionID = nil
                 next.charge.eid = nil
-            } else {
-                next.charge.state = .expired
+            case .expired: next.charge.state = .expired
+            case .locked: next.charge.state = .locked
+            case .created, .advertising: next.charge.state = .advertising
             }
-        case .locked:
-            next.charge.state = .locked
-            over = false
-        case .created, .advertising:
-            next.charge.state = .advertising
-            over = false
         }
-        if next != record { save(next) }
-        return over
+        return status != .locked && status != .created && status != .advertising
     }
 
-    /// Ends the charge as `outcome` (cancelled or expired): a session that may be live is cancelled on the ledger
-    /// first, so no payment can arrive after the charge is reported over. A session paid meanwhile ends it as paid.
-    private func settle(_ current: KioskStore.Record, as outcome: KioskChargeState) async {
-        defer { resumeSettleWaiters() }
-        var sid = current.charge.sessionID
-        var next = current
+    /// Ends the charge as `outcome` (cancelled, expired, or failed for `reason`): a session that may be live is
+    /// cancelled on the ledger first, so no payment can arrive after the charge is reported over. A session paid
+    /// meanwhile ends it as paid.
+    private func settle(_ current: KioskStore.Record, as outcome: KioskChargeState, reason: String? = nil) async {
         do {
-            if sid == nil {
-                // A create may have reached the ledger without its answer reaching us (a crash, a timeout): the same
-                // key finds that session, or makes one that is cancelled right away.
-                let key = idempotencyKey(current)
-                let amount = current.charge.amountCents
-                sid = try await ledger.perform { client throws(LedgerClientError) in
-                    try await client.createSession(amountCents: amount, idempotencyKey: key)
-                }.sid
-                next.sessionNumber += 1
-            }
-            if let sid {
-                let sessionID = sid
-                do {
-                    try await ledger.perform { client throws(LedgerClientError) in
-                        try await client.cancel(sid: sessionID)
-                    }
-                } catch  where Self.isRefusal(error) {
-                    // Already over on the ledger (paid, expired, cancelled): its status says how.
-                    let status = try await ledger.perform { client throws(LedgerClientError) in
-                        try await client.session(sid: sessionID)
-                    }
-                    next.charge.sessionID = sessionID
-                    next.charge.problem = nil
-                    next.charge.state = status.status == .paid ? .paid : outcome
-                    save(next)
-                    return
-                }
-            }
-            next.charge.sessionID = sid
-            next.charge.problem = nil
-            next.charge.state = outcome
-            save(next)
-        } catch  where Self.isRefusal(error) && sid == nil {
-            // The ledger refused to create the session: none exists.
-            next.charge.problem = nil
-            next.charge.state = outcome
-            save(next)
+            try await cancelSession(of: current, endingAs: outcome, reason: reason)
+            resumeSettleWaiters()
         } catch {
             resumeSettleWaiters()
-            await retryLater(next, problem: "cannot reach the ledger to cancel the session: \(error)")
+            await pause(problem: "cannot cancel the charge's session yet: " + Self.problem(error))
+        }
+    }
+
+    private func cancelSession(
+        of current: KioskStore.Record,
+        endingAs outcome: KioskChargeState,
+        reason: String?
+    ) async throws {
+        let id = current.charge.id
+        let sessionID: String
+        if let existing = current.charge.sessionID {
+            sessionID = existing
+        } else {
+            // A create may have reached the ledger without its answer reaching us (a crash, a timeout): the same key
+            // finds that session, or makes one that is cancelled right away.
+            guard let created = try await createLedgerSession(orNoneFor: current) else {
+                finish(id, as: outcome, reason: reason)  // The ledger refused: no session exists.
+                return
+            }
+            // Recorded before it is cancelled, so that a failure below retries on this session, not a new one.
+            guard record(session: created, number: current.sessionNumber + 1, of: id) else { return }
+            sessionID = created.sid
+        }
+        finish(id, as: try await cancelOrLearnEnd(sessionID) == .paid ? .paid : outcome, reason: reason)
+    }
+
+    /// Cancels a session on the ledger; returns `.cancelled`, or how it ended if it was already over.
+    private func cancelOrLearnEnd(_ sid: String) async throws(LedgerClientError) -> SessionStatus {
+        do {
+            try await ledger.perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
+            return .cancelled
+        } catch {
+            guard Self.isOver(error) else { throw error }
+            return try await ledger.perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
+                .status
+        }
+    }
+
+    /// Records a session created for the charge `id` as its `number`th; returns whether it was written.
+    private func record(session created: CreateSessionResponse, number: Int, of id: String) -> Bool {
+        update(id) { next in
+            next.sessionNumber = number
+            next.charge.sessionID = created.sid
+            next.charge.eid = created.eid
+        }
+    }
+
+    /// Ends the charge as `state`; `reason` is kept as the problem of a failed one.
+    private func finish(_ id: String, as state: KioskChargeState, reason: String?) {
+        update(id) { next in
+            next.charge.state = state
+            next.charge.problem = state == .failed ? reason : nil
         }
     }
 
@@ -414,41 +441,39 @@ public actor Kiosk: KioskStatusSource {
 
     /// Consecutive failures of the ledger or the radio, for the backoff.
     private var failures = 0
+    /// A write of the state failed during the last step.
+    private var storageFailed = false
 
-    /// Shows `problem` and waits before the next attempt; a cancel from the point-of-sale cuts the wait short.
-    private func retryLater(_ current: KioskStore.Record, problem: String) async {
-        var next = current
-        next.charge.problem = problem
-        if next != record { save(next) }
+    /// Shows `problem` (if any) and waits before the next attempt; a cancel from the point-of-sale cuts the wait short.
+    private func pause(problem: String?) async {
+        if let problem, let id = record?.charge.id { update(id) { $0.charge.problem = problem } }
         failures += 1
         let delay = options.retry.delay(attempt: failures)
-        logger.warning(
-            "retrying",
-            metadata: ["charge": "\(current.charge.id)", "in": "\(delay)", "problem": "\(problem)"]
-        )
-        await runInterruptible(Task { try? await Task.sleep(for: delay) })
+        logger.warning("retrying", metadata: ["in": "\(delay)", "problem": "\(problem ?? "state not written")"])
+        _ = await runInterruptible(Task { try? await Task.sleep(for: delay) })
     }
 
     /// Awaits `task`, cancelling it when the point-of-sale cancels the charge or the kiosk shuts down.
-    private func runInterruptible(_ task: Task<Void, Never>) async {
-        interruptible = task
-        await withTaskCancellationHandler {
+    private func runInterruptible<Value: Sendable>(_ task: Task<Value, Never>) async -> Value {
+        interrupt = { task.cancel() }
+        let value = await withTaskCancellationHandler {
             await task.value
         } onCancel: {
             task.cancel()
         }
-        interruptible = nil
+        interrupt = nil
+        return value
     }
 
+    /// Waits until the driver's next attempt to settle the charge with the ledger, the charge ending, or `timeout`.
     private func waitForSettleAttempt(timeout: Duration) async {
         let id = UUID()
-        await withCheckedContinuation { continuation in
-            settleWaiters[id] = continuation
-            Task {
-                try? await Task.sleep(for: timeout)
-                self.resumeSettleWaiter(id)
-            }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            self.resumeSettleWaiter(id)
         }
+        await withCheckedContinuation { continuation in settleWaiters[id] = continuation }
+        timer.cancel()
     }
 
     private func resumeSettleWaiter(_ id: UUID) {
@@ -468,41 +493,57 @@ public actor Kiosk: KioskStatusSource {
     }
 
     private func lifetimeEnd(of charge: KioskCharge) -> Date {
-        charge.createdAt.addingTimeInterval(Self.seconds(options.sessionLifetime))
+        let (seconds, attoseconds) = options.sessionLifetime.components
+        return charge.createdAt.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
     }
 
-    private func deadline(of charge: KioskCharge) -> Date { lifetimeEnd(of: charge) }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    /// Whether the ledger refused to create a session for good: no session exists, none will.
+    private static func isRefusalToCreate(_ error: any Error) -> Bool {
+        guard let kind = (error as? LedgerClientError)?.problemKind else { return false }
+        return [.badRequest, .invalidAmount, .idempotencyKeyReused].contains(kind)
     }
 
-    /// Whether the ledger answered no for good (as opposed to not answering, or asking to retry).
-    private static func isRefusal(_ error: any Error) -> Bool {
-        guard let error = error as? LedgerClientError, let kind = error.problemKind else { return false }
-        switch kind {
-        case .unauthorized, .rateLimited, .internalError, .unavailable, .idempotencyInFlight: return false
-        default: return true
+    /// Whether the ledger refused to cancel a session because it is already over (paid, expired or cancelled).
+    private static func isOver(_ error: any Error) -> Bool {
+        guard let kind = (error as? LedgerClientError)?.problemKind else { return false }
+        return [.sessionAlreadyPaid, .sessionExpired, .sessionCancelled].contains(kind)
+    }
+
+    /// What a failed ledger call means for the person at the terminal.
+    private static func problem(_ error: any Error) -> String {
+        switch (error as? LedgerClientError)?.problemKind {
+        case .unauthorized?: "the ledger rejected the kiosk's token (\(error)); check its credentials"
+        case .sessionNotFound?, .forbidden?, .notFound?:
+            "the ledger does not show this charge's session to the kiosk's account (\(error)); check its credentials"
+        case .some: "the ledger answered: \(error)"
+        case nil: "cannot reach the ledger: \(error)"
         }
     }
 
-    /// Writes the record, then tells subscribers.
-    private func save(_ next: KioskStore.Record) {
-        var next = next
+    /// Applies `change` to the active charge if it is still `id` and not final, writes it, then reports it. Returns
+    /// `false` if the charge moved on meanwhile or the write failed (then nothing changes and the step is retried).
+    @discardableResult
+    private func update(_ id: String, _ change: (inout KioskStore.Record) -> Void) -> Bool {
+        guard let current = record, current.charge.id == id, !current.charge.state.isFinal else { return false }
+        var next = current
+        change(&next)
+        guard next != current else { return true }
         next.charge.updatedAt = Date()
         do {
             try store.update(next)
         } catch {
-            // The charge goes on in memory; the operator sees the disk problem in the log.
             logger.critical("cannot write the kiosk's state", metadata: ["error": "\(error)"])
+            storageFailed = true
+            return false
         }
-        let previous = record?.charge.id == next.charge.id ? record?.charge : nil
         record = next
-        publish(from: previous, to: next)
+        publish(from: current.charge, to: next)
+        if next.charge.state.isFinal { resumeSettleWaiters() }
+        return true
     }
 
+    /// Tells subscribers of a change already written.
     private func publish(from previous: KioskCharge?, to next: KioskStore.Record) {
-        record = next
         let status = status()
         for subscriber in statusSubscribers.values { subscriber.yield(status) }
         for event in KioskEvent.between(previous, next.charge) {

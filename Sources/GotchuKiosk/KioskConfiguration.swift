@@ -428,18 +428,10 @@ private struct Resolver {
     }
 
     private static func bus(_ text: String) throws(Problem) -> DBusConnection.Bus {
-        switch text {
-        case "system": return .system
-        case "session": return .session
-        default:
-            // A D-Bus address is transport:key=value[,…], such as unix:path=/run/dbus/system_bus_socket.
-            guard let colon = text.firstIndex(of: ":"), colon != text.startIndex, text[colon...].contains("=") else {
-                throw Problem(
-                    "must be \"system\", \"session\" or a D-Bus address such as unix:path=/tmp/bus, not \"\(text)\""
-                )
-            }
-            return .address(text)
+        guard let bus = DBusConnection.Bus(named: text) else {
+            throw Problem("must be \(DBusConnection.Bus.namingHint), not \"\(text)\"")
         }
+        return bus
     }
 
     private static func adapter(_ text: String) throws(Problem) -> String {

@@ -133,8 +133,12 @@ public enum KioskControl {
                     DBusMethod("Cancel", inputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in try await kiosk.cancel(id: id) }
-                        if charge.state == .paid {
+                        switch charge.state {
+                        case .cancelled: break
+                        case .paid:
                             throw DBusError(ErrorName.alreadyPaid, "charge \(id) was paid before it could be cancelled")
+                        default:
+                            throw DBusError(ErrorName.alreadyFinal, "charge \(id) ended \(charge.state.rawValue) first")
                         }
                         return []
                     },

@@ -4,7 +4,7 @@ public import Foundation
 public struct KioskStatus: Codable, Hashable, Sendable {
     /// The kiosk's state in one word, as the D-Bus `State` property reports it.
     public enum State: String, Codable, Hashable, Sendable, CaseIterable {
-        /// No charge, or the last one is over and shown until the next.
+        /// No charge yet. (After one, the state tells how the last one ended until the next begins.)
         case idle
         /// A charge is being set up on the ledger.
         case creating

@@ -31,7 +31,7 @@ public final class KioskStore: Sendable {
 
         public var description: String {
             switch self {
-            case .busy(let id): "charge \(id) is still active; cancel it or wait until it ends"
+            case .busy(let id): "another charge is active: \(id)"
             }
         }
     }

@@ -2,7 +2,9 @@ public import GotchuDBus
 
 /// The argument list that starts python-dbusmock's bluez5 template on the system bus.
 public let dbusmockArguments = ["-m", "dbusmock", "--system", "--template", "bluez5"]
+/// The mock's root object, where its `org.bluez.Mock` control methods (`AddAdapter`, `RemoveAdapter`) live.
 public let mockRoot = DBusObjectPath(rawValue: "/")!
+/// The adapter `AddAdapter("hci0", …)` creates.
 public let mockAdapter = DBusObjectPath(rawValue: "/org/bluez/hci0")!
 
 extension DBusConnection {
@@ -43,8 +45,10 @@ extension DBusConnection {
 public actor FakeSlot {
     private var process: ChildProcess?
 
+    /// An empty slot.
     public init() {}
 
+    /// Stops the current process, if any, and keeps `next`.
     public func replace(with next: ChildProcess?) {
         process?.terminate()
         process = next

@@ -70,7 +70,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         else { throw ValidationError("invalid arguments") }
         let interval = intervalMs.map { Duration.milliseconds($0)...Duration.milliseconds($0) }
         let radio = try await BlueZRadio.connect(
-            to: options.dbusBus,
+            to: try options.dbusBus,
             configuration: .init(adapter: options.adapter, advertisingType: advertisingType)
         )
         let adapter = try await radio.adapter()

@@ -14,5 +14,12 @@ struct BlueZCommandOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0 (default: the first powered one).", valueName: "name"))
     var adapter: String?
 
-    var dbusBus: DBusConnection.Bus { DBusConnection.Bus(named: bus) }
+    var dbusBus: DBusConnection.Bus {
+        get throws {
+            guard let named = DBusConnection.Bus(named: bus) else {
+                throw ValidationError("--bus must be \(DBusConnection.Bus.namingHint)")
+            }
+            return named
+        }
+    }
 }

@@ -10,8 +10,11 @@ struct ChargeCommand: AsyncParsableCommand {
         abstract: "Ask the kiosk on this machine for a payment, as a point-of-sale does, and follow it to its end.",
         discussion: """
             Talks to `gotchu kiosk` over D-Bus (io.gotchu.Kiosk1 on the system bus; the bus policy lets members \
-            of the gotchu-pos group call it). Prints each step of the charge and exits 0 when it is paid, 2 when \
-            it expires, 3 when it is cancelled, 1 when it fails. Ctrl-C cancels the charge.
+            of the gotchu-pos group call it) and prints each step of the charge. Ctrl-C cancels the charge.
+
+            The exit status says how the charge ended, also with --cancel: 0 paid, 2 expired, 3 cancelled, \
+            1 failed (or the kiosk refused), 4 cancel asked but not yet confirmed by the ledger (the kiosk keeps \
+            trying; --show tells the end).
 
             Examples:
               gotchu charge 12.50 --reference "order 1017"
@@ -47,31 +50,31 @@ struct ChargeCommand: AsyncParsableCommand {
     func validate() throws {
         let actions = [amount != nil, show != nil, cancel != nil].filter { $0 }.count
         guard actions == 1 else { throw ValidationError("give an amount, --show ID or --cancel ID (one of them)") }
+        guard DBusConnection.Bus(named: bus) != nil else {
+            throw ValidationError("--bus must be \(DBusConnection.Bus.namingHint)")
+        }
     }
 
     func run() async throws {
         let output = Console()
+        let named = DBusConnection.Bus(named: bus) ?? .system
         let connection: DBusConnection
         do {
-            connection = try await DBusConnection.connect(to: DBusConnection.Bus(named: bus))
+            connection = try await DBusConnection.connect(to: named)
         } catch {
-            throw CLIError("cannot connect to the \(DBusConnection.Bus(named: bus)): \(error)")
+            throw CLIError("cannot connect to the \(named): \(error)")
         }
         let kiosk = KioskClient(connection: connection)
+        let code: Int32
         do {
             if let show {
                 output.line(Self.describe(try await kiosk.getCharge(show)))
+                code = 0
             } else if let cancel {
-                try await kiosk.cancel(cancel)
-                output.line("cancelled \(cancel)")
-            } else if let amount {
-                let cents = try CLIAmount.parse(amount, option: "amount")
-                let code = try await follow(kiosk, cents, output)
-                await connection.close()
-                if code != 0 { throw ExitCode(code) }
-                return
+                code = try await Self.cancel(cancel, kiosk, output)
+            } else {
+                code = try await follow(kiosk, try CLIAmount.parse(amount ?? "", option: "amount"), output)
             }
-            await connection.close()
         } catch let error as DBusError {
             await connection.close()
             throw CLIError(Self.explain(error))
@@ -79,9 +82,11 @@ struct ChargeCommand: AsyncParsableCommand {
             await connection.close()
             throw error
         }
+        await connection.close()
+        if code != 0 { throw ExitCode(code) }
     }
 
-    /// Starts the charge and prints its steps until it ends; returns the exit code.
+    /// Starts the charge and prints its steps until it ends; returns the exit status.
     private func follow(_ kiosk: KioskClient, _ cents: Cents, _ output: Console) async throws -> Int32 {
         // Listen before charging, so the first steps are not missed.
         let signals = try await kiosk.signals()
@@ -90,57 +95,100 @@ struct ChargeCommand: AsyncParsableCommand {
         if noWait { return 0 }
         do {
             return try await withTaskCancellationOnSignals {
-                for await signal in signals where signal.argument(0, as: String.self) == id {
-                    switch signal.member {
-                    case "Advertising":
-                        output.line("waiting for a payer (EID \(signal.argument(1, as: String.self) ?? "?"))")
-                    case "Locked": output.line("a payer is paying")
-                    case "PaymentSucceeded":
-                        output.line(
-                            "paid: \(Money.format(cents)) (session \(signal.argument(2, as: String.self) ?? "?"))"
-                        )
-                        return 0
-                    case "Expired":
-                        output.line("expired unpaid")
-                        return 2
-                    case "Cancelled":
-                        output.line("cancelled")
-                        return 3
-                    case "Error":
-                        let reason = signal.argument(1, as: String.self) ?? ""
-                        let state = try? await kiosk.getCharge(id)["state"]?.value
-                        if state == .string(KioskChargeState.failed.rawValue) {
-                            output.line("failed: \(reason)")
-                            return 1
-                        }
-                        output.line("problem, the kiosk keeps trying: \(reason)")
-                    default: break
-                    }
+                try await withThrowingTaskGroup(of: Int32.self) { group in
+                    group.addTask { try await Self.printSteps(of: id, signals, kiosk, output) }
+                    // Signals can be missed (the kiosk restarting between two steps): the charge's state settles it.
+                    group.addTask { try await Self.pollUntilOver(id, kiosk, output) }
+                    let code = try await group.next() ?? 1
+                    group.cancelAll()
+                    return code
                 }
-                throw CLIError("the kiosk left the bus; `gotchu charge --show \(id)` tells how the charge ends")
             }
         } catch is CancellationError {
             output.line("cancelling \(id)")
+            return try await Self.cancel(id, kiosk, output)
+        }
+    }
+
+    private static func printSteps(
+        of id: String,
+        _ signals: AsyncStream<DBusMessage>,
+        _ kiosk: KioskClient,
+        _ output: Console
+    ) async throws -> Int32 {
+        for await signal in signals where signal.argument(0, as: String.self) == id {
+            switch signal.member {
+            case "Advertising": output.line("waiting for a payer (EID \(signal.argument(1, as: String.self) ?? "?"))")
+            case "Locked": output.line("a payer is paying")
+            case "Error": output.line("problem, the kiosk keeps trying: \(signal.argument(1, as: String.self) ?? "")")
+            case "PaymentSucceeded", "Expired", "Cancelled":
+                return report(try await kiosk.getCharge(id), output)
+            default: break
+            }
+        }
+        try await Task.sleep(for: .seconds(3600 * 24))
+        return 1
+    }
+
+    private static func pollUntilOver(_ id: String, _ kiosk: KioskClient, _ output: Console) async throws -> Int32 {
+        var away = false
+        while true {
+            try await Task.sleep(for: .seconds(2))
             do {
-                try await kiosk.cancel(id)
-                output.line("cancelled")
-                return 130
-            } catch let error as DBusError {
-                throw CLIError(Self.explain(error))
+                let charge = try await kiosk.getCharge(id)
+                away = false
+                if let state = charge.string("state").flatMap(KioskChargeState.init(rawValue:)), state.isFinal {
+                    return report(charge, output)
+                }
+            } catch let error as DBusError where error.name == .serviceUnknown || error.name == .nameHasNoOwner {
+                if !away { output.line("the kiosk is not on the bus; waiting for it to come back") }
+                away = true
             }
         }
     }
 
-    static func describe(_ charge: [String: DBusVariant]) -> String {
-        func text(_ key: String) -> String? {
-            if case .string(let value) = charge[key]?.value { return value }
-            return nil
+    /// Prints how a final charge ended; returns its exit status.
+    private static func report(_ charge: [String: DBusVariant], _ output: Console) -> Int32 {
+        let amount: String
+        if case .int64(let cents) = charge["amount_cents"]?.value { amount = Money.format(cents) } else { amount = "?" }
+        switch charge.string("state").flatMap(KioskChargeState.init(rawValue:)) {
+        case .paid:
+            output.line("paid: \(amount) (session \(charge.string("session_id") ?? "?"))")
+            return 0
+        case .expired:
+            output.line("expired unpaid")
+            return 2
+        case .cancelled:
+            output.line("cancelled")
+            return 3
+        default:
+            output.line("failed: \(charge.string("problem") ?? "refused")")
+            return 1
         }
-        var parts = [text("id") ?? "?", text("state") ?? "?"]
+    }
+
+    /// Cancels a charge; returns the exit status of how it ended (paid if a payer got there first).
+    private static func cancel(_ id: String, _ kiosk: KioskClient, _ output: Console) async throws -> Int32 {
+        do {
+            try await kiosk.cancel(id)
+        } catch let error as DBusError
+            where error.name == KioskControl.ErrorName.alreadyPaid || error.name == KioskControl.ErrorName.alreadyFinal
+        {
+            return report(try await kiosk.getCharge(id), output)
+        } catch let error as DBusError where error.name == KioskControl.ErrorName.cancelPending {
+            output.line(error.message)
+            return 4
+        }
+        output.line("cancelled")
+        return 3
+    }
+
+    static func describe(_ charge: [String: DBusVariant]) -> String {
+        var parts = [charge.string("id") ?? "?", charge.string("state") ?? "?"]
         if case .int64(let cents) = charge["amount_cents"]?.value { parts.append(Money.format(cents)) }
-        if let reference = text("reference"), !reference.isEmpty { parts.append("reference \(reference)") }
-        if let session = text("session_id") { parts.append("session \(session)") }
-        if let problem = text("problem") { parts.append("problem: \(problem)") }
+        if let reference = charge.string("reference"), !reference.isEmpty { parts.append("reference \(reference)") }
+        if let session = charge.string("session_id") { parts.append("session \(session)") }
+        if let problem = charge.string("problem") { parts.append("problem: \(problem)") }
         return parts.joined(separator: "  ")
     }
 
@@ -152,6 +200,14 @@ struct ChargeCommand: AsyncParsableCommand {
             "the bus refused: only members of the gotchu-pos group may call the kiosk (\(error.message))"
         default: error.message.isEmpty ? error.name.rawValue : error.message
         }
+    }
+}
+
+extension [String: DBusVariant] {
+    /// The string at `key`, if there is one.
+    fileprivate func string(_ key: String) -> String? {
+        if case .string(let value) = self[key]?.value { return value }
+        return nil
     }
 }
 

@@ -18,7 +18,7 @@ struct DoctorCommand: AsyncParsableCommand {
     @OptionGroup var options: BlueZCommandOptions
 
     func run() async throws {
-        let report = await BlueZDoctor.examine(bus: options.dbusBus)
+        let report = await BlueZDoctor.examine(bus: try options.dbusBus)
         for adapter in report.adapters {
             var line = "\(adapter.name)  \(adapter.address ?? "-")  \(adapter.powered ? "on" : "off")"
             if let active = adapter.activeAdvertisements, let free = adapter.freeAdvertisements {

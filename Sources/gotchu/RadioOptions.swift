@@ -64,7 +64,7 @@ struct RadioOptions: ParsableArguments {
             let position = try parsePosition(default: role == .receiver ? Position(x: 0, y: 0) : Position(x: 0.2, y: 0))
             return try await Self.simulatedRadio(air: air.map { URL(fileURLWithPath: $0) }, role: role, at: position)
         case .bluez:
-            return try await Self.bluezRadio(bus: bluez.dbusBus, adapter: bluez.adapter)
+            return try await Self.bluezRadio(bus: try bluez.dbusBus, adapter: bluez.adapter)
         }
     }
 

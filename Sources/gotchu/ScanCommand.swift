@@ -51,7 +51,7 @@ struct ScanCommand: AsyncParsableCommand {
         var logger = Logger(label: "gotchu.bluez")
         if json { logger.logLevel = .warning }
         let radio = try await BlueZRadio.connect(
-            to: options.dbusBus,
+            to: try options.dbusBus,
             configuration: .init(adapter: options.adapter),
             logger: logger
         )

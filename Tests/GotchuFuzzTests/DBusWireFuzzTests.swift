@@ -126,9 +126,46 @@ struct DBusWireFuzzTests {
             // libdbus's signature check counts only unbroken runs of `a` against the 32-array limit ("a…a{sa{sv}}"
             // with 32 `a`s passes), while the bus checks a message body's real nesting and drops a client that
             // exceeds it: ours counts the real nesting, so it may refuse what that check lets through, never more.
-            if !ours, theirs, text.filter({ $0 == "a" }).count > 32 || text.filter({ $0 == "(" }).count > 32 { return }
+            if !ours, theirs, let depth = Self.nesting(of: text), depth.arrays > 32 || depth.structs > 32 { return }
             #expect(ours == theirs, "\(text.debugDescription): ours \(ours), libdbus \(theirs) \(input.replay)")
         }
         #expect(report.iterations > 0)
+    }
+
+    /// The deepest nesting of arrays and of structs in a signature of complete types, or `nil` if it does not parse.
+    static func nesting(of text: String) -> (arrays: Int, structs: Int)? {
+        var rest = Substring(text)
+        var deepest = (arrays: 0, structs: 0)
+        while !rest.isEmpty {
+            guard let depth = completeType(&rest) else { return nil }
+            deepest = (max(deepest.arrays, depth.arrays), max(deepest.structs, depth.structs))
+        }
+        return deepest
+    }
+
+    private static func completeType(_ rest: inout Substring) -> (arrays: Int, structs: Int)? {
+        guard let first = rest.popFirst() else { return nil }
+        switch first {
+        case "a":
+            if rest.first == "{" {
+                rest.removeFirst()
+                guard let key = completeType(&rest), let value = completeType(&rest), rest.popFirst() == "}" else {
+                    return nil
+                }
+                return (1 + max(key.arrays, value.arrays), max(key.structs, value.structs))
+            }
+            guard let element = completeType(&rest) else { return nil }
+            return (1 + element.arrays, element.structs)
+        case "(":
+            var inner = (arrays: 0, structs: 0)
+            while rest.first != ")" {
+                guard let member = completeType(&rest) else { return nil }
+                inner = (max(inner.arrays, member.arrays), max(inner.structs, member.structs))
+            }
+            rest.removeFirst()
+            return (inner.arrays, 1 + inner.structs)
+        case ")", "{", "}": return nil
+        default: return (0, 0)
+        }
     }
 }

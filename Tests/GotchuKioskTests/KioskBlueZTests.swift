@@ -17,9 +17,24 @@ struct KioskBlueZTests {
         let daemon = try await KioskDaemon.start()
         defer { daemon.stop() }
         let fake = FakeSlot()
-        defer { Task { await fake.replace(with: nil) } }
         let connection = try await daemon.connect()
-        defer { Task { await connection.close() } }
+        do {
+            try await exercise(daemon, python, fake, connection)
+        } catch {
+            await fake.replace(with: nil)
+            await connection.close()
+            throw error
+        }
+        await fake.replace(with: nil)
+        await connection.close()
+    }
+
+    private func exercise(
+        _ daemon: KioskDaemon,
+        _ python: String,
+        _ fake: FakeSlot,
+        _ connection: DBusConnection
+    ) async throws {
         @Sendable func startBluetoothd(_ name: String) async throws {
             await fake.replace(with: try daemon.bus.launch(python, dbusmockArguments, name: name))
             #expect(
@@ -47,14 +62,14 @@ struct KioskBlueZTests {
         defer { _ = try? kiosk.stopNow() }
         _ = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
         #expect(try await eventually(timeout: .seconds(20)) { try await registrations() == 1 })
-        #expect(try await state() == "advertising")
+        #expect(try await eventually { try await state() == "advertising" })
 
         try await startBluetoothd("bluetoothd-2")
         let restarted = ContinuousClock.now
         #expect(try await eventually(timeout: .seconds(10)) { try await registrations() == 1 })
         let took = ContinuousClock.now - restarted
         #expect(took < .seconds(2), "re-registered after \(took)")
-        #expect(try await state() == "advertising")
+        #expect(try await eventually { try await state() == "advertising" })
 
         _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
         #expect(try await eventually(timeout: .seconds(10)) { try await state() == "error" })

@@ -118,7 +118,7 @@ func waitForStatus(
     }
 }
 
-@Suite("The kiosk drives charges over a real ledger and the simulated air", .serialized)
+@Suite("The kiosk drives charges over a real ledger and the simulated air", .serialized, .timeLimit(.minutes(3)))
 struct KioskTests {
     @Test("A charge is advertised, paid by a nearby payer, and reported in order; the ledger agrees")
     func chargePaid() async throws {
@@ -338,6 +338,41 @@ struct KioskTests {
             _ = try await payer.send(sid: sid, idempotencyKey: UUID().uuidString)
             let paid = try await waitForStatus(kiosk) { $0.state == .paid }
             #expect(paid.charge?.sessionID == sid && paid.problem == nil)
+        }
+    }
+
+    @Test(
+        "A cancel while the ledger is unreachable is pending, survives, and ends with no live session once it is back"
+    )
+    func cancelWhileLedgerUnreachable() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        let port = try freeLoopbackPort()
+        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 800, reference: "")
+            try await waitForStatus(kiosk) { $0.state == .error }
+            do {
+                _ = try await kiosk.cancel(id: charge.id)
+                Issue.record("a cancel the ledger could not confirm returned as done")
+            } catch KioskError.cancelPending {}
+            // The request is kept: the ledger coming back ends the charge cancelled, not advertised.
+            let ledger = try harness.processes.start(
+                [
+                    "server", "--dev", "--port", "\(port)", "--database",
+                    harness.processes.directory.url.appendingPathComponent("late.sqlite").path,
+                ],
+                user: "late-server"
+            )
+            defer { _ = try? ledger.stopNow() }
+            _ = try await ledger.waitForLine { $0.hasPrefix("listening on ") }
+            let ended = try await waitForStatus(kiosk) { $0.charge?.state.isFinal == true }
+            #expect(ended.state == .cancelled)
+            // The session the cancel had to create (a lost creation might have made one) is cancelled on the ledger.
+            let sid = try #require(ended.charge?.sessionID)
+            var shop = LedgerClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
+            shop.token = try await shop.devLogin(email: "shop@example.com").token
+            #expect(try await shop.session(sid: sid).status == .cancelled)
         }
     }
 
