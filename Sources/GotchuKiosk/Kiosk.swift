@@ -236,7 +236,7 @@ public actor Kiosk: KioskStatusSource {
             await createSession(current)
         } else if current.charge.eid == nil {
             // A stored session without a readable EID cannot be advertised: end it rather than spin.
-            await settle(current, as: .failed)
+            await settle(current, as: .failed, reason: "the stored EID of its session cannot be read")
         } else {
             await advertiseAndWatch(current)
         }
