@@ -25,6 +25,9 @@ public actor Kiosk: KioskStatusSource {
         public var statusInterval: Duration
         /// Delays between retries while the ledger or the radio fails.
         public var retry: Backoff
+        /// How long the end of a charge (paid, expired…) is shown before the kiosk reads ``KioskStatus/State/idle``
+        /// again, so the next customer does not see the last one's outcome.
+        public var idleAfter: Duration
 
         /// Creates options.
         public init(
@@ -33,7 +36,8 @@ public actor Kiosk: KioskStatusSource {
             sessionLifetime: Duration = .seconds(300),
             renewExpiredSessions: Bool = true,
             statusInterval: Duration = .milliseconds(500),
-            retry: Backoff = Backoff()
+            retry: Backoff = Backoff(),
+            idleAfter: Duration = .seconds(60)
         ) {
             self.payeeName = payeeName
             self.serviceUUID = serviceUUID
@@ -41,6 +45,7 @@ public actor Kiosk: KioskStatusSource {
             self.renewExpiredSessions = renewExpiredSessions
             self.statusInterval = statusInterval
             self.retry = retry
+            self.idleAfter = idleAfter
         }
     }
 
@@ -58,6 +63,8 @@ public actor Kiosk: KioskStatusSource {
     private let wake: AsyncStream<Void>.Continuation
     /// Interrupts the step of the driver that a cancel from the point-of-sale cuts short (advertising, a wait).
     private var interrupt: (@Sendable () -> Void)?
+    /// Publishes the return to idle after a charge ends.
+    private var idleTimer: Task<Void, Never>?
     /// Cancel requests waiting for the driver's next attempt to settle the charge with the ledger.
     private var settleWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
 
@@ -103,6 +110,7 @@ public actor Kiosk: KioskStatusSource {
         }
         logger.info("charge", metadata: ["charge": "\(charge.id)", "amount": "\(Money.format(amountCents))"])
         record = new
+        idleTimer?.cancel()
         publish(from: nil, to: new)
         wake.yield()
         return charge
@@ -158,6 +166,7 @@ public actor Kiosk: KioskStatusSource {
         let state: KioskStatus.State
         switch charge?.state {
         case nil: state = .idle
+        case .some(let chargeState) where chargeState.isFinal && Date() >= idleTime(after: charge): state = .idle
         case .some(let chargeState) where !chargeState.isFinal && charge?.problem != nil: state = .error
         case .creating: state = .creating
         case .advertising: state = .advertising
@@ -196,6 +205,30 @@ public actor Kiosk: KioskStatusSource {
     }
 
     private func unsubscribe(status id: UUID) { statusSubscribers[id] = nil }
+
+    /// When a final charge stops being shown.
+    private func idleTime(after charge: KioskCharge?) -> Date {
+        let (seconds, attoseconds) = options.idleAfter.components
+        return (charge?.updatedAt ?? .distantPast).addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
+    }
+
+    /// Tells subscribers when the shown end of the last charge gives way to idle.
+    private func scheduleIdle() {
+        idleTimer?.cancel()
+        guard let charge = record?.charge, charge.state.isFinal else { return }
+        let delay = idleTime(after: charge).timeIntervalSinceNow
+        guard delay > 0 else { return }
+        idleTimer = Task {
+            try? await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 1))
+            guard !Task.isCancelled else { return }
+            self.publishStatus()
+        }
+    }
+
+    private func publishStatus() {
+        let status = status()
+        for subscriber in statusSubscribers.values { subscriber.yield(status) }
+    }
     private func unsubscribe(event id: UUID) { eventSubscribers[id] = nil }
 
     // MARK: Running
@@ -209,6 +242,7 @@ public actor Kiosk: KioskStatusSource {
                 metadata: ["charge": "\(active.charge.id)", "state": "\(active.charge.state)"]
             )
         }
+        scheduleIdle()
         wake.yield()
         for await _ in wakeups {
             while let active = record, !active.charge.state.isFinal, !Task.isCancelled {
@@ -221,6 +255,7 @@ public actor Kiosk: KioskStatusSource {
             }
             if Task.isCancelled { break }
         }
+        idleTimer?.cancel()
         for subscriber in statusSubscribers.values { subscriber.finish() }
         for subscriber in eventSubscribers.values { subscriber.finish() }
         resumeSettleWaiters()
@@ -538,14 +573,16 @@ public actor Kiosk: KioskStatusSource {
         }
         record = next
         publish(from: current.charge, to: next)
-        if next.charge.state.isFinal { resumeSettleWaiters() }
+        if next.charge.state.isFinal {
+            resumeSettleWaiters()
+            scheduleIdle()
+        }
         return true
     }
 
     /// Tells subscribers of a change already written.
     private func publish(from previous: KioskCharge?, to next: KioskStore.Record) {
-        let status = status()
-        for subscriber in statusSubscribers.values { subscriber.yield(status) }
+        publishStatus()
         for event in KioskEvent.between(previous, next.charge) {
             for subscriber in eventSubscribers.values { subscriber.yield(event) }
         }

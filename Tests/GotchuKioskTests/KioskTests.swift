@@ -220,6 +220,23 @@ struct KioskTests {
         }
     }
 
+    @Test("The end of a charge is shown for a while, then the kiosk reads idle again for the next customer")
+    func backToIdle() async throws {
+        let harness = try await KioskHarness.start()
+        defer { harness.stop() }
+        var options = Kiosk.Options(statusInterval: .milliseconds(100))
+        options.idleAfter = .milliseconds(500)
+        let kiosk = try await harness.makeKiosk(options: options)
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 300, reference: "")
+            try await waitForStatus(kiosk) { $0.state == .advertising }
+            _ = try await kiosk.cancel(id: charge.id)
+            #expect(await kiosk.status().state == .cancelled)
+            let idle = try await waitForStatus(kiosk, timeout: .seconds(5)) { $0.state == .idle }
+            #expect(idle.charge?.id == charge.id && idle.charge?.state == .cancelled)
+        }
+    }
+
     @Test("Cancelling a charge a payer already paid reports it paid, not cancelled")
     func cancelAfterPayment() async throws {
         let harness = try await KioskHarness.start()
