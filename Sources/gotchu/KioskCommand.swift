@@ -128,7 +128,14 @@ struct KioskCommand: AsyncParsableCommand {
         case .sim:
             radio = try await RadioOptions.simulatedRadio(air: settings.air, role: .receiver, at: Position(x: 0, y: 0))
         case .bluez:
-            radio = try await RadioOptions.bluezRadio(bus: settings.bluezBus, adapter: settings.adapter)
+            // bluetoothd may start after the kiosk, or stop: its absence is a problem shown and retried while a charge
+            // waits, not a reason to exit.
+            do {
+                let connection = try await DBusConnection.connect(to: settings.bluezBus)
+                radio = BlueZRadio(connection: connection, configuration: .init(adapter: settings.adapter))
+            } catch {
+                throw CLIError("cannot connect to the \(settings.bluezBus) to reach bluetoothd: \(error)")
+            }
         }
         let control: DBusConnection
         do {
