@@ -92,6 +92,13 @@ enum LedgerSchema {
                     """
             )
         }
+        // The lock cap counts a payer's locked sessions on every lock: without this it scans the table.
+        migrator.registerMigration("v3: locks by payer") { db in
+            try db.execute(
+                sql:
+                    "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
+            )
+        }
         return migrator
     }
 }

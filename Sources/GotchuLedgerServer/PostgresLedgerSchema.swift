@@ -100,5 +100,12 @@ enum PostgresLedgerSchema {
                 "CREATE UNIQUE INDEX payment_sessions_create_key ON payment_sessions (payee_id, create_key)",
             ]
         ),
+        (
+            // The lock cap counts a payer's locked sessions on every lock: without this it scans the table.
+            "v3: locks by payer",
+            [
+                "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
+            ]
+        ),
     ]
 }
