@@ -137,7 +137,8 @@ struct ChargeCommand: AsyncParsableCommand {
             do {
                 let charge = try await kiosk.getCharge(id)
                 away = false
-                if let state = charge.string("state").flatMap(KioskChargeState.init(rawValue:)), state.isFinal {
+                if let state = charge["state", as: String.self].flatMap(KioskChargeState.init(rawValue:)), state.isFinal
+                {
                     return report(charge, output)
                 }
             } catch let error as DBusError where error.name == .serviceUnknown || error.name == .nameHasNoOwner {
@@ -149,11 +150,10 @@ struct ChargeCommand: AsyncParsableCommand {
 
     /// Prints how a final charge ended; returns its exit status.
     private static func report(_ charge: [String: DBusVariant], _ output: Console) -> Int32 {
-        let amount: String
-        if case .int64(let cents) = charge["amount_cents"]?.value { amount = Money.format(cents) } else { amount = "?" }
-        switch charge.string("state").flatMap(KioskChargeState.init(rawValue:)) {
+        let amount = charge["amount_cents", as: Int64.self].map { Money.format($0) } ?? "?"
+        switch charge["state", as: String.self].flatMap(KioskChargeState.init(rawValue:)) {
         case .paid:
-            output.line("paid: \(amount) (session \(charge.string("session_id") ?? "?"))")
+            output.line("paid: \(amount) (session \(charge["session_id", as: String.self] ?? "?"))")
             return 0
         case .expired:
             output.line("expired unpaid")
@@ -162,7 +162,7 @@ struct ChargeCommand: AsyncParsableCommand {
             output.line("cancelled")
             return 3
         default:
-            output.line("failed: \(charge.string("problem") ?? "refused")")
+            output.line("failed: \(charge["problem", as: String.self] ?? "refused")")
             return 1
         }
     }
@@ -184,11 +184,13 @@ struct ChargeCommand: AsyncParsableCommand {
     }
 
     static func describe(_ charge: [String: DBusVariant]) -> String {
-        var parts = [charge.string("id") ?? "?", charge.string("state") ?? "?"]
-        if case .int64(let cents) = charge["amount_cents"]?.value { parts.append(Money.format(cents)) }
-        if let reference = charge.string("reference"), !reference.isEmpty { parts.append("reference \(reference)") }
-        if let session = charge.string("session_id") { parts.append("session \(session)") }
-        if let problem = charge.string("problem") { parts.append("problem: \(problem)") }
+        var parts = [charge["id", as: String.self] ?? "?", charge["state", as: String.self] ?? "?"]
+        if let cents = charge["amount_cents", as: Int64.self] { parts.append(Money.format(cents)) }
+        if let reference = charge["reference", as: String.self], !reference.isEmpty {
+            parts.append("reference \(reference)")
+        }
+        if let session = charge["session_id", as: String.self] { parts.append("session \(session)") }
+        if let problem = charge["problem", as: String.self] { parts.append("problem: \(problem)") }
         return parts.joined(separator: "  ")
     }
 
@@ -200,14 +202,6 @@ struct ChargeCommand: AsyncParsableCommand {
             "the bus refused: only members of the gotchu-pos group may call the kiosk (\(error.message))"
         default: error.message.isEmpty ? error.name.rawValue : error.message
         }
-    }
-}
-
-extension [String: DBusVariant] {
-    /// The string at `key`, if there is one.
-    fileprivate func string(_ key: String) -> String? {
-        if case .string(let value) = self[key]?.value { return value }
-        return nil
     }
 }
 

@@ -45,17 +45,7 @@ struct KioskBlueZTests {
         func registrations() async throws -> Int {
             try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count
         }
-        func state() async throws -> String? {
-            let reply = try await connection.call(
-                destination: KioskControl.busName,
-                path: KioskControl.path,
-                interface: "org.freedesktop.DBus.Properties",
-                method: "Get",
-                [.string(KioskControl.interface), .string("State")]
-            )
-            guard case .variant(let variant) = reply.first, case .string(let state) = variant.value else { return nil }
-            return state
-        }
+        func state() async throws -> String? { try await connection.kioskProperty("State", as: String.self) }
 
         // The kiosk starts before bluetoothd: a charge waits in the error state until it comes.
         let (kiosk, _) = try await daemon.startKiosk(["--radio", "bluez", "--bluez-bus", daemon.bus.address])
@@ -75,19 +65,8 @@ struct KioskBlueZTests {
 
         _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
         #expect(try await eventually(timeout: .seconds(10)) { try await state() == "error" })
-        let current = try await connection.call(
-            destination: KioskControl.busName,
-            path: KioskControl.path,
-            interface: "org.freedesktop.DBus.Properties",
-            method: "Get",
-            [.string(KioskControl.interface), .string("CurrentCharge")]
-        )
-        guard case .variant(let variant) = current.first, let charge = [String: DBusVariant](dbusValue: variant.value)
-        else {
-            Issue.record("CurrentCharge is not a dictionary: \(current)")
-            return
-        }
-        #expect(charge.string("problem")?.contains("Bluetooth") == true)
+        let charge = try await connection.kioskProperty("CurrentCharge", as: [String: DBusVariant].self)
+        #expect(charge?["problem", as: String.self]?.contains("Bluetooth") == true)
         _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
         #expect(try await eventually(timeout: .seconds(20)) { try await state() == "advertising" })
         #expect(try await registrations() >= 1)

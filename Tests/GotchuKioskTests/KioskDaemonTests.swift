@@ -72,15 +72,20 @@ extension DBusConnection {
         )
     }
 
+    /// A property of the kiosk's interface, unwrapped from its variant.
+    func kioskProperty<T: DBusRepresentable>(_ name: String, as type: T.Type) async throws -> T? {
+        let reply = try await call(
+            destination: KioskControl.busName,
+            path: KioskControl.path,
+            interface: "org.freedesktop.DBus.Properties",
+            method: "Get",
+            [.string(KioskControl.interface), .string(name)]
+        )
+        return reply.first?.decode(as: DBusVariant.self)?.value.decode(as: T.self)
+    }
+
     func kioskCharge(_ id: String) async throws -> [String: DBusVariant] {
         try #require(try await kiosk("GetCharge", [.string(id)]).first.flatMap { [String: DBusVariant](dbusValue: $0) })
-    }
-}
-
-extension [String: DBusVariant] {
-    func string(_ key: String) -> String? {
-        if case .string(let value) = self[key]?.value { return value }
-        return nil
     }
 }
 
@@ -118,16 +123,9 @@ struct KioskDaemonTests {
         let id = try #require(succeeded?.argument(0, as: String.self))
         #expect(succeeded?.argument(1, as: Int64.self) == 1_250)
         let charge = try await connection.kioskCharge(id)
-        #expect(charge.string("state") == "paid" && charge.string("reference") == "order 1017")
-        #expect(charge.string("session_id") == succeeded?.argument(2, as: String.self))
-        let state = try await connection.call(
-            destination: KioskControl.busName,
-            path: KioskControl.path,
-            interface: "org.freedesktop.DBus.Properties",
-            method: "Get",
-            [.string(KioskControl.interface), .string("State")]
-        )
-        #expect(state.first == .variant(DBusVariant(.string("paid"))))
+        #expect(charge["state", as: String.self] == "paid" && charge["reference", as: String.self] == "order 1017")
+        #expect(charge["session_id", as: String.self] == succeeded?.argument(2, as: String.self))
+        #expect(try await connection.kioskProperty("State", as: String.self) == "paid")
         var sawPaid = false
         while !sawPaid, let data = try await events.nextData() {
             sawPaid = data.contains("\"state\":\"paid\"") && data.contains(id)
@@ -152,7 +150,7 @@ struct KioskDaemonTests {
         #expect(
             try await eventually(timeout: .seconds(20)) {
                 before = try await connection.kioskCharge(id)
-                return before.string("state") == "advertising"
+                return before["state", as: String.self] == "advertising"
             }
         )
         await connection.close()
@@ -163,8 +161,8 @@ struct KioskDaemonTests {
         let again = try await daemon.connect()
         defer { Task { await again.close() } }
         let after = try await again.kioskCharge(id)
-        #expect(after.string("session_id") == before.string("session_id"))
-        #expect(after.string("eid") == before.string("eid"))
+        #expect(after["session_id", as: String.self] == before["session_id", as: String.self])
+        #expect(after["eid", as: String.self] == before["eid", as: String.self])
         await #expect {
             _ = try await again.kiosk("Charge", [.int64(100), .string("")])
         } throws: { error in
@@ -173,7 +171,7 @@ struct KioskDaemonTests {
         try await daemon.pay(as: "bob")
         #expect(
             try await eventually(timeout: .seconds(20)) {
-                try await again.kioskCharge(id).string("state") == "paid"
+                try await again.kioskCharge(id)["state", as: String.self] == "paid"
             }
         )
         let shown = try await daemon.processes.run(["charge", "--show", id, "--bus", daemon.bus.address], user: "pos")

@@ -51,6 +51,21 @@ struct KioskHarness {
         )
     }
 
+    /// A second ledger server on a fixed `port` (one the kiosk was pointed at before it listened), with its own
+    /// database.
+    func startLedger(port: Int, database: String = "late.sqlite", options: [String] = []) async throws -> RunningCommand
+    {
+        let server = try processes.start(
+            [
+                "server", "--dev", "--port", "\(port)", "--database",
+                processes.directory.url.appendingPathComponent(database).path,
+            ] + options,
+            user: "late-server"
+        )
+        _ = try await server.waitForLine { $0.hasPrefix("listening on ") }
+        return server
+    }
+
     func client(_ email: String, funded: Cents = 0) async throws -> LedgerClient {
         var client = LedgerClient(baseURL: URL(string: url)!)
         client.token = try await client.devLogin(email: email).token
@@ -307,15 +322,8 @@ struct KioskTests {
             _ = try await kiosk.charge(amountCents: 300, reference: "")
             let error = try await waitForStatus(kiosk) { $0.state == .error }
             #expect(error.problem?.contains("cannot reach the ledger") == true)
-            let late = try harness.processes.start(
-                [
-                    "server", "--dev", "--port", "\(port)", "--database",
-                    harness.processes.directory.url.appendingPathComponent("late.sqlite").path,
-                ],
-                user: "late-server"
-            )
+            let late = try await harness.startLedger(port: port)
             defer { _ = try? late.stopNow() }
-            _ = try await late.waitForLine { $0.hasPrefix("listening on ") }
             let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
             #expect(advertising.problem == nil)
         }
@@ -326,17 +334,12 @@ struct KioskTests {
         let harness = try await KioskHarness.start()
         defer { harness.stop() }
         let port = try freeLoopbackPort()
-        let database = harness.processes.directory.url.appendingPathComponent("rotating.sqlite").path
         func startLedger(secret: Character) async throws -> RunningCommand {
-            let server = try harness.processes.start(
-                [
-                    "server", "--dev", "--port", "\(port)", "--database", database,
-                    "--jwt-secret", String(repeating: secret, count: 40),
-                ],
-                user: "rotating-server"
+            try await harness.startLedger(
+                port: port,
+                database: "rotating.sqlite",
+                options: ["--jwt-secret", String(repeating: secret, count: 40)]
             )
-            _ = try await server.waitForLine { $0.hasPrefix("listening on ") }
-            return server
         }
         let first = try await startLedger(secret: "a")
         let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
@@ -374,15 +377,8 @@ struct KioskTests {
                 Issue.record("a cancel the ledger could not confirm returned as done")
             } catch KioskError.cancelPending {}
             // The request is kept: the ledger coming back ends the charge cancelled, not advertised.
-            let ledger = try harness.processes.start(
-                [
-                    "server", "--dev", "--port", "\(port)", "--database",
-                    harness.processes.directory.url.appendingPathComponent("late.sqlite").path,
-                ],
-                user: "late-server"
-            )
+            let ledger = try await harness.startLedger(port: port)
             defer { _ = try? ledger.stopNow() }
-            _ = try await ledger.waitForLine { $0.hasPrefix("listening on ") }
             let ended = try await waitForStatus(kiosk) { $0.charge?.state.isFinal == true }
             #expect(ended.state == .cancelled)
             // The session the cancel had to create (a lost creation might have made one) is cancelled on the ledger.
