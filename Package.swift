@@ -13,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "gotchu", targets: ["gotchu"]),
+        .executable(name: "gotchu-kiosk", targets: ["gotchu-kiosk"]),
         .library(name: "GotchuCore", targets: ["GotchuCore"]),
         .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
@@ -22,6 +23,7 @@ let package = Package(
         .library(name: "GotchuSimulatedRadio", targets: ["GotchuSimulatedRadio"]),
         .library(name: "GotchuPeer", targets: ["GotchuPeer"]),
         .library(name: "GotchuKiosk", targets: ["GotchuKiosk"]),
+        .library(name: "GotchuSystemd", targets: ["GotchuSystemd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -84,17 +86,38 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // systemd's notification protocol (readiness, status, watchdog) without libsystemd.
+        .target(
+            name: "GotchuSystemd",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
         .target(
             name: "GotchuKiosk",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus",
+                "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus", "GotchuBlueZ", "GotchuSimulatedRadio",
+                "GotchuSystemd",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The kiosk's command line, shared by `gotchu kiosk` and the kiosk-only `gotchu-kiosk`.
+        .target(
+            name: "GotchuKioskCLI",
+            dependencies: [
+                "GotchuKiosk",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -108,7 +131,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
-                "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk",
+                "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -118,6 +141,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The kiosk alone, for a terminal: no ledger server, no PostgreSQL.
+        .executableTarget(name: "gotchu-kiosk", dependencies: ["GotchuKioskCLI"], swiftSettings: swiftSettings),
         .testTarget(
             name: "GotchuCoreTests",
             dependencies: ["GotchuCore", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -171,7 +196,7 @@ let package = Package(
         .testTarget(
             name: "GotchuKioskTests",
             dependencies: [
-                "GotchuKiosk", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
+                "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
                 "GotchuLedgerClient", "GotchuAPI",
                 "GotchuCore",
                 .product(name: "Logging", package: "swift-log"),

@@ -98,6 +98,15 @@ public protocol Radio: Sendable {
 
     /// Counters for diagnostics.
     func statistics() async -> RadioStatistics
+
+    /// Releases what the radio holds (a bus connection, files); advertisements and scans end with it. The radio is
+    /// not used afterwards.
+    func close() async
+}
+
+extension Radio {
+    /// Radios that hold nothing beyond their own memory have nothing to release.
+    public func close() async {}
 }
 
 /// Counters a radio keeps about what it heard.

@@ -15,6 +15,15 @@ public struct SharedAirRadio: Radio {
 
     /// The shared directory.
     public let directory: URL
+
+    /// The air processes of one user share unless told otherwise: `$XDG_RUNTIME_DIR/gotchu-air`, else
+    /// `/tmp/gotchu-air-UID`.
+    public static var defaultDirectory: URL {
+        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            return URL(fileURLWithPath: runtime).appendingPathComponent("gotchu-air")
+        }
+        return URL(fileURLWithPath: "/tmp/gotchu-air-\(getuid())")
+    }
     /// This device on the air: name, position, TX power.
     public let peer: SimulatedPeer
     private let local: SimulatedAir

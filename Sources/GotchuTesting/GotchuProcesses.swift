@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The `gotchu` executable run as the tests' users would: a development ledger server and CLI commands, each with
 /// its own XDG directories under one temporary directory.
@@ -35,9 +35,18 @@ public struct GotchuProcesses: Sendable {
         return (server, String(line.dropFirst("listening on ".count)))
     }
 
-    /// Starts `gotchu ARGUMENTS` as `user`.
-    public func start(_ arguments: [String], user: String, extra: [String: String] = [:]) throws -> RunningCommand {
-        try RunningCommand(try BuiltProducts.gotchu, arguments, environment: environment(user: user, extra: extra))
+    /// Starts `gotchu ARGUMENTS` (or another of the package's executables) as `user`.
+    public func start(
+        _ arguments: [String],
+        user: String,
+        extra: [String: String] = [:],
+        executable: URL? = nil
+    ) throws -> RunningCommand {
+        try RunningCommand(
+            try executable ?? BuiltProducts.gotchu,
+            arguments,
+            environment: environment(user: user, extra: extra)
+        )
     }
 
     /// Runs `gotchu ARGUMENTS` as `user` to its end; throws unless it exits 0.

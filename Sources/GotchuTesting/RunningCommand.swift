@@ -128,22 +128,29 @@ public struct RunningCommandError: Error, CustomStringConvertible {
 public enum BuiltProducts {
     /// The `gotchu` executable beside the test bundle.
     public static var gotchu: URL {
-        get throws {
-            var directory = Bundle.main.bundleURL
-            for _ in 0..<3 {
-                let candidate = directory.appendingPathComponent("gotchu")
-                var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory),
-                    !isDirectory.boolValue
-                {
-                    return candidate
-                }
-                directory = directory.deletingLastPathComponent()
+        get throws { try executable("gotchu") }
+    }
+
+    /// The kiosk-only `gotchu-kiosk` executable beside the test bundle.
+    public static var gotchuKiosk: URL {
+        get throws { try executable("gotchu-kiosk") }
+    }
+
+    /// The executable product `name`, built beside the test bundle.
+    public static func executable(_ name: String) throws -> URL {
+        var directory = Bundle.main.bundleURL
+        for _ in 0..<3 {
+            let candidate = directory.appendingPathComponent(name)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue
+            {
+                return candidate
             }
-            throw RunningCommandError(
-                "the gotchu executable was not built next to the tests (\(Bundle.main.bundleURL.path))"
-            )
+            directory = directory.deletingLastPathComponent()
         }
+        throw RunningCommandError(
+            "the \(name) executable was not built next to the tests (\(Bundle.main.bundleURL.path))"
+        )
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import GotchuKioskCLI
 
 @main
 struct Gotchu: AsyncParsableCommand {

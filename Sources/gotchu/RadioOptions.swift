@@ -72,7 +72,7 @@ struct RadioOptions: ParsableArguments {
     static func simulatedRadio(air: URL?, role: Role, at position: Position) async throws -> any Radio {
         let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
         return try await SharedAirRadio(
-            directory: air ?? defaultAirDirectory,
+            directory: air ?? SharedAirRadio.defaultDirectory,
             peer: SimulatedPeer(name: name, at: position),
             seed: UInt64.random(in: .min ... .max)
         )
@@ -87,14 +87,6 @@ struct RadioOptions: ParsableArguments {
                 "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"
             )
         }
-    }
-
-    /// `$XDG_RUNTIME_DIR/gotchu-air`, else `/tmp/gotchu-air-UID`.
-    static var defaultAirDirectory: URL {
-        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return URL(fileURLWithPath: runtime).appendingPathComponent("gotchu-air")
-        }
-        return URL(fileURLWithPath: "/tmp/gotchu-air-\(getuid())")
     }
 
     private func parsePosition(default fallback: Position) throws -> Position {

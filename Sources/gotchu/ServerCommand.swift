@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GotchuLedgerServer
+import GotchuSystemd
 import Hummingbird
 import Logging
 import PostgresNIO
@@ -194,6 +195,8 @@ struct ServerCommand: AsyncParsableCommand {
     ) async throws {
         let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
         let host = self.host
+        // Under systemd (Type=notify) readiness is the port listening, not the process having started.
+        let notifier = SystemdNotifier(logger: logger)
         let application = LedgerServer.application(
             store: store,
             tokens: tokens,
@@ -206,8 +209,15 @@ struct ServerCommand: AsyncParsableCommand {
         ) { port in
             // Unbuffered, so a parent process reading the pipe sees the line at once.
             FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+            notifier.ready(status: "listening on http://\(host):\(port)")
         }
-        try await application.runService()
+        do {
+            try await application.runService()
+        } catch {
+            notifier.stopping(status: "failed: \(error)")
+            throw error
+        }
+        notifier.stopping()
     }
 
     /// The rate limits the options ask for.

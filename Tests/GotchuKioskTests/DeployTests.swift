@@ -47,37 +47,74 @@ private let deploy = URL(fileURLWithPath: #filePath)
         #expect(configuration.credentials == .tokenFile(URL(fileURLWithPath: "/etc/gotchu/token")))
     }
 
-    @Test func unitHasTheDirectivesTheKioskReliesOn() throws {
-        let unit = try String(contentsOf: deploy.appendingPathComponent("gotchu-kiosk.service"), encoding: .utf8)
-        let lines = Set(unit.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
-        for directive in [
-            "Type=notify",
-            "NotifyAccess=main",
+    /// The confinement both services run under.
+    private static let hardening = [
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "PrivateDevices=yes",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectControlGroups=yes",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        "LockPersonality=yes",
+        "MemoryDenyWriteExecute=yes",
+        "SystemCallArchitectures=native",
+        "SystemCallFilter=@system-service",
+        "CapabilityBoundingSet=",
+        "UMask=0077",
+        "Type=notify",
+        "NotifyAccess=main",
+        "Restart=on-failure",
+        "WantedBy=multi-user.target",
+    ]
+
+    /// The unit's lines, trimmed.
+    private func directives(_ unit: String) throws -> Set<String> {
+        let text = try String(contentsOf: deploy.appendingPathComponent(unit), encoding: .utf8)
+        return Set(text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+    }
+
+    @Test func kioskUnitHasTheDirectivesTheKioskReliesOn() throws {
+        let lines = try directives("gotchu-kiosk.service")
+        for directive in Self.hardening + [
             "WatchdogSec=30",
-            "ExecStart=/usr/local/bin/gotchu kiosk --config /etc/gotchu/kiosk.toml",
+            "ExecStart=/usr/local/bin/gotchu-kiosk --config /etc/gotchu/kiosk.toml",
             "User=gotchu",
             "Group=gotchu",
             "StateDirectory=gotchu-kiosk",
             "StateDirectoryMode=0700",
-            "Restart=on-failure",
-            "NoNewPrivileges=yes",
-            "ProtectSystem=strict",
-            "ProtectHome=yes",
-            "PrivateTmp=yes",
-            "PrivateDevices=yes",
-            "ProtectKernelTunables=yes",
-            "ProtectKernelModules=yes",
-            "ProtectControlGroups=yes",
-            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
-            "LockPersonality=yes",
-            "SystemCallArchitectures=native",
-            "CapabilityBoundingSet=",
-            "WantedBy=multi-user.target",
         ] {
             #expect(lines.contains(directive), "deploy/gotchu-kiosk.service lacks \(directive)")
         }
         #expect(lines.contains { $0.hasPrefix("RestartSec=") })
         // The state directory the unit creates is the kiosk's default one.
         #expect(KioskConfiguration.defaults.stateDirectory == "/var/lib/gotchu-kiosk")
+    }
+
+    @Test func serverUnitKeepsTheLedgerInItsStateDirectory() throws {
+        let lines = try directives("gotchu-server.service")
+        for directive in Self.hardening + [
+            "User=gotchu-server",
+            "Group=gotchu-server",
+            "StateDirectory=gotchu-server",
+            "StateDirectoryMode=0700",
+            "EnvironmentFile=/etc/gotchu/server.env",
+            "Environment=GOTCHU_SERVER_DATABASE=/var/lib/gotchu-server/ledger.sqlite",
+            "ExecStart=/usr/local/bin/gotchu server --host 127.0.0.1 --port 8080 --database ${GOTCHU_SERVER_DATABASE}",
+        ] {
+            #expect(lines.contains(directive), "deploy/gotchu-server.service lacks \(directive)")
+        }
+    }
+
+    @Test func sysusersDeclaresEveryUnitsUser() throws {
+        let declared = try directives("gotchu.sysusers").filter { $0.hasPrefix("u ") }.map {
+            $0.split(separator: " ")[1]
+        }
+        for unit in ["gotchu-kiosk.service", "gotchu-server.service"] {
+            let user = try #require(try directives(unit).first { $0.hasPrefix("User=") }).dropFirst("User=".count)
+            #expect(declared.contains(user), "deploy/gotchu.sysusers does not create \(user)")
+        }
     }
 }

@@ -32,18 +32,24 @@ struct KioskDaemon {
 
     var air: String { processes.directory.url.appendingPathComponent("air").path }
 
-    /// Starts the kiosk and waits until it is ready; returns it with the display's port.
-    func startKiosk(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> (RunningCommand, Int) {
+    /// Starts the kiosk (`gotchu kiosk`, or `gotchu-kiosk` when `kioskOnly`) and waits until it is ready; returns
+    /// it with the display's port.
+    func startKiosk(
+        _ extra: [String] = [],
+        environment: [String: String] = [:],
+        kioskOnly: Bool = false
+    ) async throws -> (RunningCommand, Int) {
         let kiosk = try processes.start(
-            [
-                "kiosk", "--config", processes.directory.url.appendingPathComponent("kiosk.json").path,
+            (kioskOnly ? [] : ["kiosk"]) + [
+                "--config", processes.directory.url.appendingPathComponent("kiosk.json").path,
                 "--server", url, "--email", "shop@example.com", "--payee-name", "Corner Shop",
                 "--radio", "sim", "--air", air, "--control-bus", bus.address,
                 "--state-directory", processes.directory.url.appendingPathComponent("kiosk-state").path,
                 "--display", "127.0.0.1:0",
             ] + extra,
             user: "kiosk",
-            extra: environment
+            extra: environment,
+            executable: kioskOnly ? try BuiltProducts.gotchuKiosk : nil
         )
         let display = try await kiosk.waitForLine { $0.hasPrefix("display: http://127.0.0.1:") }
         _ = try await kiosk.waitForLine { $0 == "kiosk ready" }
@@ -91,11 +97,14 @@ extension DBusConnection {
 
 @Suite("gotchu kiosk as a process, driven over D-Bus", .serialized, .timeLimit(.minutes(3)))
 struct KioskDaemonTests {
-    @Test("A point-of-sale charge over D-Bus is paid by a payer; PaymentSucceeded, State and /events show it")
-    func chargePaidOverDBus() async throws {
+    @Test(
+        "A point-of-sale charge over D-Bus is paid by a payer; PaymentSucceeded, State and /events show it",
+        arguments: [false, true]
+    )
+    func chargePaidOverDBus(kioskOnly: Bool) async throws {
         let daemon = try await KioskDaemon.start()
         defer { daemon.stop() }
-        let (kiosk, port) = try await daemon.startKiosk()
+        let (kiosk, port) = try await daemon.startKiosk(kioskOnly: kioskOnly)
         defer { _ = try? kiosk.stopNow() }
         let connection = try await daemon.connect()
         let signals = try await connection.signals(

@@ -29,7 +29,7 @@ public struct SystemdNotifier: Sendable {
     public init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         processID: Int32 = ProcessInfo.processInfo.processIdentifier,
-        logger: Logger = Logger(label: "gotchu.kiosk.systemd")
+        logger: Logger = Logger(label: "gotchu.systemd")
     ) {
         self.logger = logger
         let socket = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }

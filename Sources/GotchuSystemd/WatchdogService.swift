@@ -6,7 +6,7 @@ public import ServiceLifecycle
 ///
 /// A ping proves only what the health check checks: a check that hangs or fails stops the pings, and systemd then
 /// restarts the service (`WatchdogSec=`). Without a watchdog (no `WATCHDOG_USEC`, or one meant for another process)
-/// the service just waits for shutdown, so that a ``ServiceGroup`` does not take its return for the end of the kiosk.
+/// the service just waits for shutdown, so that a ``ServiceGroup`` does not take its return for the end of the service.
 public struct WatchdogService: Service {
     private let notifier: SystemdNotifier
     private let logger: Logger
@@ -20,7 +20,7 @@ public struct WatchdogService: Service {
     ///   - isHealthy: Asked before every ping; `false` skips the ping.
     public init(
         notifier: SystemdNotifier,
-        logger: Logger = Logger(label: "gotchu.kiosk.watchdog"),
+        logger: Logger = Logger(label: "gotchu.watchdog"),
         isHealthy: @escaping @Sendable () async -> Bool = { true }
     ) {
         self.notifier = notifier

@@ -1,0 +1,192 @@
+public import Foundation
+import GotchuBlueZ
+import GotchuCore
+import GotchuDBus
+import GotchuSimulatedRadio
+import GotchuSystemd
+public import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// The kiosk as a daemon: the charges, the control interface on D-Bus, the customer display, systemd's readiness,
+/// status and watchdog, composed in one service group that stops gracefully on SIGTERM or SIGINT.
+///
+/// `gotchu kiosk` and `gotchu-kiosk` are this, after reading their configuration.
+public enum KioskDaemon {
+    /// Why the daemon could not start or stopped with an error; its description is one line for the operator.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What went wrong and, where it helps, what to do.
+        public let description: String
+
+        /// Creates a failure with its one-line explanation.
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// Runs the kiosk described by `settings` until SIGTERM or SIGINT.
+    ///
+    /// - Parameters:
+    ///   - settings: The checked configuration.
+    ///   - logger: Where the daemon logs.
+    ///   - output: Receives the lines that tell a person or a supervising process where things are ("kiosk ready",
+    ///     the display's address); standard output by default.
+    public static func run(
+        _ settings: KioskConfiguration,
+        logger: Logger,
+        output: @escaping @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
+    ) async throws {
+        let store: KioskStore
+        do {
+            store = try KioskStore(directory: settings.stateDirectory)
+        } catch {
+            throw Failure("cannot open the state directory \(settings.stateDirectory.path): \(error)")
+        }
+        let radio = try await makeRadio(settings)
+        let control: DBusConnection
+        do {
+            control = try await DBusConnection.connect(to: settings.controlBus)
+        } catch {
+            await radio.close()
+            throw Failure("cannot connect to the \(settings.controlBus) for io.gotchu.Kiosk1: \(error)")
+        }
+        do {
+            try await run(settings, store: store, radio: radio, control: control, logger: logger, output: output)
+        } catch {
+            await control.close()
+            await radio.close()
+            throw error
+        }
+        await control.close()
+        await radio.close()
+    }
+
+    private static func run(
+        _ settings: KioskConfiguration,
+        store: KioskStore,
+        radio: any Radio,
+        control: DBusConnection,
+        logger: Logger,
+        output: @escaping @Sendable (String) -> Void
+    ) async throws {
+        let kiosk = try Kiosk(
+            store: store,
+            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials),
+            radio: radio,
+            options: Kiosk.Options(
+                payeeName: settings.payeeName,
+                serviceUUID: settings.serviceUUID,
+                sessionLifetime: settings.sessionLifetime,
+                renewExpiredSessions: settings.renewExpiredSessions
+            ),
+            logger: logger
+        )
+
+        let notifier = SystemdNotifier(logger: logger)
+        let ready = ReadinessGate(parts: settings.display == nil ? 1 : 2) {
+            output("kiosk ready")
+            notifier.ready(status: "ready, \(await kiosk.status().state.rawValue)")
+        }
+        var services: [any Service] = [
+            DaemonTask { await kiosk.run() },
+            DaemonTask {
+                try await KioskControl.serve(kiosk, on: control) {
+                    output("control: \(KioskControl.busName) on the \(settings.controlBus)")
+                    await ready.partReady()
+                }
+            },
+            DaemonTask {
+                for await status in await kiosk.statusUpdates() {
+                    notifier.status(describe(status))
+                }
+            },
+            // A ping proves the kiosk's actor answers and the control connection is up.
+            WatchdogService(notifier: notifier, logger: logger) {
+                _ = await kiosk.status()
+                return await control.isConnected
+            },
+        ]
+        if let address = settings.display {
+            services.append(
+                KioskDisplay(source: kiosk, host: address.host, port: address.port, logger: logger) { port in
+                    output("display: http://\(KioskConfiguration.DisplayAddress(host: address.host, port: port))/")
+                    await ready.partReady()
+                }
+            )
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch {
+            notifier.stopping(status: "failed: \(error)")
+            throw Failure("\(error)")
+        }
+        notifier.stopping()
+    }
+
+    private static func makeRadio(_ settings: KioskConfiguration) async throws -> any Radio {
+        switch settings.radio {
+        case .sim:
+            do {
+                return try await SharedAirRadio(
+                    directory: settings.air ?? SharedAirRadio.defaultDirectory,
+                    peer: SimulatedPeer(
+                        name: "terminal \(ProcessInfo.processInfo.processIdentifier)",
+                        at: Position(x: 0, y: 0)
+                    ),
+                    seed: UInt64.random(in: .min ... .max)
+                )
+            } catch {
+                throw Failure("cannot join the simulated air: \(error)")
+            }
+        case .bluez:
+            // bluetoothd may start after the kiosk, or stop: its absence is a problem shown and retried while a charge
+            // waits, not a reason to exit.
+            do {
+                let connection = try await DBusConnection.connect(to: settings.bluezBus)
+                return BlueZRadio(connection: connection, configuration: .init(adapter: settings.adapter))
+            } catch {
+                throw Failure("cannot connect to the \(settings.bluezBus) to reach bluetoothd: \(error)")
+            }
+        }
+    }
+
+    /// One line for `systemctl status`.
+    public static func describe(_ status: KioskStatus) -> String {
+        guard let charge = status.charge else { return status.state.rawValue }
+        var text = "\(status.state.rawValue): charge \(charge.id) \(Money.format(charge.amountCents))"
+        if let problem = status.problem { text += " — \(problem)" }
+        return text
+    }
+}
+
+/// A part of the kiosk run as a service: cancelled when the daemon shuts down.
+private struct DaemonTask: Service {
+    let body: @Sendable () async throws -> Void
+
+    init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown { try await body() }
+    }
+}
+
+/// Announces readiness once every part (the control name, the display) is up.
+private actor ReadinessGate {
+    private var remaining: Int
+    private let onReady: @Sendable () async -> Void
+
+    init(parts: Int, onReady: @escaping @Sendable () async -> Void) {
+        remaining = parts
+        self.onReady = onReady
+    }
+
+    func partReady() async {
+        remaining -= 1
+        if remaining == 0 { await onReady() }
+    }
+}

@@ -1,0 +1,151 @@
+public import ArgumentParser
+import Foundation
+import GotchuKiosk
+import Logging
+
+/// `gotchu kiosk`: the payment terminal daemon.
+public struct KioskCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "kiosk",
+        abstract: KioskOptions.abstract,
+        discussion: KioskOptions.discussion(command: "gotchu kiosk")
+    )
+
+    @OptionGroup var options: KioskOptions
+
+    /// Creates the command with every option unset.
+    public init() {}
+
+    public func run() async throws { try await options.run() }
+}
+
+/// The kiosk's options and how they become a running daemon; the same for `gotchu kiosk` and `gotchu-kiosk`.
+public struct KioskOptions: ParsableArguments {
+    /// What the kiosk is, in one line.
+    public static let abstract =
+        "Run the payment terminal: charges for a point-of-sale over D-Bus, a customer display, all day."
+
+    /// The longer help, with examples spelled for `command`.
+    public static func discussion(command: String) -> String {
+        """
+        The point-of-sale asks for a charge over D-Bus (io.gotchu.Kiosk1; `gotchu charge 12.50` does it from \
+        a shell). The kiosk creates a ledger session, advertises its EID until a payer pays, and tells the \
+        point-of-sale and the customer display (a web page at --display) every step. Charges are kept in \
+        SQLite under the state directory: after a crash or a restart the kiosk goes on advertising the same \
+        session, or reports how it ended. Bluetooth, the ledger and expired tokens are retried with backoff, \
+        and shown while they fail. Under systemd (Type=notify) it reports readiness and feeds the watchdog.
+
+        Settings come from the config file (TOML or JSON), then GOTCHU_KIOSK_<KEY> environment variables \
+        (GOTCHU_KIOSK_SERVER…), then these flags, each overriding the one before.
+
+        Examples:
+          \(command)                  # /etc/gotchu/kiosk.toml, system bus, BlueZ
+          \(command) --server http://127.0.0.1:8080 --email shop@example.com \\
+            --radio sim --control-bus session --state-directory /tmp/kiosk
+        """
+    }
+
+    @Option(
+        help: ArgumentHelp(
+            "Config file, .toml or .json (default: /etc/gotchu/kiosk.toml, which may be absent).",
+            valueName: "path"
+        )
+    )
+    var config: String?
+
+    @Option(help: ArgumentHelp("Ledger server URL.", valueName: "url")) var server: String?
+    @Option(
+        help: ArgumentHelp("Log in to the ledger as this e-mail, again when the token expires.", valueName: "email")
+    )
+    var email: String?
+    @Option(help: ArgumentHelp("File holding the ledger token, re-read when the ledger rejects it.", valueName: "path"))
+    var tokenFile: String?
+    @Option(help: ArgumentHelp("Name shown to customers on the display.", valueName: "name")) var payeeName: String?
+    @Option(help: ArgumentHelp("bluez (default) or sim.", valueName: "radio")) var radio: String?
+    @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
+    var bluezBus: String?
+    @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0.", valueName: "name")) var adapter: String?
+    @Option(help: ArgumentHelp("Service UUID advertised: 16-bit (feed) or 128-bit.", valueName: "uuid"))
+    var serviceUUID: String?
+    @Option(help: ArgumentHelp("sim: the shared air directory.", valueName: "path")) var air: String?
+    @Option(help: ArgumentHelp("How long a charge waits for a payer, in seconds (default 300).", valueName: "seconds"))
+    var sessionLifetime: Int?
+    @Flag(
+        inversion: .prefixedNo,
+        help: "When the ledger's session expires before the charge's lifetime, advertise a new one (default: yes)."
+    )
+    var renewExpiredSessions: Bool?
+    @Option(help: ArgumentHelp("Where charges are kept (default /var/lib/gotchu-kiosk).", valueName: "path"))
+    var stateDirectory: String?
+    @Option(
+        help: ArgumentHelp(
+            "Customer display address, host:port (default 127.0.0.1:8080; port 0 picks one), or off.",
+            valueName: "host:port"
+        )
+    )
+    var display: String?
+    @Option(
+        help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus")
+    )
+    var controlBus: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Log level: trace, debug, info (default), notice, warning, error, critical.",
+            valueName: "level"
+        ),
+        transform: { text in
+            guard let level = Logger.Level(rawValue: text) else {
+                throw ValidationError(
+                    "--log-level must be one of: trace, debug, info, notice, warning, error, critical"
+                )
+            }
+            return level
+        }
+    )
+    var logLevel: Logger.Level = .info
+
+    /// Creates the options with every value unset.
+    public init() {}
+
+    private var flags: KioskSettings {
+        KioskSettings(
+            server: server,
+            email: email,
+            tokenFile: tokenFile,
+            payeeName: payeeName,
+            radio: radio,
+            bluezBus: bluezBus,
+            adapter: adapter,
+            serviceUUID: serviceUUID,
+            air: air,
+            sessionLifetime: sessionLifetime,
+            renewExpiredSessions: renewExpiredSessions,
+            stateDirectory: stateDirectory,
+            display: display,
+            controlBus: controlBus
+        )
+    }
+
+    /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
+    public func run() async throws {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let settings: KioskConfiguration
+        do {
+            settings = try KioskConfiguration.resolve(
+                file: config.map { URL(fileURLWithPath: $0) } ?? KioskConfiguration.defaultFile,
+                fileIsExplicit: config != nil,
+                environment: ProcessInfo.processInfo.environment,
+                flags: flags
+            )
+        } catch {
+            throw KioskDaemon.Failure("\(error)")
+        }
+        try await KioskDaemon.run(settings, logger: Logger(label: "gotchu.kiosk"))
+    }
+}
