@@ -295,7 +295,9 @@ struct Driver {
             guard case .success((let outcome, false)) = result else { return nil }
             return Self.expected(outcome)
         }
-        guard fresh == [expected] else {
+        // An outcome that is not stored leaves the key free, so the second may run afresh to the same refusal.
+        let runs = LedgerModel.isRecorded(expected) ? 1...1 : 1...2
+        guard runs.contains(fresh.count), fresh.allSatisfy({ $0 == expected }) else {
             throw DriverFailure(message: "duplicates: \(results), model \(expected)")
         }
         for result in results {
