@@ -7,7 +7,8 @@ public import PostgresNIO
 /// The ledger store on PostgreSQL, for one or more servers sharing a database.
 ///
 /// **Concurrency.** Transactions run at READ COMMITTED and take explicit row locks (`SELECT … FOR UPDATE`) on every
-/// row a decision depends on, always in the same order: the idempotency key, then the session, then the wallets
+/// row a decision depends on, always in the same order: the idempotency key (its advisory lock, taken without
+/// waiting, then its row), then the session, then the wallets
 /// sorted by id (one statement with `ORDER BY id FOR UPDATE`: PostgreSQL sorts before it locks). A locked row is
 /// read in its latest committed version and cannot change until we commit, so each check holds at commit; with
 /// one global lock order no two transactions can wait on each other in a cycle, so deadlocks cannot arise. New rows

@@ -117,6 +117,22 @@ struct LedgerModel {
         return .ok(nil)
     }
 
+    /// The holder releases its lock; its last holder (or the payer of a paid session) is answered ok when no lock
+    /// is left; another payer's live lock is left alone.
+    mutating func unlock(_ sid: String, by payer: Int) -> Expected {
+        var session = sessions[sid]!
+        switch holder(session) {
+        case payer?:
+            session.lock = (payer, now)
+            sessions[sid] = session
+            return .ok(nil)
+        case _?:
+            return .refused(.sessionLocked)
+        case nil:
+            return session.lock?.payer == payer || session.paidBy == payer ? .ok(nil) : .refused(.forbidden)
+        }
+    }
+
     /// A send with `key`: the idempotency layer first, then the payment.
     mutating func send(_ sid: String, by payer: Int, key: String) -> Expected {
         let scoped = "\(payer)/\(key)"

@@ -188,7 +188,7 @@ struct Driver {
             let eid = model.sessions[sid]!.eid
             let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amountCents) }
             try expect(actual, model.resolve(sid), "resolve")
-        case 28..<44:
+        case 28..<41:
             guard let sid = session() else { return }
             let payer = user()
             note("lock \(sid.prefix(8)) by u\(payer)")
@@ -197,6 +197,16 @@ struct Driver {
                 return nil
             }
             try expect(actual, model.lock(sid, by: payer), "lock")
+        case 41..<44:
+            guard let sid = lockedSession() ?? session() else { return }
+            let holder = model.sessions[sid]!.lock?.payer
+            let payer = Int.random(in: 0..<4, using: &random) == 0 ? user() : holder ?? user()
+            note("unlock \(sid.prefix(8)) by u\(payer)")
+            let actual = await outcome { () -> Cents? in
+                try await store.unlock(sid: sid, payerID: users[payer].id)
+                return nil
+            }
+            try expect(actual, model.unlock(sid, by: payer), "unlock")
         case 44..<62:
             guard let sid = lockedSession() ?? session() else { return }
             let payer = model.sessions[sid]!.lock?.payer ?? user()
