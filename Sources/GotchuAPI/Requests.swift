@@ -47,7 +47,7 @@ public struct ResolveRequest: Codable, Hashable, Sendable {
     }
 }
 
-/// `POST /sessions/lock`, `POST /wallet/send` and `POST /sessions/cancel`: a session id.
+/// `POST /sessions/lock`, `POST /sessions/unlock`, `POST /wallet/send` and `POST /sessions/cancel`: a session id.
 public struct SessionRequest: Codable, Hashable, Sendable {
     /// The session id returned by create or resolve.
     public var sid: String

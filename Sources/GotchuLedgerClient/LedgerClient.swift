@@ -69,6 +69,14 @@ public struct LedgerClient: Sendable {
         let _: OKResponse = try await request("POST", "/sessions/lock", body: SessionRequest(sid: sid))
     }
 
+    /// `POST /sessions/unlock`: releases the caller's lock on the session, so another payer may lock it at once.
+    /// Answers normally when the caller was the session's last holder and no lock is left (it lapsed, or was
+    /// released before); throws 409 `session-locked` if another payer holds it, 403 `forbidden` if the caller never
+    /// locked it.
+    public func unlock(sid: String) async throws(LedgerClientError) {
+        let _: OKResponse = try await request("POST", "/sessions/unlock", body: SessionRequest(sid: sid))
+    }
+
     /// `POST /sessions/cancel`.
     public func cancel(sid: String) async throws(LedgerClientError) {
         let _: OKResponse = try await request("POST", "/sessions/cancel", body: SessionRequest(sid: sid))

@@ -1,7 +1,7 @@
 public import Foundation
 
-/// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`) or
-/// block them (`POST /sessions/lock`). A refused request gets 429 `rate-limited` with `Retry-After` in seconds.
+/// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`),
+/// block them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`). A refused request gets 429 `rate-limited` with `Retry-After` in seconds.
 /// The cap on locks one payer holds at once is part of the store's rules: ``LedgerPolicy/maximumLocksPerPayer``.
 public struct LedgerLimits: Sendable {
     /// Resolves per client address. EIDs are short, so this is what makes guessing live ones slow.
@@ -10,6 +10,9 @@ public struct LedgerLimits: Sendable {
     public var lockPerAddress: RateLimit? = RateLimit(perSecond: 10, burst: 20)
     /// Locks per user, whatever address they come from.
     public var lockPerUser: RateLimit? = RateLimit(perSecond: 2, burst: 5)
+    /// Payments per user. Each needs a lock, so honest payers stay far below it even with retries; it bounds how
+    /// fast one account can make the store write idempotency keys.
+    public var sendPerUser: RateLimit? = RateLimit(perSecond: 5, burst: 10)
     /// Takes the client address from the last `X-Forwarded-For` entry (the one the proxy in front added) instead of
     /// the peer address. Only behind a proxy that sets it: anyone else can write any address there.
     public var trustForwardedFor = false
@@ -27,6 +30,7 @@ public struct LedgerLimits: Sendable {
         limits.resolvePerAddress = nil
         limits.lockPerAddress = nil
         limits.lockPerUser = nil
+        limits.sendPerUser = nil
         return limits
     }
 }
@@ -36,6 +40,7 @@ struct AbuseLimiters: Sendable {
     let resolvePerAddress: RateLimiter?
     let lockPerAddress: RateLimiter?
     let lockPerUser: RateLimiter?
+    let sendPerUser: RateLimiter?
     let trustForwardedFor: Bool
 
     init(_ limits: LedgerLimits) {
@@ -45,6 +50,7 @@ struct AbuseLimiters: Sendable {
         resolvePerAddress = limiter(limits.resolvePerAddress)
         lockPerAddress = limiter(limits.lockPerAddress)
         lockPerUser = limiter(limits.lockPerUser)
+        sendPerUser = limiter(limits.sendPerUser)
         trustForwardedFor = limits.trustForwardedFor
     }
 }

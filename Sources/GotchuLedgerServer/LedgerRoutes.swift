@@ -68,26 +68,34 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             try limiters.lockPerAddress?.take(clientAddress(request, context))
             let user = try await authenticate(request)
             try limiters.lockPerUser?.take(user)
-            let body = try await decode(SessionRequest.self, request, context)
-            try await store.lock(sid: body.sid, payerID: user)
+            let sid = try await sessionID(request, context)
+            try await store.lock(sid: sid, payerID: user)
+            return try json(OKResponse())
+        }
+        router.post("/sessions/unlock") { request, context in
+            let user = try await authenticate(request)
+            let sid = try await sessionID(request, context)
+            try await store.unlock(sid: sid, payerID: user)
             return try json(OKResponse())
         }
         router.post("/sessions/cancel") { request, context in
             let user = try await authenticate(request)
-            let body = try await decode(SessionRequest.self, request, context)
-            try await store.cancel(sid: body.sid, payeeID: user)
+            let sid = try await sessionID(request, context)
+            try await store.cancel(sid: sid, payeeID: user)
             return try json(OKResponse())
         }
         router.get("/sessions/{sid}") { request, context in
             let user = try await authenticate(request)
-            let sid = try context.parameters.require("sid")
+            let sid = try SessionID.validate(try context.parameters.require("sid"))
             return try json(try await store.session(sid: sid, viewerID: user))
         }
         router.post("/wallet/send") { request, context in
             let user = try await authenticate(request)
+            // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
+            try limiters.sendPerUser?.take(user)
             let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
-            let body = try await decode(SessionRequest.self, request, context)
-            let (outcome, replayed) = try await store.send(sid: body.sid, payerID: user, idempotencyKey: key)
+            let sid = try await sessionID(request, context)
+            let (outcome, replayed) = try await store.send(sid: sid, payerID: user, idempotencyKey: key)
             let headers = replayHeaders(replayed)
             switch outcome {
             case .paid(let balance):
@@ -119,7 +127,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     var servedPaths: [(String, HTTPRequest.Method)] {
         var paths: [(String, HTTPRequest.Method)] = [
             ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
-            ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/cancel", .post),
+            ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
+            ("/sessions/cancel", .post),
             ("/sessions/{sid}", .get), ("/wallet/send", .post),
         ]
         if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
@@ -174,6 +183,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             throw Problem(.idempotencyKeyMissing, detail: "\(endpoint) needs an Idempotency-Key header (a UUID)")
         }
         return key
+    }
+
+    /// The session id of a `{sid}` body, checked for shape (400) before any store sees it.
+    private func sessionID(_ request: Request, _ context: LedgerRequestContext) async throws -> String {
+        try SessionID.validate(try await decode(SessionRequest.self, request, context).sid)
     }
 
     /// `Idempotent-Replayed: true` on an answer that replays the one stored for the request's key.

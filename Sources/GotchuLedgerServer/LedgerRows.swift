@@ -31,6 +31,28 @@ extension LedgerUser {
     }
 }
 
+/// Session ids as the stores make them: lowercase UUIDs (36 characters).
+enum SessionID {
+    /// Checks a session id from a request before anything looks it up or stores it: a made-up id of another shape
+    /// can name no session, so it is refused at the edge (400) rather than answered 404 after a store lookup. A
+    /// UUID in capitals names the same session, so it is lowercased.
+    static func validate(_ sid: String) throws(Problem) -> String {
+        let bytes = Array(sid.utf8)
+        let hyphens: Set<Int> = [8, 13, 18, 23]
+        guard bytes.count == 36,
+            bytes.indices.allSatisfy({ index in
+                let byte = bytes[index]
+                if hyphens.contains(index) { return byte == UInt8(ascii: "-") }
+                return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+            })
+        else {
+            throw Problem(.badRequest, detail: "sid must be a session id as create or resolve returned it (a UUID)")
+        }
+        return sid.lowercased()
+    }
+}
+
 /// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
 struct SessionRow {
     var id: String
@@ -84,6 +106,24 @@ struct SessionRow {
         case payerID?: break
         case nil: throw Problem(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
         case _?: throw Problem(.sessionLocked, detail: "another payer holds this session")
+        }
+    }
+
+    /// Whether `payerID` may release the session's lock at `now`: `true` when it holds a live lock (the caller then
+    /// releases it), `false` when no lock is left to release and `payerID` was its last holder or paid the session,
+    /// so a retried unlock answers ok without writing. Anyone else is refused; a live lock of another payer is
+    /// left alone.
+    func requireUnlockable(by payerID: String, now: Int64) throws(Problem) -> Bool {
+        switch liveLockHolder(now: now) {
+        case payerID?:
+            return true
+        case _?:
+            throw Problem(.sessionLocked, detail: "another payer holds this session")
+        case nil:
+            guard lockedBy == payerID || paidBy == payerID else {
+                throw Problem(.forbidden, detail: "only the payer that locked this session can unlock it")
+            }
+            return false
         }
     }
 

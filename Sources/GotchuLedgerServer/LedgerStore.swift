@@ -54,6 +54,33 @@ public enum SendOutcome: Sendable, Hashable {
     case paid(newBalanceCents: Cents)
     /// The payment was refused for a business reason (expired, insufficient funds, …).
     case refused(Problem)
+
+    /// Whether this outcome is kept under its idempotency key and replayed to a retry with that key.
+    ///
+    /// A stored outcome is the key's final answer (IETF idempotency-key draft, Stripe): a success, and the refusals
+    /// no retry of this request can change: paid already, cancelled, expired, the payee's own session, and
+    /// insufficient funds at the moment of paying (the balance may rise later, but a payment the payer was told had
+    /// failed must not go through on a late retry; a new attempt takes a new key).
+    ///
+    /// The other refusals are not stored and the key is released, as if the request had never started, because
+    /// they depend on state the payer is expected to change and then retry: no live lock (`lock-required`: the lock
+    /// lapsed, typically while a crashed client or server was being restarted) and another payer's lock
+    /// (`session-locked`: it lapses or is released). Replaying those would make the key unusable after the payer
+    /// locks again, and a client resuming a journaled payment could then never finish it. An unknown session is
+    /// refused before anything is stored, so unknown ids cannot fill the table either. Releasing such a refusal is
+    /// safe: it moved nothing, and a session is paid at most once whichever key pays it.
+    public var isRecorded: Bool {
+        switch self {
+        case .paid: return true
+        case .refused(let problem):
+            switch problem.kind {
+            case .sessionAlreadyPaid?, .sessionCancelled?, .sessionExpired?, .ownSession?, .insufficientFunds?:
+                return true
+            default:
+                return false
+            }
+        }
+    }
 }
 
 /// Sums that must hold whatever happened: the audit behind the double-entry invariants.
@@ -84,7 +111,8 @@ public protocol LedgerStore: Sendable {
     /// The policy this store enforces.
     var policy: LedgerPolicy { get }
 
-    /// Creates the schema or brings it up to date.
+    /// Creates the schema or brings it up to date. Servers call it once at start-up, before they accept requests;
+    /// a store that only one process uses also releases the idempotency keys a crash left in flight then.
     func migrate() async throws
 
     /// Finds or creates the user with this e-mail address, with a wallet.
@@ -115,14 +143,26 @@ public protocol LedgerStore: Sendable {
     /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled.
     func resolve(eid: EID) async throws -> ResolveResponse
 
-    /// Locks the session for `payerID`: first wins, lapses after the policy's lock lifetime.
+    /// Locks the session for `payerID`: first wins, lapses after the policy's lock lifetime. The payer's balance
+    /// must cover this session and every other session it holds locked, or it is refused `insufficient-funds`.
     func lock(sid: String, payerID: String) async throws
 
+    /// Releases `payerID`'s lock on the session, so another payer may lock it at once. Idempotent: the session's
+    /// last holder (or its payer) is answered ok when there is no live lock left to release. Anyone else is refused:
+    /// 409 `session-locked` while another payer holds it, 403 `forbidden` otherwise.
+    func unlock(sid: String, payerID: String) async throws
+
+    /// Admits and runs a payment, replaying a stored outcome when there is one.
+    /// - Returns: the outcome and whether it is a replay.
+    func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool)
+
     /// Admits a payment request under its idempotency key: a replay, a refusal (key reused with another session,
-    /// or still in flight), or the go-ahead, recorded as in flight.
+    /// still in flight, or a session that does not exist: then nothing is stored), or the go-ahead, recorded as in
+    /// flight.
     func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission
 
-    /// Runs an admitted payment: the transfer and its outcome are written in one transaction with the key.
+    /// Runs an admitted payment: the transfer and its outcome are written in one transaction with the key, or the
+    /// key is released in that transaction when the outcome is not one to replay (``SendOutcome/isRecorded``).
     func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome
 
     /// Forgets an in-flight key whose request failed for a non-business reason, so the client may retry.
@@ -145,7 +185,8 @@ public protocol LedgerStore: Sendable {
 }
 
 extension LedgerStore {
-    /// Admits and runs a payment, replaying a stored outcome when there is one.
+    /// Admits and runs a payment in two steps (``beginSend(sid:payerID:idempotencyKey:)``, then
+    /// ``completeSend(sid:payerID:idempotencyKey:)``), replaying a stored outcome when there is one.
     /// - Returns: the outcome and whether it is a replay.
     public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
         switch try await beginSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey) {

@@ -12,8 +12,8 @@ enum OpenAPIDocument {
             clients must tell problems apart by type, not by status (two kinds of 409 exist).
             Amounts are integer cents from 1 to the server's cap (default 100000000000).
             `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
-            `/sessions/resolve` (per client address) and `/sessions/lock` (per client address and per user) are rate
-            limited: a refused request gets 429 with a Retry-After header in seconds. Each server process counts on its
+            `/sessions/resolve` (per client address), `/sessions/lock` (per client address and per user) and
+            `/wallet/send` (per user) are rate limited: a refused request gets 429 with a Retry-After header in seconds. Each server process counts on its
             own, so behind a load balancer a client gets up to the limit once per replica.
         components:
           securitySchemes:
@@ -37,6 +37,12 @@ enum OpenAPIDocument {
               format: int64
               minimum: 1
               maximum: 100000000000
+            SessionID:
+              type: string
+              format: uuid
+              minLength: 36
+              maxLength: 36
+              pattern: "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
             EID:
               type: string
               minLength: 10
@@ -67,7 +73,7 @@ enum OpenAPIDocument {
               type: object
               required: [sid]
               properties:
-                sid: { type: string }
+                sid: { $ref: "#/components/schemas/SessionID" }
             LedgerEntry:
               type: object
               required: [id, direction, amount_cents, type, ref_type, ref_id, created_at]
@@ -299,6 +305,9 @@ enum OpenAPIDocument {
                     LockIt:
                       operationId: lockSession
                       requestBody: { sid: "$response.body#/sid" }
+                    UnlockIt:
+                      operationId: unlockSession
+                      requestBody: { sid: "$response.body#/sid" }
                     PayIt:
                       operationId: send
                       requestBody: { sid: "$response.body#/sid" }
@@ -440,7 +449,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "422":
-                  description: "The caller's balance is below the amount (problem types: insufficient-funds)"
+                  description: "The caller's balance does not cover the amount and the sessions it already holds locked (problem types: insufficient-funds)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -454,7 +463,64 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "400":
-                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  description: "Malformed JSON, a field of the wrong type, or a sid that is not a session id (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/unlock:
+            post:
+              operationId: unlockSession
+              summary: Releases the caller's lock on the session, so another payer may lock it at once. Idempotent; the
+                session's last holder (or its payer) gets 200 when no lock is left to release.
+              security: [{ bearer: [] }]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/SessionRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/OKResponse" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The caller never locked this session (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Another payer holds the lock (problem types: session-locked)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "400":
+                  description: "Malformed JSON, a field of the wrong type, or a sid that is not a session id (problem types: bad-request)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -515,7 +581,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "400":
-                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  description: "Malformed JSON, a field of the wrong type, or a sid that is not a session id (problem types: bad-request, invalid-amount)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -543,13 +609,18 @@ enum OpenAPIDocument {
                 - name: sid
                   in: path
                   required: true
-                  schema: { type: string }
+                  schema: { $ref: "#/components/schemas/SessionID" }
               responses:
                 "200":
                   description: OK
                   content:
                     application/json:
                       schema: { $ref: "#/components/schemas/SessionStatusResponse" }
+                "400":
+                  description: "The sid is not a session id (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "401":
                   description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
                   content:
@@ -575,7 +646,9 @@ enum OpenAPIDocument {
               operationId: send
               summary: Pays a session the caller has locked. The outcome is stored under the Idempotency-Key (scoped to the
                 caller, kept at least 24 h) in the same transaction as the ledger entries; a retry with the same key and
-                session replays it with the header Idempotent-Replayed true.
+                session replays it with the header Idempotent-Replayed true. Refusals that the payer can remedy and retry
+                (lock-required, session-locked) and unknown sessions are not stored, so the same key can pay after a
+                fresh lock.
               security: [{ bearer: [] }]
               parameters:
                 - name: Idempotency-Key
@@ -626,8 +699,17 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "Too many payments from this user; retry after Retry-After seconds (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "400":
-                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request, idempotency-key-missing)"
+                  description: "Malformed JSON, a field of the wrong type, a sid that is not a session id, or a missing or malformed Idempotency-Key (problem types: bad-request, idempotency-key-missing)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }

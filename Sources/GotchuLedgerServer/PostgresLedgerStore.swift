@@ -7,7 +7,8 @@ public import PostgresNIO
 /// The ledger store on PostgreSQL, for one or more servers sharing a database.
 ///
 /// **Concurrency.** Transactions run at READ COMMITTED and take explicit row locks (`SELECT … FOR UPDATE`) on every
-/// row a decision depends on, always in the same order: the idempotency key, then the session, then the wallets
+/// row a decision depends on, always in the same order: the idempotency key (its advisory lock, taken without
+/// waiting, then its row), then the session, then the wallets
 /// sorted by id (one statement with `ORDER BY id FOR UPDATE`: PostgreSQL sorts before it locks). A locked row is
 /// read in its latest committed version and cannot change until we commit, so each check holds at commit; with
 /// one global lock order no two transactions can wait on each other in a cycle, so deadlocks cannot arise. New rows
@@ -276,24 +277,20 @@ public final class PostgresLedgerStore: LedgerStore {
             try await self.execute("SELECT pg_advisory_xact_lock(hashtext(\(payerID)))", connection)
             let session = try await self.session(sid, forUpdate: true, connection)
             try session.requireLockable(by: payerID, now: now)
-            let held =
-                try await self.value(
+            // SUM over bigint is numeric; the cast back fails loudly rather than wrap.
+            let (count, amount) =
+                try await self.first(
                     """
-                    SELECT COUNT(*) FROM payment_sessions
+                    SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions
                     WHERE locked_by = \(payerID) AND status = 'LOCKED' AND lock_exp_at > \(now) AND exp_at > \(now)
                     AND id <> \(sid)
                     """,
-                    as: Int64.self,
+                    as: (Int64, Int64).self,
                     connection
-                ) ?? 0
-            try LockLimit.check(held: Int(held), maximum: maximumLocks)
+                ) ?? (Int64(0), Int64(0))
+            try LockLimit.check(held: Int(count), maximum: maximumLocks)
             let wallet = try await self.wallet(of: payerID, connection)
-            guard wallet.balance >= session.amount else {
-                throw Problem(
-                    .insufficientFunds,
-                    detail: "balance \(Money.format(wallet.balance)) is below \(Money.format(session.amount))"
-                )
-            }
+            try LockLimit.checkFunds(balance: wallet.balance, held: amount, amount: session.amount)
             try await self.execute(
                 """
                 UPDATE payment_sessions SET status = 'LOCKED', locked_by = \(payerID),
@@ -304,11 +301,104 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
+    public func unlock(sid: String, payerID: String) async throws {
+        try await transaction { connection, now in
+            let session = try await self.session(sid, forUpdate: true, connection)
+            guard try session.requireUnlockable(by: payerID, now: now) else { return }
+            // The holder stays in `locked_by`, so a retried unlock is still told apart from a stranger's.
+            try await self.execute(
+                "UPDATE payment_sessions SET status = 'ADVERTISING', lock_exp_at = \(now) WHERE id = \(sid)",
+                connection
+            )
+        }
+    }
+
+    /// Admits and runs a payment in one transaction.
+    ///
+    /// Several servers share this database, so none can release the keys in flight when it starts, as the SQLite
+    /// store does: they may be another server's, still running. Instead no key is ever committed in flight here:
+    /// the admission, the transfer and the outcome commit together, and "in flight" is a transaction-scoped
+    /// advisory lock on the key. A second request with the key while the first runs fails to take that lock and is
+    /// told 409 `idempotency-in-flight`. If the server dies mid-payment, PostgreSQL rolls its transaction back and
+    /// drops the lock as soon as the connection closes, so a retry on any server runs the payment at once, while
+    /// the payer's lock still holds. The alternatives are weaker: keeping the session's lock alive while a key is in
+    /// flight still leaves the retry waiting out the in-flight timeout, and recording which server owns a key needs
+    /// a way to tell a dead server from a slow one (heartbeats, themselves a timeout), which the database already
+    /// has for its own connections. Keys committed in flight by ``beginSend(sid:payerID:idempotencyKey:)`` keep the
+    /// in-flight timeout.
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
+        // A key is scoped to its user; a newline appears in neither part.
+        let lockName = payerID + "\n" + idempotencyKey
+        return try await transaction { connection, now in
+            // The keys' own number space (seed 1), apart from the EID locks (seed 0). A collision of two keys'
+            // hashes can only answer one of them 409, which its retry gets past.
+            let free =
+                try await self.value(
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(\(lockName), 1))",
+                    as: Bool.self,
+                    connection
+                ) ?? false
+            guard free else {
+                throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+            }
+            let admission = try await self.admit(
+                sid: sid,
+                payerID: payerID,
+                idempotencyKey: idempotencyKey,
+                inFlightTimeout: inFlightTimeout,
+                connection,
+                now: now
+            )
+            if case .replay(let outcome) = admission { return (outcome, true) }
+            let outcome = try await self.complete(
+                sid: sid,
+                payerID: payerID,
+                idempotencyKey: idempotencyKey,
+                connection,
+                now: now
+            )
+            return (outcome, false)
+        }
+    }
+
     public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await transaction { connection, now in
+            try await self.admit(
+                sid: sid,
+                payerID: payerID,
+                idempotencyKey: idempotencyKey,
+                inFlightTimeout: inFlightTimeout,
+                connection,
+                now: now
+            )
+        }
+    }
+
+    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
+        try await transaction { connection, now in
+            try await self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, connection, now: now)
+        }
+    }
+
+    /// The admission of a key inside the caller's transaction: a replay, a refusal, or the go-ahead with the key's
+    /// row written in flight (and locked until the transaction ends).
+    private func admit(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        inFlightTimeout: Int64,
+        _ connection: PostgresConnection,
+        now: Int64
+    ) async throws -> SendAdmission {
+        var existing = try await idempotencyRecord(payerID, idempotencyKey, connection)
+        if existing == nil {
+            // Refused before it starts: no key is kept for a session that does not exist (sessions are never
+            // deleted, so this cannot change before the insert).
+            _ = try await session(sid, forUpdate: false, connection)
             // A concurrent first use of the same key waits here on the primary key until the other commits.
-            let inserted = try await self.rows(
+            let inserted = try await rows(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
                 VALUES (\(payerID), \(idempotencyKey), \(sid), 'IN_FLIGHT', \(now), \(now))
@@ -317,44 +407,63 @@ public final class PostgresLedgerStore: LedgerStore {
                 connection
             )
             if !inserted.isEmpty { return .proceed }
-            guard let record = try await self.idempotencyRecord(payerID, idempotencyKey, connection) else {
-                throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
-            }
-            if let admission = try record.admission(sid: sid, now: now, inFlightTimeout: inFlightTimeout) {
-                return admission
-            }
-            try await self.execute(
-                "UPDATE idempotency_keys SET updated_at = \(now) WHERE user_id = \(payerID) AND key = \(idempotencyKey)",
-                connection
-            )
-            return .proceed
+            existing = try await idempotencyRecord(payerID, idempotencyKey, connection)
         }
+        guard let record = existing else {
+            throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+        }
+        if let admission = try record.admission(sid: sid, now: now, inFlightTimeout: inFlightTimeout) {
+            return admission
+        }
+        try await execute(
+            "UPDATE idempotency_keys SET updated_at = \(now) WHERE user_id = \(payerID) AND key = \(idempotencyKey)",
+            connection
+        )
+        return .proceed
     }
 
-    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
-        try await transaction { connection, now in
-            // Locking the key first serializes two servers completing one key (after an in-flight takeover): the
-            // second finds the first's outcome.
-            if let outcome = try await self.idempotencyRecord(payerID, idempotencyKey, connection)?.outcome {
-                return outcome
-            }
-            let outcome: SendOutcome
-            do {
-                outcome = .paid(newBalanceCents: try await self.pay(sid: sid, payerID: payerID, connection, now: now))
-            } catch let problem as Problem {
-                outcome = .refused(problem)
-            }
-            let stored = IdempotencyRecord.columns(for: outcome)
-            try await self.execute(
-                """
-                UPDATE idempotency_keys SET state = 'DONE', balance_cents = \(stored.balance),
-                problem_type = \(stored.problemType), problem_detail = \(stored.problemDetail), updated_at = \(now)
-                WHERE user_id = \(payerID) AND key = \(idempotencyKey)
-                """,
+    /// The payment of an admitted key inside the caller's transaction, and its outcome written with the key (or the
+    /// key released, for an outcome not to replay).
+    private func complete(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        _ connection: PostgresConnection,
+        now: Int64
+    ) async throws -> SendOutcome {
+        // Locking the key first serializes two servers completing one key (after an in-flight takeover): the
+        // second finds the first's outcome.
+        if let outcome = try await idempotencyRecord(payerID, idempotencyKey, connection)?.outcome {
+            return outcome
+        }
+        let outcome: SendOutcome
+        do {
+            outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, connection, now: now))
+        } catch let problem as Problem {
+            outcome = .refused(problem)
+        }
+        guard outcome.isRecorded else {
+            try await execute(
+                "DELETE FROM idempotency_keys WHERE user_id = \(payerID) AND key = \(idempotencyKey)",
                 connection
             )
             return outcome
         }
+        // An upsert: a concurrent request may have released the row meanwhile; what this transaction did is
+        // recorded either way.
+        let stored = IdempotencyRecord.columns(for: outcome)
+        try await execute(
+            """
+            INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+            created_at, updated_at) VALUES (\(payerID), \(idempotencyKey), \(sid), 'DONE', \(stored.balance),
+            \(stored.problemType), \(stored.problemDetail), \(now), \(now))
+            ON CONFLICT (user_id, key) DO UPDATE SET state = 'DONE', balance_cents = EXCLUDED.balance_cents,
+            problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail,
+            updated_at = EXCLUDED.updated_at
+            """,
+            connection
+        )
+        return outcome
     }
 
     public func abandonSend(payerID: String, idempotencyKey: String) async throws {

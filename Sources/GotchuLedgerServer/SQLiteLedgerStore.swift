@@ -36,6 +36,20 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     public func migrate() async throws {
         try LedgerSchema.migrator.migrate(database)
+        try await releaseInterruptedSends()
+    }
+
+    /// Releases every key still in flight when the store opens. This store is one process's: a key in flight now
+    /// belongs to a request of a process that is gone (killed mid-payment), and since a payment's transfer commits
+    /// in the same transaction as its key's outcome, a key without an outcome is provably not applied. Releasing it
+    /// lets a retry with the same key run the payment at once, instead of after the in-flight timeout, by when the
+    /// payer's lock has usually lapsed. (Should a second process share the file after all, a key released under a
+    /// request still running costs nothing: ``completeSend(sid:payerID:idempotencyKey:)`` writes its outcome even
+    /// when the row is gone, and a session is paid at most once.)
+    private func releaseInterruptedSends() async throws {
+        try await write { db, _ in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE state = 'IN_FLIGHT'")
+        }
     }
 
     // MARK: Users and wallets
@@ -197,26 +211,32 @@ public final class SQLiteLedgerStore: LedgerStore {
         try await write { db, now in
             let session = try Self.session(sid, db)
             try session.requireLockable(by: payerID, now: now)
-            let held =
-                try Int.fetchOne(
-                    db,
-                    sql: """
-                        SELECT COUNT(*) FROM payment_sessions
-                        WHERE locked_by = ? AND status = 'LOCKED' AND lock_exp_at > ? AND exp_at > ? AND id <> ?
-                        """,
-                    arguments: [payerID, now, now, sid]
-                ) ?? 0
-            try LockLimit.check(held: held, maximum: maximumLocks)
+            let held = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
+                    WHERE locked_by = ? AND status = 'LOCKED' AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                    """,
+                arguments: [payerID, now, now, sid]
+            )
+            try LockLimit.check(held: held?["count"] ?? 0, maximum: maximumLocks)
             let wallet = try Self.wallet(of: payerID, db)
-            guard wallet.balance >= session.amount else {
-                throw Problem(
-                    .insufficientFunds,
-                    detail: "balance \(Money.format(wallet.balance)) is below \(Money.format(session.amount))"
-                )
-            }
+            try LockLimit.checkFunds(balance: wallet.balance, held: held?["amount"] ?? 0, amount: session.amount)
             try db.execute(
                 sql: "UPDATE payment_sessions SET status = 'LOCKED', locked_by = ?, lock_exp_at = ? WHERE id = ?",
                 arguments: [payerID, min(now + lockLifetime, session.expiresAt), sid]
+            )
+        }
+    }
+
+    public func unlock(sid: String, payerID: String) async throws {
+        try await write { db, now in
+            let session = try Self.session(sid, db)
+            guard try session.requireUnlockable(by: payerID, now: now) else { return }
+            // The holder stays in `locked_by`, so a retried unlock is still told apart from a stranger's.
+            try db.execute(
+                sql: "UPDATE payment_sessions SET status = 'ADVERTISING', lock_exp_at = ? WHERE id = ?",
+                arguments: [now, sid]
             )
         }
     }
@@ -239,6 +259,8 @@ public final class SQLiteLedgerStore: LedgerStore {
                 )
                 return .proceed
             }
+            // Refused before it starts: no key is kept for a session that does not exist.
+            _ = try Self.session(sid, db)
             try db.execute(
                 sql: """
                     INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
@@ -266,13 +288,27 @@ public final class SQLiteLedgerStore: LedgerStore {
             } catch let problem as Problem {
                 outcome = .refused(problem)
             }
+            guard outcome.isRecorded else {
+                try db.execute(
+                    sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                    arguments: [payerID, idempotencyKey]
+                )
+                return outcome
+            }
+            // An upsert: the row may have been released meanwhile (see `releaseInterruptedSends`); the outcome of
+            // what this transaction did is written either way.
             let stored = IdempotencyRecord.columns(for: outcome)
             try db.execute(
                 sql: """
-                    UPDATE idempotency_keys SET state = 'DONE', balance_cents = ?, problem_type = ?, problem_detail = ?,
-                    updated_at = ? WHERE user_id = ? AND key = ?
+                    INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+                    created_at, updated_at) VALUES (?, ?, ?, 'DONE', ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, key) DO UPDATE SET state = 'DONE', balance_cents = excluded.balance_cents,
+                    problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
+                    updated_at = excluded.updated_at
                     """,
-                arguments: [stored.balance, stored.problemType, stored.problemDetail, now, payerID, idempotencyKey]
+                arguments: [
+                    payerID, idempotencyKey, sid, stored.balance, stored.problemType, stored.problemDetail, now, now,
+                ]
             )
             return outcome
         }

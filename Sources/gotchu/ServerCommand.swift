@@ -108,6 +108,14 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("POST /sessions/lock per user: burst.", valueName: "count"))
     var userLockBurst = 5
 
+    @Option(
+        help: ArgumentHelp("POST /wallet/send per user: requests per second (0: no limit).", valueName: "per-second")
+    )
+    var sendRate: Double = 5
+
+    @Option(help: ArgumentHelp("POST /wallet/send per user: burst.", valueName: "count"))
+    var sendBurst = 10
+
     @Option(help: ArgumentHelp("How many sessions one payer may hold locked at once.", valueName: "count"))
     var maxLocksPerPayer = 3
 
@@ -137,7 +145,7 @@ struct ServerCommand: AsyncParsableCommand {
         guard maxLocksPerPayer > 0 else { throw ValidationError("--max-locks-per-payer must be positive") }
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
-            ("user-lock", userLockRate, userLockBurst),
+            ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
         ] {
             guard rate >= 0, rate.isFinite else { throw ValidationError("--\(name)-rate must be 0 or more") }
             guard burst > 0 else { throw ValidationError("--\(name)-burst must be positive") }
@@ -229,6 +237,7 @@ struct ServerCommand: AsyncParsableCommand {
         limits.resolvePerAddress = rate(resolveRate, resolveBurst)
         limits.lockPerAddress = rate(lockRate, lockBurst)
         limits.lockPerUser = rate(userLockRate, userLockBurst)
+        limits.sendPerUser = rate(sendRate, sendBurst)
         limits.trustForwardedFor = trustForwardedFor
         return limits
     }

@@ -136,6 +136,85 @@ struct AbuseLimitTests {
     }
 
     @Test(
+        "Sends refused before they start store nothing: made-up sids, unknown sessions and bad keys leave no key rows",
+        arguments: StoreKind.available
+    )
+    func refusedSendsStoreNothing(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
+            let payer = try await ledger.client("payer@example.com", funded: 1_000)
+            let auth = ["Authorization": "Bearer \(payer.token!)", "Content-Type": "application/json"]
+            // Just under the 16 KiB body limit, so it reaches the sid check rather than the size check.
+            let madeUp = String(repeating: "a", count: 16 * 1024 - 16)
+            for index in 0..<300 {
+                let key = ["Idempotency-Key": "flood-\(index)"]
+                let big = try await ledger.raw(
+                    "POST",
+                    "/wallet/send",
+                    body: #"{"sid":"\#(madeUp)"}"#,
+                    headers: auth.merging(key) { $1 }
+                )
+                #expect(big.status == 400 && TestLedger.problemKind(big.body) == .badRequest)
+                let unknown = UUID().uuidString.lowercased()
+                let missing = try await ledger.raw(
+                    "POST",
+                    "/wallet/send",
+                    body: #"{"sid":"\#(unknown)"}"#,
+                    headers: auth.merging(key) { $1 }
+                )
+                #expect(missing.status == 404 && TestLedger.problemKind(missing.body) == .sessionNotFound)
+            }
+            let longKey = auth.merging(["Idempotency-Key": String(repeating: "k", count: 256)]) { $1 }
+            let session = try await ledger.client("payee@example.com").createSession(amountCents: 100)
+            let refused = try await ledger.raw(
+                "POST",
+                "/wallet/send",
+                body: #"{"sid":"\#(session.sid)"}"#,
+                headers: longKey
+            )
+            #expect(refused.status == 400)
+            #expect(try await ledger.idempotencyKeyCount() == 0)
+            // A sid in capitals names the same session.
+            try await payer.lock(sid: session.sid.uppercased())
+            let paid = try await payer.send(sid: session.sid.uppercased(), idempotencyKey: "upper")
+            #expect(paid == SendResult(newBalanceCents: 900, replayed: false))
+            #expect(try await ledger.idempotencyKeyCount() == 1)
+        }
+    }
+
+    @Test("Sends per user are rate limited with Retry-After, before anything is stored; other users are not held back")
+    func sendRate() async throws {
+        var limits = LedgerLimits.unlimited
+        limits.sendPerUser = RateLimit(perSecond: 0.5, burst: 2)
+        try await TestLedger.with(limits: limits) { ledger in
+            let payee = try await ledger.client("payee@example.com")
+            let eager = try await ledger.client("eager@example.com", funded: 10_000)
+            let other = try await ledger.client("other@example.com", funded: 10_000)
+            let session = try await payee.createSession(amountCents: 100)
+            try await eager.lock(sid: session.sid)
+            let unknown = UUID().uuidString.lowercased()
+            for key in ["a", "b"] {
+                #expect(
+                    await problemKind { try await eager.send(sid: unknown, idempotencyKey: key) } == .sessionNotFound
+                )
+            }
+            let refused = try await ledger.raw(
+                "POST",
+                "/wallet/send",
+                body: #"{"sid":"\#(session.sid)"}"#,
+                headers: ["Authorization": "Bearer \(eager.token!)", "Idempotency-Key": "c"]
+            )
+            #expect(refused.status == 429)
+            #expect(TestLedger.problemKind(refused.body) == .rateLimited)
+            #expect(refused.headers["retry-after"] == "2")
+            #expect(try await ledger.idempotencyKeyCount() == 0)
+            #expect(await problemKind { try await other.send(sid: session.sid, idempotencyKey: "c") } == .sessionLocked)
+
+            ledger.clock.advance(seconds: 2)
+            #expect(try await eager.send(sid: session.sid, idempotencyKey: "c").newBalanceCents == 9_900)
+        }
+    }
+
+    @Test(
         "One payer holds at most the policy's number of locks; the payee can cancel a squatted session",
         arguments: StoreKind.available
     )

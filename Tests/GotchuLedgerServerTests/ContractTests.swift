@@ -48,12 +48,13 @@ struct ContractTests {
     )
     func contract(store: StoreKind) async throws {
         // Small enough that the calls below run into each limit once; the test's clock stands still, so nothing
-        // refills: five resolves and five locks by the payer pass the rate limits, the sixth does not.
+        // refills: five resolves, six locks and six sends by the payer pass the rate limits, the next does not.
         var policy = LedgerPolicy()
         policy.maximumLocksPerPayer = 1
         var limits = LedgerLimits.unlimited
         limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 5)
-        limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 5)
+        limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 6)
+        limits.sendPerUser = RateLimit(perSecond: 0.001, burst: 6)
         try await TestLedger.with(store: store, policy: policy, limits: limits) { ledger in
             let yaml = try await ledger.raw("GET", "/openapi.yaml")
             #expect(yaml.status == 200)
@@ -68,6 +69,7 @@ struct ContractTests {
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
             let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
             let huge = String(repeating: "x", count: 17_000)
+            let unknown = "00000000-0000-4000-8000-000000000000"
 
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
@@ -105,10 +107,12 @@ struct ContractTests {
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"zz"}"#, [:]),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"nope"}"#, payerAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(unknown)"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, payerAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
+                ("GET", "/sessions/{sid}", "/sessions/\(unknown)", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
                 ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 (
@@ -127,11 +131,21 @@ struct ContractTests {
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"nope"}"#,
                     payerAuth.merging(["Idempotency-Key": "k"]) { $1 }
                 ),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(unknown)"}"#,
+                    payerAuth.merging(["Idempotency-Key": "u"]) { $1 }
+                ),
+
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"nope"}"#, payeeAuth),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(unknown)"}"#, payeeAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(other.sid)"}"#, payeeAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(unknown)"}"#, payerAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"nope"}"#, payerAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(cancelled.eid)"}"#, [:]),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth),
                 (
@@ -140,6 +154,10 @@ struct ContractTests {
                 ),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(other.eid)"}"#, [:]),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, payerAuth),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,
+                    payerAuth.merging(["Idempotency-Key": "r"]) { $1 }
+                ),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()

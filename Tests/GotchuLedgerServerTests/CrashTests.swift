@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
@@ -44,9 +45,14 @@ struct CrashTests {
                 "XDG_DATA_HOME": directory.url.path,
                 "GOTCHU_JWT_SECRET": TestLedger.secret,
             ]
-            // An abandoned key blocks retries for 2 s instead of 60, so the clients' retries finish quickly. A password,
-            // if the test server needs one, reaches the process through PGPASSWORD.
-            let arguments = ["server", "--dev", "--database", database.redacted, "--in-flight-timeout", "2"]
+            // A key left in flight would block retries for 2 s instead of 60 (the server commits none, but this keeps
+            // the test short should one appear). A password, if the test server needs one, reaches the process
+            // through PGPASSWORD. The load comes from one address at several payments a second per payer: the rate
+            // limits are off, or their 429s would end it.
+            let arguments = [
+                "server", "--dev", "--database", database.redacted, "--in-flight-timeout", "2", "--lock-rate", "0",
+                "--user-lock-rate", "0", "--send-rate", "0",
+            ]
             var server = try RunningCommand(gotchu, arguments + ["--port", "0"], environment: environment)
             let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
             let url = URL(string: String(line.dropFirst("listening on ".count)))!
@@ -136,7 +142,7 @@ struct CrashTests {
 
     /// One payment: create, lock and send, each step retried through crashes; the send keeps its key throughout.
     /// Returns the session and balance when paid, `nil` when the payment was refused because the lock lapsed while
-    /// the server was down (that refusal is the key's outcome: replayed, never paid later).
+    /// the server was down (that refusal releases the key; this load never sends it again, so it is never paid).
     static func pay(
         payer: LedgerClient,
         payee: LedgerClient,
@@ -188,5 +194,156 @@ struct CrashTests {
         )
         for try await (sid, count) in rows.decode((String, Int64).self) { debits[sid] = Int(count) }
         return debits
+    }
+}
+
+/// One payment interrupted by SIGKILL between admitting its key and committing, then retried with that key on a
+/// restarted server: it must run at once (not after the in-flight timeout, by when the payer's lock would have
+/// lapsed) and exactly once. Both lifetimes are an hour here, so a retry that had to wait would fail, not wait.
+@Suite("A payment interrupted by a crash")
+struct InterruptedSendTests {
+    static let options = ["--in-flight-timeout", "3600", "--lock-lifetime", "3600", "--session-lifetime", "3600"]
+
+    /// A `gotchu server` process and its URL.
+    static func start(
+        _ arguments: [String],
+        port: Int = 0,
+        _ environment: [String: String]
+    ) async throws -> (RunningCommand, URL) {
+        let server = try RunningCommand(
+            try BuiltProducts.gotchu,
+            arguments + options + ["--port", "\(port)"],
+            environment: environment
+        )
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        return (server, URL(string: String(line.dropFirst("listening on ".count)))!)
+    }
+
+    @Test("SQLite: SIGKILL with the key admitted and nothing paid; the restarted server pays it at once, once")
+    func sqlite() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("ledger.sqlite").path
+        let environment = ["XDG_DATA_HOME": directory.url.path, "GOTCHU_JWT_SECRET": TestLedger.secret]
+        let arguments = ["server", "--dev", "--database", path]
+        var (server, url) = try await Self.start(arguments, environment)
+        let payer = try await CrashTests.login("payer@crash.example", url, funded: 1_000)
+        let payee = try await CrashTests.login("payee@crash.example", url)
+        let session = try await payee.createSession(amountCents: 250)
+        try await payer.lock(sid: session.sid)
+
+        // The server's payment can neither commit its outcome nor release its key: the file is left as a kill
+        // between the two transactions of a payment leaves it, with the key in flight and nothing paid.
+        let database = try DatabaseQueue(path: path)
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
+                    BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
+                    CREATE TRIGGER refuse_release BEFORE DELETE ON idempotency_keys
+                    BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
+                    """
+            )
+        }
+        #expect(await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k") } == .internalError)
+        let state = try await database.read { db in
+            try String.fetchAll(db, sql: "SELECT state FROM idempotency_keys")
+        }
+        #expect(state == ["IN_FLIGHT"])
+        #expect(try await server.stop(signal: SIGKILL) == SIGKILL)
+        try await database.write { db in
+            try db.execute(sql: "DROP TRIGGER refuse_outcome; DROP TRIGGER refuse_release")
+        }
+
+        (server, _) = try await Self.start(arguments, port: url.port!, environment)
+        #expect(
+            try await payer.send(sid: session.sid, idempotencyKey: "k")
+                == SendResult(newBalanceCents: 750, replayed: false)
+        )
+        #expect(try await payer.send(sid: session.sid, idempotencyKey: "k").replayed)
+        #expect(try await payee.wallet().availableCents == 250)
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+        let debits = try await database.read { db in
+            try Int.fetchOne(
+                db,
+                sql: "SELECT COUNT(*) FROM ledger_entries WHERE ref_id = ? AND direction = 'DEBIT'",
+                arguments: [session.sid]
+            )
+        }
+        #expect(debits == 1)
+    }
+
+    @Test(
+        "PostgreSQL: SIGKILL while the payment waits inside its transaction; the restarted server pays it at once, once",
+        .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason)
+    )
+    func postgres() async throws {
+        try await TestPostgres.withDatabase { database in
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let environment = ["XDG_DATA_HOME": directory.url.path, "GOTCHU_JWT_SECRET": TestLedger.secret]
+            let arguments = ["server", "--dev", "--database", database.redacted]
+            var (server, url) = try await Self.start(arguments, environment)
+            let payer = try await CrashTests.login("payer@crash.example", url, funded: 1_000)
+            let payee = try await CrashTests.login("payee@crash.example", url)
+            let session = try await payee.createSession(amountCents: 250)
+            try await payer.lock(sid: session.sid)
+
+            let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
+            let killed = server
+            try await TestPostgres.withClient(database) { client in
+                try await client.withConnection { connection in
+                    // Holding the session's row makes the server's payment wait inside its transaction: the key is
+                    // admitted there, nothing is committed.
+                    _ = try await connection.query("BEGIN", logger: logger).collect()
+                    _ = try await connection.query(
+                        "SELECT 1 FROM payment_sessions WHERE id = \(session.sid) FOR UPDATE",
+                        logger: logger
+                    ).collect()
+                    let send = Task { try await payer.send(sid: session.sid, idempotencyKey: "k") }
+                    let waiting = try await Self.waitForRow(connection, logger) {
+                        """
+                        SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                        AND pid <> pg_backend_pid()
+                        """
+                    }
+                    #expect(try await killed.stop(signal: SIGKILL) == SIGKILL)
+                    await #expect(throws: LedgerClientError.self) { try await send.value }
+                    _ = try await connection.query("ROLLBACK", logger: logger).collect()
+                    // The dead server's backend finishes its statement, finds its client gone and rolls back.
+                    _ = try await Self.waitForRow(connection, logger) {
+                        "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = \(waiting))"
+                    }
+                }
+            }
+
+            (server, _) = try await Self.start(arguments, port: url.port!, environment)
+            #expect(
+                try await payer.send(sid: session.sid, idempotencyKey: "k")
+                    == SendResult(newBalanceCents: 750, replayed: false)
+            )
+            #expect(try await payer.send(sid: session.sid, idempotencyKey: "k").replayed)
+            #expect(try await payee.wallet().availableCents == 250)
+            #expect(try await server.stop(signal: SIGTERM) == 0)
+            let debits = try await TestPostgres.withClient(database) { client in
+                try await CrashTests.sessionDebits(client)
+            }
+            #expect(debits == [session.sid: 1])
+        }
+    }
+
+    /// Polls `query` until it returns a row, and answers that row's first column; bounded only against a hang.
+    static func waitForRow(
+        _ connection: PostgresConnection,
+        _ logger: Logger,
+        _ query: () -> PostgresQuery
+    ) async throws -> Int32 {
+        for _ in 0..<1_000 {
+            if let row = try await connection.query(query(), logger: logger).collect().first {
+                return try row.decode(Int32.self)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestPostgresError("the condition never came true")
     }
 }

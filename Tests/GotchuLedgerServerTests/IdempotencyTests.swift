@@ -108,6 +108,84 @@ struct IdempotencyTests {
         }
     }
 
+    @Test(
+        "A lapsed lock's refusal is not stored under the key: after a fresh lock the same key pays, once",
+        arguments: StoreKind.available
+    )
+    func lockRequiredReleasesKey(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            ledger.clock.advance(seconds: 31)
+            #expect(await problemKind { try await payer.send(sid: sid, idempotencyKey: "resume") } == .lockRequired)
+            #expect(try await ledger.idempotencyKeyCount() == 0)
+            // Not a replay either: asked again without a lock, it is refused afresh, and still not stored.
+            let auth = ["Authorization": "Bearer \(payer.token!)", "Idempotency-Key": "resume"]
+            let again = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+            #expect(TestLedger.problemKind(again.body) == .lockRequired && again.headers["idempotent-replayed"] == nil)
+
+            try await payer.lock(sid: sid)
+            #expect(
+                try await payer.send(sid: sid, idempotencyKey: "resume")
+                    == SendResult(newBalanceCents: 9_900, replayed: false)
+            )
+            #expect(try await payer.send(sid: sid, idempotencyKey: "resume").replayed)
+            #expect(try await ledger.store.audit().entryCount == 4)
+        }
+    }
+
+    @Test(
+        "Another payer's lock refuses without storing the key; once it is released the same key pays",
+        arguments: StoreKind.available
+    )
+    func sessionLockedReleasesKey(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
+            let (holder, sid) = try await lockedSession(ledger)
+            let payer = try await ledger.client("second@example.com", funded: 1_000)
+            #expect(await problemKind { try await payer.send(sid: sid, idempotencyKey: "mine") } == .sessionLocked)
+            #expect(try await ledger.idempotencyKeyCount() == 0)
+            try await holder.unlock(sid: sid)
+            try await payer.lock(sid: sid)
+            #expect(
+                try await payer.send(sid: sid, idempotencyKey: "mine")
+                    == SendResult(newBalanceCents: 900, replayed: false)
+            )
+        }
+    }
+
+    @Test(
+        "Final refusals (expired, paid, cancelled, own session) are stored and replayed under the key",
+        arguments: StoreKind.available
+    )
+    func finalRefusalsReplay(store: StoreKind) async throws {
+        try await TestLedger.with(store: store) { ledger in
+            let (payer, sid) = try await lockedSession(ledger)
+            let payee = try await ledger.client("payee-final@example.com")
+            let cancelled = try await payee.createSession(amountCents: 100)
+            try await payer.lock(sid: cancelled.sid)
+            try await payee.cancel(sid: cancelled.sid)
+            let own = try await payee.createSession(amountCents: 100)
+            let paid = try await payee.createSession(amountCents: 100)
+            try await payer.lock(sid: paid.sid)
+            _ = try await payer.send(sid: paid.sid, idempotencyKey: "pays")
+            let late = try await ledger.client("late@example.com", funded: 1_000)
+            ledger.clock.advance(seconds: 301)
+            let cases: [(LedgerClient, String, String, ProblemKind)] = [
+                (payer, sid, "expired", .sessionExpired),
+                (payer, cancelled.sid, "cancelled", .sessionCancelled),
+                (payee, own.sid, "own", .ownSession),
+                (late, paid.sid, "paid", .sessionAlreadyPaid),
+            ]
+            for (client, sid, key, kind) in cases {
+                let auth = ["Authorization": "Bearer \(client.token!)", "Idempotency-Key": key]
+                let first = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+                let second = try await ledger.raw("POST", "/wallet/send", body: #"{"sid":"\#(sid)"}"#, headers: auth)
+                #expect(TestLedger.problemKind(first.body) == kind && first.headers["idempotent-replayed"] == nil)
+                #expect(TestLedger.problemKind(second.body) == kind && second.headers["idempotent-replayed"] == "true")
+            }
+            #expect(try await ledger.idempotencyKeyCount() == 5)
+        }
+    }
+
     @Test("Keys older than 24 h are pruned; younger ones are kept", arguments: StoreKind.available)
     func pruning(store: StoreKind) async throws {
         try await TestLedger.with(store: store) { ledger in

@@ -107,12 +107,30 @@ struct LedgerModel {
         if session.payee == payer { return .refused(.ownSession) }
         if let kind = closed(session) { return .refused(kind) }
         if let holder = holder(session), holder != payer { return .refused(.sessionLocked) }
-        let held = sessions.values.count { $0.sid != sid && holder($0) == payer }
-        if held >= policy.maximumLocksPerPayer { return .refused(.lockLimitReached) }
-        if balances[payer] < session.amount { return .refused(.insufficientFunds) }
+        let held = sessions.values.filter { $0.sid != sid && holder($0) == payer }
+        if held.count >= policy.maximumLocksPerPayer { return .refused(.lockLimitReached) }
+        // The balance covers this session and every other one the payer holds locked.
+        let claimed = held.reduce(0) { $0 + $1.amount }
+        if balances[payer] < claimed + session.amount { return .refused(.insufficientFunds) }
         session.lock = (payer, min(now + lockLifetime, session.expiresAt))
         sessions[sid] = session
         return .ok(nil)
+    }
+
+    /// The holder releases its lock; its last holder (or the payer of a paid session) is answered ok when no lock
+    /// is left; another payer's live lock is left alone.
+    mutating func unlock(_ sid: String, by payer: Int) -> Expected {
+        var session = sessions[sid]!
+        switch holder(session) {
+        case payer?:
+            session.lock = (payer, now)
+            sessions[sid] = session
+            return .ok(nil)
+        case _?:
+            return .refused(.sessionLocked)
+        case nil:
+            return session.lock?.payer == payer || session.paidBy == payer ? .ok(nil) : .refused(.forbidden)
+        }
     }
 
     /// A send with `key`: the idempotency layer first, then the payment.
@@ -128,8 +146,18 @@ struct LedgerModel {
             break
         }
         let outcome = pay(sid, by: payer)
-        keys[scoped] = .done(sid: sid, outcome: outcome)
+        // Refusals the payer can remedy (a fresh lock, another payer's lock lapsing) release the key instead.
+        keys[scoped] = Self.isRecorded(outcome) ? .done(sid: sid, outcome: outcome) : nil
         return outcome
+    }
+
+    /// Whether an outcome is kept under its key: success and the refusals no retry can change.
+    static func isRecorded(_ outcome: Expected) -> Bool {
+        switch outcome {
+        case .ok: true
+        case .refused(let kind):
+            [.sessionAlreadyPaid, .sessionCancelled, .sessionExpired, .ownSession, .insufficientFunds].contains(kind)
+        }
     }
 
     /// A send whose server died after admitting the key and before paying: the key stays in flight.

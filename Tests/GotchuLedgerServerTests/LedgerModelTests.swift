@@ -188,7 +188,7 @@ struct Driver {
             let eid = model.sessions[sid]!.eid
             let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amountCents) }
             try expect(actual, model.resolve(sid), "resolve")
-        case 28..<44:
+        case 28..<41:
             guard let sid = session() else { return }
             let payer = user()
             note("lock \(sid.prefix(8)) by u\(payer)")
@@ -197,6 +197,16 @@ struct Driver {
                 return nil
             }
             try expect(actual, model.lock(sid, by: payer), "lock")
+        case 41..<44:
+            guard let sid = lockedSession() ?? session() else { return }
+            let holder = model.sessions[sid]!.lock?.payer
+            let payer = Int.random(in: 0..<4, using: &random) == 0 ? user() : holder ?? user()
+            note("unlock \(sid.prefix(8)) by u\(payer)")
+            let actual = await outcome { () -> Cents? in
+                try await store.unlock(sid: sid, payerID: users[payer].id)
+                return nil
+            }
+            try expect(actual, model.unlock(sid, by: payer), "unlock")
         case 44..<62:
             guard let sid = lockedSession() ?? session() else { return }
             let payer = model.sessions[sid]!.lock?.payer ?? user()
@@ -295,7 +305,9 @@ struct Driver {
             guard case .success((let outcome, false)) = result else { return nil }
             return Self.expected(outcome)
         }
-        guard fresh == [expected] else {
+        // An outcome that is not stored leaves the key free, so the second may run afresh to the same refusal.
+        let runs = LedgerModel.isRecorded(expected) ? 1...1 : 1...2
+        guard runs.contains(fresh.count), fresh.allSatisfy({ $0 == expected }) else {
             throw DriverFailure(message: "duplicates: \(results), model \(expected)")
         }
         for result in results {

@@ -139,7 +139,10 @@ struct PaymentFlowTests {
         }
     }
 
-    @Test("Funds are checked at lock and again at pay", arguments: StoreKind.available)
+    @Test(
+        "Funds are checked at lock, against every lock the payer holds, and again at pay",
+        arguments: StoreKind.available
+    )
     func funds(store: StoreKind) async throws {
         try await TestLedger.with(store: store) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 700)
@@ -150,19 +153,13 @@ struct PaymentFlowTests {
             let first = try await payee.createSession(amountCents: 500)
             let second = try await payee.createSession(amountCents: 500)
             try await payer.lock(sid: first.sid)
-            try await payer.lock(sid: second.sid)
+            // 500 is free, but the first lock already claims 500 of the 700: it could not pay both.
+            #expect(await problemKind { try await payer.lock(sid: second.sid) } == .insufficientFunds)
             _ = try await payer.send(sid: first.sid, idempotencyKey: "first")
-            #expect(
-                await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") }
-                    == .insufficientFunds
-            )
-            // The refusal is the key's outcome: replayed, even after topping up.
+            #expect(await problemKind { try await payer.lock(sid: second.sid) } == .insufficientFunds)
             _ = try await payer.fund(amountCents: 1_000)
-            #expect(
-                await problemKind { try await payer.send(sid: second.sid, idempotencyKey: "second") }
-                    == .insufficientFunds
-            )
-            #expect(try await payer.send(sid: second.sid, idempotencyKey: "second-retry").newBalanceCents == 700)
+            try await payer.lock(sid: second.sid)
+            #expect(try await payer.send(sid: second.sid, idempotencyKey: "second").newBalanceCents == 700)
             #expect(try await ledger.store.audit().isHealthy)
         }
     }

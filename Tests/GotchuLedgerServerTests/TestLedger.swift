@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
@@ -127,6 +128,27 @@ struct TestLedger: Sendable {
         client.token = try await client.devLogin(email: email).token
         if cents > 0 { _ = try await client.fund(amountCents: cents) }
         return client
+    }
+
+    /// How many idempotency keys of `/wallet/send` the store holds, counted under it.
+    func idempotencyKeyCount() async throws -> Int {
+        switch database {
+        case .sqlite(let path):
+            let database = try DatabaseQueue(path: path)
+            return try await database.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM idempotency_keys") ?? 0
+            }
+        case .postgres(let url):
+            return try await TestPostgres.withClient(url) { client in
+                var count = 0
+                for try await value in try await client.query("SELECT COUNT(*) FROM idempotency_keys").decode(
+                    Int64.self
+                ) {
+                    count = Int(value)
+                }
+                return count
+            }
+        }
     }
 
     /// A client with no token.
