@@ -69,6 +69,12 @@ public struct LedgerClient: Sendable {
         let _: OKResponse = try await request("POST", "/sessions/lock", body: SessionRequest(sid: sid))
     }
 
+    /// `POST /sessions/unlock`: releases the caller's lock on `sid` before it lapses, so another payer can lock the
+    /// session at once. Only the payer holding the lock can release it.
+    public func unlock(sid: String) async throws {
+        let _: OKResponse = try await request("POST", "/sessions/unlock", body: SessionRequest(sid: sid))
+    }
+
     /// `POST /sessions/cancel`.
     public func cancel(sid: String) async throws(LedgerClientError) {
         let _: OKResponse = try await request("POST", "/sessions/cancel", body: SessionRequest(sid: sid))
