@@ -28,6 +28,11 @@ public struct PaymentOffer: Hashable, Sendable {
 ///
 /// The scan runs exactly while the state is ``State/scanning``: the action that leaves that state says so by name
 /// (`stopScanAnd…`).
+///
+/// ``Event/cancel`` (Ctrl-C) may arrive at any time, including while a lock or a payment is in flight. Before the
+/// payment is sent, cancelling stops the flow and nothing is paid; a lock granted meanwhile is released
+/// (``Action/unlock(sessionID:)``). Once the payment may have left, it cannot be called back: its outcome is settled
+/// with the same idempotency key (``Action/settle(_:)``) and reported as the ledger gives it.
 public struct PayerStateMachine: Sendable {
     /// How the payer wants to pay.
     public struct Configuration: Hashable, Sendable {
@@ -45,6 +50,11 @@ public struct PayerStateMachine: Sendable {
         public var preApproved: Bool
         /// Sessions above this amount are refused without asking; `nil` for no limit.
         public var maximumAmountCents: Int64?
+        /// How many times in all a payment without a definite answer is sent (always with the same key) before its
+        /// outcome is reported unknown.
+        public var sendAttempts: Int
+        /// The wait before the second send; each further wait doubles.
+        public var sendRetryDelay: Duration
 
         /// Creates a configuration.
         public init(
@@ -54,7 +64,9 @@ public struct PayerStateMachine: Sendable {
             selectionTimeout: Duration = .seconds(3),
             scanTimeout: Duration = .seconds(15),
             preApproved: Bool = false,
-            maximumAmountCents: Int64? = nil
+            maximumAmountCents: Int64? = nil,
+            sendAttempts: Int = 4,
+            sendRetryDelay: Duration = .milliseconds(200)
         ) {
             self.selector = selector
             self.alwaysChoose = alwaysChoose
@@ -63,6 +75,8 @@ public struct PayerStateMachine: Sendable {
             self.scanTimeout = scanTimeout
             self.preApproved = preApproved
             self.maximumAmountCents = maximumAmountCents
+            self.sendAttempts = sendAttempts
+            self.sendRetryDelay = sendRetryDelay
         }
     }
 
@@ -90,9 +104,16 @@ public struct PayerStateMachine: Sendable {
         case lockFailed(reason: String)
         /// The ledger accepted the payment.
         case sent(newBalanceCents: Int64)
-        /// The payment failed or its outcome is unknown.
+        /// The ledger refused the payment for good: no money moved, and none will under its key.
         case sendFailed(reason: String)
-        /// The user gave up.
+        /// The payment got no definite answer (the ledger unreachable, a timeout, an error on its side): it may or
+        /// may not have gone through.
+        case sendUnanswered(reason: String)
+        /// The lock was released.
+        case unlocked
+        /// Releasing the lock failed; it lapses by itself.
+        case unlockFailed(reason: String)
+        /// The user gave up (Ctrl-C). Valid in every state; what it does depends on how far the payment went.
         case cancel
     }
 
@@ -127,6 +148,14 @@ public struct PayerStateMachine: Sendable {
         /// Choose an idempotency key, persist it with the session id, and only then send the payment with it.
         /// If the outcome stays unknown, retry later with the same persisted key.
         case send(sessionID: String)
+        /// Wait `after`, then send the payment again with the same key.
+        case retrySend(sessionID: String, after: Duration)
+        /// The user cancelled while the payment may be in flight: say that its outcome is being settled. The
+        /// payment in flight (and its retries, as asked) goes on; its answer decides the outcome.
+        case settle(PaymentOffer)
+        /// The user cancelled before the payment was sent, but the lock was granted: mark the persisted payment as
+        /// never sent, release the lock, and send ``Event/unlocked`` or ``Event/unlockFailed(reason:)``.
+        case unlock(sessionID: String)
         /// Report the outcome; the flow is over.
         case report(Outcome)
     }
@@ -151,10 +180,15 @@ public struct PayerStateMachine: Sendable {
         case declined(PaymentOffer)
         /// The ledger refused the lock.
         case lockFailed(PaymentOffer, reason: String)
-        /// The payment failed, or its outcome is unknown: the persisted idempotency key settles it on retry.
+        /// The ledger refused the payment for good; nothing was paid.
         case sendFailed(PaymentOffer, reason: String)
-        /// The user cancelled before the payment was sent.
+        /// The payment got no definite answer within the attempts allowed: it may have gone through. The persisted
+        /// idempotency key settles it when the payment is resumed.
+        case outcomeUnknown(PaymentOffer, reason: String)
+        /// The user cancelled before the payment was sent; nothing was paid.
         case cancelled
+        /// The user cancelled while the payment was in flight, and the ledger settled it as not paid.
+        case cancelledWhileSending(PaymentOffer, reason: String)
     }
 
     /// Where the flow is.
@@ -173,6 +207,8 @@ public struct PayerStateMachine: Sendable {
         case locking(PaymentOffer)
         /// Waiting for the payment's outcome.
         case sending(PaymentOffer)
+        /// Cancelled after the lock was granted; waiting for its release.
+        case unlocking(PaymentOffer)
         /// Over.
         case finished(Outcome)
     }
@@ -182,6 +218,10 @@ public struct PayerStateMachine: Sendable {
     /// Where the flow is.
     public private(set) var state: State = .idle
     private var selector: ProximitySelector
+    /// Whether the user cancelled while a lock or a payment was in flight.
+    private var cancelRequested = false
+    /// Sends made so far for the payment.
+    private var sendsMade = 0
 
     /// Creates a flow in ``State/idle``.
     public init(configuration: Configuration = Configuration()) {
@@ -237,19 +277,45 @@ public struct PayerStateMachine: Sendable {
             return finish(.failed(.cancelled))
 
         case (.locking(let offer), .locked):
+            if cancelRequested {
+                // Nothing was sent: give the lock back so the next payer need not wait for it to lapse.
+                state = .unlocking(offer)
+                return .unlock(sessionID: offer.sessionID)
+            }
             state = .sending(offer)
+            sendsMade = 1
             return .send(sessionID: offer.sessionID)
         case (.locking(let offer), .lockFailed(let reason)):
-            return finish(.failed(.lockFailed(offer, reason: reason)))
+            return finish(.failed(cancelRequested ? .cancelled : .lockFailed(offer, reason: reason)))
         case (.locking, .cancel):
-            // The lock, if granted, expires on its own; nothing was paid.
+            // The lock request is in flight: its answer says whether there is a lock to release.
+            cancelRequested = true
+            return .none
+
+        case (.unlocking, .unlocked), (.unlocking, .unlockFailed):
             return finish(.failed(.cancelled))
 
         case (.sending(let offer), .sent(let newBalanceCents)):
+            // Paid is paid, cancelled meanwhile or not.
             return finish(.paid(offer, newBalanceCents: newBalanceCents))
         case (.sending(let offer), .sendFailed(let reason)):
-            return finish(.failed(.sendFailed(offer, reason: reason)))
-        // A payment in flight cannot be called back: `.cancel` while sending is ignored and the outcome is awaited.
+            return finish(
+                .failed(
+                    cancelRequested
+                        ? .cancelledWhileSending(offer, reason: reason) : .sendFailed(offer, reason: reason)
+                )
+            )
+        case (.sending(let offer), .sendUnanswered(let reason)):
+            guard sendsMade < configuration.sendAttempts else {
+                return finish(.failed(.outcomeUnknown(offer, reason: reason)))
+            }
+            let delay = configuration.sendRetryDelay * (1 << min(sendsMade - 1, 16))
+            sendsMade += 1
+            return .retrySend(sessionID: offer.sessionID, after: delay)
+        case (.sending(let offer), .cancel) where !cancelRequested:
+            // A payment in flight cannot be called back: its outcome is settled with the same key.
+            cancelRequested = true
+            return .settle(offer)
 
         default:
             return .none

@@ -31,12 +31,29 @@ public struct ReceiverStateMachine: Sendable {
         /// The ledger judges expiry; a ``Event/tick`` ends the session locally only this long after ``ReceiverSession/expiresAt``,
         /// in case status updates stopped arriving, so a payment accepted at the last moment is still reported.
         public var expiryGrace: Duration
+        /// How many times a cancel the ledger did not confirm is sent in all before it is reported unconfirmed.
+        public var cancelAttempts: Int
+        /// The wait before the second cancel; each further wait doubles.
+        public var cancelRetryDelay: Duration
+        /// No cancel is retried once this long has passed since the first, however many attempts are left: a
+        /// person pressed Ctrl-C and is waiting.
+        public var cancelPatience: Duration
 
         /// Creates a configuration.
-        public init(recreateOnExpiry: Bool = false, maximumSessions: Int? = nil, expiryGrace: Duration = .seconds(5)) {
+        public init(
+            recreateOnExpiry: Bool = false,
+            maximumSessions: Int? = nil,
+            expiryGrace: Duration = .seconds(5),
+            cancelAttempts: Int = 4,
+            cancelRetryDelay: Duration = .milliseconds(500),
+            cancelPatience: Duration = .seconds(15)
+        ) {
             self.recreateOnExpiry = recreateOnExpiry
             self.maximumSessions = maximumSessions
             self.expiryGrace = expiryGrace
+            self.cancelAttempts = cancelAttempts
+            self.cancelRetryDelay = cancelRetryDelay
+            self.cancelPatience = cancelPatience
         }
     }
 
@@ -50,6 +67,19 @@ public struct ReceiverStateMachine: Sendable {
         case expired
         /// Cancelled on the server (by the payee elsewhere, or an operator).
         case cancelled
+    }
+
+    /// What the ledger said to a cancel, once the driver has asked (and, if the cancel got no answer, read the
+    /// session's status).
+    public enum CancelAnswer: Hashable, Sendable {
+        /// The session is cancelled: nobody can pay it any more.
+        case cancelled
+        /// The cancel was refused because the session is paid, or its status reads PAID.
+        case paid
+        /// The session expired unpaid before the cancel.
+        case expired
+        /// No confirmation: the ledger could not be reached or did not say. The session may still be paid.
+        case unconfirmed(reason: String)
     }
 
     /// What the driver reports.
@@ -68,6 +98,8 @@ public struct ReceiverStateMachine: Sendable {
         case tick
         /// The user stopped the receiver.
         case cancel
+        /// The ledger answered (or did not) the cancel of this session.
+        case cancelAnswered(sessionID: String, CancelAnswer)
     }
 
     /// What the driver must do next.
@@ -80,8 +112,12 @@ public struct ReceiverStateMachine: Sendable {
         case startAdvertising(EID)
         /// Stop advertising and stop watching, then create a new session.
         case stopAdvertisingAndCreateSession
-        /// Stop advertising and stop watching, cancel the session on the ledger, then report ``Outcome/cancelled``.
+        /// Stop advertising and stop watching, then cancel the session on the ledger (even though the caller was
+        /// cancelled) and send ``Event/cancelAnswered(sessionID:_:)``.
         case stopAdvertisingAndCancel(sessionID: String)
+        /// Wait `after`, then send the cancel again and report its answer; the wait must not be cut short by the
+        /// cancellation that started it.
+        case cancelAgain(sessionID: String, after: Duration)
         /// Stop advertising and stop watching, then report.
         case stopAdvertisingAndReport(Outcome)
         /// Report; the flow is over.
@@ -96,6 +132,9 @@ public struct ReceiverStateMachine: Sendable {
         case expired(ReceiverSession)
         /// The session was cancelled, here or on the server.
         case cancelled
+        /// The receiver was stopped but the ledger never confirmed the cancel: until it expires, the session may
+        /// still be paid.
+        case cancelUnconfirmed(ReceiverSession, reason: String)
         /// Creating a session failed.
         case createFailed(reason: String)
         /// Advertising failed.
@@ -110,6 +149,8 @@ public struct ReceiverStateMachine: Sendable {
         case creating
         /// Advertising the session's EID and watching its status.
         case advertising(ReceiverSession)
+        /// Stopped advertising; waiting for the ledger to confirm the cancel of this session.
+        case cancelling(ReceiverSession)
         /// Over.
         case finished(Outcome)
     }
@@ -120,6 +161,9 @@ public struct ReceiverStateMachine: Sendable {
     public private(set) var state: State = .idle
     /// Sessions created so far.
     public private(set) var sessionsCreated = 0
+    /// Cancels sent for the current session, and when the first was asked for.
+    private var cancelsSent = 0
+    private var cancelStartedAt: Duration = .zero
 
     /// Creates a flow in ``State/idle``.
     public init(configuration: Configuration = Configuration()) {
@@ -153,14 +197,40 @@ public struct ReceiverStateMachine: Sendable {
         case (.advertising(let session), .tick) where now >= session.expiresAt + configuration.expiryGrace:
             return expire(session)
         case (.advertising(let session), .cancel):
-            state = .finished(.cancelled)
+            state = .cancelling(session)
+            cancelsSent = 1
+            cancelStartedAt = now
             return .stopAdvertisingAndCancel(sessionID: session.sessionID)
         case (.advertising, .advertisingFailed(let reason)):
             return finish(.advertisingFailed(reason: reason), stoppingAdvertising: true)
 
+        // What the ledger says wins over what was asked: a paid session is reported paid.
+        case (.cancelling(let session), .cancelAnswered(let sessionID, let answer)) where sessionID == session.sessionID:
+            switch answer {
+            case .cancelled: return finish(.cancelled, stoppingAdvertising: false)
+            case .paid: return finish(.paid(session), stoppingAdvertising: false)
+            case .expired: return finish(.expired(session), stoppingAdvertising: false)
+            case .unconfirmed(let reason): return retryCancel(session, reason: reason, now: now)
+            }
+
         default:
             return .none
         }
+    }
+
+    private mutating func retryCancel(_ session: ReceiverSession, reason: String, now: Duration) -> Action {
+        // Past expiry and its grace, nobody can pay it any more: the ledger judges expiry the same way.
+        if now >= session.expiresAt + configuration.expiryGrace {
+            return finish(.expired(session), stoppingAdvertising: false)
+        }
+        let delay = configuration.cancelRetryDelay * (1 << min(cancelsSent - 1, 16))
+        guard cancelsSent < configuration.cancelAttempts,
+            now + delay - cancelStartedAt <= configuration.cancelPatience
+        else {
+            return finish(.cancelUnconfirmed(session, reason: reason), stoppingAdvertising: false)
+        }
+        cancelsSent += 1
+        return .cancelAgain(sessionID: session.sessionID, after: delay)
     }
 
     private mutating func expire(_ session: ReceiverSession) -> Action {

@@ -3,7 +3,8 @@ import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
 
-/// What the payer's flow needs from the person holding the device.
+/// What the payer's flow needs from the person holding the device. A question (``choose(from:)``, ``confirm(_:)``)
+/// still open when the flow is cancelled has its task cancelled and is waited for, so it must then return promptly.
 public protocol PayerInteraction: Sendable {
     /// Picks one of the ranked candidates when no terminal is clearly nearest; `nil` gives up.
     func choose(from candidates: [ProximityCandidate]) async -> EID?
@@ -11,11 +12,23 @@ public protocol PayerInteraction: Sendable {
     func confirm(_ offer: PaymentOffer) async -> Bool
     /// Shows a step.
     func progress(_ progress: Payer.Progress)
+    /// Says that the user cancelled while the payment may be in flight, so its outcome is being settled with the
+    /// ledger before it is reported.
+    func settling(_ offer: PaymentOffer)
+}
+
+extension PayerInteraction {
+    /// Says nothing.
+    public func settling(_ offer: PaymentOffer) {}
 }
 
 /// Drives the payer's flow over a radio, the ledger and the journal: scan, select the nearest terminal, resolve,
 /// confirm, lock, pay. The intent and its idempotency key are journaled before the lock, so a crash anywhere ends
 /// in exactly one payment or none once ``PaymentResumer`` has run.
+///
+/// Cancelling the task that runs the flow (Ctrl-C) is one more event for ``PayerStateMachine``: before the payment
+/// is sent, the flow stops, marks the journaled payment as never sent and releases a lock it holds; once the payment
+/// may have left, its outcome is settled with the same key and reported as the ledger gives it.
 public struct Payer: Sendable {
     /// A step worth showing.
     public enum Progress: Sendable, Hashable {
@@ -37,24 +50,20 @@ public struct Payer: Sendable {
     public struct Options: Sendable {
         /// What to scan for.
         public var filter: ScanFilter
-        /// The flow's rules: selector tunables, choice, pre-approval, amount limit, timeouts.
+        /// The flow's rules: selector tunables, choice, pre-approval, amount limit, timeouts, send retries.
         public var flow: PayerStateMachine.Configuration
         /// How often the selector is re-evaluated when no sighting arrives.
         public var tick: Duration
-        /// How many times a send whose outcome is unknown is retried (same key) before leaving it to a resume.
-        public var sendAttempts: Int
 
         /// Creates options.
         public init(
             filter: ScanFilter = ScanFilter(),
             flow: PayerStateMachine.Configuration = .init(),
-            tick: Duration = .milliseconds(100),
-            sendAttempts: Int = 4
+            tick: Duration = .milliseconds(100)
         ) {
             self.filter = filter
             self.flow = flow
             self.tick = tick
-            self.sendAttempts = sendAttempts
         }
     }
 
@@ -69,28 +78,84 @@ public struct Payer: Sendable {
         self.journal = journal
     }
 
-    /// Runs the flow to its end.
+    /// What reaches the flow's loop: an event for the machine, or an I/O step's error that ends the flow.
+    private enum Input: Sendable {
+        case event(PayerStateMachine.Event)
+        case failed(any Error)
+        case scanEnded
+    }
+
+    /// Runs the flow to its end. Cancelling the calling task cancels the payment as far as it still can be; the
+    /// outcome says how it ended.
     public func run(_ options: Options, interaction: some PayerInteraction) async throws -> PayerStateMachine.Outcome {
+        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
+        let interrupted = Latch()
+        // The flow runs in a task of its own that the caller's cancellation does not reach: the cancellation becomes
+        // an event the machine judges, so a lock or a payment in flight is never abandoned halfway.
+        let flow = Task {
+            try await drive(options, interaction, inputs: inputs, input: input, interrupted: interrupted)
+        }
+        return try await withTaskCancellationHandler {
+            try await flow.value
+        } onCancel: {
+            input.yield(.event(.cancel))
+            interrupted.fire()
+        }
+    }
+
+    private func drive(
+        _ options: Options,
+        _ interaction: some PayerInteraction,
+        inputs: AsyncStream<Input>,
+        input: AsyncStream<Input>.Continuation,
+        interrupted: Latch
+    ) async throws -> PayerStateMachine.Outcome {
         var machine = PayerStateMachine(configuration: options.flow)
-        var action = machine.receive(.start, now: await radio.now())
+        var scanning: [Task<Void, Never>] = []
+        var prompts: [Task<Void, Never>] = []
         var entry: PaymentJournal.Entry?
+        var heard = Set<EID>()
+        var lastSendFailure = ""
+        defer {
+            for task in scanning + prompts { task.cancel() }
+        }
+        /// Stops the prompts still open and waits for them, so nothing they print follows the outcome.
+        func closePrompts() async {
+            for prompt in prompts { prompt.cancel() }
+            for prompt in prompts { await prompt.value }
+            prompts = []
+        }
+        func stopScan() {
+            for task in scanning { task.cancel() }
+            scanning = []
+        }
+
+        var action = machine.receive(.start, now: await radio.now())
+        var iterator = inputs.makeAsyncIterator()
         while true {
-            let event: PayerStateMachine.Event
             switch action {
             case .none:
-                return .failed(.cancelled)
+                break
             case .startScan:
                 interaction.progress(.scanning)
-                (action, machine) = try await scan(options, machine, interaction)
-                continue
+                scanning = startScan(options, input)
             case .stopScanAndResolve(let eid), .resolve(let eid):
+                stopScan()
                 interaction.progress(.selected(eid))
-                event = await resolve(eid)
+                perform(input) { await resolve(eid) }
             case .stopScanAndPresentCandidates(let candidates):
-                event = await interaction.choose(from: candidates).map { .chose($0) } ?? .cancel
+                stopScan()
+                prompts.append(
+                    Task {
+                        let choice = await interaction.choose(from: candidates)
+                        input.yield(.event(choice.map { .chose($0) } ?? .cancel))
+                    }
+                )
             case .askConfirmation(let offer):
                 interaction.progress(.resolved(offer))
-                event = await interaction.confirm(offer) ? .confirmed : .declined
+                prompts.append(
+                    Task { input.yield(.event(await interaction.confirm(offer) ? .confirmed : .declined)) }
+                )
             case .lock(let sid):
                 guard case .locking(let offer) = machine.state else { return .failed(.cancelled) }
                 if options.flow.preApproved { interaction.progress(.resolved(offer)) }
@@ -102,63 +167,99 @@ public struct Payer: Sendable {
                     payeeName: offer.payeeName
                 )
                 entry = begun
-                do {
-                    try await ledger.lock(sid: sid)
-                    interaction.progress(.locked(offer))
-                    FaultInjection.crashIfRequested(at: .afterLock)
-                    event = .locked
-                } catch {
-                    try journal.markFailed(key: begun.key, reason: "\(error)")
-                    event = .lockFailed(reason: "\(error)")
+                perform(input) { try await lock(sid: sid, offer: offer, key: begun.key, interaction, interrupted) }
+            case .unlock(let sid):
+                // Nothing was sent under this key, and nothing will be: the next run must not resume it.
+                if let entry { try journal.markFailed(key: entry.key, reason: "cancelled before it was sent") }
+                perform(input) {
+                    do {
+                        try await ledger.unlock(sid: sid)
+                        return .unlocked
+                    } catch {
+                        return .unlockFailed(reason: "\(error)")
+                    }
                 }
             case .send(let sid):
                 guard let entry else { return .failed(.cancelled) }
-                event = try await send(sid: sid, key: entry.key, attempts: options.sendAttempts, interaction)
+                perform(input) {
+                    await FaultInjection.holdIfRequested(at: .holdBeforeSend) { await interrupted.wait() }
+                    return try await send(sid: sid, key: entry.key)
+                }
+            case .retrySend(let sid, let delay):
+                guard let entry else { return .failed(.cancelled) }
+                interaction.progress(.retrying(lastSendFailure))
+                let radio = self.radio
+                perform(input) {
+                    try? await radio.sleep(for: delay)
+                    return try await send(sid: sid, key: entry.key)
+                }
+            case .settle(let offer):
+                interaction.settling(offer)
             case .stopScanAndReport(let outcome), .report(let outcome):
+                stopScan()
+                await closePrompts()
                 return outcome
             }
-            action = machine.receive(event, now: await radio.now())
+            // Wait for the next input that matters; stale ones (a late sighting, a tick) are handed to the machine,
+            // which ignores what does not apply.
+            guard let next = await iterator.next() else { return .failed(.cancelled) }
+            switch next {
+            case .event(let event):
+                if case .sighting(let sighting) = event, case .scanning = machine.state,
+                    heard.insert(sighting.eid).inserted
+                {
+                    interaction.progress(.sighted(sighting))
+                }
+                if case .sendUnanswered(let reason) = event { lastSendFailure = reason }
+                action = machine.receive(event, now: await radio.now())
+            case .failed(let error):
+                throw error
+            case .scanEnded:
+                guard case .scanning = machine.state else {
+                    action = .none
+                    continue
+                }
+                throw PayerError.scanEnded
+            }
         }
     }
 
-    /// Scans until the machine decides; returns its action and state.
-    private func scan(
-        _ options: Options,
-        _ machine: PayerStateMachine,
-        _ interaction: some PayerInteraction
-    ) async throws -> (PayerStateMachine.Action, PayerStateMachine) {
-        var machine = machine
-        let sightings = try await radio.scan(options.filter)
-        let (inputs, continuation) = AsyncStream.makeStream(
-            of: PayerStateMachine.Event.self,
-            bufferingPolicy: .bufferingNewest(256)
-        )
+    /// Runs one I/O step in a task of its own and feeds its event (or its error) back to the loop.
+    private func perform(
+        _ input: AsyncStream<Input>.Continuation,
+        _ step: @escaping @Sendable () async throws -> PayerStateMachine.Event
+    ) {
+        Task {
+            do {
+                input.yield(.event(try await step()))
+            } catch {
+                input.yield(.failed(error))
+            }
+        }
+    }
+
+    /// Starts the scan and its ticker; both feed the loop until cancelled.
+    private func startScan(_ options: Options, _ input: AsyncStream<Input>.Continuation) -> [Task<Void, Never>] {
         let radio = self.radio
         let tick = options.tick
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for try await sighting in sightings { continuation.yield(.sighting(sighting)) }
-                continuation.finish()
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    try await radio.sleep(for: tick)
-                    continuation.yield(.tick)
+        let filter = options.filter
+        let sightings = Task {
+            do {
+                for try await sighting in try await radio.scan(filter) {
+                    input.yield(.event(.sighting(sighting)))
                 }
+                if !Task.isCancelled { input.yield(.scanEnded) }
+            } catch {
+                if !Task.isCancelled { input.yield(.failed(error)) }
             }
-            defer { group.cancelAll() }
-            var heard = Set<EID>()
-            for await input in inputs {
-                if case .sighting(let sighting) = input, heard.insert(sighting.eid).inserted {
-                    interaction.progress(.sighted(sighting))
-                }
-                let now = await radio.now()
-                let action = machine.receive(input, now: now)
-                if action != .none { return (action, machine) }
-            }
-            if Task.isCancelled { return (machine.receive(.cancel, now: await radio.now()), machine) }
-            throw PayerError.scanEnded
         }
+        let ticker = Task {
+            while !Task.isCancelled {
+                do { try await radio.sleep(for: tick) } catch { return }
+                input.yield(.event(.tick))
+            }
+        }
+        return [sightings, ticker]
     }
 
     private func resolve(_ eid: EID) async -> PayerStateMachine.Event {
@@ -178,33 +279,39 @@ public struct Payer: Sendable {
         }
     }
 
-    /// Sends with the journaled key, retrying transport failures with the same key; the server runs it at most once.
-    private func send(
+    private func lock(
         sid: String,
+        offer: PaymentOffer,
         key: String,
-        attempts: Int,
-        _ interaction: some PayerInteraction
+        _ interaction: some PayerInteraction,
+        _ interrupted: Latch
     ) async throws -> PayerStateMachine.Event {
-        var delay = Duration.milliseconds(200)
-        for attempt in 1...max(1, attempts) {
-            do {
-                let result = try await ledger.send(sid: sid, idempotencyKey: key)
-                FaultInjection.crashIfRequested(at: .afterSend)
-                try journal.markPaid(key: key, newBalanceCents: result.newBalanceCents)
-                return .sent(newBalanceCents: result.newBalanceCents)
-            } catch let error where PaymentResumer.isFinal(error) {
-                try journal.markFailed(key: key, reason: "\(error)")
-                return .sendFailed(reason: "\(error)")
-            } catch {
-                guard attempt < attempts else {
-                    return .sendFailed(reason: "outcome unknown (\(error)); it will be resumed with the same key")
-                }
-                interaction.progress(.retrying("\(error)"))
-                try await Task.sleep(for: delay)
-                delay *= 2
-            }
+        do {
+            try await ledger.lock(sid: sid)
+        } catch {
+            try journal.markFailed(key: key, reason: "\(error)")
+            return .lockFailed(reason: "\(error)")
         }
-        return .sendFailed(reason: "outcome unknown")
+        interaction.progress(.locked(offer))
+        FaultInjection.crashIfRequested(at: .afterLock)
+        await FaultInjection.holdIfRequested(at: .holdAfterLock) { await interrupted.wait() }
+        return .locked
+    }
+
+    /// Sends once with the journaled key and records a definite answer; the server runs the key at most once.
+    private func send(sid: String, key: String) async throws -> PayerStateMachine.Event {
+        do {
+            let result = try await ledger.send(sid: sid, idempotencyKey: key)
+            FaultInjection.crashIfRequested(at: .afterSend)
+            try journal.markPaid(key: key, newBalanceCents: result.newBalanceCents)
+            return .sent(newBalanceCents: result.newBalanceCents)
+        } catch let error where PaymentResumer.isFinal(error) {
+            try journal.markFailed(key: key, reason: "\(error)")
+            return .sendFailed(reason: "\(error)")
+        } catch {
+            // The entry stays pending: `PaymentResumer` settles it with the same key if no retry does.
+            return .sendUnanswered(reason: "\(error)")
+        }
     }
 }
 

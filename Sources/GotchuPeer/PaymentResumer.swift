@@ -51,9 +51,20 @@ public struct PaymentResumer: Sendable {
             return .failed(entry, reason: "\(error)")
         } catch let error where Self.isFinal(error) {
             try journal.markFailed(key: entry.key, reason: "\(error)")
+            await releaseLock(entry.sid, after: error)
             return .failed(entry, reason: "\(error)")
         } catch {
             return .stillPending(entry, reason: "\(error)")
+        }
+    }
+
+    /// Gives back the lock a refused resume may hold (the crashed run's, or the one taken to resend), so the session
+    /// is free for the next payer at once rather than when the lock lapses. Best effort: the lock lapses anyway.
+    private func releaseLock(_ sid: String, after refusal: any Error) async {
+        switch (refusal as? LedgerClientError)?.problemKind {
+        // The session is over or gone: there is no lock to release.
+        case .sessionExpired?, .sessionCancelled?, .sessionAlreadyPaid?, .sessionNotFound?: return
+        default: try? await ledger.unlock(sid: sid)
         }
     }
 

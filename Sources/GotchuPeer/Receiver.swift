@@ -54,7 +54,9 @@ public struct Receiver: Sendable {
         self.ledger = ledger
     }
 
-    /// Runs the flow until it ends. Cancelling the calling task cancels the session on the ledger.
+    /// Runs the flow until it ends. Cancelling the calling task cancels the session on the ledger and reports what
+    /// the ledger says: ``ReceiverStateMachine/Outcome/paid(_:)`` if it was paid first,
+    /// ``ReceiverStateMachine/Outcome/cancelUnconfirmed(_:reason:)`` if no cancel could be confirmed.
     public func run(
         _ options: Options,
         progress: @escaping @Sendable (Progress) -> Void = { _ in }
@@ -62,6 +64,7 @@ public struct Receiver: Sendable {
         var machine = ReceiverStateMachine(configuration: options.flow)
         var action = machine.receive(.start, now: await radio.now())
         var current: ReceiverSession?
+        var answer = ReceiverStateMachine.CancelAnswer.cancelled
         while true {
             switch action {
             case .none:
@@ -77,12 +80,48 @@ public struct Receiver: Sendable {
                 action = machine.receive(await advertise(session, options, progress), now: await radio.now())
             case .stopAdvertisingAndCancel(let sid):
                 // The caller was cancelled; the ledger client does not pass that on, so this request still goes out.
-                try? await ledger.cancel(sid: sid)
-                return .cancelled
+                answer = await cancel(sid)
+                action = machine.receive(.cancelAnswered(sessionID: sid, answer), now: await radio.now())
+            case .cancelAgain(let sid, let delay):
+                if case .unconfirmed(let reason) = answer { progress(.ledgerUnreachable(reason)) }
+                await sleepThroughCancellation(delay)
+                answer = await cancel(sid)
+                action = machine.receive(.cancelAnswered(sessionID: sid, answer), now: await radio.now())
             case .stopAdvertisingAndReport(let outcome), .report(let outcome):
                 return outcome
             }
         }
+    }
+
+    /// Asks the ledger to cancel `sid`; without an answer, reads its status, which may still say how it ended.
+    private func cancel(_ sid: String) async -> ReceiverStateMachine.CancelAnswer {
+        do {
+            try await ledger.cancel(sid: sid)
+            return .cancelled
+        } catch {
+            switch error.problemKind {
+            case .sessionAlreadyPaid?: return .paid
+            case .sessionExpired?: return .expired
+            case .sessionCancelled?: return .cancelled
+            default: break
+            }
+            if let status = try? await ledger.session(sid: sid) {
+                switch status.status {
+                case .paid: return .paid
+                case .cancelled: return .cancelled
+                case .expired: return .expired
+                case .created, .advertising, .locked: break
+                }
+            }
+            return .unconfirmed(reason: "\(error)")
+        }
+    }
+
+    /// Waits on the radio's clock even though the calling task is cancelled: the wait between two cancels is the
+    /// cancellation's own work.
+    private func sleepThroughCancellation(_ duration: Duration) async {
+        let radio = self.radio
+        await Task { try? await radio.sleep(for: duration) }.value
     }
 
     private func create(
@@ -126,6 +165,7 @@ public struct Receiver: Sendable {
         _ progress: @Sendable (Progress) -> Void
     ) async -> ReceiverStateMachine.Event {
         var locked = false
+        var firstRead = true
         while !Task.isCancelled {
             do {
                 let status = try await ledger.session(sid: session.sessionID)
@@ -143,6 +183,10 @@ public struct Receiver: Sendable {
                 if Task.isCancelled { break }
                 progress(.ledgerUnreachable("\(error)"))
             }
+            if firstRead {
+                firstRead = false
+                await FaultInjection.holdIfRequested(at: .holdWatching) { await Self.untilCancelled() }
+            }
             // The ledger judges expiry; past the grace period the machine ends the session even without its word.
             if await radio.now() >= session.expiresAt + options.flow.expiryGrace { return .tick }
             do {
@@ -152,5 +196,9 @@ public struct Receiver: Sendable {
             }
         }
         return .cancel
+    }
+
+    private static func untilCancelled() async {
+        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
     }
 }

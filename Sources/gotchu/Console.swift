@@ -62,7 +62,12 @@ struct Console: Sendable {
         case .declined: return "declined; nothing was paid"
         case .lockFailed(let offer, let reason): return "could not lock \(offer.payeeName)'s session: \(reason)"
         case .sendFailed(let offer, let reason): return "paying \(offer.payeeName) failed: \(reason)"
+        case .outcomeUnknown(let offer, let reason):
+            return "the payment of \(Money.format(offer.amountCents)) to \(offer.payeeName) got no answer (\(reason)); "
+                + "it is still pending: run `gotchu pay` again to settle it with the same key"
         case .cancelled: return "cancelled; nothing was paid"
+        case .cancelledWhileSending(_, let reason):
+            return "cancelled; nothing was paid (the ledger refused it: \(reason))"
         }
     }
 }
@@ -92,10 +97,53 @@ struct TerminalInteraction: PayerInteraction {
 
     func progress(_ progress: Payer.Progress) { console.payer(progress) }
 
-    /// Reads a line without blocking the cooperative pool; `nil` at end of input.
+    func settling(_ offer: PaymentOffer) {
+        console.line("interrupted while paying; settling the payment's outcome with the ledger…")
+    }
+
+    /// Reads a line without blocking the cooperative pool; `nil` at end of input or when the task is cancelled
+    /// (Ctrl-C), which does not wait for the line.
     private func ask(_ prompt: String) async -> String? {
         FileHandle.standardOutput.write(Data(prompt.utf8))
-        return await Task.detached { readLine()?.trimmingCharacters(in: .whitespaces) }.value
+        let answer = PromptAnswer()
+        let line = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                answer.wait(with: continuation)
+                // A thread of its own: the read blocks until a line comes, and is abandoned if none is needed.
+                Thread.detachNewThread { answer.give(readLine()?.trimmingCharacters(in: .whitespaces)) }
+            }
+        } onCancel: {
+            answer.give(nil)
+        }
+        // The prompt has no newline of its own: end its line before anything else is said.
+        if Task.isCancelled { console.line("") }
+        return line
+    }
+}
+
+/// The answer to a prompt: the first of the line read and the cancellation wins.
+private final class PromptAnswer: @unchecked Sendable {
+    // Unchecked: the state is guarded by `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<String?, Never>?
+    private var answer: String??
+
+    func wait(with continuation: CheckedContinuation<String?, Never>) {
+        let given: String?? = lock.withLock {
+            if answer == nil { self.continuation = continuation }
+            return answer
+        }
+        if let given { continuation.resume(returning: given) }
+    }
+
+    func give(_ line: String?) {
+        let waiting: CheckedContinuation<String?, Never>? = lock.withLock {
+            guard answer == nil else { return nil }
+            answer = .some(line)
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(returning: line)
     }
 }
 

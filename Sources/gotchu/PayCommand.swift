@@ -16,6 +16,12 @@ struct PayCommand: AsyncParsableCommand {
             idempotency key before it is sent. If a previous run was interrupted, `gotchu pay` first \
             finishes those payments with their own keys, so each ends exactly once, and stops there.
 
+            Ctrl-C before the payment is sent stops it (a lock taken is released). Once the payment is \
+            on its way it cannot be called back: its outcome is settled with the ledger and reported.
+
+            Exit status: 0 paid, 1 not paid (refused, declined, nothing near…), 130 cancelled with \
+            nothing paid, 4 still pending (no answer from the ledger; run `gotchu pay` again).
+
             Examples:
               gotchu pay                          # scan through BlueZ, confirm, pay
               gotchu pay --radio sim --yes --max-amount 20.00
@@ -54,6 +60,10 @@ struct PayCommand: AsyncParsableCommand {
         let resumed = try await PaymentResumer(ledger: ledger, journal: journal).resumeAll()
         if !resumed.isEmpty {
             for result in resumed { output.resumed(result) }
+            if resumed.contains(where: { if case .stillPending = $0 { true } else { false } }) {
+                throw ExitCode(Self.pendingStatus)
+            }
+            if resumed.contains(where: { if case .failed = $0 { true } else { false } }) { throw ExitCode.failure }
             return
         }
         var flow = PayerStateMachine.Configuration()
@@ -77,7 +87,19 @@ struct PayCommand: AsyncParsableCommand {
                 "paid \(Money.format(offer.amountCents)) to \(offer.payeeName); new balance \(Money.format(balance))"
             )
         case .failed(let failure):
-            throw CLIError(Console.describe(failure))
+            switch failure {
+            case .cancelled, .cancelledWhileSending:
+                output.line(Console.describe(failure))
+                throw ExitCode(130)
+            case .outcomeUnknown:
+                output.line(Console.describe(failure))
+                throw ExitCode(Self.pendingStatus)
+            default:
+                throw CLIError(Console.describe(failure))
+            }
         }
     }
+
+    /// The exit status of a payment whose outcome the ledger has not given yet.
+    static let pendingStatus: Int32 = 4
 }

@@ -10,7 +10,12 @@ struct ReceiveCommand: AsyncParsableCommand {
         discussion: """
             Log in first with `gotchu login`. The session expires after the server's session lifetime \
             (5 minutes by default); --recreate starts a new one each time until paid. Ctrl-C cancels \
-            the session.
+            the session and reports what the ledger says: paid if it was paid first (exit 0), \
+            cancelled (exit 130), or, when the ledger cannot confirm the cancel, that the session may \
+            still be paid until it expires (exit 4).
+
+            Exit status: 0 paid, 2 expired unpaid, 130 cancelled, 4 cancel not confirmed by the ledger, \
+            1 any other failure.
 
             Examples:
               gotchu receive --amount 12.50                # advertise through BlueZ
@@ -47,6 +52,15 @@ struct ReceiveCommand: AsyncParsableCommand {
         case .cancelled:
             output.line("cancelled")
             throw ExitCode(130)
+        case .cancelUnconfirmed(let session, let reason):
+            // The session's expiry is held on the radio's clock; bring it back to the wall clock to show it.
+            let remaining = session.expiresAt - (await radio.now())
+            let expiresAt = Date(timeIntervalSinceNow: Double(remaining.components.seconds))
+            output.line(
+                "could not confirm the cancel (\(reason)); the session may still be paid until it expires at "
+                    + expiresAt.formatted(.iso8601)
+            )
+            throw ExitCode(4)
         case .createFailed(let reason):
             throw CLIError("could not create a session: \(reason)")
         case .advertisingFailed(let reason):

@@ -210,10 +210,43 @@ import Testing
         )
     }
 
-    @Test func cancelWhileLocking() {
+    @Test func cancelWhileLockingReleasesTheLockOnceGrantedAndSendsNothing() {
         var machine = machineAtConfirming()
         _ = machine.receive(.confirmed, now: .seconds(2))
+        // The lock request is in flight: its answer decides whether there is a lock to release.
+        #expect(machine.receive(.cancel, now: .seconds(2)) == .none)
+        #expect(machine.state == .locking(offer))
+        #expect(machine.receive(.locked, now: .seconds(3)) == .unlock(sessionID: Self.sid))
+        #expect(machine.state == .unlocking(offer))
+        #expect(machine.receive(.cancel, now: .seconds(3)) == .none)
+        #expect(machine.receive(.sent(newBalanceCents: 0), now: .seconds(3)) == .none)
+        #expect(machine.receive(.unlocked, now: .seconds(3)) == .report(.failed(.cancelled)))
+    }
+
+    @Test func cancelWhileLockingWhenTheLockIsRefused() {
+        var machine = machineAtConfirming()
+        _ = machine.receive(.confirmed, now: .seconds(2))
+        _ = machine.receive(.cancel, now: .seconds(2))
+        #expect(
+            machine.receive(.lockFailed(reason: "session-locked"), now: .seconds(3)) == .report(.failed(.cancelled))
+        )
+    }
+
+    @Test func aReleaseThatFailsStillEndsCancelled() {
+        var machine = machineAtConfirming()
+        _ = machine.receive(.confirmed, now: .seconds(2))
+        _ = machine.receive(.cancel, now: .seconds(2))
+        _ = machine.receive(.locked, now: .seconds(2))
+        #expect(
+            machine.receive(.unlockFailed(reason: "cannot reach the server"), now: .seconds(3))
+                == .report(.failed(.cancelled))
+        )
+    }
+
+    @Test func cancelBeforeTheLockWasAskedForSendsNothing() {
+        var machine = machineAtConfirming()
         #expect(machine.receive(.cancel, now: .seconds(2)) == .report(.failed(.cancelled)))
+        #expect(machine.receive(.confirmed, now: .seconds(2)) == .none)
         #expect(machine.receive(.locked, now: .seconds(2)) == .none)
     }
 
@@ -225,12 +258,76 @@ import Testing
         )
     }
 
-    @Test func cancelWhileSendingIsIgnored() {
+    @Test func cancelWhileSendingSettlesAndPaidIsPaid() {
         var machine = machineAtSending()
-        #expect(machine.receive(.cancel, now: .seconds(3)) == .none)
+        #expect(machine.receive(.cancel, now: .seconds(3)) == .settle(offer))
         #expect(machine.state == .sending(offer))
+        #expect(machine.receive(.cancel, now: .seconds(3)) == .none)
         #expect(
             machine.receive(.sent(newBalanceCents: 0), now: .seconds(3)) == .report(.paid(offer, newBalanceCents: 0))
+        )
+    }
+
+    @Test func cancelWhileSendingThenARefusalIsACancelWithNothingPaid() {
+        var machine = machineAtSending()
+        _ = machine.receive(.cancel, now: .seconds(3))
+        #expect(
+            machine.receive(.sendFailed(reason: "session-cancelled"), now: .seconds(3))
+                == .report(.failed(.cancelledWhileSending(offer, reason: "session-cancelled")))
+        )
+    }
+
+    @Test func anUnansweredSendIsRetriedWithTheSameKeyWithBackoffThenReportedUnknown() {
+        var configuration = PayerStateMachine.Configuration()
+        configuration.sendAttempts = 4
+        configuration.sendRetryDelay = .milliseconds(200)
+        var machine = PayerStateMachine(configuration: configuration)
+        _ = machine.receive(.start, now: .zero)
+        _ = scanNear(&machine)
+        _ = machine.receive(.resolved(sessionID: Self.sid, amountCents: 1250, payeeName: "Corner Café"), now: .zero)
+        _ = machine.receive(.confirmed, now: .seconds(1))
+        #expect(machine.receive(.locked, now: .seconds(1)) == .send(sessionID: Self.sid))
+        var now = Duration.seconds(1)
+        var waits: [Duration] = []
+        while case .retrySend(let sid, let wait) = machine.receive(.sendUnanswered(reason: "timed out"), now: now) {
+            #expect(sid == Self.sid)
+            waits.append(wait)
+            now += wait
+        }
+        #expect(waits == [.milliseconds(200), .milliseconds(400), .milliseconds(800)])
+        #expect(machine.state == .finished(.failed(.outcomeUnknown(offer, reason: "timed out"))))
+    }
+
+    @Test func aCancelDuringRetriesKeepsSettlingUntilTheLedgerAnswers() {
+        var machine = machineAtSending()
+        #expect(
+            machine.receive(.sendUnanswered(reason: "503"), now: .seconds(3))
+                == .retrySend(sessionID: Self.sid, after: .milliseconds(200))
+        )
+        #expect(machine.receive(.cancel, now: .milliseconds(3_100)) == .settle(offer))
+        #expect(
+            machine.receive(.sendUnanswered(reason: "503"), now: .milliseconds(3_300))
+                == .retrySend(sessionID: Self.sid, after: .milliseconds(400))
+        )
+        #expect(
+            machine.receive(.sent(newBalanceCents: 10), now: .milliseconds(3_800))
+                == .report(.paid(offer, newBalanceCents: 10))
+        )
+    }
+
+    @Test func aCancelledPaymentWithoutAnswerIsReportedUnknownNotCancelled() {
+        var configuration = PayerStateMachine.Configuration()
+        configuration.sendAttempts = 1
+        var machine = PayerStateMachine(configuration: configuration)
+        _ = machine.receive(.start, now: .zero)
+        _ = scanNear(&machine)
+        _ = machine.receive(.resolved(sessionID: Self.sid, amountCents: 1250, payeeName: "Corner Café"), now: .zero)
+        _ = machine.receive(.confirmed, now: .seconds(1))
+        _ = machine.receive(.locked, now: .seconds(1))
+        _ = machine.receive(.cancel, now: .seconds(1))
+        #expect(
+            machine.receive(.sendUnanswered(reason: "down"), now: .seconds(2))
+                == .report(.failed(.outcomeUnknown(offer, reason: "down")))
         )
     }
 

@@ -70,7 +70,92 @@ import Testing
     @Test func cancelCancelsTheSession() {
         var machine = advertising()
         #expect(machine.receive(.cancel, now: .seconds(5)) == .stopAdvertisingAndCancel(sessionID: "s-1"))
+        #expect(machine.state == .cancelling(Self.first))
+        // Nothing is reported before the ledger has answered.
+        #expect(machine.receive(.cancel, now: .seconds(5)) == .none)
+        #expect(machine.receive(.tick, now: .seconds(100)) == .none)
+        #expect(machine.receive(.cancelAnswered(sessionID: "s-1", .cancelled), now: .seconds(5)) == .report(.cancelled))
         #expect(machine.state == .finished(.cancelled))
+    }
+
+    @Test func paidWinsOverTheCancel() {
+        var machine = advertising()
+        _ = machine.receive(.cancel, now: .seconds(5))
+        #expect(
+            machine.receive(.cancelAnswered(sessionID: "s-1", .paid), now: .seconds(5)) == .report(.paid(Self.first))
+        )
+        #expect(machine.state == .finished(.paid(Self.first)))
+    }
+
+    @Test func expiredBeforeTheCancel() {
+        var machine = advertising()
+        _ = machine.receive(.cancel, now: .seconds(59))
+        #expect(
+            machine.receive(.cancelAnswered(sessionID: "s-1", .expired), now: .seconds(60))
+                == .report(.expired(Self.first))
+        )
+    }
+
+    @Test func anAnswerAboutAnotherSessionIsIgnored() {
+        var machine = advertising()
+        _ = machine.receive(.cancel, now: .seconds(5))
+        #expect(machine.receive(.cancelAnswered(sessionID: "s-0", .paid), now: .seconds(5)) == .none)
+        #expect(machine.state == .cancelling(Self.first))
+    }
+
+    @Test func anUnconfirmedCancelIsRetriedWithBackoffThenReportedUnconfirmed() {
+        var machine = advertising(.init(cancelAttempts: 4, cancelRetryDelay: .milliseconds(500)))
+        var now = Duration.seconds(5)
+        #expect(machine.receive(.cancel, now: now) == .stopAdvertisingAndCancel(sessionID: "s-1"))
+        var waits: [Duration] = []
+        while case .cancelAgain(let sid, let wait) = machine.receive(
+            .cancelAnswered(sessionID: "s-1", .unconfirmed(reason: "cannot reach the server")),
+            now: now
+        ) {
+            #expect(sid == "s-1")
+            waits.append(wait)
+            now += wait
+        }
+        #expect(waits == [.milliseconds(500), .seconds(1), .seconds(2)])
+        #expect(machine.state == .finished(.cancelUnconfirmed(Self.first, reason: "cannot reach the server")))
+    }
+
+    @Test func aRetriedCancelThatGetsThroughEndsTheUsualWay() {
+        var machine = advertising()
+        _ = machine.receive(.cancel, now: .seconds(5))
+        #expect(
+            machine.receive(.cancelAnswered(sessionID: "s-1", .unconfirmed(reason: "503")), now: .seconds(5))
+                == .cancelAgain(sessionID: "s-1", after: .milliseconds(500))
+        )
+        // The first cancel did go through, its answer was lost: the second finds the session paid.
+        #expect(
+            machine.receive(.cancelAnswered(sessionID: "s-1", .paid), now: .milliseconds(5_600))
+                == .report(.paid(Self.first))
+        )
+    }
+
+    @Test func retriesStopWhenPatienceRunsOut() {
+        // Requests that time out take long: the next wait would end past the patience.
+        var machine = advertising(
+            .init(cancelAttempts: 10, cancelRetryDelay: .seconds(1), cancelPatience: .seconds(15))
+        )
+        _ = machine.receive(.cancel, now: .seconds(5))
+        let unconfirmed = ReceiverStateMachine.Event.cancelAnswered(sessionID: "s-1", .unconfirmed(reason: "timeout"))
+        #expect(machine.receive(unconfirmed, now: .seconds(15)) == .cancelAgain(sessionID: "s-1", after: .seconds(1)))
+        #expect(machine.receive(unconfirmed, now: .seconds(18)) == .cancelAgain(sessionID: "s-1", after: .seconds(2)))
+        #expect(
+            machine.receive(unconfirmed, now: .seconds(29))
+                == .report(.cancelUnconfirmed(Self.first, reason: "timeout"))
+        )
+    }
+
+    @Test func anUnconfirmedCancelPastExpiryAndGraceIsAnExpiry() {
+        var machine = advertising(.init(expiryGrace: .seconds(5)))
+        _ = machine.receive(.cancel, now: .seconds(58))
+        #expect(
+            machine.receive(.cancelAnswered(sessionID: "s-1", .unconfirmed(reason: "down")), now: .seconds(65))
+                == .report(.expired(Self.first))
+        )
     }
 
     @Test func cancelledOnTheServer() {
