@@ -71,6 +71,7 @@ struct RadioOptions: ParsableArguments {
     /// A device on the simulated air shared by processes on this machine.
     static func simulatedRadio(air: URL?, role: Role, at position: Position) async throws -> any Radio {
         let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
+        if let air { try prepareAirDirectory(air) }
         return try await SharedAirRadio(
             directory: air ?? defaultAirDirectory,
             peer: SimulatedPeer(name: name, at: position),
@@ -86,6 +87,31 @@ struct RadioOptions: ParsableArguments {
             throw CLIError(
                 "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"
             )
+        }
+    }
+
+    /// Makes sure a chosen air directory exists: an existing directory is used as it is; a missing one is created
+    /// owner-only (0700) if its parent exists, and nothing else is ever created, so a mistyped path fails here
+    /// instead of growing a tree somewhere unexpected.
+    static func prepareAirDirectory(_ directory: URL) throws {
+        let path = directory.path
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            // lstat, then stat: a symbolic link to a directory is accepted, one to anything else is not.
+            guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+                throw CLIError("--air \(path) exists but is not a directory")
+            }
+            return
+        }
+        let parent = directory.deletingLastPathComponent().path
+        var parentStatus = stat()
+        guard stat(parent, &parentStatus) == 0, parentStatus.st_mode & S_IFMT == S_IFDIR else {
+            throw CLIError(
+                "--air \(path): the directory \(parent) does not exist; create it first (only the last part is created)"
+            )
+        }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+            throw CLIError("--air \(path): cannot create the directory: \(String(cString: strerror(errno)))")
         }
     }
 
