@@ -54,7 +54,7 @@ struct TokenCacheTests {
         #expect(files == ["token-http-127.0.0.1-\(port).json"])
     }
 
-    @Test("The default port is filled in: http://host and http://host:80 are one origin, https://host:80 another")
+    @Test("Default ports are filled in and hosts lowercased; another scheme or punctuation is another origin")
     func defaultPort() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
@@ -67,21 +67,19 @@ struct TokenCacheTests {
                 "token-http-127.0.0.1-\(try #require(URL(string: url)?.port)).json"
             )
         )
-        // A token cached for http://example.invalid (port 80): found for :80, not for https on port 80.
+        // Tokens planted for http://example.invalid (port 80) and https://pay.example.invalid (port 443). Found for
+        // the same origins however written; not for another scheme, nor for a host differing in punctuation.
         try cached.write(to: config.appendingPathComponent("token-http-example.invalid-80.json"))
-        let (_, _, sameError) = try await attempt(
-            processes,
-            ["wallet", "--server", "http://example.invalid:80"],
-            user: "alice"
-        )
-        #expect(!sameError.contains("not logged in"), "\(sameError)")
-        let (status, _, otherError) = try await attempt(
-            processes,
-            ["wallet", "--server", "https://example.invalid:80"],
-            user: "alice"
-        )
-        #expect(status != 0)
-        #expect(otherError.contains("not logged in"), "\(otherError)")
+        try cached.write(to: config.appendingPathComponent("token-https-pay.example.invalid-443.json"))
+        for same in ["http://example.invalid", "http://example.invalid:80/", "https://PAY.example.invalid:443"] {
+            let (_, _, error) = try await attempt(processes, ["wallet", "--server", same], user: "alice")
+            #expect(!error.contains("not logged in"), "\(same): \(error)")
+        }
+        for other in ["https://example.invalid:80", "https://pay-example.invalid", "http://pay.example.invalid:443"] {
+            let (status, _, error) = try await attempt(processes, ["wallet", "--server", other], user: "alice")
+            #expect(status != 0)
+            #expect(error.contains("not logged in"), "\(other): \(error)")
+        }
     }
 }
 
