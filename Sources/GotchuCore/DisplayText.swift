@@ -76,10 +76,16 @@ public enum DisplayText {
                 piece = "\\" + String(scalar)
                 width = 2
                 previousWasBase = true
-            } else if isMark(scalar) {
-                // A mark joins the character before it; at the start (or after an escape) it would join the
-                // quote or the escape's brace and change how they look. A long run of marks stacks over the lines
-                // around it, and would escape the length bound: beyond a few, they are shown escaped.
+            } else if joinsNext(scalar) {
+                // A prepended character (U+0D4E) joins the character after it: the closing quote, or whatever
+                // follows the name in the sentence.
+                piece = "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                width = piece.count
+                previousWasBase = false
+            } else if joinsPrevious(scalar) {
+                // A mark (or an emoji modifier) joins the character before it; at the start (or after an escape)
+                // it would join the quote or the escape's brace and change how they look. A long run of them
+                // stacks over the lines around it and escapes the length bound: beyond a few, they are escaped.
                 marks += 1
                 if previousWasBase && marks <= maximumMarks {
                     piece = String(scalar)
@@ -87,12 +93,13 @@ public enum DisplayText {
                 } else {
                     piece = "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
                     width = piece.count
+                    previousWasBase = false
                 }
             } else {
                 piece = String(scalar)
                 previousWasBase = true
             }
-            if !isMark(scalar) { marks = 0 }
+            if width > 0 { marks = 0 }
             if shown + width > limit {
                 result += "…"
                 return result
@@ -107,10 +114,21 @@ public enum DisplayText {
     /// Tibetan) stay within it.
     static let maximumMarks = 8
 
-    private static func isMark(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.properties.generalCategory {
-        case .nonspacingMark, .spacingMark, .enclosingMark: return true
-        default: return false
-        }
+    /// Whether `scalar` extends the character before it into one (a combining mark, an emoji modifier).
+    private static func joinsPrevious(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII { return false }
+        var pair = String.UnicodeScalarView()
+        pair.append("a")
+        pair.append(scalar)
+        return String(pair).count == 1
+    }
+
+    /// Whether `scalar` joins the character after it into one (a prepended concatenation mark).
+    private static func joinsNext(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII { return false }
+        var pair = String.UnicodeScalarView()
+        pair.append(scalar)
+        pair.append("a")
+        return String(pair).count == 1
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import GotchuCore
 import Testing
 
@@ -54,7 +55,11 @@ struct DisplayTextTests {
     @Test("A combining mark at the start would join the opening quote: escaped; after a letter it stays")
     func leadingMarks() {
         #expect(DisplayText.quoted("\u{301}bob") == #""\u{301}bob""#)
+        #expect(DisplayText.quoted("\u{1F3FB}bob") == #""\u{1F3FB}bob""#)  // an emoji modifier
         #expect(DisplayText.quoted("b\u{301}ob") == "\"b\u{301}ob\"")
+        #expect(DisplayText.quoted("\u{1F44D}\u{1F3FB}") == "\"\u{1F44D}\u{1F3FB}\"")
+        // A prepended mark would join the closing quote.
+        #expect(DisplayText.quoted("bob\u{D4E}") == #""bob\u{D4E}""#)
     }
 
     @Test("Very long text is cut with an ellipsis, escapes included in the count")
@@ -94,5 +99,43 @@ struct DisplayTextTests {
         )
         let plain = PaymentOffer(eid: eid, sessionID: "s", amountCents: 1, payeeName: "bob")
         #expect(plain.payeeDescription == "\"bob\"")
+    }
+
+    @Test("Whatever the text, what is shown holds no unsafe character, stays bounded and keeps its quotes closed")
+    func anyText() {
+        var generator = SplitMix64(seed: 0x5AFE)
+        // Ordinary letters mixed with every kind of character the renderer must catch.
+        let pool: [ClosedRange<UInt32>] = [
+            0x20...0x7E, 0x00...0x1F, 0x7F...0x9F, 0xA0...0xFF, 0x300...0x36F, 0x590...0x6FF, 0x2000...0x206F,
+            0x2800...0x28FF, 0x3000...0x3164, 0xFE00...0xFFFF, 0xE0000...0xE007F, 0x1F300...0x1F64F,
+        ]
+        for _ in 0..<800 {
+            var text = String.UnicodeScalarView()
+            for _ in 0..<Int(generator.next() % 150) {
+                let range = pool[Int(generator.next() % UInt64(pool.count))]
+                let value = range.lowerBound + UInt32(generator.next() % UInt64(range.count))
+                if let scalar = Unicode.Scalar(value) { text.append(scalar) }
+            }
+            let shown = DisplayText.quoted(String(text))
+            #expect(!shown.unicodeScalars.contains { DisplayText.isUnsafe($0) }, "\(shown.debugDescription)")
+            #expect(shown.hasPrefix("\"") && shown.hasSuffix("\""))
+            // Inside the quotes, every quote is escaped: the name cannot end early.
+            let inside = shown.dropFirst().dropLast().replacingOccurrences(of: "\\\\", with: "")
+            #expect(!inside.replacingOccurrences(of: "\\\"", with: "").contains("\""), "\(shown.debugDescription)")
+            #expect(shown.unicodeScalars.count <= 100 * 2 + 8 * 100 + 10)
+        }
+    }
+}
+
+/// A small seeded generator, so a failure can be replayed.
+private struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
