@@ -56,8 +56,7 @@ struct Console: Sendable {
         case .stillPending(let entry, let reason):
             line(
                 "an interrupted payment of \(Money.format(entry.amountCents)) to \(DisplayText.quoted(entry.payeeName)) "
-                    + "is still pending "
-                    + "(\(reason)); run `gotchu pay` again when the ledger is reachable"
+                    + "is still pending (\(reason)); run `gotchu pay` again when the ledger is reachable"
             )
         }
     }
