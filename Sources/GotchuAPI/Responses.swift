@@ -138,13 +138,21 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     }
 }
 
-/// How a payee is shown to a payer: a name, never an e-mail address.
+/// How a payee is shown to a payer: a name, and the domain that tells payees of one name apart.
+///
+/// Both come from the server but are shown to a person: render them with `DisplayText`, never raw.
 public struct PayeeDisplay: Codable, Hashable, Sendable {
-    /// The payee's display name.
+    /// The payee's display name (today the part of its e-mail address before the `@`). Names are not unique.
     public var name: String
+    /// The domain of the payee's e-mail address (`example.com`), so that `bob` of `example.com` and `bob` of
+    /// `attacker.test` differ on the payer's screen; absent from servers that predate it.
+    public var domain: String?
 
     /// Creates a display.
-    public init(name: String) { self.name = name }
+    public init(name: String, domain: String? = nil) {
+        self.name = name
+        self.domain = domain
+    }
 }
 
 /// `POST /sessions/resolve` → what the payer confirms.

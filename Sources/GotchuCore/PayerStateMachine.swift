@@ -7,15 +7,26 @@ public struct PaymentOffer: Hashable, Sendable {
     public var sessionID: String
     /// The amount in cents.
     public var amountCents: Int64
-    /// The payee's display name.
+    /// The payee's display name: text from elsewhere, shown only through ``DisplayText``.
     public var payeeName: String
+    /// The domain that tells payees of one name apart (``DisplayText`` too), when the ledger gives one.
+    public var payeeDomain: String?
 
     /// Creates an offer.
-    public init(eid: EID, sessionID: String, amountCents: Int64, payeeName: String) {
+    public init(eid: EID, sessionID: String, amountCents: Int64, payeeName: String, payeeDomain: String? = nil) {
         self.eid = eid
         self.sessionID = sessionID
         self.amountCents = amountCents
         self.payeeName = payeeName
+        self.payeeDomain = payeeDomain
+    }
+
+    /// The payee for a person to read: the name quoted and escaped, then the domain, such as
+    /// `"bob" (example.com)`; nothing in either can rewrite, reorder or imitate the text around it.
+    public var payeeDescription: String {
+        let name = DisplayText.quoted(payeeName)
+        guard let payeeDomain else { return name }
+        return name + " (" + DisplayText.escaped(payeeDomain, maximumLength: 253) + ")"
     }
 }
 
@@ -91,7 +102,7 @@ public struct PayerStateMachine: Sendable {
         /// The user picked a candidate from the presented list.
         case chose(EID)
         /// The ledger resolved the EID.
-        case resolved(sessionID: String, amountCents: Int64, payeeName: String)
+        case resolved(sessionID: String, amountCents: Int64, payeeName: String, payeeDomain: String? = nil)
         /// The ledger could not resolve the EID.
         case resolveFailed(ResolveFailure)
         /// The user accepted the confirmation question.
@@ -252,8 +263,14 @@ public struct PayerStateMachine: Sendable {
         case (.choosing, .cancel):
             return finish(.failed(.cancelled))
 
-        case (.resolving(let eid), .resolved(let sessionID, let amountCents, let payeeName)):
-            let offer = PaymentOffer(eid: eid, sessionID: sessionID, amountCents: amountCents, payeeName: payeeName)
+        case (.resolving(let eid), .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain)):
+            let offer = PaymentOffer(
+                eid: eid,
+                sessionID: sessionID,
+                amountCents: amountCents,
+                payeeName: payeeName,
+                payeeDomain: payeeDomain
+            )
             if let limit = configuration.maximumAmountCents, amountCents > limit {
                 return finish(.failed(.amountAboveLimit(offer, limitCents: limit)))
             }

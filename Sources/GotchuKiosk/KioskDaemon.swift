@@ -132,6 +132,7 @@ public enum KioskDaemon {
         switch settings.radio {
         case .sim:
             do {
+                if let air = settings.air { try SharedAirRadio.prepare(directory: air) }
                 return try await SharedAirRadio(
                     directory: settings.air ?? SharedAirRadio.defaultDirectory,
                     peer: SimulatedPeer(

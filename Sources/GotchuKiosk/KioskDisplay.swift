@@ -78,7 +78,7 @@ public struct KioskDisplay: Service {
             var headers = Self.securityHeaders
             headers[.contentType] = "application/json"
             headers[.cacheControl] = "no-store"
-            let body = try APIJSON.encoder().encode(await source.status())
+            let body = try APIJSON.encoder().encode(await source.status().forDisplay)
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
         }
         router.get("/events") { _, _ in

@@ -54,6 +54,7 @@ enum KioskDisplayPage {
 
     /// The whole page for `status`.
     static func html(for status: KioskStatus) throws -> String {
+        let status = status.forDisplay
         let view = View(status)
         let initial = try initialJSON(status)
         return """
@@ -218,4 +219,21 @@ enum KioskDisplayPage {
           connect();
         })();
         """
+}
+
+extension KioskStatus {
+    /// The status as the customer display shows it: every text from elsewhere (the payee's name, a problem quoted
+    /// from the ledger, the point-of-sale's reference) passed through ``DisplayText``, so no bidi override, invisible
+    /// or look-alike blank character can reorder or disguise what the customer reads beside the amount.
+    var forDisplay: KioskStatus {
+        var status = self
+        status.payeeName = DisplayText.escaped(payeeName, maximumLength: 100)
+        status.problem = problem.map { DisplayText.escaped($0) }
+        if var charge = status.charge {
+            charge.reference = DisplayText.escaped(charge.reference, maximumLength: 200)
+            charge.problem = charge.problem.map { DisplayText.escaped($0) }
+            status.charge = charge
+        }
+        return status
+    }
 }

@@ -56,7 +56,7 @@ struct KioskEventStream: Sendable {
     /// One event: compact JSON holds no newline, so it fits a single `data:` line.
     static func data(_ status: KioskStatus) throws -> ByteBuffer {
         var buffer = ByteBuffer(string: "data: ")
-        buffer.writeBytes(try APIJSON.encoder().encode(status))
+        buffer.writeBytes(try APIJSON.encoder().encode(status.forDisplay))
         buffer.writeString("\n\n")
         return buffer
     }

@@ -62,7 +62,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             guard let eid = EID(rawValue: body.eid) else {
                 throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
             }
-            return try json(try await store.resolve(eid: eid))
+            var resolved = try await store.resolve(eid: eid)
+            // Names stored before they were checked at login still reach payers only cleaned.
+            resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
+            return try json(resolved)
         }
         router.post("/sessions/lock") { request, context in
             try limiters.lockPerAddress?.take(clientAddress(request, context))
@@ -109,7 +112,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if developmentMode {
             router.post("/auth/dev-login") { request, context in
                 let body = try await decode(DevLoginRequest.self, request, context)
-                let user = try await store.login(email: body.email)
+                // Checked here, where the address enters: payers are shown its name part and its domain.
+                let user = try await store.login(email: try EmailAddress.normalize(body.email))
                 return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
             }
             router.post("/dev/fund") { request, context in

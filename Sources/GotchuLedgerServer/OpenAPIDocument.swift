@@ -52,7 +52,16 @@ enum OpenAPIDocument {
               type: object
               required: [email]
               properties:
-                email: { type: string, maxLength: 254, pattern: "^[^@\\s\\x85]+@[^@\\s\\x85]*\\.[^@\\s\\x85]*$" }
+                email:
+                  type: string
+                  maxLength: 254
+                  description: |
+                    Trimmed, lowercased and normalised to NFC. The part before the @ (at most 64 characters) becomes
+                    the display name payers see: it may not hold white space or control, format (Cf), bidi,
+                    invisible or blank look-alike characters (such as U+202E, U+200B, U+2800). The domain is ASCII
+                    letters, digits, hyphens and dots (an internationalised domain in its xn-- form). Other
+                    addresses get 400 bad-request saying what is wrong.
+                  pattern: "^[^@\\s\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u2800\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63})+$"
             LoginResponse:
               type: object
               required: [token, user_id]
@@ -111,8 +120,17 @@ enum OpenAPIDocument {
                 payee_display:
                   type: object
                   required: [name]
+                  description: |
+                    Who asks, for the payer's confirmation. Names are not unique and come from other users: show
+                    them quoted, with control, format, bidi and invisible characters escaped, and the amount before
+                    them.
                   properties:
-                    name: { type: string }
+                    name: { type: string, maxLength: 64, description: "The payee's display name." }
+                    domain:
+                      type: string
+                      description: |
+                        The domain of the payee's e-mail address, which tells apart payees of one name (bob of
+                        example.com and bob of attacker.test). Optional: older servers do not send it.
             OKResponse:
               type: object
               required: [ok]

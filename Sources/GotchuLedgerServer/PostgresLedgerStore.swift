@@ -249,7 +249,7 @@ public final class PostgresLedgerStore: LedgerStore {
         try await read { connection, now in
             let rows = try await self.rows(
                 """
-                SELECT \(unescaped: Self.sessionColumns), u.display_name FROM session_eids e
+                SELECT \(unescaped: Self.sessionColumns), u.display_name, u.email FROM session_eids e
                 JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                 WHERE e.eid = \(eid.rawValue) ORDER BY s.created_at DESC, s.seq DESC LIMIT 1
                 """,
@@ -263,7 +263,10 @@ public final class PostgresLedgerStore: LedgerStore {
             return ResolveResponse(
                 sid: session.id,
                 amountCents: session.amount,
-                payeeDisplay: PayeeDisplay(name: try row.makeRandomAccess()["display_name"].decode(String.self))
+                payeeDisplay: PayeeDisplay(
+                    name: try row.makeRandomAccess()["display_name"].decode(String.self),
+                    domain: EmailAddress.domain(of: try row.makeRandomAccess()["email"].decode(String.self))
+                )
             )
         }
     }

@@ -188,7 +188,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT s.*, u.display_name FROM session_eids e
+                        SELECT s.*, u.display_name, u.email FROM session_eids e
                         JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                         WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
                         """,
@@ -200,7 +200,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             return ResolveResponse(
                 sid: session.id,
                 amountCents: session.amount,
-                payeeDisplay: PayeeDisplay(name: row["display_name"])
+                payeeDisplay: PayeeDisplay(name: row["display_name"], domain: EmailAddress.domain(of: row["email"]))
             )
         }
     }

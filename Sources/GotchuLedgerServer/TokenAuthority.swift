@@ -4,11 +4,17 @@ import JWTKit
 
 /// Issues and checks the bearer tokens of the ledger API: HS256 JWTs with subject, issuer, issue and expiry times.
 ///
-/// The algorithm is pinned: a token whose header names anything but `HS256` (`none`, `HS512`, RSA…) is refused
-/// before its signature is looked at.
+/// The algorithm is pinned: a token whose header names anything but `HS256` (`none`, `HS512`, RSA…), or asks for
+/// extensions through `crit` (none is understood), is refused before its signature is looked at. A token is
+/// accepted only within the lifetime this authority issues: not before its `nbf` or `iat`, not after its `exp`, and
+/// never one whose `exp` lies further from its `iat` or from now than that lifetime, so a token signed with the
+/// secret but a far `exp` does not outlive the rule.
 public struct TokenAuthority: Sendable {
     /// The `iss` claim written and required.
     public static let issuer = "gotchu-ledger"
+
+    /// The clock skew tolerated between the servers that issue and check a token, in seconds.
+    public static let leewaySeconds: Double = 60
 
     private let keys: JWTKeyCollection
     private let lifetime: Duration
@@ -45,22 +51,33 @@ public struct TokenAuthority: Sendable {
         return try await keys.sign(claims)
     }
 
-    /// The user id in `token`, or `nil` when the token is malformed, forged, of another algorithm or issuer, or
-    /// expired.
+    /// The user id in `token`, or `nil` when the token is malformed, forged, of another algorithm or issuer, has
+    /// critical extensions, is not valid yet, has expired, or claims a longer life than this authority gives.
     public func userID(from token: String) async -> String? {
-        guard Self.headerAlgorithm(of: token) == "HS256",
+        guard Self.hasAcceptableHeader(token),
             let claims = try? await keys.verify(token, as: TokenClaims.self)
         else { return nil }
-        guard (try? claims.exp.verifyNotExpired(currentDate: clock())) != nil else { return nil }
+        let now = clock()
+        let longest = Double(lifetime.components.seconds) + Self.leewaySeconds
+        let issued = claims.iat.value
+        let expires = claims.exp.value
+        guard now < expires,
+            issued <= now.addingTimeInterval(Self.leewaySeconds),
+            expires.timeIntervalSince(issued) <= longest,
+            expires.timeIntervalSince(now) <= longest
+        else { return nil }
+        if let notBefore = claims.nbf?.value, notBefore > now.addingTimeInterval(Self.leewaySeconds) { return nil }
         return claims.sub.value
     }
 
-    private static func headerAlgorithm(of token: String) -> String? {
+    /// Whether the header names HS256 and no `crit` extensions (RFC 7515 §4.1.11: a token whose critical extensions
+    /// are not understood must be refused; this authority understands none).
+    private static func hasAcceptableHeader(_ token: String) -> Bool {
         guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first,
             let data = Data(base64URLEncoded: String(header)),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["alg"] as? String
+        else { return false }
+        return object["alg"] as? String == "HS256" && object["crit"] == nil
     }
 }
 
@@ -81,6 +98,7 @@ private struct TokenClaims: JWTPayload {
     var iss: IssuerClaim
     var iat: IssuedAtClaim
     var exp: ExpirationClaim
+    var nbf: NotBeforeClaim?
 
     func verify(using algorithm: some JWTAlgorithm) async throws {
         guard iss.value == TokenAuthority.issuer else {

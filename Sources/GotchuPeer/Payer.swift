@@ -268,7 +268,8 @@ public struct Payer: Sendable {
             return .resolved(
                 sessionID: resolved.sid,
                 amountCents: resolved.amountCents,
-                payeeName: resolved.payeeDisplay.name
+                payeeName: resolved.payeeDisplay.name,
+                payeeDomain: resolved.payeeDisplay.domain
             )
         } catch {
             switch error.problemKind {

@@ -29,6 +29,40 @@ public struct SharedAirRadio: Radio {
     private let local: SimulatedAir
     private let radio: SimulatedRadio
 
+    /// Why a chosen air directory cannot be used.
+    public struct DirectoryError: Error, CustomStringConvertible {
+        /// The path and what is wrong with it.
+        public let description: String
+    }
+
+    /// Makes sure a chosen air directory exists: an existing directory is used as it is; a missing one is created
+    /// owner-only (0700) if its parent exists, and nothing else is ever created, so a mistyped path fails here
+    /// instead of growing a tree somewhere unexpected.
+    public static func prepare(directory: URL) throws(DirectoryError) {
+        let path = directory.path
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            // lstat, then stat: a symbolic link to a directory is accepted, one to anything else is not.
+            guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+                throw DirectoryError(description: "\(path) exists but is not a directory")
+            }
+            return
+        }
+        let parent = directory.deletingLastPathComponent().path
+        var parentStatus = stat()
+        guard stat(parent, &parentStatus) == 0, parentStatus.st_mode & S_IFMT == S_IFDIR else {
+            throw DirectoryError(
+                description:
+                    "\(path): the directory \(parent) does not exist; create it first (only the last part is created)"
+            )
+        }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+            throw DirectoryError(
+                description: "\(path): cannot create the directory: \(String(cString: strerror(errno)))"
+            )
+        }
+    }
+
     /// Joins the air in `directory` (created if needed) as `peer`. `seed` drives this scanner's view of the
     /// channel (shadowing, fading, loss).
     public init(directory: URL, peer: SimulatedPeer, model: AirModel = AirModel(), seed: UInt64) async throws {

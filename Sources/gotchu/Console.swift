@@ -4,10 +4,18 @@ import GotchuCore
 import GotchuPeer
 
 /// One line per step on the terminal, as a person at a counter reads it.
+///
+/// Names from the ledger are shown quoted through ``DisplayText``; every line is escaped as well, so a reason or a
+/// problem's detail quoted from a server cannot move the cursor, erase or reorder what the terminal shows.
 struct Console: Sendable {
     /// Writes straight to the file descriptor, so a line is seen at once even when standard output is a pipe.
     func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        FileHandle.standardOutput.write(Data((Self.safe(text) + "\n").utf8))
+    }
+
+    /// `text` with every character that could rewrite the terminal escaped; line feeds are kept.
+    static func safe(_ text: String) -> String {
+        DisplayText.escaped(text, maximumLength: .max, keepingNewlines: true)
     }
 
     func receiver(_ progress: Receiver.Progress) {
@@ -27,7 +35,7 @@ struct Console: Sendable {
             let rssi = sighting.rssi.map { "\($0) dBm" } ?? "unknown RSSI"
             line("sighted \(sighting.eid) at \(rssi)")
         case .selected(let eid): line("nearest: \(eid)")
-        case .resolved(let offer): line("resolved \(Money.format(offer.amountCents)) → \(offer.payeeName)")
+        case .resolved(let offer): line("resolved \(Money.format(offer.amountCents)) → \(offer.payeeDescription)")
         case .locked: line("locked")
         case .retrying(let reason): line("ledger did not answer (\(reason)); retrying with the same key")
         }
@@ -37,17 +45,18 @@ struct Console: Sendable {
         switch result {
         case .paid(let entry, let balance, let replayed):
             line(
-                "finished an interrupted payment: \(Money.format(entry.amountCents)) to \(entry.payeeName) "
+                "finished an interrupted payment: \(Money.format(entry.amountCents)) to \(DisplayText.quoted(entry.payeeName)) "
                     + (replayed ? "(it had gone through)" : "(sent now)") + "; new balance \(Money.format(balance))"
             )
         case .failed(let entry, let reason):
             line(
-                "an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) did not go through: \(reason)"
+                "an interrupted payment of \(Money.format(entry.amountCents)) to \(DisplayText.quoted(entry.payeeName)) "
+                    + "did not go through: \(reason)"
             )
         case .stillPending(let entry, let reason):
             line(
-                "an interrupted payment of \(Money.format(entry.amountCents)) to \(entry.payeeName) is still pending "
-                    + "(\(reason)); run `gotchu pay` again when the ledger is reachable"
+                "an interrupted payment of \(Money.format(entry.amountCents)) to \(DisplayText.quoted(entry.payeeName)) "
+                    + "is still pending (\(reason)); run `gotchu pay` again when the ledger is reachable"
             )
         }
     }
@@ -58,13 +67,15 @@ struct Console: Sendable {
         case .resolveFailed(let eid, let reason): return "could not resolve \(eid): \(reason)"
         case .amountAboveLimit(let offer, let limit):
             return
-                "\(Money.format(offer.amountCents)) to \(offer.payeeName) is above your limit of \(Money.format(limit))"
+                "\(Money.format(offer.amountCents)) to \(offer.payeeDescription) is above your limit of \(Money.format(limit))"
         case .declined: return "declined; nothing was paid"
-        case .lockFailed(let offer, let reason): return "could not lock \(offer.payeeName)'s session: \(reason)"
-        case .sendFailed(let offer, let reason): return "paying \(offer.payeeName) failed: \(reason)"
+        case .lockFailed(let offer, let reason):
+            return "could not lock the session of \(offer.payeeDescription): \(reason)"
+        case .sendFailed(let offer, let reason):
+            return "paying \(Money.format(offer.amountCents)) to \(offer.payeeDescription) failed: \(reason)"
         case .outcomeUnknown(let offer, let reason):
-            return "the payment of \(Money.format(offer.amountCents)) to \(offer.payeeName) got no answer (\(reason)); "
-                + "it is still pending: run `gotchu pay` again to settle it with the same key"
+            return "the payment of \(Money.format(offer.amountCents)) to \(offer.payeeDescription) got no answer "
+                + "(\(reason)); it is still pending: run `gotchu pay` again to settle it with the same key"
         case .cancelled: return "cancelled; nothing was paid"
         case .cancelledWhileSending(_, let reason):
             return "cancelled; nothing was paid (the ledger refused it: \(reason))"
@@ -90,8 +101,10 @@ struct TerminalInteraction: PayerInteraction {
         return candidates[number - 1].eid
     }
 
+    /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what
+    /// is asked.
     func confirm(_ offer: PaymentOffer) async -> Bool {
-        let answer = await ask("Pay \(Money.format(offer.amountCents)) to \(offer.payeeName)? [y/N] ")
+        let answer = await ask("Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)? [y/N] ")
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
     }
 
@@ -104,7 +117,7 @@ struct TerminalInteraction: PayerInteraction {
     /// Reads a line without blocking the cooperative pool; `nil` at end of input or when the task is cancelled
     /// (Ctrl-C), which does not wait for the line.
     private func ask(_ prompt: String) async -> String? {
-        FileHandle.standardOutput.write(Data(prompt.utf8))
+        FileHandle.standardOutput.write(Data(Console.safe(prompt).utf8))
         let answer = PromptAnswer()
         let line = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

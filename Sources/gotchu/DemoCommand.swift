@@ -83,7 +83,7 @@ struct DemoCommand: AsyncParsableCommand {
             case .paid(let offer, let balance):
                 output.say(
                     "alice",
-                    "paid \(Money.format(offer.amountCents)) to \(offer.payeeName); balance \(Money.format(balance))"
+                    "paid \(Money.format(offer.amountCents)) to \(offer.payeeDescription); balance \(Money.format(balance))"
                 )
                 paidBob = offer.payeeName == "bob"
             case .failed(let failure):
@@ -144,7 +144,7 @@ private struct DemoInteraction: PayerInteraction {
         case .resolved(let offer):
             output.say(
                 "alice",
-                "resolved \(offer.eid): \(Money.format(offer.amountCents)) to \(offer.payeeName) — approved"
+                "resolved \(offer.eid): \(Money.format(offer.amountCents)) to \(offer.payeeDescription) — approved"
             )
         case .locked: output.say("alice", "locked the session")
         case .retrying(let reason): output.say("alice", "retrying: \(reason)")

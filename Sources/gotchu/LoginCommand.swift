@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GotchuAPI
+import GotchuCore
 import GotchuLedgerClient
 
 struct LoginCommand: AsyncParsableCommand {
@@ -23,6 +24,7 @@ struct LoginCommand: AsyncParsableCommand {
         let client = try server.client(requireLogin: false)
         let login = try await client.devLogin(email: email)
         try server.saveToken(CachedToken(token: login.token, userID: login.userID, email: email))
-        print("logged in as \(email) (user \(login.userID)) on \(client.baseURL.absoluteString)")
+        let user = DisplayText.escaped(login.userID, maximumLength: 64)
+        Console().line("logged in as \(email) (user \(user)) on \(client.baseURL.absoluteString)")
     }
 }

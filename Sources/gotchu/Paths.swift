@@ -47,7 +47,9 @@ enum Paths {
 }
 
 /// A failure the CLI reports as one clear sentence and exit status 1.
+///
+/// Its text often quotes a server (a problem's detail), so it is escaped through ``DisplayText`` like every line.
 struct CLIError: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    init(_ description: String) { self.description = Console.safe(description) }
 }

@@ -84,7 +84,8 @@ struct PayCommand: AsyncParsableCommand {
         switch outcome {
         case .paid(let offer, let balance):
             output.line(
-                "paid \(Money.format(offer.amountCents)) to \(offer.payeeName); new balance \(Money.format(balance))"
+                "paid \(Money.format(offer.amountCents)) to \(offer.payeeDescription); "
+                    + "new balance \(Money.format(balance))"
             )
         case .failed(let failure):
             switch failure {

@@ -71,6 +71,13 @@ struct RadioOptions: ParsableArguments {
     /// A device on the simulated air shared by processes on this machine.
     static func simulatedRadio(air: URL?, role: Role, at position: Position) async throws -> any Radio {
         let name = "\(role == .receiver ? "terminal" : "payer") \(ProcessInfo.processInfo.processIdentifier)"
+        if let air {
+            do {
+                try SharedAirRadio.prepare(directory: air)
+            } catch {
+                throw CLIError("--air \(error)")
+            }
+        }
         return try await SharedAirRadio(
             directory: air ?? SharedAirRadio.defaultDirectory,
             peer: SimulatedPeer(name: name, at: position),

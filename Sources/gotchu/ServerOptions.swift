@@ -20,12 +20,39 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
-    /// The file holding the token for this server.
+    /// The file holding the token for this server's origin.
     var tokenFile: URL {
         get throws {
-            let host = try baseURL.absoluteString.map { $0.isLetter || $0.isNumber ? $0 : "_" }
-            return Paths.configHome.appendingPathComponent("token-\(String(host)).json")
+            let name = try Self.tokenFileName(for: try baseURL)
+            return Paths.configHome.appendingPathComponent(name)
         }
+    }
+
+    /// `token-SCHEME-HOST-PORT.json` for the origin of `url`: the scheme, the host lowercased and the port, the
+    /// default one filled in. A token is sent only to the origin it was issued by, so the name must differ for every
+    /// origin: the host keeps only `a-z`, `0-9`, `.` and `-` and has every other byte percent-encoded, and neither
+    /// the scheme nor the port can hold a `-`, so no two origins share a file. The path is left out because the
+    /// client sends every request to an absolute path on the origin.
+    static func tokenFileName(for url: URL) throws -> String {
+        let scheme = (url.scheme ?? "").lowercased()
+        guard scheme == "http" || scheme == "https", let host = url.host?.lowercased(), !host.isEmpty else {
+            throw CLIError("--server must be an http(s) URL with a host, got '\(url.absoluteString)'")
+        }
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        var encodedHost = ""
+        for byte in host.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."),
+                UInt8(ascii: "-"):
+                encodedHost.append(Character(Unicode.Scalar(byte)))
+            default:
+                encodedHost += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        let name = "token-\(scheme)-\(encodedHost)-\(port).json"
+        // NAME_MAX on Linux file systems.
+        guard name.utf8.count <= 255 else { throw CLIError("the server's host name is too long to cache a token for") }
+        return name
     }
 
     /// A client for the server, logged in if a token is cached.
@@ -48,4 +75,10 @@ struct CachedToken: Codable {
     var token: String
     var userID: String
     var email: String
+}
+
+extension String {
+    fileprivate func leftPadded(to length: Int) -> String {
+        String(repeating: "0", count: Swift.max(0, length - count)) + self
+    }
 }

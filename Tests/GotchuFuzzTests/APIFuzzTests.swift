@@ -11,7 +11,7 @@ struct APIFuzzTests {
     static let responseKeys = [
         "token", "user_id", "wallet_id", "available_cents", "recent", "id", "direction", "amount_cents", "type",
         "ref_type", "ref_id", "created_at", "sid", "eid", "exp_at", "payee_display", "name", "ok", "new_balance_cents",
-        "status", "paid_at",
+        "status", "paid_at", "domain",
     ]
 
     /// Decodes `data` as `T`, recording an issue for any error other than the ones callers handle.

@@ -30,9 +30,9 @@ struct CommandLineFlowTests {
         defer { _ = try? server.stopNow() }
         let lines = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
         #expect(lines.contains { $0.hasPrefix("sighted ") && $0.hasSuffix(" dBm") })
-        #expect(lines.contains("resolved $12.50 → bob"))
+        #expect(lines.contains(#"resolved $12.50 → "bob" (example.com)"#))
         #expect(lines.contains("locked"))
-        #expect(lines.last == "paid $12.50 to bob; new balance $37.50")
+        #expect(lines.last == #"paid $12.50 to "bob" (example.com); new balance $37.50"#)
         #expect(try await receiver.waitForExit() == 0)
         #expect(receiver.lines.last?.hasPrefix("paid: $12.50 received") == true)
         #expect(try await balance(processes, "bob", url)?.hasPrefix("balance $12.50") == true)
@@ -59,7 +59,7 @@ struct CommandLineFlowTests {
 
         let resumed = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
         #expect(resumed.count == 1)
-        #expect(resumed.first?.hasPrefix("finished an interrupted payment: $12.50 to bob \(resumedAs)") == true)
+        #expect(resumed.first?.hasPrefix(#"finished an interrupted payment: $12.50 to "bob" \#(resumedAs)"#) == true)
         #expect(resumed.first?.hasSuffix("new balance $37.50") == true)
         #expect(try await receiver.waitForExit() == 0)
         #expect(try await balance(processes, "alice", url)?.hasPrefix("balance $37.50") == true)

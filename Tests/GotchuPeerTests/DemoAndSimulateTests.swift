@@ -9,7 +9,11 @@ struct DemoAndSimulateTests {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
         let lines = try await processes.run(["demo"], user: "demo", timeout: .seconds(30))
-        #expect(lines.contains { $0.contains("alice") && $0.hasSuffix("paid $12.50 to bob; balance $87.50") })
+        #expect(
+            lines.contains {
+                $0.contains("alice") && $0.hasSuffix(#"paid $12.50 to "bob" (example.com); balance $87.50"#)
+            }
+        )
         #expect(lines.contains { $0.contains("bob") && $0.contains("terminal saw the payment") })
         #expect(lines.contains("alice: balance $87.50"))
         #expect(lines.contains("bob: balance $12.50"))

@@ -181,7 +181,7 @@ struct PayerInterruptionTests {
 
         #expect(try await payer.stop(signal: SIGINT, timeout: .seconds(60)) == 0)
         #expect(payer.lines.contains("interrupted while paying; settling the payment's outcome with the ledger…"))
-        #expect(payer.lines.last == "paid $12.50 to bob; new balance $37.50")
+        #expect(payer.lines.last == "paid $12.50 to \"bob\" (example.com); new balance $37.50")
         #expect(try await counter.status() == .paid)
         #expect(try await counter.receiver.waitForExit() == 0)
     }

@@ -1,0 +1,153 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import GotchuSimulatedRadio
+import GotchuTesting
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Testing
+
+/// `gotchu pay` run as a process against a payee whose name was made to forge the confirmation question: eleven
+/// backspaces to erase "Pay $500.00" on the terminal, then `$5.00⠀to⠀coffee` with braille blanks for spaces.
+@Suite("gotchu pay asks with the ledger's amount first and a payee name that cannot forge it")
+struct PayPromptTests {
+    static let forgedName = String(repeating: "\u{8}", count: 11) + "$5.00\u{2800}to\u{2800}coffee"
+
+    /// Advertises `eid` on the shared air of `processes` (where `gotchu pay --radio sim` scans) while `body` runs.
+    private func advertising<T: Sendable>(
+        _ eid: EID,
+        _ processes: GotchuProcesses,
+        _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        let air = processes.directory.url.appendingPathComponent("runtime").appendingPathComponent("gotchu-air")
+        let terminal = try await SharedAirRadio(
+            directory: air,
+            peer: SimulatedPeer(name: "terminal", at: Position(x: 0, y: 0)),
+            seed: 5
+        )
+        return try await terminal.withAdvertisement(Advertisement(eid: eid)) { _ in try await body() }
+    }
+
+    /// What a terminal shows for `line`: a backspace moves the cursor back, so later text overwrites earlier.
+    static func rendered(_ line: String) -> String {
+        var cells: [Character] = []
+        var cursor = 0
+        for character in line {
+            if character == "\u{8}" {
+                cursor = max(0, cursor - 1)
+                continue
+            }
+            if cursor < cells.count { cells[cursor] = character } else { cells.append(character) }
+            cursor += 1
+        }
+        return String(cells)
+    }
+
+    static func isTerminalSafe(_ text: String) -> Bool {
+        !text.unicodeScalars.contains { $0 != "\n" && DisplayText.isUnsafe($0) }
+    }
+
+    @Test("A name stored by an older server: the payment of $500.00 is asked and reported as $500.00, name cleaned")
+    func storedHostileName() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        try await TestLedger.with { ledger in
+            // An older server let the name in; the store takes it as it is, the HTTP edge no longer would.
+            let payeeUser = try await ledger.store.login(email: Self.forgedName + "@attacker.test")
+            var payee = ledger.anonymous
+            payee.token = try await ledger.tokens.issue(userID: payeeUser.id)
+            let session = try await payee.createSession(amountCents: 50_000)
+            let url = ledger.url.absoluteString
+            try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+            try await processes.run(["fund", "--amount", "1000.00", "--server", url], user: "alice")
+
+            let lines = try await advertising(session.eid, processes) {
+                try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
+            }
+            let resolved = try #require(lines.first { $0.hasPrefix("resolved ") })
+            let paid = try #require(lines.last)
+            #expect(resolved.hasPrefix("resolved $500.00 → \""))
+            #expect(resolved.hasSuffix("\" (attacker.test)"))
+            #expect(paid.hasPrefix("paid $500.00 to \""))
+            #expect(paid.hasSuffix("\" (attacker.test); new balance $500.00"))
+            for line in lines {
+                #expect(Self.isTerminalSafe(line), "\(line.debugDescription)")
+                #expect(!Self.rendered(line).contains("$5.00 to coffee"), "\(line.debugDescription)")
+            }
+            #expect(try await payee.wallet().availableCents == 50_000)
+        }
+    }
+
+    @Test("A server sending a forged name raw: the question shows $500.00 before the name, escaped and quoted")
+    func rawHostileName() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let eid = try #require(EID(rawValue: "a1b2c3d4e5"))
+        // Not a ledger: a server that says what an attacker wants, which the CLI must still show safely.
+        let resolve = ResolveResponse(
+            sid: "s",
+            amountCents: 50_000,
+            payeeDisplay: PayeeDisplay(name: Self.forgedName + "\u{1B}[2K", domain: "example.com\u{202E}\u{200B}")
+        )
+        try await HostileServer.withRunning(resolve: resolve) { url in
+            try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+            let payer = try await advertising(eid, processes) { () async throws -> RunningCommand in
+                let command = try processes.start(["pay", "--radio", "sim", "--server", url], user: "alice")
+                // Standard input is empty: the question is asked, then declined.
+                _ = try await command.waitForExit()
+                return command
+            }
+            let question = try #require(payer.lines.first { $0.hasPrefix("Pay ") })
+            #expect(
+                question.hasPrefix("Pay $500.00 to \"" + String(repeating: "\\u{8}", count: 11) + "$5.00\\u{2800}to")
+            )
+            #expect(question.hasSuffix("\\u{2800}coffee\\u{1B}[2K\" (example.com\\u{202E}\\u{200B})? [y/N] "))
+            #expect(!Self.rendered(question).contains("Pay $5.00"))
+            for line in payer.lines { #expect(Self.isTerminalSafe(line), "\(line.debugDescription)") }
+            #expect(Self.isTerminalSafe(payer.standardError))
+            #expect(payer.standardError.contains("declined; nothing was paid"))
+        }
+    }
+}
+
+/// A server that answers dev-login and resolve with fixed bodies, nothing else.
+private enum HostileServer {
+    static func withRunning(
+        resolve: ResolveResponse,
+        _ body: @Sendable (String) async throws -> Void
+    ) async throws {
+        let router = Router()
+        router.post("/auth/dev-login") { _, _ in
+            try json(LoginResponse(token: "t", userID: "u\u{1B}[31m"))
+        }
+        router.post("/sessions/resolve") { _, _ in try json(resolve) }
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let application = Application(
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: Logger(label: "hostile") { _ in SwiftLogNoOpLogHandler() }
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.run() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await body("http://127.0.0.1:\(port)")
+        }
+    }
+
+    private static func json(_ value: some Encodable) throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
+        )
+    }
+}
