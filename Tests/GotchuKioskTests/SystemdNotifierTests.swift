@@ -1,7 +1,9 @@
 import Foundation
 import GotchuKiosk
+import GotchuTesting
 import ServiceLifecycle
 import ServiceLifecycleTestKit
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -50,8 +52,9 @@ import Testing
             if let directory { try? FileManager.default.removeItem(at: directory) }
         }
 
-        /// The next datagram, or `nil` after the timeout. Polls, so that no thread of the test's pool is blocked.
-        func receive(timeout: Duration = .seconds(5)) async -> String? {
+        /// The next datagram, or `nil` after the timeout (which only bounds a hang; `.zero` looks once). Polls, so
+        /// that no thread of the test's pool is blocked.
+        func receive(timeout: Duration = .seconds(60)) async -> String? {
             let deadline = ContinuousClock.now + timeout
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -63,6 +66,11 @@ import Testing
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
+    }
+
+    /// How often a health check was asked.
+    final class HealthChecks: Sendable {
+        let count = Atomic<Int>(0)
     }
 
     @Suite struct SystemdNotifierTests {
@@ -127,7 +135,7 @@ import Testing
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await WatchdogService(notifier: notifier).run() }
                     var pings = 0
-                    while pings < 5, await socket.receive(timeout: .seconds(2)) == "WATCHDOG=1" { pings += 1 }
+                    while pings < 5, await socket.receive() == "WATCHDOG=1" { pings += 1 }
                     #expect(pings == 5)
                     // Five pings 100 ms apart, the first at once: about 400 ms, never much less.
                     #expect(ContinuousClock.now - start >= .milliseconds(350))
@@ -140,10 +148,19 @@ import Testing
         @Test func watchdogServiceSkipsPingsWhileUnhealthy() async throws {
             let socket = try NotifySocket()
             let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "100000"])
+            let checks = HealthChecks()
             try await testGracefulShutdown { shutdown in
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await WatchdogService(notifier: notifier, isHealthy: { false }).run() }
-                    #expect(await socket.receive(timeout: .milliseconds(300)) == nil)
+                    group.addTask {
+                        try await WatchdogService(notifier: notifier) {
+                            checks.count.add(1, ordering: .sequentiallyConsistent)
+                            return false
+                        }.run()
+                    }
+                    // The third check means the first two rounds are over, each of which would have pinged by now:
+                    // a datagram is queued on the socket as it is sent, so a look without waiting finds it.
+                    #expect(try await eventually { checks.count.load(ordering: .sequentiallyConsistent) >= 3 })
+                    #expect(await socket.receive(timeout: .zero) == nil)
                     shutdown.triggerGracefulShutdown()
                     try await group.waitForAll()
                 }
