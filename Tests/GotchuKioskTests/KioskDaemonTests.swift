@@ -55,7 +55,10 @@ struct KioskDaemon {
     func pay(as user: String) async throws {
         try await processes.run(["login", "--email", "\(user)@example.com", "--server", url], user: user)
         try await processes.run(["fund", "--amount", "100.00", "--server", url], user: user)
-        try await processes.run(["pay", "--radio", "sim", "--air", air, "--yes", "--server", url], user: user)
+        try await processes.run(
+            ["pay", "--radio", "sim", "--air", air, "--yes", "--timeout", "60", "--server", url],
+            user: user
+        )
     }
 
     func connect() async throws -> DBusConnection { try await DBusConnection.connect(to: .address(bus.address)) }
