@@ -93,6 +93,10 @@ public actor SimulatedAir {
         }
     }
 
+    /// How many tasks are asleep on this air's virtual clock: a driver that must not move time before a task waits
+    /// on it can wait for this count first.
+    public var sleeperCount: Int { sleepers.count }
+
     /// Moves virtual time forward by `duration`, in steps of at most ``virtualStep``: at each step scans receive their
     /// packets, sleepers whose deadline passed wake, and other tasks get a chance to run.
     public func advance(by duration: Duration) async {

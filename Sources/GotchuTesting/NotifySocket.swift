@@ -46,8 +46,9 @@ import Foundation
             if let directory { try? FileManager.default.removeItem(at: directory) }
         }
 
-        /// The next datagram, or `nil` after the timeout. Polls, so that no thread of the test's pool is blocked.
-        public func receive(timeout: Duration = .seconds(5)) async -> String? {
+        /// The next datagram, or `nil` after the timeout (which only bounds a hang; `.zero` looks once). Polls, so
+        /// that no thread of the test's pool is blocked.
+        public func receive(timeout: Duration = .seconds(60)) async -> String? {
             let deadline = ContinuousClock.now + timeout
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {

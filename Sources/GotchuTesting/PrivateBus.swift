@@ -47,7 +47,9 @@ public final class PrivateBus: Sendable {
         )
         let bus = PrivateBus(address: "unix:path=\(socket)", directory: directory, daemon: daemon)
         // The daemon is ready once its socket accepts connections; a daemon that exits early refused the config.
-        for _ in 0..<500 {
+        // The deadline only bounds a hang: a busy machine may take seconds to start it.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
             if Self.accepts(socket) {
                 BusRegistry.add(bus)
                 return bus

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// A program the tests start, read from and stop. Its standard output is read line by line; standard error is
-/// collected whole.
+/// collected whole. Its timeouts only bound a hang: they are far longer than anything should take on a busy machine.
 public final class RunningCommand: @unchecked Sendable {
     // Unchecked: the mutable buffers are guarded by `lock`; `Process` is used from the test's task only.
     private let process = Process()
@@ -49,7 +49,7 @@ public final class RunningCommand: @unchecked Sendable {
     public var standardError: String { lock.withLock { String(decoding: errorData, as: UTF8.self) } }
 
     /// Waits until a line of standard output satisfies `predicate`, for at most `timeout`.
-    public func waitForLine(timeout: Duration = .seconds(20), where predicate: (String) -> Bool) async throws -> String
+    public func waitForLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) async throws -> String
     {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -63,7 +63,7 @@ public final class RunningCommand: @unchecked Sendable {
 
     /// Sends `signal` and waits for the exit, for at most `timeout`; returns the exit status (or signal number).
     @discardableResult
-    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async throws -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
         return try await waitForExit(timeout: timeout)
     }
@@ -74,7 +74,7 @@ public final class RunningCommand: @unchecked Sendable {
     }
 
     /// Waits for the process to exit on its own; returns its exit status.
-    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             guard ContinuousClock.now < deadline else {

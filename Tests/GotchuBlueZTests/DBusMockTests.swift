@@ -89,21 +89,21 @@ struct DBusMockTests {
             await fake.replace(with: try bus.launch(python, dbusmockArguments, name: "dbusmock-1"))
             let connection = try await DBusConnection.connect(to: .address(bus.address))
             @Sendable func startAdapter() async throws {
-                let up = try await eventually(timeout: .seconds(20)) {
+                let up = try await eventually {
                     try await connection.nameOwner(of: "org.bluez") != nil
                 }
                 #expect(up)
                 _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("gotchu-test")])
             }
             try await startAdapter()
-            let radio = BlueZRadio(connection: connection, configuration: .init(reregistrationTimeout: .seconds(30)))
+            let radio = BlueZRadio(connection: connection, configuration: .init(reregistrationTimeout: .seconds(120)))
             try await radio.withAdvertisement(Advertisement(eid: EID(rawValue: "a1b2c3d4e5")!)) { _ in
                 let first = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
                 #expect(first.count == 1)
                 #expect(first.first?.map(\.type.signature) == ["o", "a{sv}"])
                 await fake.replace(with: try bus.launch(python, dbusmockArguments, name: "dbusmock-2"))
                 try await startAdapter()
-                let registered = try await eventually(timeout: .seconds(20)) {
+                let registered = try await eventually {
                     try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count == 1
                 }
                 #expect(registered)

@@ -130,7 +130,7 @@ actor FakeBlueZ {
             interface: "org.freedesktop.DBus.Properties",
             method: "GetAll",
             [.string("org.bluez.LEAdvertisement1")],
-            timeout: .seconds(3)
+            timeout: .seconds(30)
         )
         guard let properties = reply.first.flatMap({ [String: DBusVariant](dbusValue: $0) }) else {
             throw DBusError(.bluezFailed, "Failed to parse advertisement.")

@@ -24,7 +24,7 @@ func withPythonBlueZ(
         let fake = try bus.launch(python, arguments, name: "fake-bluez")
         let connection = try await DBusConnection.connect(to: .address(bus.address))
         do {
-            let appeared = try await eventually(timeout: .seconds(20)) {
+            let appeared = try await eventually {
                 try await connection.nameOwner(of: "org.bluez") != nil
             }
             guard appeared else {

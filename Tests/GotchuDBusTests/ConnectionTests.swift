@@ -1,5 +1,6 @@
 import GotchuDBus
 import GotchuTesting
+import Synchronization
 import Testing
 
 @Suite("Connection: calls, signals, exported objects", requiresDBusDaemon)
@@ -144,7 +145,7 @@ struct ConnectionTests {
                                     interface: "org.freedesktop.DBus.Properties",
                                     method: "GetAll",
                                     [.string(echoInterface)],
-                                    timeout: .seconds(10)
+                                    timeout: .seconds(30)
                                 )
                                 let name = all.first.flatMap { [String: DBusVariant](dbusValue: $0) }?[
                                     "Name",
@@ -163,7 +164,7 @@ struct ConnectionTests {
                 interface: "io.gotchu.Test.Manager",
                 method: "Register",
                 [.objectPath(echoPath)],
-                timeout: .seconds(5)
+                timeout: .seconds(60)
             )
             #expect(reply == [.string("echo")])
         }
@@ -172,12 +173,14 @@ struct ConnectionTests {
     @Test("a call without a reply times out with NoReply, and cancellation ends a call")
     func timeoutAndCancellation() async throws {
         try await withTwoConnections(on: Self.bus) { _, server, client in
+            let hangs = CallCount()
             try await server.export(
                 DBusObject(interfaces: [
                     DBusInterface(
                         echoInterface,
                         methods: [
                             DBusMethod("Hang") { _ in
+                                hangs.count.add(1, ordering: .sequentiallyConsistent)
                                 try await Task.sleep(for: .seconds(30))
                                 return []
                             }
@@ -206,7 +209,8 @@ struct ConnectionTests {
             let task = Task {
                 try await client.call(destination: serverName, path: echoPath, interface: echoInterface, method: "Hang")
             }
-            try await Task.sleep(for: .milliseconds(100))
+            // Cancelled once the call is under way: the server is handling it (the first call was the first Hang).
+            #expect(try await eventually { hangs.count.load(ordering: .sequentiallyConsistent) >= 2 })
             task.cancel()
             let result = await task.result
             #expect(throws: CancellationError.self) { try result.get() }
@@ -250,8 +254,7 @@ struct ConnectionTests {
                 #expect(received.last == 99)
             }
             // The stream is gone; its subscription follows once the loop has run the termination handler.
-            for _ in 0..<100 where await client.subscriptionCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(await client.subscriptionCount == 0)
+            #expect(try await eventually { await client.subscriptionCount == 0 })
         }
     }
 
@@ -268,8 +271,7 @@ struct ConnectionTests {
                     try await Task.sleep(for: .seconds(30))
                 }
             }
-            for _ in 0..<100 where await server.exportedPaths.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(await server.exportedPaths == [echoPath])
+            #expect(try await eventually { await server.exportedPaths == [echoPath] })
             task.cancel()
             _ = await task.result
             #expect(await server.exportedPaths.isEmpty)
@@ -344,4 +346,9 @@ struct ConnectionTests {
             )
         }
     }
+}
+
+/// How often a method was called.
+final class CallCount: Sendable {
+    let count = Atomic<Int>(0)
 }

@@ -69,7 +69,7 @@ final class HTTPTestConnection {
     }
 
     /// Reads the response's status line and headers.
-    func readHead(timeout: Duration = .seconds(10)) async throws -> Head {
+    func readHead(timeout: Duration = .seconds(60)) async throws -> Head {
         let deadline = ContinuousClock.now + timeout
         let separator = Array("\r\n\r\n".utf8)
         while unread.firstRange(of: separator) == nil {
@@ -97,7 +97,7 @@ final class HTTPTestConnection {
     }
 
     /// Reads the rest of a finite body.
-    func readBody(timeout: Duration = .seconds(10)) async throws -> String {
+    func readBody(timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while !bodyEnded {
             guard try await receive(until: deadline) else { break }
@@ -108,7 +108,7 @@ final class HTTPTestConnection {
 
     /// The next server-sent event block (the lines up to a blank line, comments included), or `nil` once the
     /// response has ended.
-    func nextEvent(timeout: Duration = .seconds(10)) async throws -> [String]? {
+    func nextEvent(timeout: Duration = .seconds(60)) async throws -> [String]? {
         let deadline = ContinuousClock.now + timeout
         let separator = Array("\n\n".utf8)
         while true {
@@ -123,7 +123,7 @@ final class HTTPTestConnection {
     }
 
     /// The `data:` of the next event that has one, skipping comments and fields such as `retry:`.
-    func nextData(timeout: Duration = .seconds(10)) async throws -> String? {
+    func nextData(timeout: Duration = .seconds(60)) async throws -> String? {
         let deadline = ContinuousClock.now + timeout
         while let block = try await nextEvent(timeout: deadline - ContinuousClock.now) {
             let data = block.filter { $0.hasPrefix("data:") }.map { $0.dropFirst(5).drop { $0 == " " } }

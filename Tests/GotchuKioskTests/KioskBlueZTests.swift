@@ -7,7 +7,7 @@ import Testing
 @Suite("gotchu kiosk over BlueZ: python-dbusmock's bluetoothd on a private bus", .serialized, .timeLimit(.minutes(3)))
 struct KioskBlueZTests {
     @Test(
-        "bluetoothd starting late or restarting gets the advertisement back within 2 s; a removed adapter shows as an error until it returns"
+        "bluetoothd starting late gets the advertisement on the air; a restart gets it back without the charge noticing; a removed adapter shows as an error until it returns"
     )
     func bluetoothdRestartAndAdapterRemoval() async throws {
         guard let python = TestPython.executable, TestPython.hasDBusMock(atLeast: 0, 38) else {
@@ -38,7 +38,7 @@ struct KioskBlueZTests {
         @Sendable func startBluetoothd(_ name: String) async throws {
             await fake.replace(with: try daemon.bus.launch(python, dbusmockArguments, name: name))
             #expect(
-                try await eventually(timeout: .seconds(20)) { try await connection.nameOwner(of: "org.bluez") != nil }
+                try await eventually { try await connection.nameOwner(of: "org.bluez") != nil }
             )
             _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
         }
@@ -50,25 +50,29 @@ struct KioskBlueZTests {
         // The kiosk starts before bluetoothd: a charge waits in the error state until it comes.
         let (kiosk, _) = try await daemon.startKiosk(["--radio", "bluez", "--bluez-bus", daemon.bus.address])
         defer { _ = try? kiosk.stopNow() }
-        _ = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
-        #expect(try await eventually(timeout: .seconds(20)) { try await state() == "error" })
+        let charged = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
+        let id = try #require(charged.first?.decode(as: String.self))
+        #expect(try await eventually { try await state() == "error" })
         try await startBluetoothd("bluetoothd-1")
-        #expect(try await eventually(timeout: .seconds(20)) { try await registrations() == 1 })
+        #expect(try await eventually { try await registrations() == 1 })
         #expect(try await eventually { try await state() == "advertising" })
 
+        // The radio registers again on the restarted bluetoothd by itself. Had the advertisement failed instead, the
+        // kiosk would have written a problem into the charge before retrying: the charge stays as it was.
+        let before = try await connection.kioskCharge(id)
         try await startBluetoothd("bluetoothd-2")
-        let restarted = ContinuousClock.now
-        #expect(try await eventually(timeout: .seconds(10)) { try await registrations() == 1 })
-        let took = ContinuousClock.now - restarted
-        #expect(took < .seconds(2), "re-registered after \(took)")
+        #expect(try await eventually { try await registrations() == 1 })
+        let after = try await connection.kioskCharge(id)
+        #expect(after["updated_at", as: String.self] == before["updated_at", as: String.self])
+        #expect(after["state", as: String.self] == "advertising" && after["problem", as: String.self] == nil)
         #expect(try await eventually { try await state() == "advertising" })
 
         _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
-        #expect(try await eventually(timeout: .seconds(10)) { try await state() == "error" })
+        #expect(try await eventually { try await state() == "error" })
         let charge = try await connection.kioskProperty("CurrentCharge", as: [String: DBusVariant].self)
         #expect(charge?["problem", as: String.self]?.contains("Bluetooth") == true)
         _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
-        #expect(try await eventually(timeout: .seconds(20)) { try await state() == "advertising" })
+        #expect(try await eventually { try await state() == "advertising" })
         #expect(try await registrations() >= 1)
     }
 }

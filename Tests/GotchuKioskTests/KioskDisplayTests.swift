@@ -13,6 +13,7 @@ import Testing
     @Test func statusIsTheSourcesStatusAsJSON() async throws {
         let source = SettableStatusSource(.advertising(payee: Self.hostilePayee, reference: Self.hostileReference))
         try await withDisplay(source) { display in
+            let asked = Date()
             let connection = try HTTPTestConnection(port: display.port)
             try connection.send("GET", "/status", headers: ["Connection": "close"])
             let head = try await connection.readHead()
@@ -23,7 +24,10 @@ import Testing
                 from: Data(try await connection.readBody().utf8)
             )
             var expected = await source.status()
-            #expect(abs(decoded.now.timeIntervalSince(expected.now)) < 5)
+            // The status is stamped when it is served: between the request and the answer (to the millisecond).
+            #expect(
+                decoded.now >= asked.addingTimeInterval(-0.001) && decoded.now <= expected.now.addingTimeInterval(0.001)
+            )
             expected.now = decoded.now
             // Times travel as milliseconds.
             var received = decoded
@@ -150,7 +154,7 @@ import Testing
             #expect(second.charge?.state == .paid)
 
             connection.disconnect()
-            #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(10)))
+            #expect(await source.waitUntilNoSubscriptions())
         }
     }
 
@@ -162,8 +166,8 @@ import Testing
             _ = try await connection.readHead()
             #expect(try await connection.nextEvent() == ["retry: 1000"])
             _ = try #require(try await connection.nextData())
-            #expect(try await connection.nextEvent(timeout: .seconds(5)) == [": keep-alive"])
-            #expect(try await connection.nextEvent(timeout: .seconds(5)) == [": keep-alive"])
+            #expect(try await connection.nextEvent() == [": keep-alive"])
+            #expect(try await connection.nextEvent() == [": keep-alive"])
         }
     }
 
@@ -176,23 +180,21 @@ import Testing
             _ = try #require(try await connection.nextData())
             await source.finishAll()
             #expect(try await connection.nextData() == nil)
-            #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(10)))
+            #expect(await source.waitUntilNoSubscriptions())
         }
     }
 
     @Test func gracefulShutdownEndsOpenEventStreams() async throws {
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
-        let display = try await RunningDisplay.start(source)
+        // No keep-alive within the test: only the shutdown itself can end the stream.
+        let display = try await RunningDisplay.start(source, keepAliveInterval: .seconds(3_600))
         let connection = try HTTPTestConnection(port: display.port)
         try connection.send("GET", "/events")
         _ = try await connection.readHead()
         _ = try #require(try await connection.nextData())
-        // The keep-alive is 15 s away: only the shutdown itself can end the stream in time.
-        let started = ContinuousClock.now
-        try await display.stop(within: .seconds(10))
-        #expect(ContinuousClock.now - started < .seconds(10))
-        #expect(try await connection.nextData(timeout: .seconds(5)) == nil)
-        #expect(await source.waitUntilNoSubscriptions(timeout: .seconds(5)))
+        try await display.stop()
+        #expect(try await connection.nextData() == nil)
+        #expect(await source.waitUntilNoSubscriptions())
     }
 
     private func get(
@@ -263,8 +265,9 @@ struct RunningDisplay {
         return RunningDisplay(port: port, group: group, task: task)
     }
 
-    /// Shuts the display down gracefully; fails (after cancelling it) if that takes longer than `timeout`.
-    func stop(within timeout: Duration = .seconds(10)) async throws {
+    /// Shuts the display down gracefully; fails (after cancelling it) if that takes longer than `timeout`, which only
+    /// bounds a hang.
+    func stop(within timeout: Duration = .seconds(60)) async throws {
         await group.triggerGracefulShutdown()
         let task = self.task
         let stoppedInTime = await withTaskGroup(of: Bool.self) { waiters in

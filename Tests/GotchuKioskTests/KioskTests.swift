@@ -79,6 +79,9 @@ struct KioskHarness {
         let phone = await air.addPeer(SimulatedPeer(name: email, at: Position(x: 0.2, y: 0)))
         var flow = PayerStateMachine.Configuration()
         flow.preApproved = true
+        // The air runs on the wall clock: these only bound a hang, however long a busy machine takes to deliver.
+        flow.scanTimeout = .seconds(60)
+        flow.selectionTimeout = .seconds(60)
         let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("\(email).sqlite").path)
         return try await Payer(radio: phone, ledger: ledger, journal: journal)
             .run(Payer.Options(flow: flow), interaction: AcceptingPayer())
@@ -107,11 +110,11 @@ func withRunning<Result: Sendable>(_ kiosk: Kiosk, _ body: () async throws -> Re
     }
 }
 
-/// Waits until the kiosk's status satisfies `predicate`.
+/// Waits until the kiosk's status satisfies `predicate`; the timeout only bounds a hang.
 @discardableResult
 func waitForStatus(
     _ kiosk: Kiosk,
-    timeout: Duration = .seconds(20),
+    timeout: Duration = .seconds(60),
     _ predicate: @escaping @Sendable (KioskStatus) -> Bool
 ) async throws -> KioskStatus {
     let updates = await kiosk.statusUpdates()
@@ -215,23 +218,38 @@ struct KioskTests {
             let sid = try #require(advertising.charge?.sessionID)
             #expect(try await harness.client("shop@example.com").session(sid: sid).status == .cancelled)
             await #expect(throws: KioskError.alreadyFinal(cancelled)) { try await kiosk.cancel(id: charge.id) }
-            // Nothing of the kiosk's is on the air any more.
+            // Nothing of the kiosk's is on the air any more. A beacon put on the air beside the scanner marks how
+            // far the scan has got: the air delivers in the order of its own time, so once the beacon has been heard
+            // 700 ms after it started, the kiosk would have been heard too had it still been advertising.
             let scanner = await harness.air.addPeer(SimulatedPeer(name: "scanner", at: Position(x: 0.1, y: 0)))
             let sightings = try await scanner.scan(ScanFilter())
-            let heard = try await withThrowingTaskGroup(of: Bool.self) { group in
+            let beacon = EID(rawValue: "00000beac0")!
+            let beaconStart = await harness.air.now
+            await harness.air.addBroadcaster(
+                SimulatedPeer(name: "beacon", at: Position(x: 0.1, y: 0.1)),
+                payload: AirPayload(Advertisement(eid: beacon), txPower: 0)
+            )
+            let heard = try await withThrowingTaskGroup(of: [Sighting]?.self) { group in
                 group.addTask {
-                    for try await _ in sightings { return true }
-                    return false
+                    var others: [Sighting] = []
+                    for try await sighting in sightings {
+                        if sighting.eid != beacon {
+                            others.append(sighting)
+                        } else if sighting.time >= beaconStart + .milliseconds(700) {
+                            return others
+                        }
+                    }
+                    return nil
                 }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(700))
-                    return false
+                    try await Task.sleep(for: .seconds(60))
+                    return nil
                 }
-                let first = try await group.next() ?? false
+                let first = try await group.next() ?? nil
                 group.cancelAll()
                 return first
             }
-            #expect(!heard)
+            #expect(heard?.isEmpty == true, "heard: \(String(describing: heard))")
         }
     }
 
@@ -239,16 +257,23 @@ struct KioskTests {
     func backToIdle() async throws {
         let harness = try await KioskHarness.start()
         defer { harness.stop() }
+        // Far longer than the few calls between the cancel and the first look at the status, however busy the
+        // machine; the wait for idle then checks the status's own time against it.
+        let idleAfter: TimeInterval = 3
         var options = Kiosk.Options(statusInterval: .milliseconds(100))
-        options.idleAfter = .milliseconds(500)
+        options.idleAfter = .seconds(idleAfter)
         let kiosk = try await harness.makeKiosk(options: options)
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 300, reference: "")
             try await waitForStatus(kiosk) { $0.state == .advertising }
-            _ = try await kiosk.cancel(id: charge.id)
-            #expect(await kiosk.status().state == .cancelled)
-            let idle = try await waitForStatus(kiosk, timeout: .seconds(5)) { $0.state == .idle }
+            let ended = try await kiosk.cancel(id: charge.id)
+            let shown = await kiosk.status()
+            #expect(shown.state == .cancelled)
+            #expect(shown.now < ended.updatedAt.addingTimeInterval(idleAfter))
+            let idle = try await waitForStatus(kiosk) { $0.state == .idle }
             #expect(idle.charge?.id == charge.id && idle.charge?.state == .cancelled)
+            // Idle only once the end had been shown for its time.
+            #expect(idle.now >= ended.updatedAt.addingTimeInterval(idleAfter))
         }
     }
 
@@ -256,8 +281,9 @@ struct KioskTests {
     func cancelAfterPayment() async throws {
         let harness = try await KioskHarness.start()
         defer { harness.stop() }
-        // Slow polling: the kiosk has not yet seen the payment when the point-of-sale cancels.
-        let kiosk = try await harness.makeKiosk(options: Kiosk.Options(statusInterval: .seconds(30)))
+        // Polling once, when advertising starts, and not again within the test: the kiosk has not yet seen the
+        // payment when the point-of-sale cancels, however long the payment takes.
+        let kiosk = try await harness.makeKiosk(options: Kiosk.Options(statusInterval: .seconds(3_600)))
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 2_000, reference: "")
             try await waitForStatus(kiosk) { $0.state == .advertising }
@@ -410,18 +436,21 @@ struct KioskTests {
     func lifetimeOver() async throws {
         let harness = try await KioskHarness.start(serverOptions: ["--session-lifetime", "1"])
         defer { harness.stop() }
+        // The first 1 s session is created, expires and is seen expired long before the charge's 6 s are over, even
+        // on a busy machine: at least one renewal is certain.
         var options = Kiosk.Options(statusInterval: .milliseconds(100))
-        options.sessionLifetime = .milliseconds(2_500)
+        options.sessionLifetime = .seconds(6)
         let kiosk = try await harness.makeKiosk(options: options)
+        // Events, not statuses: their larger buffer keeps every session even when this task falls behind.
+        let events = await kiosk.events()
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 100, reference: "")
             var sessions: Set<String> = []
-            let updates = await kiosk.statusUpdates()
-            for await status in updates {
-                if let sid = status.charge?.sessionID { sessions.insert(sid) }
-                if status.state == .expired { break }
+            for await event in events {
+                if let sid = event.charge.sessionID { sessions.insert(sid) }
+                if event.kind == .expired { break }
             }
-            // The 1 s ledger sessions were renewed until the kiosk's 2.5 s were over, and none stays live.
+            // The 1 s ledger sessions were renewed until the kiosk's 6 s were over, and none stays live.
             #expect(sessions.count >= 2)
             let ended = try await kiosk.charge(id: charge.id)
             #expect(ended.state == .expired)

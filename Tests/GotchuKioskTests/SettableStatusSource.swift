@@ -55,8 +55,9 @@ actor SettableStatusSource: KioskStatusSource {
         for subscriber in subscribers.values { subscriber.finish() }
     }
 
-    /// Waits until no subscription is open, for at most `timeout`; returns whether that happened.
-    func waitUntilNoSubscriptions(timeout: Duration) async -> Bool {
+    /// Waits until no subscription is open, for at most `timeout` (which only bounds a hang); returns whether that
+    /// happened.
+    func waitUntilNoSubscriptions(timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !subscribers.isEmpty, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         return subscribers.isEmpty

@@ -4,6 +4,7 @@ import GotchuSystemd
 import GotchuTesting
 import ServiceLifecycle
 import ServiceLifecycleTestKit
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -11,6 +12,11 @@ import Testing
 #endif
 
 #if os(Linux)
+    /// How often a health check was asked.
+    final class HealthChecks: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
     @Suite struct SystemdNotifierTests {
         @Test(arguments: [false, true])
         func sendsEachMessageAsOneDatagram(abstract: Bool) async throws {
@@ -73,7 +79,7 @@ import Testing
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await WatchdogService(notifier: notifier).run() }
                     var pings = 0
-                    while pings < 5, await socket.receive(timeout: .seconds(2)) == "WATCHDOG=1" { pings += 1 }
+                    while pings < 5, await socket.receive() == "WATCHDOG=1" { pings += 1 }
                     #expect(pings == 5)
                     // Five pings 100 ms apart, the first at once: about 400 ms, never much less.
                     #expect(ContinuousClock.now - start >= .milliseconds(350))
@@ -86,10 +92,19 @@ import Testing
         @Test func watchdogServiceSkipsPingsWhileUnhealthy() async throws {
             let socket = try NotifySocket()
             let notifier = SystemdNotifier(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "100000"])
+            let checks = HealthChecks()
             try await testGracefulShutdown { shutdown in
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await WatchdogService(notifier: notifier, isHealthy: { false }).run() }
-                    #expect(await socket.receive(timeout: .milliseconds(300)) == nil)
+                    group.addTask {
+                        try await WatchdogService(notifier: notifier) {
+                            checks.count.add(1, ordering: .sequentiallyConsistent)
+                            return false
+                        }.run()
+                    }
+                    // The third check means the first two rounds are over, each of which would have pinged by now:
+                    // a datagram is queued on the socket as it is sent, so a look without waiting finds it.
+                    #expect(try await eventually { checks.count.load(ordering: .sequentiallyConsistent) >= 3 })
+                    #expect(await socket.receive(timeout: .zero) == nil)
                     shutdown.triggerGracefulShutdown()
                     try await group.waitForAll()
                 }

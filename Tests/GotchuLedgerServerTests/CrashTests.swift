@@ -45,13 +45,13 @@ struct CrashTests {
                 "XDG_DATA_HOME": directory.url.path,
                 "GOTCHU_JWT_SECRET": TestLedger.secret,
             ]
-            // A key left in flight would block retries for 2 s instead of 60 (the server commits none, but this keeps
-            // the test short should one appear). A password, if the test server needs one, reaches the process
-            // through PGPASSWORD. The load comes from one address at several payments a second per payer: the rate
-            // limits are off, or their 429s would end it.
+            // An abandoned key blocks retries for 2 s instead of 60, so the clients' retries finish quickly. The lock
+            // and send rate limits are off: how many locks a second the load reaches depends on the machine's speed, and a
+            // refusal would end the load (the limits have tests of their own). A password, if the test server needs
+            // one, reaches the process through PGPASSWORD.
             let arguments = [
-                "server", "--dev", "--database", database.redacted, "--in-flight-timeout", "2", "--lock-rate", "0",
-                "--user-lock-rate", "0", "--send-rate", "0",
+                "server", "--dev", "--database", database.redacted, "--in-flight-timeout", "2",
+                "--lock-rate", "0", "--user-lock-rate", "0", "--send-rate", "0",
             ]
             var server = try RunningCommand(gotchu, arguments + ["--port", "0"], environment: environment)
             let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
@@ -93,21 +93,24 @@ struct CrashTests {
                     try await group.waitForAll()
                 }
             }
+            // Each server lives until the load has had a payment through it (however slow the machine), then a
+            // random moment more: every kill lands on a server under load, and the load is never too little.
             var kills = 0
             for _ in 0..<10 {
-                try await Task.sleep(for: .milliseconds(Int.random(in: 150...700)))
+                try await Self.waitForPayment(after: state.acknowledged.withLock { $0.count }, state)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
                 #expect(try await server.stop(signal: SIGKILL) == SIGKILL)
                 kills += 1
                 server = try RunningCommand(gotchu, arguments + ["--port", "\(port)"], environment: environment)
                 _ = try await server.waitForLine { $0.hasPrefix("listening on") }
             }
-            try await Task.sleep(for: .milliseconds(500))
+            try await Self.waitForPayment(after: state.acknowledged.withLock { $0.count }, state)
             state.stopping.store(true, ordering: .relaxed)
             try await load.value
             #expect(kills >= 10)
 
             let payments = state.acknowledged.withLock { $0 }
-            #expect(payments.count >= 10, "too little load to be meaningful: \(payments.count) payments")
+            #expect(payments.count >= 11, "too little load to be meaningful: \(payments.count) payments")
             print(
                 "crash test: \(kills) kills, \(payments.count) payments acknowledged,",
                 "\(state.replayedOnRetry.load(ordering: .relaxed)) answered by replay after a crash,",
@@ -160,9 +163,17 @@ struct CrashTests {
         }
     }
 
-    /// Runs `body` until it gets an answer that is not a transport failure, a 5xx or an in-flight key.
+    /// Waits until more than `count` payments were acknowledged; the timeout only bounds a hang.
+    static func waitForPayment(after count: Int, _ state: Load) async throws {
+        let paid = try await eventually(timeout: .seconds(120)) { state.acknowledged.withLock { $0.count } > count }
+        if !paid { throw TestPostgresError("no payment went through in two minutes") }
+    }
+
+    /// Runs `body` until it gets an answer that is not a transport failure, a 5xx or an in-flight key. The deadline
+    /// only bounds a hang: a restart on a busy machine may take many seconds.
     static func retrying<T: Sendable>(_ state: Load, _ body: () async throws -> T) async throws -> T {
-        for _ in 0..<400 {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
             do {
                 return try await body()
             } catch let error as LedgerClientError {

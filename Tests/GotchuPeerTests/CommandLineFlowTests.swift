@@ -28,7 +28,10 @@ struct CommandLineFlowTests {
         defer { processes.remove() }
         let (server, receiver, url) = try await counter(processes)
         defer { _ = try? server.stopNow() }
-        let lines = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
+        let lines = try await processes.run(
+            ["pay", "--radio", "sim", "--yes", "--timeout", "60", "--server", url],
+            user: "alice"
+        )
         #expect(lines.contains { $0.hasPrefix("sighted ") && $0.hasSuffix(" dBm") })
         #expect(lines.contains(#"resolved $12.50 → "bob" (example.com)"#))
         #expect(lines.contains("locked"))
@@ -49,7 +52,7 @@ struct CommandLineFlowTests {
         defer { _ = try? server.stopNow() }
 
         let crashing = try processes.start(
-            ["pay", "--radio", "sim", "--yes", "--server", url],
+            ["pay", "--radio", "sim", "--yes", "--timeout", "60", "--server", url],
             user: "alice",
             extra: ["GOTCHU_FAULT": fault]
         )
@@ -57,7 +60,10 @@ struct CommandLineFlowTests {
         #expect(crashing.lines.contains("locked"))
         #expect(!crashing.lines.contains { $0.hasPrefix("paid") })
 
-        let resumed = try await processes.run(["pay", "--radio", "sim", "--yes", "--server", url], user: "alice")
+        let resumed = try await processes.run(
+            ["pay", "--radio", "sim", "--yes", "--timeout", "60", "--server", url],
+            user: "alice"
+        )
         #expect(resumed.count == 1)
         #expect(resumed.first?.hasPrefix(#"finished an interrupted payment: $12.50 to "bob" \#(resumedAs)"#) == true)
         #expect(resumed.first?.hasSuffix("new balance $37.50") == true)
@@ -80,7 +86,7 @@ struct UnpaidReceiverTests {
             ["receive", "--amount", "1.00", "--radio", "sim", "--server", url],
             user: "bob"
         )
-        #expect(try await receiver.waitForExit(timeout: .seconds(30)) == 2)
+        #expect(try await receiver.waitForExit() == 2)
         #expect(receiver.lines.last == "expired unpaid")
     }
 
@@ -96,7 +102,7 @@ struct UnpaidReceiverTests {
             user: "bob"
         )
         let first = try await receiver.waitForLine { $0.hasPrefix("advertising ") }
-        let second = try await receiver.waitForLine(timeout: .seconds(30)) {
+        let second = try await receiver.waitForLine {
             $0.hasPrefix("advertising ") && $0 != first
         }
         #expect(first != second)

@@ -8,7 +8,7 @@ struct DemoAndSimulateTests {
     func demo() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
-        let lines = try await processes.run(["demo"], user: "demo", timeout: .seconds(30))
+        let lines = try await processes.run(["demo"], user: "demo")
         #expect(
             lines.contains {
                 $0.contains("alice") && $0.hasSuffix(#"paid $12.50 to "bob" (example.com); balance $87.50"#)

@@ -48,10 +48,28 @@ struct EndToEndTests {
             )
         }
 
-        async let received = Receiver(radio: terminal, ledger: bob).run(Receiver.Options(amountCents: 1_250))
-        try await Task.sleep(for: .milliseconds(200))
+        // The payer steps up once the terminal is on the air, however long the receiver took to get there.
+        let (progress, report) = AsyncStream.makeStream(of: Receiver.Progress.self)
+        let receiver = Task {
+            defer { report.finish() }
+            return await Receiver(radio: terminal, ledger: bob).run(Receiver.Options(amountCents: 1_250)) {
+                report.yield($0)
+            }
+        }
+        defer { receiver.cancel() }
+        var advertising = false
+        for await step in progress {
+            if case .advertising = step {
+                advertising = true
+                break
+            }
+        }
+        try #require(advertising)
         var flow = PayerStateMachine.Configuration()
         flow.preApproved = true
+        // The air runs on the wall clock: these only bound a hang, however long a busy machine takes to deliver.
+        flow.scanTimeout = .seconds(60)
+        flow.selectionTimeout = .seconds(60)
         let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("journal.sqlite").path)
         let interaction = ScriptedPayer()
         let outcome = try await Payer(radio: phone, ledger: alice, journal: journal)
@@ -62,7 +80,7 @@ struct EndToEndTests {
             return
         }
         #expect(offer.payeeName == "bob" && offer.amountCents == 1_250 && balance == 3_750)
-        guard case .paid(let session) = await received else {
+        guard case .paid(let session) = await receiver.value else {
             Issue.record("receiver did not see the payment")
             return
         }

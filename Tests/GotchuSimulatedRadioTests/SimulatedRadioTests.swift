@@ -23,9 +23,23 @@ private actor Collector {
         }
     }
 
-    /// Lets the collecting task drain what the air delivered.
-    private func settle() async {
-        for _ in 0..<50 { await Task.yield() }
+    /// Waits until the collecting task has every sighting the air delivered to `scanner`: the air counts each one in
+    /// the scanner's statistics as it hands it to the scan, so nothing depends on how soon the task gets to run.
+    private func settle(_ collector: Collector, _ scanner: SimulatedRadio) async throws {
+        let caughtUp = await waitUntil {
+            await collector.sightings.count >= scanner.statistics().sightings
+        }
+        try #require(caughtUp, "the collector did not catch up with the air")
+    }
+
+    /// Polls `condition` until it holds, for at most a minute (which only bounds a hang); returns whether it held.
+    private func waitUntil(_ condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return await condition()
     }
 
     @Test func scanReceivesAdvertisementsOnVirtualTime() async throws {
@@ -39,7 +53,7 @@ private actor Collector {
             await air.advance(by: .seconds(1))
         }
         await air.advance(by: .seconds(1))
-        await settle()
+        try await settle(collector, payer)
         scan.cancel()
 
         let sightings = await collector.sightings
@@ -65,7 +79,7 @@ private actor Collector {
             try await handle.update(Advertisement(eid: next))
             await air.advance(by: .milliseconds(500))
         }
-        await settle()
+        try await settle(collector, payer)
         scan.cancel()
         let eids = await collector.sightings.map(\.eid)
         #expect(eids.first == Self.eid && eids.last == next)
@@ -83,7 +97,7 @@ private actor Collector {
             try await terminal.withAdvertisement(Advertisement(eid: Self.eid)) { _ in throw Boom() }
         }
         await air.advance(by: .seconds(1))
-        await settle()
+        try await settle(collector, payer)
         scan.cancel()
         #expect(await collector.sightings.isEmpty)
         // The peer can advertise again once the first scope ended.
@@ -118,7 +132,7 @@ private actor Collector {
                 }
             }
         }
-        await settle()
+        try await settle(collector, payer)
         scan.cancel()
         let sightings = await collector.sightings
         #expect(!sightings.isEmpty)
@@ -144,7 +158,7 @@ private actor Collector {
         let collector = Collector()
         let scan = collect(try await payer.scan(ScanFilter()), into: collector)
         await air.advance(by: .seconds(1))
-        await settle()
+        try await settle(collector, payer)
         scan.cancel()
         #expect(await collector.sightings.isEmpty)
         let statistics = await payer.statistics()
@@ -159,9 +173,17 @@ private actor Collector {
             try await radio.sleep(for: .milliseconds(250))
             return await radio.now()
         }
-        await air.advance(by: .seconds(1))
+        // Time moves once the sleeper waits on it, so its deadline is 250 ms of virtual time.
+        #expect(await waitUntil { await air.sleeperCount == 1 })
+        await air.advance(by: .milliseconds(249))
+        #expect(await air.sleeperCount == 1)
+        await air.advance(by: .milliseconds(1))
+        #expect(await air.sleeperCount == 0)
+        // Nothing moves the clock on meanwhile: the woken task sees the deadline itself.
         let wokeAt = try await sleeper.value
-        #expect(wokeAt >= .milliseconds(250) && wokeAt <= .milliseconds(260))
+        #expect(wokeAt == .milliseconds(250))
+        await air.advance(by: .seconds(1))
+        #expect(await radio.now() == .milliseconds(1_250))
     }
 
     @Test func cancelledSleepThrows() async throws {
