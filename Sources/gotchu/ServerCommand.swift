@@ -222,6 +222,7 @@ struct ServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "gotchu.server")
+        warnIfDescriptorsShort(logger: logger)
         var policy = LedgerPolicy()
         policy.sessionLifetime = .seconds(sessionLifetime)
         policy.lockLifetime = .seconds(lockLifetime)
@@ -280,6 +281,29 @@ struct ServerCommand: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
         }
         try await application.runService()
+    }
+
+    /// Warns when the open-file limit leaves too little room for the connection cap: past it, accepting fails and
+    /// clients wait in the backlog instead of being answered. Room is kept for refusals in progress, the store, the
+    /// PostgreSQL pool and the process's own descriptors.
+    private func warnIfDescriptorsShort(logger: Logger) {
+        var limit = rlimit()
+        #if os(Linux)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        // An unlimited limit is the largest value, so it never warns.
+        guard getrlimit(resource, &limit) == 0 else { return }
+        let needed = maxOpenConnections + 64 + maxConnections + 64
+        guard UInt64(limit.rlim_cur) < UInt64(needed) else { return }
+        logger.warning(
+            "the open-file limit is below what --max-open-connections needs; raise it (ulimit -n) or lower the cap",
+            metadata: [
+                "open_file_limit": "\(limit.rlim_cur)", "needed": "\(needed)",
+                "max_open_connections": "\(maxOpenConnections)",
+            ]
+        )
     }
 
     /// The rate and connection limits the options ask for.

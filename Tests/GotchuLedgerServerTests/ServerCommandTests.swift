@@ -126,6 +126,24 @@ struct ServerCommandTests {
         #expect(!server.lines.contains { $0.hasPrefix("listening on") })
     }
 
+    @Test("Warns at start when the open-file limit is below what the connection cap needs, and still serves")
+    func descriptorWarning() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let gotchu = try BuiltProducts.gotchu
+        let server = try RunningCommand(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"ulimit -n 256 && exec "$0" server --dev --port 0 --max-open-connections 512"#, gotchu.path],
+            environment: ["XDG_DATA_HOME": directory.url.path]
+        )
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        let url = URL(string: String(line.dropFirst("listening on ".count)))!
+        #expect(try await LedgerClient(baseURL: url).health().status == "ok")
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+        #expect(server.standardError.contains("open-file limit"), "\(server.standardError)")
+        #expect(server.standardError.contains("open_file_limit=256"), "\(server.standardError)")
+    }
+
     @Test("The connection options are in --help with their ranges")
     func connectionOptionsInHelp() async throws {
         let help = try RunningCommand(try BuiltProducts.gotchu, ["server", "--help"])
