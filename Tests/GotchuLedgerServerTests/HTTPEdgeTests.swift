@@ -149,6 +149,22 @@ struct HTTPEdgeTests {
         }
     }
 
+    @Test("A body that breaks the chunked framing is answered 400 problem+json by the route, then closed")
+    func malformedBody() async throws {
+        try await TestLedger.with { ledger in
+            let connection = try RawConnection(port: ledger.url.port!)
+            try connection.send(
+                "POST /sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + "5\r\n{\"eid\r\nzz\r\n"
+            )
+            let response = try await connection.readResponse()
+            #expect(response.status == 400)
+            #expect(response.headers["content-type"] == Problem.mediaType)
+            #expect(try Self.problem(response.body).kind == .badRequest)
+            try await connection.waitForClose()
+        }
+    }
+
     @Test("A broken request after a good one on the same connection: the first is answered, then 400, then close")
     func malformedAfterKeepAlive() async throws {
         try await TestLedger.with { ledger in
