@@ -172,7 +172,9 @@ struct HTTPEdgeTests {
             try connection.send(Self.healthz)
             #expect(try await connection.readResponse().status == 200)
             try connection.send("GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n")
-            #expect(try await connection.readResponse().status == 400)
+            let refused = try await connection.readResponse()
+            #expect(refused.status == 400)
+            #expect(refused.headers["content-type"] == Problem.mediaType)
             try await connection.waitForClose()
         }
     }
