@@ -1,8 +1,9 @@
 public import Foundation
 
-/// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`),
-/// block them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`). A refused request gets 429 `rate-limited` with `Retry-After` in seconds.
-/// The cap on locks one payer holds at once is part of the store's rules: ``LedgerPolicy/maximumLocksPerPayer``.
+/// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`), block
+/// them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`), and the limits on
+/// connections. A refused request gets 429 `rate-limited` with `Retry-After` in seconds. The cap on locks one payer
+/// holds at once is part of the store's rules: ``LedgerPolicy/maximumLocksPerPayer``.
 public struct LedgerLimits: Sendable {
     /// Resolves per client address. EIDs are short, so this is what makes guessing live ones slow.
     public var resolvePerAddress: RateLimit? = RateLimit(perSecond: 10, burst: 20)
@@ -21,10 +22,26 @@ public struct LedgerLimits: Sendable {
     /// The clock buckets refill by.
     public var clock: @Sendable () -> Date = Date.init
 
+    /// The most connections served at once (each holds a file descriptor). A connection past it is answered
+    /// 503 `unavailable` with `Retry-After` and closed, so a client learns at once that the server is busy instead of
+    /// waiting in the listen backlog; see ``LedgerServer``. Must be in ``allowedOpenConnections``.
+    public var maximumOpenConnections = 512
+    /// How long a kept-alive connection may wait for its next request (or a new one for its first) before it is
+    /// closed. Must be positive.
+    public var idleTimeout: Duration = .seconds(30)
+    /// How long a request's head and body may take to arrive, counted from its first byte. A request still
+    /// incomplete then is dropped and its connection closed, so a client trickling bytes cannot hold a connection.
+    /// Must be positive.
+    public var readTimeout: Duration = .seconds(10)
+
+    /// The connection caps a server accepts.
+    public static let allowedOpenConnections = 1...100_000
+
     /// The default limits.
     public init() {}
 
-    /// No rate limits: for in-process servers whose clients all share one loopback address.
+    /// No rate limits: for in-process servers whose clients all share one loopback address. The connection limits
+    /// stay at their defaults.
     public static var unlimited: LedgerLimits {
         var limits = LedgerLimits()
         limits.resolvePerAddress = nil

@@ -1,5 +1,6 @@
 public import Foundation
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 public import ServiceLifecycle
 import Synchronization
@@ -10,7 +11,8 @@ public enum LedgerServer {
     /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
-    ///   - limits: the rate limits of resolve and lock, kept in this process's memory.
+    ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
+    ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
     ///     stopped after it.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
@@ -25,13 +27,16 @@ public enum LedgerServer {
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        let router = Router(context: LedgerRequestContext.self)
+        precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
+        // HEAD is answered as GET without the body.
+        let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: ProblemMiddleware())
         LedgerRoutes(store: store, tokens: tokens, developmentMode: developmentMode, limits: limits).register(
             on: router
         )
         var application = Application(
             router: router,
+            server: HTTPServerBuilder { responder in LedgerHTTPChannel(responder: responder, limits: limits) },
             configuration: .init(address: .hostname(host, port: port), serverName: "gotchu-ledger"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: logger

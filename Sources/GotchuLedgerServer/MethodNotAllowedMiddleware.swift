@@ -4,6 +4,9 @@ import Hummingbird
 /// A method the path does not serve; answered with 405 and `Allow`.
 struct MethodNotAllowed: Error {
     var allowed: HTTPRequest.Method
+
+    /// The `Allow` value: a GET path also answers HEAD (the router derives it from GET).
+    var allowHeader: String { allowed == .get ? "GET, HEAD" : allowed.rawValue }
 }
 
 /// Turns the router's 404 for a known path asked with another method (any method, including ones it has never

@@ -2,9 +2,12 @@ import Foundation
 import GotchuAPI
 import Hummingbird
 import Logging
+import NIOHTTP1
 
 /// Turns every error into an RFC 9457 `application/problem+json` response, and writes one log line per request:
-/// method, route, status and latency. Bodies, headers and tokens are never logged.
+/// method, route, status and latency. Bodies, headers and tokens are never logged. A request whose client hung up or
+/// stalled before its body arrived is logged as abandoned, with the reason, at info level: that is the client's doing,
+/// not a server failure.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(
         _ request: Request,
@@ -14,34 +17,53 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         -> Response
     {
         let start = ContinuousClock.now
-        let response: Response
+        var response: Response
+        /// Why the request never fully arrived, if it did not.
+        var abandoned: String?
         do {
             response = try await next(request, context)
         } catch let exceeded as RateLimiter.Exceeded {
-            var refused = Self.problemResponse(
+            response = Self.problemResponse(
                 for: Problem(.rateLimited, detail: "too many requests; retry in \(exceeded.retryAfter) s")
             )
-            refused.headers[.retryAfter] = String(exceeded.retryAfter)
-            response = refused
+            response.headers[.retryAfter] = String(exceeded.retryAfter)
         } catch let refused as MethodNotAllowed {
-            var problem = Self.problemResponse(
-                for: Problem(.methodNotAllowed, detail: "this path serves \(refused.allowed.rawValue) only")
+            response = Self.problemResponse(
+                for: Problem(.methodNotAllowed, detail: "this path serves \(refused.allowHeader) only")
             )
-            problem.headers[.allow] = refused.allowed.rawValue
-            response = problem
+            response.headers[.allow] = refused.allowHeader
+        } catch is RequestReadTimeout {
+            // The connection is already closing; the answer is for a client that only half-closed.
+            abandoned = "read timeout"
+            response = Self.problemResponse(for: Problem(.badRequest, detail: "the request did not arrive in time"))
+            response.headers[.connection] = "close"
+        } catch let parserError as HTTPParserError {
+            // The body ended early (the client hung up) or broke the framing; either way nothing more can be read.
+            let detail: String
+            if parserError == .invalidEOFState {
+                abandoned = "client disconnected"
+                detail = "the connection ended before the request did"
+            } else {
+                detail = "the request body is not valid HTTP/1.1 (\(parserError))"
+            }
+            response = Self.problemResponse(for: Problem(.badRequest, detail: detail))
+            response.headers[.connection] = "close"
         } catch {
             response = Self.problemResponse(for: Self.problem(for: error, logger: context.logger))
         }
         let elapsed = ContinuousClock.now - start
-        context.logger.info(
-            "request",
-            metadata: [
-                "method": "\(request.method.rawValue)",
-                "route": "\(context.endpointPath ?? "-")",
-                "status": "\(response.status.code)",
-                "latency_ms": "\(String(format: "%.2f", elapsed / .milliseconds(1)))",
-            ]
-        )
+        var metadata: Logger.Metadata = [
+            "method": "\(request.method.rawValue)",
+            "route": "\(context.endpointPath ?? "-")",
+            "latency_ms": "\(String(format: "%.2f", elapsed / .milliseconds(1)))",
+        ]
+        if let abandoned {
+            metadata["reason"] = "\(abandoned)"
+            context.logger.info("request abandoned", metadata: metadata)
+        } else {
+            metadata["status"] = "\(response.status.code)"
+            context.logger.info("request", metadata: metadata)
+        }
         return response
     }
 

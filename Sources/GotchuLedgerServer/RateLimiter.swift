@@ -8,9 +8,15 @@ public struct RateLimit: Sendable, Hashable {
     /// Requests allowed at once after a quiet spell.
     public var burst: Int
 
-    /// Creates a rate; both must be positive.
+    /// The rates `gotchu server` accepts: from one request in 1,000 s to a million a second.
+    public static let allowedPerSecond: ClosedRange<Double> = 0.001...1_000_000
+    /// The bursts `gotchu server` accepts.
+    public static let allowedBurst: ClosedRange<Int> = 1...1_000_000
+
+    /// Creates a rate; both must be positive and the rate finite. Any such rate is safe, however extreme: waits are
+    /// computed in floating point and capped (``RateLimiter/maximumRetryAfter``).
     public init(perSecond: Double, burst: Int) {
-        precondition(perSecond > 0 && burst > 0, "a rate limit needs a positive rate and burst")
+        precondition(perSecond > 0 && perSecond.isFinite && burst > 0, "a rate limit needs a positive rate and burst")
         self.perSecond = perSecond
         self.burst = burst
     }
@@ -28,6 +34,10 @@ final class RateLimiter: Sendable {
     struct Exceeded: Error, Equatable {
         var retryAfter: Int
     }
+
+    /// The longest wait a refusal asks for (a day). A very slow rate could ask for more than `Int` holds; a client
+    /// told to come back in a day and refused again is told the same.
+    static let maximumRetryAfter = 86_400
 
     private struct Bucket {
         var tokens: Double
@@ -73,13 +83,20 @@ final class RateLimiter: Sendable {
             bucket.updated = now
             guard bucket.tokens >= 1 else {
                 state.buckets[key] = bucket
-                return max(1, Int(((1 - bucket.tokens) / limit.perSecond).rounded(.up)))
+                return Self.retryAfter(seconds: (1 - bucket.tokens) / limit.perSecond)
             }
             bucket.tokens -= 1
             state.buckets[key] = bucket
             return nil
         }
         if let wait { throw Exceeded(retryAfter: wait) }
+    }
+
+    /// Whole seconds to wait, at least 1 and at most ``maximumRetryAfter``; in floating point until it is known to fit,
+    /// since the wait of a tiny rate is beyond `Int` (or infinite).
+    static func retryAfter(seconds: Double) -> Int {
+        guard seconds < Double(maximumRetryAfter) else { return maximumRetryAfter }
+        return max(1, Int(seconds.rounded(.up)))
     }
 
     /// Drops the buckets that have refilled; at most once a second, so a full table does not cost a scan a request.

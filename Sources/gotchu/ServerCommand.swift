@@ -58,65 +58,117 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var jwtSecret: String?
 
-    @Option(help: ArgumentHelp("How long a session stays payable, in seconds.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "How long a session stays payable, in seconds (\(Bounds.sessionLifetime)).",
+            valueName: "seconds"
+        )
+    )
     var sessionLifetime = 300
 
-    @Option(help: ArgumentHelp("How long a lock holds unless paid, in seconds.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "How long a lock holds unless paid, in seconds (\(Bounds.lockLifetime)).",
+            valueName: "seconds"
+        )
+    )
     var lockLifetime = 30
 
     @Option(
         help: ArgumentHelp(
-            "How long an unfinished payment's Idempotency-Key blocks retries before it counts as abandoned, in seconds.",
+            "How long an unfinished payment's Idempotency-Key blocks retries before it counts as abandoned, in seconds (\(Bounds.inFlightTimeout)).",
             valueName: "seconds"
         )
     )
     var inFlightTimeout = 60
 
-    @Option(help: ArgumentHelp("PostgreSQL only: the most connections this server opens.", valueName: "count"))
+    @Option(
+        help: ArgumentHelp(
+            "PostgreSQL only: the most connections this server opens (\(Bounds.maxConnections)).",
+            valueName: "count"
+        )
+    )
     var maxConnections = 20
 
-    @Option(help: ArgumentHelp("Largest amount of one session, in cents.", valueName: "cents"))
+    @Option(help: ArgumentHelp("Largest amount of one session, in cents (1 or more).", valueName: "cents"))
     var maxAmount: Int64 = 100_000_000_000
 
     @Option(
         help: ArgumentHelp(
-            "POST /sessions/resolve per client address: requests per second (0: no limit).",
+            "The most HTTP connections served at once (\(Bounds.maxOpenConnections)). One more is answered 503 with Retry-After and closed; keep it well below the open-file limit (ulimit -n).",
+            valueName: "count"
+        )
+    )
+    var maxOpenConnections = LedgerLimits().maximumOpenConnections
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a kept-alive connection may wait for its next request before it is closed (\(Bounds.timeout)).",
+            valueName: "seconds"
+        )
+    )
+    var idleTimeout = Int(LedgerLimits().idleTimeout.components.seconds)
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a request's head and body may take to arrive, from its first byte; a slower one is dropped (\(Bounds.timeout)).",
+            valueName: "seconds"
+        )
+    )
+    var readTimeout = Int(LedgerLimits().readTimeout.components.seconds)
+
+    @Option(
+        help: ArgumentHelp(
+            "POST /sessions/resolve per client address: requests per second (0: no limit, else \(Bounds.rate)).",
             valueName: "per-second"
         )
     )
     var resolveRate: Double = 10
 
-    @Option(help: ArgumentHelp("POST /sessions/resolve per client address: burst.", valueName: "count"))
+    @Option(
+        help: ArgumentHelp("POST /sessions/resolve per client address: burst (\(Bounds.burst)).", valueName: "count")
+    )
     var resolveBurst = 20
 
     @Option(
         help: ArgumentHelp(
-            "POST /sessions/lock per client address: requests per second (0: no limit).",
+            "POST /sessions/lock per client address: requests per second (0: no limit, else \(Bounds.rate)).",
             valueName: "per-second"
         )
     )
     var lockRate: Double = 10
 
-    @Option(help: ArgumentHelp("POST /sessions/lock per client address: burst.", valueName: "count"))
+    @Option(help: ArgumentHelp("POST /sessions/lock per client address: burst (\(Bounds.burst)).", valueName: "count"))
     var lockBurst = 20
 
     @Option(
-        help: ArgumentHelp("POST /sessions/lock per user: requests per second (0: no limit).", valueName: "per-second")
+        help: ArgumentHelp(
+            "POST /sessions/lock per user: requests per second (0: no limit, else \(Bounds.rate)).",
+            valueName: "per-second"
+        )
     )
     var userLockRate: Double = 2
 
-    @Option(help: ArgumentHelp("POST /sessions/lock per user: burst.", valueName: "count"))
+    @Option(help: ArgumentHelp("POST /sessions/lock per user: burst (\(Bounds.burst)).", valueName: "count"))
     var userLockBurst = 5
 
     @Option(
-        help: ArgumentHelp("POST /wallet/send per user: requests per second (0: no limit).", valueName: "per-second")
+        help: ArgumentHelp(
+            "POST /wallet/send per user: requests per second (0: no limit, else \(Bounds.rate)).",
+            valueName: "per-second"
+        )
     )
     var sendRate: Double = 5
 
-    @Option(help: ArgumentHelp("POST /wallet/send per user: burst.", valueName: "count"))
+    @Option(help: ArgumentHelp("POST /wallet/send per user: burst (\(Bounds.burst)).", valueName: "count"))
     var sendBurst = 10
 
-    @Option(help: ArgumentHelp("How many sessions one payer may hold locked at once.", valueName: "count"))
+    @Option(
+        help: ArgumentHelp(
+            "How many sessions one payer may hold locked at once (\(Bounds.maxLocksPerPayer)).",
+            valueName: "count"
+        )
+    )
     var maxLocksPerPayer = 3
 
     @Flag(
@@ -128,11 +180,28 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    /// The range of every bounded option. Durations stay far below what the stores' millisecond arithmetic can
+    /// hold, and counts below what memory and file descriptors allow.
+    enum Bounds {
+        static let sessionLifetime = 1...86_400
+        static let lockLifetime = 1...3_600
+        static let inFlightTimeout = 1...3_600
+        static let maxConnections = 1...10_000
+        static let maxOpenConnections = LedgerLimits.allowedOpenConnections
+        static let timeout = 1...3_600
+        static let rate = RateLimit.allowedPerSecond
+        static let burst = RateLimit.allowedBurst
+        static let maxLocksPerPayer = 1...1_000
+    }
+
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
-        guard sessionLifetime > 0, lockLifetime > 0, inFlightTimeout > 0 else {
-            throw ValidationError("lifetimes and timeouts must be positive")
+        func check<Value: Comparable>(_ option: String, _ value: Value, _ range: ClosedRange<Value>) throws {
+            guard range.contains(value) else { throw ValidationError("--\(option) must be \(range), got \(value)") }
         }
+        try check("port", port, 0...65535)
+        try check("session-lifetime", sessionLifetime, Bounds.sessionLifetime)
+        try check("lock-lifetime", lockLifetime, Bounds.lockLifetime)
+        try check("in-flight-timeout", inFlightTimeout, Bounds.inFlightTimeout)
         if let database, PostgresURL.isPostgresURL(database) {
             do {
                 _ = try PostgresURL(database)
@@ -140,15 +209,21 @@ struct ServerCommand: AsyncParsableCommand {
                 throw ValidationError("--database: \(error)")
             }
         }
-        guard maxAmount > 0 else { throw ValidationError("--max-amount must be positive") }
-        guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
-        guard maxLocksPerPayer > 0 else { throw ValidationError("--max-locks-per-payer must be positive") }
+        guard maxAmount > 0 else { throw ValidationError("--max-amount must be 1 or more, got \(maxAmount)") }
+        try check("max-connections", maxConnections, Bounds.maxConnections)
+        try check("max-open-connections", maxOpenConnections, Bounds.maxOpenConnections)
+        try check("idle-timeout", idleTimeout, Bounds.timeout)
+        try check("read-timeout", readTimeout, Bounds.timeout)
+        try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
         ] {
-            guard rate >= 0, rate.isFinite else { throw ValidationError("--\(name)-rate must be 0 or more") }
-            guard burst > 0 else { throw ValidationError("--\(name)-burst must be positive") }
+            // NaN fails every comparison, so `contains` refuses it along with infinities.
+            guard rate == 0 || Bounds.rate.contains(rate) else {
+                throw ValidationError("--\(name)-rate must be 0 (no limit) or \(Bounds.rate), got \(rate)")
+            }
+            try check("\(name)-burst", burst, Bounds.burst)
         }
     }
 
@@ -159,6 +234,7 @@ struct ServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "gotchu.server")
+        warnIfDescriptorsShort(logger: logger)
         var policy = LedgerPolicy()
         policy.sessionLifetime = .seconds(sessionLifetime)
         policy.lockLifetime = .seconds(lockLifetime)
@@ -228,7 +304,30 @@ struct ServerCommand: AsyncParsableCommand {
         notifier.stopping()
     }
 
-    /// The rate limits the options ask for.
+    /// Warns when the open-file limit leaves too little room for the connection cap: past it, accepting fails and
+    /// clients wait in the backlog instead of being answered. Room is kept for refusals in progress, the store, the
+    /// PostgreSQL pool and the process's own descriptors.
+    private func warnIfDescriptorsShort(logger: Logger) {
+        var limit = rlimit()
+        #if os(Linux)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        // An unlimited limit is the largest value, so it never warns.
+        guard getrlimit(resource, &limit) == 0 else { return }
+        let needed = maxOpenConnections + 64 + maxConnections + 64
+        guard UInt64(limit.rlim_cur) < UInt64(needed) else { return }
+        logger.warning(
+            "the open-file limit is below what --max-open-connections needs; raise it (ulimit -n) or lower the cap",
+            metadata: [
+                "open_file_limit": "\(limit.rlim_cur)", "needed": "\(needed)",
+                "max_open_connections": "\(maxOpenConnections)",
+            ]
+        )
+    }
+
+    /// The rate and connection limits the options ask for.
     var limits: LedgerLimits {
         func rate(_ perSecond: Double, _ burst: Int) -> RateLimit? {
             perSecond > 0 ? RateLimit(perSecond: perSecond, burst: burst) : nil
@@ -239,6 +338,9 @@ struct ServerCommand: AsyncParsableCommand {
         limits.lockPerUser = rate(userLockRate, userLockBurst)
         limits.sendPerUser = rate(sendRate, sendBurst)
         limits.trustForwardedFor = trustForwardedFor
+        limits.maximumOpenConnections = maxOpenConnections
+        limits.idleTimeout = .seconds(idleTimeout)
+        limits.readTimeout = .seconds(readTimeout)
         return limits
     }
 

@@ -31,6 +31,22 @@ struct RateLimiterTests {
         #expect(throws: RateLimiter.Exceeded(retryAfter: 8)) { try limiter.take("a") }
     }
 
+    @Test("A rate too slow for the wait to fit in Int does not trap: the wait is capped at a day")
+    func tinyRate() throws {
+        let clock = ManualClock()
+        let limiter = RateLimiter(limit: RateLimit(perSecond: 1e-20, burst: 1), capacity: 2, clock: { clock.now() })
+        try limiter.take("a")
+        #expect(throws: RateLimiter.Exceeded(retryAfter: RateLimiter.maximumRetryAfter)) { try limiter.take("a") }
+        // Sweeping a full table divides by the rate as well.
+        try limiter.take("b")
+        clock.advance(seconds: 10)
+        #expect(throws: RateLimiter.Exceeded(retryAfter: 1)) { try limiter.take("c") }
+        #expect(RateLimiter.retryAfter(seconds: .infinity) == RateLimiter.maximumRetryAfter)
+        #expect(RateLimiter.retryAfter(seconds: .nan) == RateLimiter.maximumRetryAfter)
+        #expect(RateLimiter.retryAfter(seconds: 0.2) == 1)
+        #expect(RateLimiter.retryAfter(seconds: 86_399.5) == 86_400)
+    }
+
     @Test("Memory is bounded: idle buckets are swept out, and while all are busy a new client waits")
     func bounded() throws {
         let clock = ManualClock()

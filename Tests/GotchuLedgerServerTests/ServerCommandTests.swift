@@ -87,6 +87,75 @@ struct ServerCommandTests {
         #expect(wallet.standardError.contains("gotchu login --email"))
     }
 
+    @Test(
+        "Refuses an out-of-range option before starting, naming the option and its range",
+        arguments: [
+            (["--session-lifetime", "10000000000000000"], "--session-lifetime must be 1...86400"),
+            (["--session-lifetime", "0"], "--session-lifetime must be 1...86400"),
+            (["--lock-lifetime", "9223372036854775807"], "--lock-lifetime must be 1...3600"),
+            (["--in-flight-timeout", "9223372036854775807"], "--in-flight-timeout must be 1...3600"),
+            (
+                ["--resolve-rate", "1e-20", "--resolve-burst", "1"],
+                "--resolve-rate must be 0 (no limit) or 0.001...1000000.0"
+            ),
+            (["--lock-rate", "nan"], "--lock-rate must be 0 (no limit)"),
+            (["--user-lock-rate", "inf"], "--user-lock-rate must be 0 (no limit)"),
+            (["--user-lock-rate=-1"], "--user-lock-rate must be 0 (no limit)"),
+            (["--lock-burst", "0"], "--lock-burst must be 1...1000000"),
+            (["--resolve-burst", "9223372036854775807"], "--resolve-burst must be 1...1000000"),
+            (["--max-locks-per-payer", "0"], "--max-locks-per-payer must be 1...1000"),
+            (["--max-connections", "0"], "--max-connections must be 1...10000"),
+            (["--max-amount=-5"], "--max-amount must be 1 or more"),
+            (["--max-open-connections", "0"], "--max-open-connections must be 1...100000"),
+            (["--max-open-connections", "9223372036854775807"], "--max-open-connections must be 1...100000"),
+            (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
+            (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
+            (["--session-lifetime", "1e16"], "--session-lifetime"),
+        ]
+    )
+    func outOfRange(options: [String], message: String) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try RunningCommand(
+            try BuiltProducts.gotchu,
+            ["server", "--dev", "--port", "0"] + options,
+            environment: ["XDG_DATA_HOME": directory.url.path]
+        )
+        #expect(try await server.waitForExit() != 0)
+        #expect(server.standardError.contains(message), "\(server.standardError)")
+        #expect(!server.lines.contains { $0.hasPrefix("listening on") })
+    }
+
+    @Test("Warns at start when the open-file limit is below what the connection cap needs, and still serves")
+    func descriptorWarning() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let gotchu = try BuiltProducts.gotchu
+        let server = try RunningCommand(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"ulimit -n 256 && exec "$0" server --dev --port 0 --max-open-connections 512"#, gotchu.path],
+            environment: ["XDG_DATA_HOME": directory.url.path]
+        )
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        let url = URL(string: String(line.dropFirst("listening on ".count)))!
+        #expect(try await LedgerClient(baseURL: url).health().status == "ok")
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+        #expect(server.standardError.contains("open-file limit"), "\(server.standardError)")
+        #expect(server.standardError.contains("open_file_limit=256"), "\(server.standardError)")
+    }
+
+    @Test("The connection options are in --help with their ranges")
+    func connectionOptionsInHelp() async throws {
+        let help = try RunningCommand(try BuiltProducts.gotchu, ["server", "--help"])
+        #expect(try await help.waitForExit() == 0)
+        let text = help.lines.joined(separator: "\n")
+        for option in ["--max-open-connections", "--idle-timeout", "--read-timeout"] {
+            #expect(text.contains(option), "\(option)")
+        }
+        #expect(text.contains("1...100000"))
+        #expect(text.contains("1...3600"))
+    }
+
     @Test("Refuses a malformed postgres:// URL, saying what the URL must look like")
     func badPostgresURL() async throws {
         let server = try RunningCommand(
