@@ -14,7 +14,7 @@ struct WalletCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wallet = try await server.client().wallet()
-        print("balance \(Money.format(wallet.availableCents))   wallet \(wallet.walletID)")
+        print("balance \(Money.format(wallet.availableCents))   wallet \(DisplayText.escaped(wallet.walletID))")
         guard !wallet.recent.isEmpty else {
             print("no entries yet")
             return
@@ -23,7 +23,8 @@ struct WalletCommand: AsyncParsableCommand {
     }
 }
 
-/// Ledger entries as an aligned text table.
+/// Ledger entries as an aligned text table. The server's strings (type, reference) are shown escaped and bounded,
+/// so a cell can neither rewrite the terminal nor push the table apart.
 enum EntryTable {
     static func render(_ entries: [LedgerEntry]) -> String {
         let rows = entries.map { entry in
@@ -31,8 +32,8 @@ enum EntryTable {
                 entry.createdAt.formatted(.iso8601.time(includingFractionalSeconds: false)),
                 entry.direction.rawValue,
                 (entry.direction == .credit ? "+" : "-") + Money.format(entry.amountCents),
-                entry.type,
-                "\(entry.refType) \(entry.refID.prefix(8))",
+                DisplayText.escaped(entry.type, maximumLength: 24),
+                DisplayText.escaped("\(entry.refType) \(entry.refID.prefix(8))", maximumLength: 40),
             ]
         }
         let header = ["time (UTC)", "dir", "amount", "type", "reference"]

@@ -114,17 +114,49 @@ struct PayPromptTests {
     }
 }
 
-/// A server that answers dev-login and resolve with fixed bodies, nothing else.
+@Suite("gotchu wallet shows a server's strings escaped")
+struct WalletOutputTests {
+    @Test("Entry types, references and the wallet id from a hostile server cannot rewrite the terminal")
+    func hostileEntries() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let hostile = "\u{1B}[2J\u{202E}" + String(repeating: "x", count: 200)
+        let entry = LedgerEntry(
+            id: "e",
+            direction: .credit,
+            amountCents: 500,
+            type: "payment" + hostile,
+            refType: "session\u{8}\u{8}",
+            refID: "\u{200B}abc",
+            createdAt: Date(timeIntervalSince1970: 0)
+        )
+        let wallet = WalletResponse(walletID: "w\u{1B}]0;owned\u{7}", availableCents: 500, recent: [entry])
+        try await HostileServer.withRunning(wallet: wallet) { url in
+            try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+            let lines = try await processes.run(["wallet", "--server", url], user: "alice")
+            #expect(lines.first == #"balance $5.00   wallet w\u{1B}]0;owned\u{7}"#)
+            for line in lines { #expect(PayPromptTests.isTerminalSafe(line), "\(line.debugDescription)") }
+            let row = try #require(lines.last)
+            #expect(row.contains("+$5.00") && row.contains(#"payment\u{1B}[2J\u{202E}x"#))
+            // Bounded: the 200 x's are cut, so one cell cannot push the table apart.
+            #expect(row.count < 120, "\(row)")
+        }
+    }
+}
+
+/// A server that answers dev-login, resolve and the wallet with fixed bodies, nothing else.
 private enum HostileServer {
     static func withRunning(
-        resolve: ResolveResponse,
+        resolve: ResolveResponse? = nil,
+        wallet: WalletResponse? = nil,
         _ body: @Sendable (String) async throws -> Void
     ) async throws {
         let router = Router()
         router.post("/auth/dev-login") { _, _ in
             try json(LoginResponse(token: "t", userID: "u\u{1B}[31m"))
         }
-        router.post("/sessions/resolve") { _, _ in try json(resolve) }
+        if let resolve { router.post("/sessions/resolve") { _, _ in try json(resolve) } }
+        if let wallet { router.get("/wallet/me") { _, _ in try json(wallet) } }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let application = Application(
             router: router,
