@@ -334,7 +334,8 @@ public actor Kiosk: KioskStatusSource {
             case .publishStatus(let delay):
                 idleTimer?.cancel()
                 idleTimer = Task { [radio] in
-                    do { try await radio.sleep(for: delay) } catch { return }
+                    // A millisecond past, so the date read then is surely past the end of the showing.
+                    do { try await radio.sleep(for: delay + .milliseconds(1)) } catch { return }
                     await self.publishStatus(now: self.date())
                 }
             }
