@@ -198,7 +198,8 @@ let package = Package(
             dependencies: [
                 "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
                 "GotchuLedgerClient", "GotchuAPI",
-                "GotchuCore",
+                "GotchuCore", "GotchuKioskCLI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

@@ -11,6 +11,9 @@ public import Logging
 /// Measures how fast `PropertiesChanged` signals become sightings: the whole path of a scan (libdbus parse, value
 /// model, match, decode, threshold) on a bus where an emitter owning `org.bluez` floods `Device1` updates as soon
 /// as discovery starts (`Benchmarks/dbus_fast_ingest.py emit` is one).
+///
+/// Not part of the library's API: `gotchu bench dbus` runs it, through `@_spi(Benchmarks) import GotchuBlueZ`.
+@_spi(Benchmarks)
 public enum BlueZIngestBenchmark {
     /// What one run measured.
     public struct Result: Hashable, Sendable, CustomStringConvertible {

@@ -5,18 +5,26 @@ public struct Backoff: Hashable, Sendable {
     public var initial: Duration
     /// The longest delay.
     public var maximum: Duration
+    /// The fraction of the doubled delay actually waited, drawn at random from this range for each retry.
+    public var jitter: ClosedRange<Double>
 
     /// Creates a policy.
-    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+    public init(
+        initial: Duration = .milliseconds(500),
+        maximum: Duration = .seconds(30),
+        jitter: ClosedRange<Double> = 0.8...1.0
+    ) {
         self.initial = initial
         self.maximum = max(initial, maximum)
+        self.jitter = jitter
     }
 
-    /// The delay before retry number `attempt` (1 for the first retry): between 80 % and 100 % of the doubled delay.
+    /// The delay before retry number `attempt` (1 for the first retry): a fraction in ``jitter`` (80 % to 100 % by
+    /// default) of the doubled delay.
     public func delay(attempt: Int) -> Duration {
         var delay = initial
         for _ in 1..<max(1, min(attempt, 32)) where delay < maximum { delay *= 2 }
         delay = min(delay, maximum)
-        return delay * Double.random(in: 0.8...1.0)
+        return delay * Double.random(in: jitter)
     }
 }

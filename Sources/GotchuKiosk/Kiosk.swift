@@ -10,6 +10,10 @@ public import Logging
 /// Every change is written to the ``KioskStore`` before it is reported, so ``run()`` after a restart picks the active
 /// charge up where it was: the same session keeps being advertised while it is live. Failures of the radio or the
 /// ledger never end a charge; they show as a problem while the kiosk retries with backoff. Only the ledger ends one.
+///
+/// The decisions are ``KioskChargeMachine``'s; this actor performs its actions (the store, the ledger, the radio)
+/// and feeds it their results. Time is the radio's: every wait is ``Radio/sleep(for:)`` and every date is read from
+/// ``Radio/now()``, so on a simulated air the kiosk runs on the air's virtual clock.
 public actor Kiosk: KioskStatusSource {
     /// How the kiosk behaves.
     public struct Options: Sendable {
@@ -47,72 +51,70 @@ public actor Kiosk: KioskStatusSource {
             self.retry = retry
             self.idleAfter = idleAfter
         }
+
+        /// The charge machine's part of the options.
+        var machine: KioskChargeMachine.Configuration {
+            KioskChargeMachine.Configuration(
+                sessionLifetime: sessionLifetime,
+                renewExpiredSessions: renewExpiredSessions,
+                statusInterval: statusInterval,
+                retry: retry,
+                idleAfter: idleAfter
+            )
+        }
     }
 
     private let store: KioskStore
-    private let ledger: KioskLedger
+    private let ledger: any KioskLedgerService
     private let radio: any Radio
     private let options: Options
     private let logger: Logger
 
-    /// The active charge, or the last one.
-    private var record: KioskStore.Record?
+    private var machine: KioskChargeMachine
+    /// Dates are read from the radio's clock: `dateOrigin` is the date at the radio time `radioOrigin`.
+    private let dateOrigin = Date()
+    private var radioOrigin: Duration?
+    private var stopped = false
     private var statusSubscribers: [UUID: AsyncStream<KioskStatus>.Continuation] = [:]
     private var eventSubscribers: [UUID: AsyncStream<KioskEvent>.Continuation] = [:]
-    private let wakeups: AsyncStream<Void>
-    private let wake: AsyncStream<Void>.Continuation
-    /// Interrupts the step of the driver that a cancel from the point-of-sale cuts short (advertising, a wait).
-    private var interrupt: (@Sendable () -> Void)?
-    /// Publishes the return to idle after a charge ends.
-    private var idleTimer: Task<Void, Never>?
-    /// Cancel requests waiting for the driver's next attempt to settle the charge with the ledger.
+    /// Cancel requests waiting for the next attempt to settle the charge with the ledger.
     private var settleWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
 
+    // What the machine asked for that is under way: at most one of each. Cancelling one ends it; its result, if it
+    // still arrives, is one the machine ignores.
+    private var advertisement: Task<Void, Never>?
+    /// The advertisement last stopped, until it is off the air.
+    private var retiredAdvertisement: Task<Void, Never>?
+    private var ledgerCall: Task<Void, Never>?
+    private var timer: Task<Void, Never>?
+    private var idleTimer: Task<Void, Never>?
+
     /// Creates a kiosk over its store, ledger and radio; it does nothing until ``run()``.
-    public init(store: KioskStore, ledger: KioskLedger, radio: any Radio, options: Options, logger: Logger) throws {
+    public init(
+        store: KioskStore,
+        ledger: any KioskLedgerService,
+        radio: any Radio,
+        options: Options,
+        logger: Logger
+    ) throws {
         self.store = store
         self.ledger = ledger
         self.radio = radio
         self.options = options
         self.logger = logger
-        self.record = try store.active() ?? store.latest()
-        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.machine = KioskChargeMachine(configuration: options.machine, record: try store.active() ?? store.latest())
     }
 
     // MARK: Point-of-sale
 
     /// Starts a charge; refused while another is active.
-    public func charge(amountCents: Cents, reference: String) throws(KioskError) -> KioskCharge {
-        guard amountCents > 0 else { throw .invalidAmount(amountCents) }
-        guard reference.utf8.count <= KioskError.maximumReferenceLength else {
-            throw .invalidReference("at most \(KioskError.maximumReferenceLength) bytes")
+    public func charge(amountCents: Cents, reference: String) async throws(KioskError) -> KioskCharge {
+        let id = UUID().uuidString.lowercased()
+        if let refusal = await handle(.chargeRequested(id: id, amountCents: amountCents, reference: reference)) {
+            throw refusal
         }
-        guard !reference.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidReference("control characters are not allowed")
-        }
-        if let active = record, !active.charge.state.isFinal { throw .busy(activeID: active.charge.id) }
-        let now = Date()
-        var charge = KioskCharge(
-            id: UUID().uuidString.lowercased(),
-            amountCents: amountCents,
-            reference: reference,
-            createdAt: now,
-            updatedAt: now
-        )
-        charge.expiresAt = lifetimeEnd(of: charge)
-        let new = KioskStore.Record(charge: charge)
-        do {
-            try store.insert(new)
-        } catch KioskStore.StoreError.busy(let id) {
-            throw .busy(activeID: id)
-        } catch {
-            throw .storage("\(error)")
-        }
+        guard let charge = machine.record?.charge, charge.id == id else { throw .storage("the charge was not kept") }
         logger.info("charge", metadata: ["charge": "\(charge.id)", "amount": "\(Money.format(amountCents))"])
-        record = new
-        idleTimer?.cancel()
-        publish(from: nil, to: new)
-        wake.yield()
         return charge
     }
 
@@ -120,22 +122,16 @@ public actor Kiosk: KioskStatusSource {
     /// charge as it ended — `paid` if a payer got there first. Throws ``KioskError/cancelPending(reason:)`` if the
     /// ledger could not confirm; the kiosk keeps trying and reports the end as usual.
     public func cancel(id: String) async throws(KioskError) -> KioskCharge {
-        guard let current = record, current.charge.id == id else {
+        guard machine.record?.charge.id == id else {
             let stored = try? store.record(id: id)
             guard let stored else { throw .notFound(id: id) }
             throw .alreadyFinal(stored.charge)
         }
-        guard !current.charge.state.isFinal else { throw .alreadyFinal(current.charge) }
-        if !current.cancelRequested {
-            guard update(id, { $0.cancelRequested = true }) else {
-                throw .storage("could not record the cancel request")
-            }
-            logger.info("cancel requested", metadata: ["charge": "\(id)"])
-        }
-        interrupt?()
-        wake.yield()
-        await waitForSettleAttempt(timeout: .seconds(15))
-        guard let ended = record, ended.charge.id == id else { throw .notFound(id: id) }
+        if let refusal = await handle(.cancelRequested(id: id)) { throw refusal }
+        logger.info("cancel requested", metadata: ["charge": "\(id)"])
+        if machine.record?.charge.state.isFinal == false { await waitForSettleAttempt(timeout: .seconds(15)) }
+        await retiredAdvertisement?.value
+        guard let ended = machine.record, ended.charge.id == id else { throw .notFound(id: id) }
         guard ended.charge.state.isFinal else {
             throw .cancelPending(reason: ended.charge.problem ?? "no answer yet")
         }
@@ -144,7 +140,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// The charge with this id, active or past.
     public func charge(id: String) throws(KioskError) -> KioskCharge {
-        if let record, record.charge.id == id { return record.charge }
+        if let record = machine.record, record.charge.id == id { return record.charge }
         do {
             guard let stored = try store.record(id: id) else { throw KioskError.notFound(id: id) }
             return stored.charge
@@ -156,17 +152,21 @@ public actor Kiosk: KioskStatusSource {
     }
 
     /// The active charge, or the last one.
-    public var currentCharge: KioskCharge? { record?.charge }
+    public var currentCharge: KioskCharge? { machine.record?.charge }
 
     // MARK: Observing
 
     /// The status now.
-    public func status() -> KioskStatus {
-        let charge = record?.charge
+    public func status() async -> KioskStatus {
+        status(now: await date())
+    }
+
+    private func status(now: Date) -> KioskStatus {
+        let charge = machine.record?.charge
         let state: KioskStatus.State
         switch charge?.state {
         case nil: state = .idle
-        case .some(let chargeState) where chargeState.isFinal && Date() >= idleTime(after: charge): state = .idle
+        case .some(let chargeState) where chargeState.isFinal && now >= idleTime(after: charge): state = .idle
         case .some(let chargeState) where !chargeState.isFinal && charge?.problem != nil: state = .error
         case .creating: state = .creating
         case .advertising: state = .advertising
@@ -181,16 +181,16 @@ public actor Kiosk: KioskStatusSource {
             payeeName: options.payeeName,
             charge: charge,
             problem: charge?.problem,
-            now: Date()
+            now: now
         )
     }
 
     /// Every status from now on, starting with the current one.
-    public func statusUpdates() -> AsyncStream<KioskStatus> {
+    public func statusUpdates() async -> AsyncStream<KioskStatus> {
         let (stream, continuation) = AsyncStream.makeStream(of: KioskStatus.self, bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
         statusSubscribers[id] = continuation
-        continuation.yield(status())
+        continuation.yield(await status())
         continuation.onTermination = { _ in Task { await self.unsubscribe(status: id) } }
         return stream
     }
@@ -205,306 +205,197 @@ public actor Kiosk: KioskStatusSource {
     }
 
     private func unsubscribe(status id: UUID) { statusSubscribers[id] = nil }
+    private func unsubscribe(event id: UUID) { eventSubscribers[id] = nil }
 
     /// When a final charge stops being shown.
     private func idleTime(after charge: KioskCharge?) -> Date {
-        let (seconds, attoseconds) = options.idleAfter.components
-        return (charge?.updatedAt ?? .distantPast).addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
+        (charge?.updatedAt ?? .distantPast).addingTimeInterval(KioskChargeMachine.seconds(options.idleAfter))
     }
 
-    /// Tells subscribers when the shown end of the last charge gives way to idle.
-    private func scheduleIdle() {
-        idleTimer?.cancel()
-        guard let charge = record?.charge, charge.state.isFinal else { return }
-        let delay = idleTime(after: charge).timeIntervalSinceNow
-        guard delay > 0 else { return }
-        idleTimer = Task {
-            try? await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 1))
-            guard !Task.isCancelled else { return }
-            self.publishStatus()
-        }
-    }
-
-    private func publishStatus() {
-        let status = status()
+    private func publishStatus(now: Date) {
+        let status = status(now: now)
         for subscriber in statusSubscribers.values { subscriber.yield(status) }
     }
-    private func unsubscribe(event id: UUID) { eventSubscribers[id] = nil }
+
+    /// Tells subscribers of a change already written.
+    private func publish(from previous: KioskCharge?, to next: KioskCharge, now: Date) {
+        if let problem = next.problem, problem != previous?.problem {
+            logger.warning("problem", metadata: ["charge": "\(next.id)", "problem": "\(problem)"])
+        }
+        if next.state != previous?.state {
+            logger.info("charge \(next.state.rawValue)", metadata: ["charge": "\(next.id)"])
+        }
+        publishStatus(now: now)
+        for event in KioskEvent.between(previous, next) {
+            for subscriber in eventSubscribers.values { subscriber.yield(event) }
+        }
+    }
 
     // MARK: Running
 
     /// Drives charges until the calling task is cancelled (the daemon shutting down). Shutting down leaves the active
     /// charge as it is on disk and on the ledger, for the next run to continue; it cancels nothing.
     public func run() async {
-        if let active = record, !active.charge.state.isFinal {
+        if let active = machine.record, !active.charge.state.isFinal {
             logger.notice(
                 "continuing charge",
                 metadata: ["charge": "\(active.charge.id)", "state": "\(active.charge.state)"]
             )
         }
-        scheduleIdle()
-        wake.yield()
-        for await _ in wakeups {
-            while let active = record, !active.charge.state.isFinal, !Task.isCancelled {
-                await step(active)
-                if storageFailed {
-                    // Nothing was recorded, so the step runs again (creations replay through their key): slowly.
-                    storageFailed = false
-                    await pause(problem: nil)
-                }
-            }
-            if Task.isCancelled { break }
-        }
-        idleTimer?.cancel()
+        await handle(.start)
+        await Self.parkUntilCancelled()
+        stopped = true
+        for task in [advertisement, ledgerCall, timer, idleTimer] { task?.cancel() }
+        // Off the air before returning.
+        await advertisement?.value
+        await retiredAdvertisement?.value
         for subscriber in statusSubscribers.values { subscriber.finish() }
         for subscriber in eventSubscribers.values { subscriber.finish() }
         resumeSettleWaiters()
     }
 
-    /// Moves the active charge one step on.
-    private func step(_ current: KioskStore.Record) async {
-        if current.cancelRequested {
-            await settle(current, as: .cancelled)
-        } else if Date() >= lifetimeEnd(of: current.charge) {
-            await settle(current, as: .expired)
-        } else if current.charge.sessionID == nil {
-            await createSession(current)
-        } else if current.charge.eid == nil {
-            // A stored session without a readable EID cannot be advertised: end it rather than spin.
-            await settle(current, as: .failed, reason: "the stored EID of its session cannot be read")
-        } else {
-            await advertiseAndWatch(current)
-        }
-    }
-
-    private func createSession(_ current: KioskStore.Record) async {
-        let id = current.charge.id
-        do {
-            let created = try await createLedgerSession(for: current)
-            // Re-read after the wait: a cancel may have come in meanwhile, and must not be lost.
-            update(id) { next in
-                next.sessionNumber = current.sessionNumber + 1
-                next.charge.sessionID = created.sid
-                next.charge.eid = created.eid
-                if !options.renewExpiredSessions {
-                    next.charge.expiresAt = min(lifetimeEnd(of: next.charge), created.expiresAt)
-                }
-                next.charge.problem = nil
-            }
-            failures = 0
-        } catch  where Self.isRefusalToCreate(error) {
-            update(id) { next in
-                next.charge.state = .failed
-                next.charge.problem = "the ledger refused the charge: \(error)"
-            }
-        } catch {
-            await pause(problem: Self.problem(error))
-        }
-    }
-
-    /// Like ``createLedgerSession(for:)``, but `nil` when the ledger refuses for good.
-    private func createLedgerSession(orNoneFor current: KioskStore.Record) async throws -> CreateSessionResponse? {
-        do {
-            return try await createLedgerSession(for: current)
-        } catch  where Self.isRefusalToCreate(error) {
-            return nil
-        }
-    }
-
-    /// Creates (or, after a lost answer, finds again) the next ledger session of a charge.
-    private func createLedgerSession(for current: KioskStore.Record) async throws -> CreateSessionResponse {
-        let key = idempotencyKey(current)
-        let amount = current.charge.amountCents
-        return try await ledger.perform { client throws(LedgerClientError) in
-            try await client.createSession(amountCents: amount, idempotencyKey: key)
-        }
-    }
-
-    /// Advertises the session's EID and watches its status until the session ends, the charge's lifetime is over,
-    /// the advertisement fails, or the step is interrupted.
-    private func advertiseAndWatch(_ current: KioskStore.Record) async {
-        guard let sid = current.charge.sessionID, let eid = current.charge.eid else { return }
-        let id = current.charge.id
-        let advertisement = Advertisement(eid: eid, serviceUUID: options.serviceUUID)
-        let radio = self.radio
-        let failure = await runInterruptible(
-            Task { () -> String? in
+    /// Feeds the machine one event and performs what it asks; returns a refusal for the point-of-sale, if any. Only
+    /// the clock is awaited, before the machine runs: each batch of actions is performed whole before another event
+    /// is handled.
+    @discardableResult
+    private func handle(_ event: KioskChargeMachine.Event) async -> KioskError? {
+        let now = await date()
+        guard !stopped else { return nil }
+        var refusal: KioskError?
+        var actions = machine.receive(event, now: now)[...]
+        while let action = actions.popFirst() {
+            switch action {
+            case .persist(let record, let isNew):
                 do {
-                    try await radio.withAdvertisement(advertisement) { _ in
-                        await self.advertisingStarted(id)
-                        await self.watch(sid: sid, chargeID: id)
-                    }
-                    return nil
-                } catch is CancellationError {
-                    return nil
+                    if isNew { try store.insert(record) } else { try store.update(record) }
                 } catch {
-                    return "\(error)"
+                    logger.critical("cannot write the kiosk's state", metadata: ["error": "\(error)"])
+                    // The rest of the batch is dropped: the machine is back where it was, and says what to do.
+                    actions = machine.receive(.persistFailed, now: now)[...]
+                    if case KioskStore.StoreError.busy(let id) = error {
+                        refusal = .busy(activeID: id)
+                    } else if case .cancelRequested = event {
+                        refusal = .storage("could not record the cancel request")
+                    } else {
+                        refusal = .storage("\(error)")
+                    }
+                }
+            case .publish(let previous, let next):
+                publish(from: previous, to: next, now: now)
+            case .refuse(let error):
+                refusal = error
+            case .createSession(let amountCents, let key):
+                startLedgerCall { ledger async -> KioskChargeMachine.Event in
+                    do throws(LedgerClientError) {
+                        let created = try await ledger.createSession(amountCents: amountCents, idempotencyKey: key)
+                        return .sessionCreated(
+                            .init(sessionID: created.sid, eid: created.eid, expiresAt: created.expiresAt)
+                        )
+                    } catch {
+                        return .createFailed(Self.problem(error, creating: true))
+                    }
+                }
+            case .fetchStatus(let sid):
+                startLedgerCall { ledger async -> KioskChargeMachine.Event in
+                    do throws(LedgerClientError) {
+                        return .statusSeen(try await ledger.sessionStatus(sid: sid))
+                    } catch {
+                        return .statusFailed(Self.problem(error))
+                    }
+                }
+            case .cancelSession(let sid):
+                startLedgerCall { ledger async -> KioskChargeMachine.Event in
+                    do throws(LedgerClientError) {
+                        try await ledger.cancelSession(sid: sid)
+                        return .sessionCancelled
+                    } catch {
+                        let over: [ProblemKind] = [.sessionAlreadyPaid, .sessionExpired, .sessionCancelled]
+                        if let kind = error.problemKind, over.contains(kind) { return .sessionAlreadyOver }
+                        return .cancelFailed(Self.problem(error))
+                    }
+                }
+            case .advertise(let eid, let token):
+                advertise(eid, token: token)
+            case .stopAdvertising:
+                advertisement?.cancel()
+                retiredAdvertisement = advertisement
+                advertisement = nil
+            case .retryAfter(let delay, let token):
+                timer?.cancel()
+                timer = Task { [radio] in
+                    do { try await radio.sleep(for: delay) } catch { return }
+                    await self.handle(.timerFired(token: token))
+                }
+            case .stopTimer:
+                timer?.cancel()
+                timer = nil
+            case .settleAttempted:
+                resumeSettleWaiters()
+            case .publishStatus(let delay):
+                idleTimer?.cancel()
+                idleTimer = Task { [radio] in
+                    // A millisecond past, so the date read then is surely past the end of the showing.
+                    do { try await radio.sleep(for: delay + .milliseconds(1)) } catch { return }
+                    await self.publishStatus(now: self.date())
                 }
             }
-        )
-        if let failure, record?.charge.id == id, record?.charge.state.isFinal == false {
-            logger.warning("advertising failed", metadata: ["charge": "\(id)", "error": "\(failure)"])
-            await pause(problem: Self.radioProblemPrefix + failure)
+        }
+        return refusal
+    }
+
+    private func startLedgerCall(
+        _ call: @escaping @Sendable (any KioskLedgerService) async -> KioskChargeMachine.Event
+    ) {
+        ledgerCall = Task { [ledger] in
+            let event = await call(ledger)
+            guard !Task.isCancelled else { return }
+            await self.handle(event)
         }
     }
 
-    private func advertisingStarted(_ id: String) {
-        logger.info("advertising", metadata: ["charge": "\(id)", "eid": "\(record?.charge.eid?.rawValue ?? "")"])
-        update(id) { next in
-            if next.charge.state == .creating { next.charge.state = .advertising }
-            if next.charge.problem?.hasPrefix(Self.radioProblemPrefix) == true { next.charge.problem = nil }
-        }
-        failures = 0
-    }
-
-    private static let radioProblemPrefix = "Bluetooth: "
-
-    /// Polls the session's status until it is over or the charge's lifetime is.
-    private func watch(sid: String, chargeID: String) async {
-        var failed = 0
-        while !Task.isCancelled {
-            guard let current = record, current.charge.id == chargeID, !current.charge.state.isFinal else { return }
+    /// Advertises `eid` until the task is cancelled, telling the machine when it is on the air or why it is not.
+    private func advertise(_ eid: EID, token: Int) {
+        let advertisement = Advertisement(eid: eid, serviceUUID: options.serviceUUID)
+        let (radio, logger) = (self.radio, self.logger)
+        self.advertisement = Task {
             do {
-                let status = try await ledger.perform { client throws(LedgerClientError) in
-                    try await client.session(sid: sid)
+                try await radio.withAdvertisement(advertisement) { _ in
+                    logger.info("advertising", metadata: ["eid": "\(eid.rawValue)"])
+                    await self.handle(.advertisingStarted(token: token))
+                    await Self.parkUntilCancelled()
                 }
-                failed = 0
-                if applyStatus(status.status, sid: sid) { return }
+            } catch is CancellationError {
             } catch {
-                // Unreachable, or refusing to show the session (credentials changed): the session may still be
-                // paid, so the charge goes on and says what is wrong.
-                if Task.isCancelled { return }
-                failed += 1
-                update(chargeID) { $0.charge.problem = Self.problem(error) }
+                guard !Task.isCancelled else { return }
+                logger.warning("advertising failed", metadata: ["error": "\(error)"])
+                await self.handle(.advertisingFailed(token: token, .radio("\(error)")))
             }
-            if Date() >= lifetimeEnd(of: current.charge) { return }
-            let delay = failed == 0 ? options.statusInterval : options.retry.delay(attempt: failed)
-            do { try await Task.sleep(for: delay) } catch { return }
-        }
-    }
-
-    /// Records a status from the ledger; returns whether the session is over.
-    private func applyStatus(_ status: SessionStatus, sid: String) -> Bool {
-        guard let current = record, current.charge.sessionID == sid, !current.charge.state.isFinal else { return true }
-        let renew = options.renewExpiredSessions && !current.cancelRequested && Date() < lifetimeEnd(of: current.charge)
-        if status == .expired, renew {
-            logger.info("session expired; advertising a new one", metadata: ["charge": "\(current.charge.id)"])
-        }
-        update(current.charge.id) { next in
-            next.charge.problem = nil
-            switch status {
-            case .paid: next.charge.state = .paid
-            case .cancelled: next.charge.state = .cancelled
-            case .expired where renew:
-                next.charge.state = .creating
-                next.charge.sessionID = nil
-                next.charge.eid = nil
-            case .expired: next.charge.state = .expired
-            case .locked: next.charge.state = .locked
-            case .created, .advertising: next.charge.state = .advertising
-            }
-        }
-        return status != .locked && status != .created && status != .advertising
-    }
-
-    /// Ends the charge as `outcome` (cancelled, expired, or failed for `reason`): a session that may be live is
-    /// cancelled on the ledger first, so no payment can arrive after the charge is reported over. A session paid
-    /// meanwhile ends it as paid.
-    private func settle(_ current: KioskStore.Record, as outcome: KioskChargeState, reason: String? = nil) async {
-        do {
-            try await cancelSession(of: current, endingAs: outcome, reason: reason)
-            resumeSettleWaiters()
-        } catch {
-            resumeSettleWaiters()
-            await pause(problem: "cannot cancel the charge's session yet: " + Self.problem(error))
-        }
-    }
-
-    private func cancelSession(
-        of current: KioskStore.Record,
-        endingAs outcome: KioskChargeState,
-        reason: String?
-    ) async throws {
-        let id = current.charge.id
-        let sessionID: String
-        if let existing = current.charge.sessionID {
-            sessionID = existing
-        } else {
-            // A create may have reached the ledger without its answer reaching us (a crash, a timeout): the same key
-            // finds that session, or makes one that is cancelled right away.
-            guard let created = try await createLedgerSession(orNoneFor: current) else {
-                finish(id, as: outcome, reason: reason)  // The ledger refused: no session exists.
-                return
-            }
-            // Recorded before it is cancelled, so that a failure below retries on this session, not a new one.
-            guard record(session: created, number: current.sessionNumber + 1, of: id) else { return }
-            sessionID = created.sid
-        }
-        finish(id, as: try await cancelOrLearnEnd(sessionID) == .paid ? .paid : outcome, reason: reason)
-    }
-
-    /// Cancels a session on the ledger; returns `.cancelled`, or how it ended if it was already over.
-    private func cancelOrLearnEnd(_ sid: String) async throws(LedgerClientError) -> SessionStatus {
-        do {
-            try await ledger.perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
-            return .cancelled
-        } catch {
-            guard Self.isOver(error) else { throw error }
-            return try await ledger.perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
-                .status
-        }
-    }
-
-    /// Records a session created for the charge `id` as its `number`th; returns whether it was written.
-    private func record(session created: CreateSessionResponse, number: Int, of id: String) -> Bool {
-        update(id) { next in
-            next.sessionNumber = number
-            next.charge.sessionID = created.sid
-            next.charge.eid = created.eid
-        }
-    }
-
-    /// Ends the charge as `state`; `reason` is kept as the problem of a failed one.
-    private func finish(_ id: String, as state: KioskChargeState, reason: String?) {
-        update(id) { next in
-            next.charge.state = state
-            next.charge.problem = state == .failed ? reason : nil
         }
     }
 
     // MARK: Helpers
 
-    /// Consecutive failures of the ledger or the radio, for the backoff.
-    private var failures = 0
-    /// A write of the state failed during the last step.
-    private var storageFailed = false
-
-    /// Shows `problem` (if any) and waits before the next attempt; a cancel from the point-of-sale cuts the wait short.
-    private func pause(problem: String?) async {
-        if let problem, let id = record?.charge.id { update(id) { $0.charge.problem = problem } }
-        failures += 1
-        let delay = options.retry.delay(attempt: failures)
-        logger.warning("retrying", metadata: ["in": "\(delay)", "problem": "\(problem ?? "state not written")"])
-        _ = await runInterruptible(Task { try? await Task.sleep(for: delay) })
+    /// The date now, on the radio's clock.
+    private func date() async -> Date {
+        let time = await radio.now()
+        let origin = radioOrigin ?? time
+        radioOrigin = origin
+        return dateOrigin.addingTimeInterval(KioskChargeMachine.seconds(time - origin))
     }
 
-    /// Awaits `task`, cancelling it when the point-of-sale cancels the charge or the kiosk shuts down.
-    private func runInterruptible<Value: Sendable>(_ task: Task<Value, Never>) async -> Value {
-        interrupt = { task.cancel() }
-        let value = await withTaskCancellationHandler {
-            await task.value
-        } onCancel: {
-            task.cancel()
-        }
-        interrupt = nil
-        return value
+    /// Returns when the calling task is cancelled.
+    private static func parkUntilCancelled() async {
+        let (parked, continuation) = AsyncStream.makeStream(of: Void.self)
+        for await _ in parked {}
+        continuation.finish()
     }
 
-    /// Waits until the driver's next attempt to settle the charge with the ledger, the charge ending, or `timeout`.
+    /// Waits until the next attempt to settle the charge with the ledger, the charge ending, or `timeout` on the
+    /// radio's clock.
     private func waitForSettleAttempt(timeout: Duration) async {
         let id = UUID()
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
+        let timer = Task { [radio] in
+            try? await radio.sleep(for: timeout)
             self.resumeSettleWaiter(id)
         }
         await withCheckedContinuation { continuation in settleWaiters[id] = continuation }
@@ -521,70 +412,15 @@ public actor Kiosk: KioskStatusSource {
         for waiter in waiters.values { waiter.resume() }
     }
 
-    /// The key of the next session's creation, `kiosk-<charge id>-<session number>`: the same after a crash, so the
-    /// ledger answers with the session it already created.
-    private func idempotencyKey(_ current: KioskStore.Record) -> String {
-        "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
-    }
-
-    private func lifetimeEnd(of charge: KioskCharge) -> Date {
-        let (seconds, attoseconds) = options.sessionLifetime.components
-        return charge.createdAt.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
-    }
-
-    /// Whether the ledger refused to create a session for good: no session exists, none will.
-    private static func isRefusalToCreate(_ error: any Error) -> Bool {
-        guard let kind = (error as? LedgerClientError)?.problemKind else { return false }
-        return [.badRequest, .invalidAmount, .idempotencyKeyReused].contains(kind)
-    }
-
-    /// Whether the ledger refused to cancel a session because it is already over (paid, expired or cancelled).
-    private static func isOver(_ error: any Error) -> Bool {
-        guard let kind = (error as? LedgerClientError)?.problemKind else { return false }
-        return [.sessionAlreadyPaid, .sessionExpired, .sessionCancelled].contains(kind)
-    }
-
-    /// What a failed ledger call means for the person at the terminal.
-    private static func problem(_ error: any Error) -> String {
-        switch (error as? LedgerClientError)?.problemKind {
-        case .unauthorized?: "the ledger rejected the kiosk's token (\(error)); check its credentials"
-        case .sessionNotFound?, .forbidden?, .notFound?:
-            "the ledger does not show this charge's session to the kiosk's account (\(error)); check its credentials"
-        case .some: "the ledger answered: \(error)"
-        case nil: "cannot reach the ledger: \(error)"
-        }
-    }
-
-    /// Applies `change` to the active charge if it is still `id` and not final, writes it, then reports it. Returns
-    /// `false` if the charge moved on meanwhile or the write failed (then nothing changes and the step is retried).
-    @discardableResult
-    private func update(_ id: String, _ change: (inout KioskStore.Record) -> Void) -> Bool {
-        guard let current = record, current.charge.id == id, !current.charge.state.isFinal else { return false }
-        var next = current
-        change(&next)
-        guard next != current else { return true }
-        next.charge.updatedAt = Date()
-        do {
-            try store.update(next)
-        } catch {
-            logger.critical("cannot write the kiosk's state", metadata: ["error": "\(error)"])
-            storageFailed = true
-            return false
-        }
-        record = next
-        publish(from: current.charge, to: next)
-        if next.charge.state.isFinal {
-            resumeSettleWaiters()
-            scheduleIdle()
-        }
-        return true
-    }
-
-    /// Tells subscribers of a change already written.
-    private func publish(from previous: KioskCharge?, to next: KioskStore.Record) {
-        publishStatus()
-        for event in KioskEvent.between(previous, next.charge) {
-            for subscriber in eventSubscribers.values { subscriber.yield(event) }
+    /// What a failed ledger call means for the person at the terminal; `creating` tells refusals for good apart.
+    private static func problem(_ error: LedgerClientError, creating: Bool = false) -> KioskProblem {
+        let refusals: [ProblemKind] = [.badRequest, .invalidAmount, .idempotencyKeyReused]
+        switch error.problemKind {
+        case let kind? where creating && refusals.contains(kind): return .chargeRefused("\(error)")
+        case .unauthorized?: return .credentialsRejected("\(error)")
+        case .sessionNotFound?, .forbidden?, .notFound?: return .sessionNotShown("\(error)")
+        case .some: return .ledgerAnswered("\(error)")
+        case nil: return .ledgerUnreachable("\(error)")
         }
     }
 }

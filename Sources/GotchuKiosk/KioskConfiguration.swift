@@ -109,17 +109,7 @@ public struct KioskConfiguration: Hashable, Sendable {
     public static let maximumSessionLifetimeSeconds = 3600
 
     /// The built-in layer, below all others.
-    public static let defaults = KioskSettings(
-        payeeName: "Gotchu",
-        radio: "bluez",
-        bluezBus: "system",
-        serviceUUID: "feed",
-        sessionLifetime: 300,
-        renewExpiredSessions: true,
-        stateDirectory: "/var/lib/gotchu-kiosk",
-        display: "127.0.0.1:8080",
-        controlBus: "system"
-    )
+    public static let defaults = KioskSettings.builtIn
 
     /// Reads the config file and the environment, lays `flags` over them, and checks the result.
     ///
@@ -263,12 +253,13 @@ private enum Origin: Hashable {
     case file(URL)
     case defaults
 
-    func name(_ key: KioskSettings.CodingKeys) -> String {
-        switch self {
-        case .flags: KioskSettings.flag(for: key.rawValue)
-        case .environment: KioskSettings.environmentVariable(for: key.rawValue)
-        case .file(let url): "\(key.rawValue) in \(url.path)"
-        case .defaults: "the default \(key.rawValue)"
+    func name(_ field: PartialKeyPath<KioskSettings>) -> String {
+        let key = KioskSettings.key(for: field)
+        return switch self {
+        case .flags: KioskSettings.flag(for: key)
+        case .environment: KioskSettings.environmentVariable(for: key)
+        case .file(let url): "\(key) in \(url.path)"
+        case .defaults: "the default \(key)"
         }
     }
 }
@@ -290,7 +281,7 @@ private struct Resolver {
     var file: URL
 
     func resolve(fileRead: URL?) throws(KioskConfigurationError) -> KioskConfiguration {
-        guard let server = try value(.server, \.server, Self.server) else {
+        guard let server = try value(\.server, Self.server) else {
             throw KioskConfigurationError(
                 "no ledger server: set server = \"https://…\" in \(file.path), "
                     + "\(KioskSettings.environmentVariable(for: "server")) or \(KioskSettings.flag(for: "server"))"
@@ -299,24 +290,23 @@ private struct Resolver {
         return KioskConfiguration(
             server: server,
             credentials: try credentials(),
-            payeeName: try required(.payeeName, \.payeeName, Self.payeeName),
-            radio: try required(.radio, \.radio, Self.radio),
-            bluezBus: try required(.bluezBus, \.bluezBus, Self.bus),
-            adapter: try value(.adapter, \.adapter, Self.adapter),
-            serviceUUID: try required(.serviceUUID, \.serviceUUID, Self.uuid),
-            air: try value(.air, \.air, Self.path),
-            sessionLifetime: try required(.sessionLifetime, \.sessionLifetime, Self.lifetime),
-            renewExpiredSessions: try required(.renewExpiredSessions, \.renewExpiredSessions, { flag in flag }),
-            stateDirectory: try required(.stateDirectory, \.stateDirectory, Self.path),
-            display: try required(.display, \.display, Self.display),
-            controlBus: try required(.controlBus, \.controlBus, Self.bus),
+            payeeName: try required(\.payeeName, Self.payeeName),
+            radio: try required(\.radio, Self.radio),
+            bluezBus: try required(\.bluezBus, Self.bus),
+            adapter: try value(\.adapter, Self.adapter),
+            serviceUUID: try required(\.serviceUUID, Self.uuid),
+            air: try value(\.air, Self.path),
+            sessionLifetime: try required(\.sessionLifetime, Self.lifetime),
+            renewExpiredSessions: try required(\.renewExpiredSessions, { flag in flag }),
+            stateDirectory: try required(\.stateDirectory, Self.path),
+            display: try required(\.display, Self.display),
+            controlBus: try required(\.controlBus, Self.bus),
             file: fileRead
         )
     }
 
     /// The highest layer's value of a setting, parsed; `nil` when no layer sets it.
     private func value<Raw, Value>(
-        _ key: KioskSettings.CodingKeys,
         _ field: KeyPath<KioskSettings, Raw?>,
         _ parse: (Raw, Origin) throws(Problem) -> Value
     ) throws(KioskConfigurationError) -> Value? {
@@ -326,37 +316,34 @@ private struct Resolver {
         do {
             return try parse(raw, layer.origin)
         } catch {
-            throw KioskConfigurationError("\(layer.origin.name(key)): \(error.text)")
+            throw KioskConfigurationError("\(layer.origin.name(field)): \(error.text)")
         }
     }
 
     /// As above, for a parser that does not care where the value came from.
     private func value<Raw, Value>(
-        _ key: KioskSettings.CodingKeys,
         _ field: KeyPath<KioskSettings, Raw?>,
         _ parse: (Raw) throws(Problem) -> Value
     ) throws(KioskConfigurationError) -> Value? {
-        try value(key, field) { raw, _ throws(Problem) in try parse(raw) }
+        try value(field) { raw, _ throws(Problem) in try parse(raw) }
     }
 
     /// A setting the defaults always give.
     private func required<Raw, Value>(
-        _ key: KioskSettings.CodingKeys,
         _ field: KeyPath<KioskSettings, Raw?>,
         _ parse: (Raw, Origin) throws(Problem) -> Value
     ) throws(KioskConfigurationError) -> Value {
-        guard let value = try value(key, field, parse) else {
-            throw KioskConfigurationError("\(key.rawValue) is not set")
+        guard let value = try value(field, parse) else {
+            throw KioskConfigurationError("\(KioskSettings.key(for: field)) is not set")
         }
         return value
     }
 
     private func required<Raw, Value>(
-        _ key: KioskSettings.CodingKeys,
         _ field: KeyPath<KioskSettings, Raw?>,
         _ parse: (Raw) throws(Problem) -> Value
     ) throws(KioskConfigurationError) -> Value {
-        try required(key, field) { raw, _ throws(Problem) in try parse(raw) }
+        try required(field) { raw, _ throws(Problem) in try parse(raw) }
     }
 
     /// The highest layer that names a credential decides, so `--token-file` replaces the file's `email`; one layer
@@ -376,17 +363,17 @@ private struct Resolver {
             do {
                 return .email(try Self.email(email))
             } catch {
-                throw KioskConfigurationError("\(layer.origin.name(.email)): \(error.text)")
+                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.email)): \(error.text)")
             }
         case (nil, let tokenFile?):
             do {
                 return .tokenFile(try Self.path(tokenFile, layer.origin))
             } catch {
-                throw KioskConfigurationError("\(layer.origin.name(.tokenFile)): \(error.text)")
+                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.tokenFile)): \(error.text)")
             }
         default:
             throw KioskConfigurationError(
-                "both \(layer.origin.name(.email)) and \(layer.origin.name(.tokenFile)) are set; "
+                "both \(layer.origin.name(\KioskSettings.email)) and \(layer.origin.name(\KioskSettings.tokenFile)) are set; "
                     + "set only one: email to log in, or token_file to use a token an operator provides"
             )
         }

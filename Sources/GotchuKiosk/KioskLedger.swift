@@ -1,9 +1,25 @@
 public import Foundation
-import GotchuAPI
+public import GotchuAPI
+public import GotchuCore
 public import GotchuLedgerClient
 
+/// The three ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
+/// answer them in memory.
+public protocol KioskLedgerService: Sendable {
+    /// Creates a payment session, or finds again the one created earlier under the same key.
+    func createSession(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    /// The session's status, with expiry judged by the ledger.
+    func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus
+    /// Cancels the session; refused with a problem when it is already paid, expired or cancelled.
+    func cancelSession(sid: String) async throws(LedgerClientError)
+}
+
 /// The kiosk's way to the ledger: a client logged in as the payee that logs in again when its token is rejected.
-public actor KioskLedger {
+public actor KioskLedger: KioskLedgerService {
     /// How the kiosk proves who it is.
     public enum Credentials: Hashable, Sendable {
         /// Log in as this e-mail (the ledger's development login), again whenever the token expires.
@@ -57,5 +73,24 @@ public actor KioskLedger {
             }
             client.token = token
         }
+    }
+
+    public func createSession(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    {
+        try await perform { client throws(LedgerClientError) in
+            try await client.createSession(amountCents: amountCents, idempotencyKey: idempotencyKey)
+        }
+    }
+
+    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+        try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }.status
+    }
+
+    public func cancelSession(sid: String) async throws(LedgerClientError) {
+        try await perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
     }
 }

@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Every field is optional: `nil` means "this layer says nothing, ask the one below". Values are kept as they were
 /// written (strings, whole seconds, booleans); ``KioskConfiguration/resolve(file:fileIsExplicit:environment:flags:)``
-/// checks them and says which layer a bad one came from. The coding keys are the config file's snake_case keys, and
-/// decoding refuses a key it does not know, so a misspelt setting is reported, never silently ignored.
+/// checks them and says which layer a bad one came from. Each setting is declared once, in ``declarations``: its
+/// key in the config file (snake_case), its environment variable and flag, what its value must be and its built-in
+/// value. Decoding refuses a key it does not know, so a misspelt setting is reported, never silently ignored.
 public struct KioskSettings: Codable, Hashable, Sendable {
     /// `server`: the ledger's base URL, such as `https://ledger.example.com`.
     public var server: String?
@@ -69,8 +70,113 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.controlBus = controlBus
     }
 
+    /// One setting as the config file, the environment and the command line name it: its key, what its value must
+    /// be, and its built-in value. Everything else about a setting (``environmentVariable``, ``flag``, how the file
+    /// and the environment are read, the ``builtIn`` layer) is derived from ``declarations``.
+    public struct Declaration: Sendable {
+        /// The config file's key, such as `session_lifetime`.
+        public let key: String
+        /// What a value must be, as errors say it: "a whole number of seconds".
+        public let expected: String
+        let field: Field
+
+        /// The environment variable, such as `GOTCHU_KIOSK_SESSION_LIFETIME`.
+        public var environmentVariable: String { KioskSettings.environmentVariable(for: key) }
+        /// The command-line flag, such as `--session-lifetime`.
+        public var flag: String { KioskSettings.flag(for: key) }
+        /// How a value is written.
+        public var kind: Kind {
+            switch field {
+            case .text: .text
+            case .seconds: .seconds
+            case .flag: .flag
+            }
+        }
+
+        /// How a setting's value is written.
+        public enum Kind: Hashable, Sendable {
+            /// Text (a URL, a path, a name…), parsed when the configuration is resolved.
+            case text
+            /// A whole number of seconds.
+            case seconds
+            /// Yes or no; on the command line `--flag` or `--no-flag`.
+            case flag
+        }
+
+        init(_ key: String, _ field: Field, _ expected: String) {
+            self.key = key
+            self.field = field
+            self.expected = expected
+        }
+    }
+
+    /// Where a setting lives in a layer, how it is written, and its built-in value (`nil` for none).
+    enum Field: Sendable {
+        /// Text, taken as written.
+        case text(any WritableKeyPath<KioskSettings, String?> & Sendable, builtIn: String?)
+        /// A whole number of seconds.
+        case seconds(any WritableKeyPath<KioskSettings, Int?> & Sendable, builtIn: Int?)
+        /// A yes or no.
+        case flag(any WritableKeyPath<KioskSettings, Bool?> & Sendable, builtIn: Bool?)
+
+        var keyPath: PartialKeyPath<KioskSettings> {
+            switch self {
+            case .text(let path, _): path
+            case .seconds(let path, _): path
+            case .flag(let path, _): path
+            }
+        }
+    }
+
+    /// Every setting, in the order the example config lists them.
+    public static let declarations: [Declaration] = [
+        Declaration("server", .text(\.server, builtIn: nil), "a string (a URL)"),
+        Declaration("email", .text(\.email, builtIn: nil), "a string"),
+        Declaration("token_file", .text(\.tokenFile, builtIn: nil), "a string (a path)"),
+        Declaration("payee_name", .text(\.payeeName, builtIn: "Gotchu"), "a string"),
+        Declaration("radio", .text(\.radio, builtIn: "bluez"), "a string (\"bluez\" or \"sim\")"),
+        Declaration(
+            "bluez_bus",
+            .text(\.bluezBus, builtIn: "system"),
+            "a string (\"system\", \"session\" or an address)"
+        ),
+        Declaration("adapter", .text(\.adapter, builtIn: nil), "a string"),
+        Declaration("service_uuid", .text(\.serviceUUID, builtIn: "feed"), "a string"),
+        Declaration("air", .text(\.air, builtIn: nil), "a string (a path)"),
+        Declaration("session_lifetime", .seconds(\.sessionLifetime, builtIn: 300), "a whole number of seconds"),
+        Declaration("renew_expired_sessions", .flag(\.renewExpiredSessions, builtIn: true), "true or false"),
+        Declaration("state_directory", .text(\.stateDirectory, builtIn: "/var/lib/gotchu-kiosk"), "a string (a path)"),
+        Declaration("display", .text(\.display, builtIn: "127.0.0.1:8080"), "a string (\"host:port\" or \"off\")"),
+        Declaration(
+            "control_bus",
+            .text(\.controlBus, builtIn: "system"),
+            "a string (\"system\", \"session\" or an address)"
+        ),
+    ]
+
     /// The config file's keys, in the order the example config lists them.
-    public static var keys: [String] { CodingKeys.allCases.map(\.rawValue) }
+    public static var keys: [String] { declarations.map(\.key) }
+
+    /// The key of the setting kept at `field`, such as `session_lifetime` for `\.sessionLifetime`.
+    public static func key(for field: PartialKeyPath<KioskSettings>) -> String {
+        guard let declaration = declarations.first(where: { $0.field.keyPath == field }) else {
+            preconditionFailure("\(field) is not a declared kiosk setting")
+        }
+        return declaration.key
+    }
+
+    /// The built-in layer, below all others: the built-in value of every setting that has one.
+    public static var builtIn: KioskSettings {
+        var settings = KioskSettings()
+        for declaration in declarations {
+            switch declaration.field {
+            case .text(let path, let value): settings[keyPath: path] = value
+            case .seconds(let path, let value): settings[keyPath: path] = value
+            case .flag(let path, let value): settings[keyPath: path] = value
+            }
+        }
+        return settings
+    }
 
     /// The prefix of the environment variables: `GOTCHU_KIOSK_` and the key in upper case.
     public static let environmentPrefix = "GOTCHU_KIOSK_"
@@ -85,23 +191,6 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         "--" + key.replacingOccurrences(of: "_", with: "-")
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable {
-        case server
-        case email
-        case tokenFile = "token_file"
-        case payeeName = "payee_name"
-        case radio
-        case bluezBus = "bluez_bus"
-        case adapter
-        case serviceUUID = "service_uuid"
-        case air
-        case sessionLifetime = "session_lifetime"
-        case renewExpiredSessions = "renew_expired_sessions"
-        case stateDirectory = "state_directory"
-        case display
-        case controlBus = "control_bus"
-    }
-
     /// Any key a file may hold, so that unknown ones can be named.
     private struct AnyKey: CodingKey {
         var stringValue: String
@@ -112,9 +201,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
 
     /// Decodes one layer, refusing unknown keys and values of the wrong type with the key in the coding path.
     public init(from decoder: any Decoder) throws {
-        let all = try decoder.container(keyedBy: AnyKey.self)
+        let container = try decoder.container(keyedBy: AnyKey.self)
         let known = Set(Self.keys)
-        if let unknown = all.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+        if let unknown = container.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
             throw DecodingError.dataCorrupted(
                 DecodingError.Context(
                     codingPath: decoder.codingPath,
@@ -123,27 +212,31 @@ public struct KioskSettings: Codable, Hashable, Sendable {
                 )
             )
         }
-        let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
-        server = try Self.value(String.self, "a string (a URL)", container, .server)
-        email = try Self.value(String.self, "a string", container, .email)
-        tokenFile = try Self.value(String.self, "a string (a path)", container, .tokenFile)
-        payeeName = try Self.value(String.self, "a string", container, .payeeName)
-        radio = try Self.value(String.self, "a string (\"bluez\" or \"sim\")", container, .radio)
-        bluezBus = try Self.value(String.self, "a string (\"system\", \"session\" or an address)", container, .bluezBus)
-        adapter = try Self.value(String.self, "a string", container, .adapter)
-        serviceUUID = try Self.value(String.self, "a string", container, .serviceUUID)
-        air = try Self.value(String.self, "a string (a path)", container, .air)
-        sessionLifetime = try Self.value(Int.self, "a whole number of seconds", container, .sessionLifetime)
-        renewExpiredSessions = try Self.value(Bool.self, "true or false", container, .renewExpiredSessions)
-        stateDirectory = try Self.value(String.self, "a string (a path)", container, .stateDirectory)
-        display = try Self.value(String.self, "a string (\"host:port\" or \"off\")", container, .display)
-        controlBus = try Self.value(
-            String.self,
-            "a string (\"system\", \"session\" or an address)",
-            container,
-            .controlBus
-        )
+        for declaration in Self.declarations {
+            let key = AnyKey(stringValue: declaration.key)
+            switch declaration.field {
+            case .text(let path, _):
+                self[keyPath: path] = try Self.value(String.self, declaration.expected, container, key)
+            case .seconds(let path, _):
+                self[keyPath: path] = try Self.value(Int.self, declaration.expected, container, key)
+            case .flag(let path, _):
+                self[keyPath: path] = try Self.value(Bool.self, declaration.expected, container, key)
+            }
+        }
+    }
+
+    /// Encodes the settings that are set, under the config file's keys.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: AnyKey.self)
+        for declaration in Self.declarations {
+            let key = AnyKey(stringValue: declaration.key)
+            switch declaration.field {
+            case .text(let path, _): try container.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .seconds(let path, _): try container.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .flag(let path, _): try container.encodeIfPresent(self[keyPath: path], forKey: key)
+            }
+        }
     }
 
     /// Decoders differ in what they throw for a value of the wrong type (TOMLKit says the key is missing), so every
@@ -151,8 +244,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     private static func value<T: Decodable>(
         _ type: T.Type,
         _ expected: String,
-        _ container: KeyedDecodingContainer<CodingKeys>,
-        _ key: CodingKeys
+        _ container: KeyedDecodingContainer<AnyKey>,
+        _ key: AnyKey
     ) throws -> T? {
         guard container.contains(key) else { return nil }
         do {
@@ -178,49 +271,32 @@ extension KioskSettings {
     /// as its setting's type (whole seconds; `true`/`false`, `yes`/`no`, `on`/`off` or `1`/`0`).
     public init(environment: [String: String]) throws(KioskConfigurationError) {
         self.init()
-        let known = Set(Self.keys.map(Self.environmentVariable(for:)))
+        let known = Set(Self.declarations.map(\.environmentVariable))
         for name in environment.keys.sorted() where name.hasPrefix(Self.environmentPrefix) && !known.contains(name) {
             throw KioskConfigurationError(
                 "\(name) is not a kiosk setting; the variables are "
-                    + Self.keys.map(Self.environmentVariable(for:)).joined(separator: ", ")
+                    + Self.declarations.map(\.environmentVariable).joined(separator: ", ")
             )
         }
-        func text(_ key: CodingKeys) -> String? {
-            guard let value = environment[Self.environmentVariable(for: key.rawValue)], !value.isEmpty else {
-                return nil
-            }
-            return value
-        }
-        server = text(.server)
-        email = text(.email)
-        tokenFile = text(.tokenFile)
-        payeeName = text(.payeeName)
-        radio = text(.radio)
-        bluezBus = text(.bluezBus)
-        adapter = text(.adapter)
-        serviceUUID = text(.serviceUUID)
-        air = text(.air)
-        stateDirectory = text(.stateDirectory)
-        display = text(.display)
-        controlBus = text(.controlBus)
-        if let value = text(.sessionLifetime) {
-            guard let seconds = Int(value.trimmingCharacters(in: .whitespaces)) else {
-                throw KioskConfigurationError(
-                    "\(Self.environmentVariable(for: CodingKeys.sessionLifetime.rawValue)) must be a whole number of "
-                        + "seconds, such as 300, not \"\(value)\""
-                )
-            }
-            sessionLifetime = seconds
-        }
-        if let value = text(.renewExpiredSessions) {
-            switch value.trimmingCharacters(in: .whitespaces).lowercased() {
-            case "true", "yes", "on", "1": renewExpiredSessions = true
-            case "false", "no", "off", "0": renewExpiredSessions = false
-            default:
-                throw KioskConfigurationError(
-                    "\(Self.environmentVariable(for: CodingKeys.renewExpiredSessions.rawValue)) must be true or false, "
-                        + "not \"\(value)\""
-                )
+        for declaration in Self.declarations {
+            let name = declaration.environmentVariable
+            guard let value = environment[name], !value.isEmpty else { continue }
+            switch declaration.field {
+            case .text(let path, _):
+                self[keyPath: path] = value
+            case .seconds(let path, _):
+                guard let seconds = Int(value.trimmingCharacters(in: .whitespaces)) else {
+                    throw KioskConfigurationError(
+                        "\(name) must be a whole number of seconds, such as 300, not \"\(value)\""
+                    )
+                }
+                self[keyPath: path] = seconds
+            case .flag(let path, _):
+                switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+                case "true", "yes", "on", "1": self[keyPath: path] = true
+                case "false", "no", "off", "0": self[keyPath: path] = false
+                default: throw KioskConfigurationError("\(name) must be true or false, not \"\(value)\"")
+                }
             }
         }
     }

@@ -6,6 +6,9 @@ import Foundation
 /// OOM killer would. The `hold-…` points stop the flow at that point, say so on standard error
 /// (`fault: holding at POINT`) and wait for the interruption (Ctrl-C) before going on, so a test can interrupt at an
 /// exact step instead of racing a signal against the clock.
+///
+/// Debug builds only (the ones the tests run): a release build, the one packaged and shipped, ignores `GOTCHU_FAULT`,
+/// so no environment variable can make a shipped payer kill or stop itself.
 enum FaultInjection: String {
     /// After the lock succeeded, before the payment is sent.
     case afterLock = "after-lock"
@@ -18,7 +21,13 @@ enum FaultInjection: String {
     /// The receiver read its session's status once and stops watching it.
     case holdWatching = "hold-watching"
 
-    private static var requested: String? { ProcessInfo.processInfo.environment["GOTCHU_FAULT"] }
+    private static var requested: String? {
+        #if DEBUG
+            ProcessInfo.processInfo.environment["GOTCHU_FAULT"]
+        #else
+            nil
+        #endif
+    }
 
     static func crashIfRequested(at point: FaultInjection) {
         guard requested == point.rawValue else { return }

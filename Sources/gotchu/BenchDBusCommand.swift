@@ -1,5 +1,5 @@
 import ArgumentParser
-import GotchuBlueZ
+@_spi(Benchmarks) import GotchuBlueZ
 import GotchuDBus
 
 struct BenchDBusCommand: AsyncParsableCommand {

@@ -1,7 +1,9 @@
+import ArgumentParser
 import Foundation
 import GotchuCore
 import GotchuDBus
 import GotchuKiosk
+import GotchuKioskCLI
 import Testing
 
 /// A directory of config files, removed at the end of the test.
@@ -380,5 +382,26 @@ private let minimalEnvironment = [
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
         #expect(try JSONDecoder().decode(KioskSettings.self, from: data) == settings)
         #expect(KioskSettings.keys.count == 14)
+    }
+}
+
+/// The command line offers a flag for every declared setting, with the declaration's name, and no other.
+@Suite struct KioskCommandLineTests {
+    @Test(arguments: KioskSettings.declarations.map(\.key))
+    func everyDeclaredSettingHasItsFlag(key: String) throws {
+        let declaration = try #require(KioskSettings.declarations.first { $0.key == key })
+        switch declaration.kind {
+        case .flag:
+            _ = try KioskOptions.parse([declaration.flag])
+            _ = try KioskOptions.parse(["--no-" + declaration.flag.dropFirst(2)])
+        case .seconds:
+            _ = try KioskOptions.parse([declaration.flag, "30"])
+        case .text:
+            _ = try KioskOptions.parse([declaration.flag, "value"])
+        }
+    }
+
+    @Test func anUndeclaredFlagIsRefused() {
+        #expect(throws: (any Error).self) { try KioskOptions.parse(["--session-lifetimes", "30"]) }
     }
 }

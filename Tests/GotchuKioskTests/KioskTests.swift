@@ -3,96 +3,183 @@ import GotchuAPI
 import GotchuCore
 import GotchuKiosk
 import GotchuLedgerClient
-import GotchuPeer
 import GotchuSimulatedRadio
 import GotchuTesting
 import Logging
 import Testing
 
-/// A kiosk in this process over a real ledger server (a `gotchu server` process) and the simulated air.
-struct KioskHarness {
-    let processes: GotchuProcesses
-    let server: RunningCommand
-    let url: String
+/// A ledger in memory that judges expiry on the air's virtual clock, as the kiosk's ``KioskLedgerService``: the
+/// kiosk's own rules are tested here; ``KioskLedgerTests`` and the process tests cover the HTTP ledger.
+actor MemoryLedger: KioskLedgerService {
+    struct Session {
+        var amountCents: Cents
+        var eid: EID
+        var status: SessionStatus
+        var expiresAt: Duration
+    }
+
     let air: SimulatedAir
+    /// How long a session lives.
+    var sessionLifetime: Duration = .seconds(300)
+    /// Larger amounts are refused.
+    var maximumAmountCents: Cents?
+    /// While set, every call fails with it.
+    var failure: LedgerClientError?
+    private(set) var sessions: [String: Session] = [:]
+    /// Session ids in the order they were created.
+    private(set) var created: [String] = []
+    private var keys: [String: String] = [:]
 
-    static func start(serverOptions: [String] = []) async throws -> KioskHarness {
-        let processes = try GotchuProcesses()
-        let (server, url) = try await processes.startServer(serverOptions)
-        return KioskHarness(
-            processes: processes,
-            server: server,
-            url: url,
-            air: SimulatedAir(seed: 11, clock: .realTime)
+    init(air: SimulatedAir) {
+        self.air = air
+    }
+
+    func fail(with failure: LedgerClientError?) { self.failure = failure }
+    func setSessionLifetime(_ lifetime: Duration) { sessionLifetime = lifetime }
+    func setMaximumAmount(_ cents: Cents) { maximumAmountCents = cents }
+
+    func createSession(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    {
+        if let failure { throw failure }
+        if let sid = keys[idempotencyKey] { return response(sid) }
+        if let maximumAmountCents, amountCents > maximumAmountCents {
+            throw .problem(Problem(.invalidAmount, detail: "at most \(maximumAmountCents) cents"))
+        }
+        let sid = "s-\(created.count + 1)"
+        let eid = EID(rawValue: String(format: "%010x", created.count + 1))!
+        sessions[sid] = Session(
+            amountCents: amountCents,
+            eid: eid,
+            status: .created,
+            expiresAt: await air.now + sessionLifetime
         )
+        keys[idempotencyKey] = sid
+        created.append(sid)
+        return response(sid)
     }
 
-    func stop() {
-        _ = try? server.stopNow()
-        processes.remove()
+    func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+        if let failure { throw failure }
+        return try await status(sid)
     }
 
-    var stateDirectory: URL { processes.directory.url.appendingPathComponent("kiosk-state") }
+    func cancelSession(sid: String) async throws(LedgerClientError) {
+        if let failure { throw failure }
+        switch try await status(sid) {
+        case .paid: throw .problem(Problem(.sessionAlreadyPaid))
+        case .expired: throw .problem(Problem(.sessionExpired))
+        case .cancelled: throw .problem(Problem(.sessionCancelled))
+        case .created, .advertising, .locked: sessions[sid]?.status = .cancelled
+        }
+    }
+
+    /// A payer locks the session.
+    func lock(_ sid: String) async throws(LedgerClientError) {
+        guard try await status(sid).isLive else { throw .problem(Problem(.sessionExpired)) }
+        sessions[sid]?.status = .locked
+    }
+
+    /// A payer pays the session.
+    func pay(_ sid: String) async throws(LedgerClientError) {
+        guard try await status(sid).isLive else { throw .problem(Problem(.sessionExpired)) }
+        sessions[sid]?.status = .paid
+    }
+
+    func status(_ sid: String) async throws(LedgerClientError) -> SessionStatus {
+        guard var session = sessions[sid] else { throw .problem(Problem(.sessionNotFound)) }
+        if session.status.isLive, await air.now >= session.expiresAt {
+            session.status = .expired
+            sessions[sid] = session
+        }
+        return session.status
+    }
+
+    private func response(_ sid: String) -> CreateSessionResponse {
+        let session = sessions[sid]!
+        let seconds = Double(session.expiresAt.components.seconds)
+        return CreateSessionResponse(sid: sid, eid: session.eid, expiresAt: Date(timeIntervalSince1970: seconds))
+    }
+}
+
+/// A kiosk in this process over a ``MemoryLedger`` and a simulated air on virtual time.
+struct KioskHarness {
+    let directory: TemporaryDirectory
+    let air: SimulatedAir
+    let ledger: MemoryLedger
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "gotchu-kiosk")
+        air = SimulatedAir(seed: 11, clock: .virtual)
+        ledger = MemoryLedger(air: air)
+    }
+
+    var stateDirectory: URL { directory.url.appendingPathComponent("kiosk-state") }
+
+    func remove() { directory.remove() }
 
     func makeKiosk(
-        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", statusInterval: .milliseconds(100)),
-        ledgerURL: String? = nil,
-        credentials: KioskLedger.Credentials = .email("shop@example.com"),
-        at position: Position = Position(x: 0, y: 0)
+        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", statusInterval: .milliseconds(100))
     ) async throws -> Kiosk {
         var options = options
         options.retry = Backoff(initial: .milliseconds(100), maximum: .milliseconds(400))
         return try Kiosk(
             store: try KioskStore(directory: stateDirectory),
-            ledger: KioskLedger(baseURL: URL(string: ledgerURL ?? url)!, credentials: credentials),
-            radio: await air.addPeer(SimulatedPeer(name: "kiosk", at: position)),
+            ledger: ledger,
+            radio: await air.addPeer(SimulatedPeer(name: "kiosk", at: Position(x: 0, y: 0))),
             options: options,
             logger: Logger(label: "test.kiosk") { _ in SwiftLogNoOpLogHandler() }
         )
     }
 
-    /// A second ledger server on a fixed `port` (one the kiosk was pointed at before it listened), with its own
-    /// database.
-    func startLedger(port: Int, database: String = "late.sqlite", options: [String] = []) async throws -> RunningCommand
-    {
-        let server = try processes.start(
-            [
-                "server", "--dev", "--port", "\(port)", "--database",
-                processes.directory.url.appendingPathComponent(database).path,
-            ] + options,
-            user: "late-server"
-        )
-        _ = try await server.waitForLine { $0.hasPrefix("listening on ") }
-        return server
-    }
-
-    func client(_ email: String, funded: Cents = 0) async throws -> LedgerClient {
-        var client = LedgerClient(baseURL: URL(string: url)!)
-        client.token = try await client.devLogin(email: email).token
-        if funded > 0 { _ = try await client.fund(amountCents: funded) }
-        return client
-    }
-
-    /// A payer standing 20 cm from the kiosk pays whatever it finds.
-    func pay(as email: String, funded: Cents) async throws -> PayerStateMachine.Outcome {
-        let ledger = try await client(email, funded: funded)
-        let phone = await air.addPeer(SimulatedPeer(name: email, at: Position(x: 0.2, y: 0)))
-        var flow = PayerStateMachine.Configuration()
-        flow.preApproved = true
-        // The air runs on the wall clock: these only bound a hang, however long a busy machine takes to deliver.
-        flow.scanTimeout = .seconds(60)
-        flow.selectionTimeout = .seconds(60)
-        let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("\(email).sqlite").path)
-        return try await Payer(radio: phone, ledger: ledger, journal: journal)
-            .run(Payer.Options(flow: flow), interaction: AcceptingPayer())
+    /// Moves virtual time on until the kiosk's status satisfies `predicate`; `within` (virtual time) only bounds a
+    /// hang.
+    @discardableResult
+    func advance(
+        _ kiosk: Kiosk,
+        within: Duration = .seconds(600),
+        until predicate: (KioskStatus) async -> Bool
+    ) async throws -> KioskStatus {
+        let deadline = await air.now + within
+        while true {
+            let status = await kiosk.status()
+            if await predicate(status) { return status }
+            guard await air.now < deadline else { throw TestingError("the kiosk stayed \(status)") }
+            await air.advance(by: .milliseconds(10))
+        }
     }
 }
 
-/// A payer that accepts every offer and picks nothing by hand.
-struct AcceptingPayer: PayerInteraction {
-    func choose(from candidates: [ProximityCandidate]) async -> EID? { nil }
-    func confirm(_ offer: PaymentOffer) async -> Bool { true }
-    func progress(_ progress: Payer.Progress) {}
+/// What a scanner beside the kiosk hears.
+actor Heard {
+    private(set) var sightings: [Sighting] = []
+
+    func append(_ sighting: Sighting) { sightings.append(sighting) }
+
+    /// Listens on `radio` until the returned task is cancelled.
+    static func listen(_ radio: SimulatedRadio, into heard: Heard) async throws -> Task<Void, Never> {
+        let stream = try await radio.scan(ScanFilter())
+        return Task {
+            do {
+                for try await sighting in stream { await heard.append(sighting) }
+            } catch {}
+        }
+    }
+}
+
+/// The statuses a kiosk published.
+actor Published {
+    private(set) var states: [KioskStatus.State] = []
+
+    func append(_ status: KioskStatus) { states.append(status.state) }
+
+    /// Records `updates` until they end.
+    static func record(_ updates: AsyncStream<KioskStatus>, into published: Published) -> Task<Void, Never> {
+        Task { for await status in updates { await published.append(status) } }
+    }
 }
 
 /// Runs the kiosk while `body` runs, then shuts it down as SIGTERM would.
@@ -110,67 +197,45 @@ func withRunning<Result: Sendable>(_ kiosk: Kiosk, _ body: () async throws -> Re
     }
 }
 
-/// Waits until the kiosk's status satisfies `predicate`; the timeout only bounds a hang.
-@discardableResult
-func waitForStatus(
-    _ kiosk: Kiosk,
-    timeout: Duration = .seconds(60),
-    _ predicate: @escaping @Sendable (KioskStatus) -> Bool
-) async throws -> KioskStatus {
-    let updates = await kiosk.statusUpdates()
-    return try await withThrowingTaskGroup(of: KioskStatus?.self) { group in
-        group.addTask {
-            for await status in updates where predicate(status) { return status }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        let found = try await group.next() ?? nil
-        group.cancelAll()
-        guard let found else {
-            throw TestingError("timed out; the kiosk is \(await kiosk.status())")
-        }
-        return found
-    }
-}
-
-@Suite("The kiosk drives charges over a real ledger and the simulated air", .serialized, .timeLimit(.minutes(3)))
+@Suite("The kiosk drives charges over a ledger and the simulated air, on virtual time", .timeLimit(.minutes(3)))
 struct KioskTests {
-    @Test("A charge is advertised, paid by a nearby payer, and reported in order; the ledger agrees")
+    @Test("A charge is advertised where a payer hears it, paid, and reported in order")
     func chargePaid() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         let kiosk = try await harness.makeKiosk()
         let events = await kiosk.events()
+        let heard = Heard()
+        let phone = await harness.air.addPeer(SimulatedPeer(name: "phone", at: Position(x: 0.2, y: 0)))
+        let listening = try await Heard.listen(phone, into: heard)
+        defer { listening.cancel() }
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 1_250, reference: "order 17")
             #expect(charge.state == .creating && charge.expiresAt != nil)
-            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
-            #expect(advertising.payeeName == "Corner Shop" && advertising.charge?.eid != nil)
-            let outcome = try await harness.pay(as: "alice@example.com", funded: 5_000)
-            guard case .paid(let offer, let balance) = outcome else {
-                Issue.record("payer did not pay: \(outcome)")
-                return
-            }
-            #expect(offer.amountCents == 1_250 && balance == 3_750)
-            let paid = try await waitForStatus(kiosk) { $0.state == .paid }
-            #expect(paid.charge?.id == charge.id && paid.charge?.sessionID == offer.sessionID)
+            let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
+            #expect(advertising.payeeName == "Corner Shop")
+            let eid = try #require(advertising.charge?.eid)
+            let sid = try #require(advertising.charge?.sessionID)
+            try await harness.advance(kiosk) { _ in await heard.sightings.contains { $0.eid == eid } }
+            try await harness.ledger.lock(sid)
+            try await harness.advance(kiosk) { $0.state == .locked }
+            try await harness.ledger.pay(sid)
+            let paid = try await harness.advance(kiosk) { $0.state == .paid }
+            #expect(paid.charge?.id == charge.id && paid.charge?.sessionID == sid)
             #expect(try await kiosk.charge(id: charge.id).state == .paid)
-            #expect(try await harness.client("shop@example.com").wallet().availableCents == 1_250)
+            #expect(await harness.ledger.created == [sid])
         }
         var kinds: [KioskEvent.Kind] = []
         for await event in events { kinds.append(event.kind) }
-        #expect(kinds.first == .advertising && kinds.last == .paid)
+        #expect(kinds == [.advertising, .locked, .paid])
         // Reopening the store shows the charge as it ended.
         #expect(try KioskStore(directory: harness.stateDirectory).latest()?.charge.state == .paid)
     }
 
     @Test("One charge at a time; bad amounts and references are refused without storing anything")
     func refusals() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         let kiosk = try await harness.makeKiosk()
         try await withRunning(kiosk) {
             for amount: Cents in [0, -5, .min] {
@@ -183,207 +248,179 @@ struct KioskTests {
                 try await kiosk.charge(amountCents: 100, reference: String(repeating: "x", count: 201))
             }
             #expect(await kiosk.currentCharge == nil)
+            #expect(try KioskStore(directory: harness.stateDirectory).latest() == nil)
             let first = try await kiosk.charge(amountCents: 100, reference: "")
             await #expect(throws: KioskError.busy(activeID: first.id)) {
                 try await kiosk.charge(amountCents: 200, reference: "")
             }
             await #expect(throws: KioskError.notFound(id: "nope")) { try await kiosk.charge(id: "nope") }
+            await #expect(throws: KioskError.notFound(id: "nope")) { try await kiosk.cancel(id: "nope") }
         }
     }
 
     @Test("The ledger refusing an amount fails the charge with its reason, and frees the kiosk")
     func ledgerRefusal() async throws {
-        let harness = try await KioskHarness.start(serverOptions: ["--max-amount", "1000"])
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        await harness.ledger.setMaximumAmount(1_000)
         let kiosk = try await harness.makeKiosk()
         try await withRunning(kiosk) {
             _ = try await kiosk.charge(amountCents: 5_000, reference: "")
-            let failed = try await waitForStatus(kiosk) { $0.state == .failed }
-            #expect(failed.problem?.contains("refused") == true)
+            let failed = try await harness.advance(kiosk) { $0.state == .failed }
+            #expect(failed.problem?.hasPrefix("the ledger refused the charge: ") == true)
             _ = try await kiosk.charge(amountCents: 500, reference: "")
-            try await waitForStatus(kiosk) { $0.state == .advertising }
+            try await harness.advance(kiosk) { $0.state == .advertising }
         }
     }
 
     @Test("Cancel stops the advertisement and cancels the session on the ledger; a final charge cannot be cancelled")
     func cancel() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         let kiosk = try await harness.makeKiosk()
+        // A beacon beside the scanner marks how far the scan has got: once it has been heard 700 ms after the cancel,
+        // the kiosk would have been heard too had it still been advertising.
+        let beacon = EID(rawValue: "00000beac0")!
+        await harness.air.addBroadcaster(
+            SimulatedPeer(name: "beacon", at: Position(x: 0.1, y: 0.1)),
+            payload: AirPayload(Advertisement(eid: beacon), txPower: 0)
+        )
+        let heard = Heard()
+        let scanner = await harness.air.addPeer(SimulatedPeer(name: "scanner", at: Position(x: 0.1, y: 0)))
+        let listening = try await Heard.listen(scanner, into: heard)
+        defer { listening.cancel() }
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 700, reference: "")
-            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
+            let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
+            let eid = try #require(advertising.charge?.eid)
+            try await harness.advance(kiosk) { _ in await heard.sightings.contains { $0.eid == eid } }
             let cancelled = try await kiosk.cancel(id: charge.id)
+            let stoppedAt = await harness.air.now
             #expect(cancelled.state == .cancelled)
             let sid = try #require(advertising.charge?.sessionID)
-            #expect(try await harness.client("shop@example.com").session(sid: sid).status == .cancelled)
+            #expect(try await harness.ledger.status(sid) == .cancelled)
             await #expect(throws: KioskError.alreadyFinal(cancelled)) { try await kiosk.cancel(id: charge.id) }
-            // Nothing of the kiosk's is on the air any more. A beacon put on the air beside the scanner marks how
-            // far the scan has got: the air delivers in the order of its own time, so once the beacon has been heard
-            // 700 ms after it started, the kiosk would have been heard too had it still been advertising.
-            let scanner = await harness.air.addPeer(SimulatedPeer(name: "scanner", at: Position(x: 0.1, y: 0)))
-            let sightings = try await scanner.scan(ScanFilter())
-            let beacon = EID(rawValue: "00000beac0")!
-            let beaconStart = await harness.air.now
-            await harness.air.addBroadcaster(
-                SimulatedPeer(name: "beacon", at: Position(x: 0.1, y: 0.1)),
-                payload: AirPayload(Advertisement(eid: beacon), txPower: 0)
-            )
-            let heard = try await withThrowingTaskGroup(of: [Sighting]?.self) { group in
-                group.addTask {
-                    var others: [Sighting] = []
-                    for try await sighting in sightings {
-                        if sighting.eid != beacon {
-                            others.append(sighting)
-                        } else if sighting.time >= beaconStart + .milliseconds(700) {
-                            return others
-                        }
-                    }
-                    return nil
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(60))
-                    return nil
-                }
-                let first = try await group.next() ?? nil
-                group.cancelAll()
-                return first
+            try await harness.advance(kiosk) { _ in
+                await heard.sightings.contains { $0.eid == beacon && $0.time >= stoppedAt + .milliseconds(700) }
             }
-            #expect(heard?.isEmpty == true, "heard: \(String(describing: heard))")
+            let late = await heard.sightings.filter { $0.eid == eid && $0.time > stoppedAt }
+            #expect(late.isEmpty, "heard: \(late)")
         }
     }
 
     @Test("The end of a charge is shown for a while, then the kiosk reads idle again for the next customer")
     func backToIdle() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        // Far longer than the few calls between the cancel and the first look at the status, however busy the
-        // machine; the wait for idle then checks the status's own time against it.
-        let idleAfter: TimeInterval = 3
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         var options = Kiosk.Options(statusInterval: .milliseconds(100))
-        options.idleAfter = .seconds(idleAfter)
+        options.idleAfter = .seconds(3)
         let kiosk = try await harness.makeKiosk(options: options)
+        let published = Published()
+        let recording = Published.record(await kiosk.statusUpdates(), into: published)
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 300, reference: "")
-            try await waitForStatus(kiosk) { $0.state == .advertising }
+            try await harness.advance(kiosk) { $0.state == .advertising }
             let ended = try await kiosk.cancel(id: charge.id)
             let shown = await kiosk.status()
-            #expect(shown.state == .cancelled)
-            #expect(shown.now < ended.updatedAt.addingTimeInterval(idleAfter))
-            let idle = try await waitForStatus(kiosk) { $0.state == .idle }
-            #expect(idle.charge?.id == charge.id && idle.charge?.state == .cancelled)
-            // Idle only once the end had been shown for its time.
-            #expect(idle.now >= ended.updatedAt.addingTimeInterval(idleAfter))
+            #expect(shown.state == .cancelled && shown.now == ended.updatedAt)
+            await harness.air.advance(by: .milliseconds(2_990))
+            #expect(await kiosk.status().state == .cancelled)
+            // The return to idle is published, not only found by asking.
+            try await harness.advance(kiosk) { _ in await published.states.last == .idle }
+            let idle = await kiosk.status()
+            #expect(idle.state == .idle && idle.charge?.id == charge.id && idle.charge?.state == .cancelled)
+            #expect(idle.now >= ended.updatedAt.addingTimeInterval(3))
+            #expect(idle.now < ended.updatedAt.addingTimeInterval(3.1))
         }
+        await recording.value
     }
 
     @Test("Cancelling a charge a payer already paid reports it paid, not cancelled")
     func cancelAfterPayment() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        // Polling once, when advertising starts, and not again within the test: the kiosk has not yet seen the
-        // payment when the point-of-sale cancels, however long the payment takes.
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        // Polling once, when advertising starts, and not again within the test.
         let kiosk = try await harness.makeKiosk(options: Kiosk.Options(statusInterval: .seconds(3_600)))
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 2_000, reference: "")
-            try await waitForStatus(kiosk) { $0.state == .advertising }
-            guard case .paid = try await harness.pay(as: "carol@example.com", funded: 2_000) else {
-                Issue.record("payer did not pay")
-                return
-            }
+            let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
+            try await harness.ledger.pay(try #require(advertising.charge?.sessionID))
+            await harness.air.advance(by: .seconds(1))
             #expect(await kiosk.status().state == .advertising)
             let ended = try await kiosk.cancel(id: charge.id)
             #expect(ended.state == .paid)
-            #expect(try await harness.client("shop@example.com").wallet().availableCents == 2_000)
         }
     }
 
     @Test("A kiosk started again continues the same session, which is then paid")
     func restartContinuesSession() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         let first = try await harness.makeKiosk()
         let before = try await withRunning(first) {
             _ = try await first.charge(amountCents: 990, reference: "table 4")
-            return try await waitForStatus(first) { $0.state == .advertising }
+            return try await harness.advance(first) { $0.state == .advertising }
         }
         let second = try await harness.makeKiosk()
         #expect(await second.currentCharge?.sessionID == before.charge?.sessionID)
         try await withRunning(second) {
-            let advertising = try await waitForStatus(second) { $0.state == .advertising }
+            let advertising = try await harness.advance(second) { $0.state == .advertising }
             #expect(advertising.charge?.eid == before.charge?.eid)
-            guard case .paid(let offer, _) = try await harness.pay(as: "bob@example.com", funded: 2_000) else {
-                Issue.record("payer did not pay")
-                return
-            }
-            #expect(offer.sessionID == before.charge?.sessionID)
-            try await waitForStatus(second) { $0.state == .paid && $0.charge?.reference == "table 4" }
+            try await harness.ledger.pay(try #require(before.charge?.sessionID))
+            try await harness.advance(second) { $0.state == .paid && $0.charge?.reference == "table 4" }
         }
+        #expect(await harness.ledger.created.count == 1)
     }
 
     @Test("A session created just before a crash, its answer lost, is the one advertised after the restart")
     func lostCreateAnswer() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
+        let harness = try KioskHarness()
+        defer { harness.remove() }
         let kiosk = try await harness.makeKiosk()
         // The charge is stored, then the ledger creates its session, then the kiosk dies before storing the answer.
         let charge = try await kiosk.charge(amountCents: 1_500, reference: "")
-        let shop = try await harness.client("shop@example.com")
-        let lost = try await shop.createSession(amountCents: 1_500, idempotencyKey: "kiosk-\(charge.id)-1")
+        let lost = try await harness.ledger.createSession(amountCents: 1_500, idempotencyKey: "kiosk-\(charge.id)-1")
         let restarted = try await harness.makeKiosk()
         try await withRunning(restarted) {
-            let advertising = try await waitForStatus(restarted) { $0.state == .advertising }
+            let advertising = try await harness.advance(restarted) { $0.state == .advertising }
             #expect(advertising.charge?.sessionID == lost.sid && advertising.charge?.eid == lost.eid)
         }
+        #expect(await harness.ledger.created == [lost.sid])
     }
 
     @Test("An unreachable ledger shows as an error and the charge goes on once the ledger is back")
     func ledgerUnreachable() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        // A port nothing listens on, then a ledger started on it.
-        let port = try freeLoopbackPort()
-        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        await harness.ledger.fail(with: .transport("cannot reach the server (connection refused)"))
+        let kiosk = try await harness.makeKiosk()
         try await withRunning(kiosk) {
             _ = try await kiosk.charge(amountCents: 300, reference: "")
-            let error = try await waitForStatus(kiosk) { $0.state == .error }
-            #expect(error.problem?.contains("cannot reach the ledger") == true)
-            let late = try await harness.startLedger(port: port)
-            defer { _ = try? late.stopNow() }
-            let advertising = try await waitForStatus(kiosk) { $0.state == .advertising }
+            let error = try await harness.advance(kiosk) { $0.state == .error }
+            #expect(error.problem == "cannot reach the ledger: cannot reach the server (connection refused)")
+            await harness.ledger.fail(with: nil)
+            let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
             #expect(advertising.problem == nil)
         }
     }
 
-    @Test("A token the ledger stops accepting (its secret changed) is renewed by logging in again")
-    func reLoginAfterRejectedToken() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        let port = try freeLoopbackPort()
-        func startLedger(secret: Character) async throws -> RunningCommand {
-            try await harness.startLedger(
-                port: port,
-                database: "rotating.sqlite",
-                options: ["--jwt-secret", String(repeating: secret, count: 40)]
-            )
-        }
-        let first = try await startLedger(secret: "a")
-        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+    @Test("A token the ledger rejects shows as an error that names the credentials, and clears once accepted")
+    func credentialsRejected() async throws {
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        let kiosk = try await harness.makeKiosk()
         try await withRunning(kiosk) {
             _ = try await kiosk.charge(amountCents: 600, reference: "")
-            let before = try await waitForStatus(kiosk) { $0.state == .advertising }
-            _ = try await first.stop()
-            // The same ledger comes back signing with another secret: the kiosk's token is now forged to it.
-            let second = try await startLedger(secret: "b")
-            defer { _ = try? second.stopNow() }
-            var payer = LedgerClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
-            payer.token = try await payer.devLogin(email: "dave@example.com").token
-            _ = try await payer.fund(amountCents: 600)
-            let sid = try #require(before.charge?.sessionID)
-            try await payer.lock(sid: sid)
-            _ = try await payer.send(sid: sid, idempotencyKey: UUID().uuidString)
-            let paid = try await waitForStatus(kiosk) { $0.state == .paid }
-            #expect(paid.charge?.sessionID == sid && paid.problem == nil)
+            try await harness.advance(kiosk) { $0.state == .advertising }
+            await harness.ledger.fail(with: .problem(Problem(.unauthorized, detail: "the token file is empty")))
+            let error = try await harness.advance(kiosk) { $0.state == .error }
+            #expect(error.problem?.contains("token") == true && error.problem?.contains("credentials") == true)
+            // Still advertised while the ledger cannot be asked: the session may still be paid.
+            #expect(error.charge?.state == .advertising)
+            await harness.ledger.fail(with: nil)
+            try await harness.ledger.pay(try #require(error.charge?.sessionID))
+            let paid = try await harness.advance(kiosk) { $0.state == .paid }
+            #expect(paid.problem == nil)
         }
     }
 
@@ -391,74 +428,121 @@ struct KioskTests {
         "A cancel while the ledger is unreachable is pending, survives, and ends with no live session once it is back"
     )
     func cancelWhileLedgerUnreachable() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        let port = try freeLoopbackPort()
-        let kiosk = try await harness.makeKiosk(ledgerURL: "http://127.0.0.1:\(port)")
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        await harness.ledger.fail(with: .transport("the server did not answer in time"))
+        let kiosk = try await harness.makeKiosk()
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 800, reference: "")
-            try await waitForStatus(kiosk) { $0.state == .error }
+            try await harness.advance(kiosk) { $0.state == .error }
             do {
                 _ = try await kiosk.cancel(id: charge.id)
                 Issue.record("a cancel the ledger could not confirm returned as done")
-            } catch KioskError.cancelPending {}
+            } catch KioskError.cancelPending(let reason) {
+                #expect(reason.hasPrefix("cannot cancel the charge's session yet: cannot reach the ledger"))
+            }
             // The request is kept: the ledger coming back ends the charge cancelled, not advertised.
-            let ledger = try await harness.startLedger(port: port)
-            defer { _ = try? ledger.stopNow() }
-            let ended = try await waitForStatus(kiosk) { $0.charge?.state.isFinal == true }
+            await harness.ledger.fail(with: nil)
+            let ended = try await harness.advance(kiosk) { $0.charge?.state.isFinal == true }
             #expect(ended.state == .cancelled)
             // The session the cancel had to create (a lost creation might have made one) is cancelled on the ledger.
             let sid = try #require(ended.charge?.sessionID)
-            var shop = LedgerClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!)
-            shop.token = try await shop.devLogin(email: "shop@example.com").token
-            #expect(try await shop.session(sid: sid).status == .cancelled)
-        }
-    }
-
-    @Test("A rejected token is shown as an error; a new token in the token file is picked up")
-    func tokenFileRotation() async throws {
-        let harness = try await KioskHarness.start()
-        defer { harness.stop() }
-        let tokenFile = harness.processes.directory.url.appendingPathComponent("token")
-        try "not-a-token".write(to: tokenFile, atomically: true, encoding: .utf8)
-        let kiosk = try await harness.makeKiosk(credentials: .tokenFile(tokenFile))
-        try await withRunning(kiosk) {
-            _ = try await kiosk.charge(amountCents: 400, reference: "")
-            let error = try await waitForStatus(kiosk) { $0.state == .error }
-            #expect(error.problem?.contains("token") == true)
-            let token = try #require(try await harness.client("shop@example.com").token)
-            try token.write(to: tokenFile, atomically: true, encoding: .utf8)
-            try await waitForStatus(kiosk) { $0.state == .advertising }
+            #expect(try await harness.ledger.status(sid) == .cancelled)
         }
     }
 
     @Test("A charge whose lifetime ends unpaid is expired, after renewing its ledger sessions, and none stays live")
     func lifetimeOver() async throws {
-        let harness = try await KioskHarness.start(serverOptions: ["--session-lifetime", "1"])
-        defer { harness.stop() }
-        // The first 1 s session is created, expires and is seen expired long before the charge's 6 s are over, even
-        // on a busy machine: at least one renewal is certain.
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        await harness.ledger.setSessionLifetime(.seconds(1))
         var options = Kiosk.Options(statusInterval: .milliseconds(100))
         options.sessionLifetime = .seconds(6)
         let kiosk = try await harness.makeKiosk(options: options)
-        // Events, not statuses: their larger buffer keeps every session even when this task falls behind.
-        let events = await kiosk.events()
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 100, reference: "")
-            var sessions: Set<String> = []
-            for await event in events {
-                if let sid = event.charge.sessionID { sessions.insert(sid) }
-                if event.kind == .expired { break }
-            }
-            // The 1 s ledger sessions were renewed until the kiosk's 6 s were over, and none stays live.
-            #expect(sessions.count >= 2)
-            let ended = try await kiosk.charge(id: charge.id)
-            #expect(ended.state == .expired)
-            let shop = try await harness.client("shop@example.com")
+            let expired = try await harness.advance(kiosk) { $0.state == .expired }
+            // Over when the charge's 6 s were, not before.
+            #expect(expired.now >= charge.createdAt.addingTimeInterval(6))
+            #expect(try await kiosk.charge(id: charge.id).state == .expired)
+            // The 1 s sessions were renewed until then, and none stays live.
+            let sessions = await harness.ledger.created
+            #expect(sessions.count >= 3)
             for sid in sessions {
-                let status = try await shop.session(sid: sid).status
+                let status = try await harness.ledger.status(sid)
                 #expect(status == .expired || status == .cancelled)
             }
+        }
+    }
+}
+
+/// The kiosk's HTTP ledger against a real `gotchu server`: logging in again, and the token file.
+@Suite("The kiosk's ledger logs in again and re-reads its token file", .serialized, .timeLimit(.minutes(3)))
+struct KioskLedgerTests {
+    @Test("A token the ledger stops accepting (its secret changed) is renewed by logging in again")
+    func reLoginAfterRejectedToken() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let port = try freeLoopbackPort()
+        func startLedger(secret: Character) async throws -> RunningCommand {
+            let server = try processes.start(
+                [
+                    "server", "--dev", "--port", "\(port)", "--database",
+                    processes.directory.url.appendingPathComponent("rotating.sqlite").path,
+                    "--jwt-secret", String(repeating: secret, count: 40),
+                ],
+                user: "rotating-server"
+            )
+            _ = try await server.waitForLine { $0.hasPrefix("listening on ") }
+            return server
+        }
+        let first = try await startLedger(secret: "a")
+        let ledger = KioskLedger(
+            baseURL: URL(string: "http://127.0.0.1:\(port)")!,
+            credentials: .email("shop@example.com")
+        )
+        let created = try await ledger.createSession(amountCents: 600, idempotencyKey: "k-1")
+        _ = try await first.stop()
+        // The same ledger comes back signing with another secret: the kiosk's token is now forged to it.
+        let second = try await startLedger(secret: "b")
+        defer { _ = try? second.stopNow() }
+        #expect(try await ledger.sessionStatus(sid: created.sid).isLive)
+        try await ledger.cancelSession(sid: created.sid)
+        #expect(try await ledger.sessionStatus(sid: created.sid) == .cancelled)
+    }
+
+    @Test("A rejected token is refused as unauthorized; a new token in the token file is picked up")
+    func tokenFileRotation() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let tokenFile = processes.directory.url.appendingPathComponent("token")
+        try "not-a-token".write(to: tokenFile, atomically: true, encoding: .utf8)
+        let ledger = KioskLedger(baseURL: URL(string: url)!, credentials: .tokenFile(tokenFile))
+        do {
+            _ = try await ledger.createSession(amountCents: 400, idempotencyKey: "k-1")
+            Issue.record("a forged token was accepted")
+        } catch {
+            #expect(error.problemKind == .unauthorized)
+        }
+        var shop = LedgerClient(baseURL: URL(string: url)!)
+        let token = try await shop.devLogin(email: "shop@example.com").token
+        shop.token = token
+        try token.write(to: tokenFile, atomically: true, encoding: .utf8)
+        let created = try await ledger.createSession(amountCents: 400, idempotencyKey: "k-1")
+        #expect(try await shop.session(sid: created.sid).amountCents == 400)
+    }
+
+    @Test("An unreachable ledger is a transport error, not a refusal")
+    func unreachable() async throws {
+        let port = try freeLoopbackPort()
+        let ledger = KioskLedger(baseURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .email("a@b.example"))
+        do {
+            _ = try await ledger.sessionStatus(sid: "x")
+            Issue.record("nothing listens, yet the call returned")
+        } catch {
+            #expect(error.problemKind == nil)
         }
     }
 }

@@ -1,0 +1,576 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+/// The kiosk's charge flow, without I/O: a charge from the point-of-sale → a ledger session created with a key that
+/// survives a crash → its EID advertised → its status watched → the end recorded; with retries and a cancel that
+/// waits for the ledger's word.
+///
+/// The driver (``Kiosk``) feeds it ``Event``s (requests from the point-of-sale, results of the I/O it performed,
+/// timers) with the current time and performs the ``Action``s it returns, in order. Every change of the charge comes
+/// out as ``Action/persist(_:isNew:)`` first in its batch, before anything else: if the write fails the driver sends
+/// ``Event/persistFailed`` and drops the rest of the batch, and the machine goes back to where it was before the
+/// event and tries again later — nothing is acted on or reported that is not on disk. Results that no longer apply (a
+/// timer that was stopped, an advertisement that was stopped) are ignored and return no action.
+///
+/// At most one ledger call, one advertisement and one timer are under way at a time. A failure of the radio or of
+/// the ledger never ends a charge; it shows as ``problem`` while the machine retries with backoff. Only the ledger
+/// ends a charge (paid, expired, cancelled, or refused), or the end of its lifetime, which cancels its session first.
+///
+/// This machine does not replace ``ReceiverStateMachine`` (the one-shot `gotchu receive` flow): that flow lives for
+/// one process, keeps nothing on disk and gives up after a bounded number of cancel attempts, where a kiosk charge
+/// outlives restarts and retries until the ledger answers. The receiver would become a driver of this machine once
+/// the machine takes a retry budget (give up and report after N attempts or a patience) and a record kept in memory.
+public struct KioskChargeMachine: Sendable {
+    /// How charges behave.
+    public struct Configuration: Hashable, Sendable {
+        /// How long a charge waits for a payer.
+        public var sessionLifetime: Duration
+        /// When the ledger's session expires before the charge's lifetime is over, advertise a new one.
+        public var renewExpiredSessions: Bool
+        /// How often a session's status is asked while all is well.
+        public var statusInterval: Duration
+        /// Delays between retries while the ledger or the radio fails.
+        public var retry: Backoff
+        /// How long the end of a charge is shown before the kiosk reads idle again.
+        public var idleAfter: Duration
+
+        /// Creates a configuration.
+        public init(
+            sessionLifetime: Duration = .seconds(300),
+            renewExpiredSessions: Bool = true,
+            statusInterval: Duration = .milliseconds(500),
+            retry: Backoff = Backoff(),
+            idleAfter: Duration = .seconds(60)
+        ) {
+            self.sessionLifetime = sessionLifetime
+            self.renewExpiredSessions = renewExpiredSessions
+            self.statusInterval = statusInterval
+            self.retry = retry
+            self.idleAfter = idleAfter
+        }
+    }
+
+    /// A session the ledger created for the charge.
+    public struct Session: Hashable, Sendable {
+        /// The session id.
+        public var sessionID: String
+        /// The EID to advertise.
+        public var eid: EID
+        /// When the ledger expires it.
+        public var expiresAt: Date
+
+        /// Creates a session.
+        public init(sessionID: String, eid: EID, expiresAt: Date) {
+            self.sessionID = sessionID
+            self.eid = eid
+            self.expiresAt = expiresAt
+        }
+    }
+
+    /// What the driver reports.
+    public enum Event: Hashable, Sendable {
+        /// The driver runs: continue the stored active charge. Until then requests are recorded but nothing is sent.
+        case start
+        /// The point-of-sale asks for a charge; the driver chose its `id` (a UUID).
+        case chargeRequested(id: String, amountCents: Cents, reference: String)
+        /// The point-of-sale asks to cancel the charge `id`.
+        case cancelRequested(id: String)
+        /// The ledger created (or, for the same key, found again) the session asked for.
+        case sessionCreated(Session)
+        /// Creating the session failed; ``KioskProblem/chargeRefused(_:)`` means for good.
+        case createFailed(KioskProblem)
+        /// The advertisement started by ``Action/advertise(_:token:)`` is on the air.
+        case advertisingStarted(token: Int)
+        /// That advertisement could not start, or stopped on its own.
+        case advertisingFailed(token: Int, KioskProblem)
+        /// The ledger reported the status of the session asked about.
+        case statusSeen(SessionStatus)
+        /// Reading the session's status failed.
+        case statusFailed(KioskProblem)
+        /// The ledger cancelled the session.
+        case sessionCancelled
+        /// The ledger refused the cancel because the session is already over (paid, expired or cancelled).
+        case sessionAlreadyOver
+        /// The cancel got no answer, or another refusal.
+        case cancelFailed(KioskProblem)
+        /// The timer started by ``Action/retryAfter(_:token:)`` fired.
+        case timerFired(token: Int)
+        /// The first ``Action/persist(_:isNew:)`` of the last batch could not be written.
+        case persistFailed
+    }
+
+    /// What the driver must do.
+    public enum Action: Hashable, Sendable {
+        /// Write the record (insert it when new); on failure send ``Event/persistFailed`` and skip the rest.
+        case persist(KioskStore.Record, isNew: Bool)
+        /// Tell subscribers the charge changed from `from` (nil for a new charge) to `to`.
+        case publish(from: KioskCharge?, to: KioskCharge)
+        /// Refuse the point-of-sale's request.
+        case refuse(KioskError)
+        /// Create a session on the ledger; report ``Event/sessionCreated(_:)`` or ``Event/createFailed(_:)``.
+        case createSession(amountCents: Cents, idempotencyKey: String)
+        /// Advertise this EID until told to stop; report ``Event/advertisingStarted(token:)`` once it is on the air.
+        case advertise(EID, token: Int)
+        /// Stop the advertisement.
+        case stopAdvertising
+        /// Read the session's status; report ``Event/statusSeen(_:)`` or ``Event/statusFailed(_:)``.
+        case fetchStatus(sessionID: String)
+        /// Cancel the session on the ledger; report ``Event/sessionCancelled``, ``Event/sessionAlreadyOver`` or
+        /// ``Event/cancelFailed(_:)``.
+        case cancelSession(sessionID: String)
+        /// Send ``Event/timerFired(token:)`` after this long, replacing any timer under way.
+        case retryAfter(Duration, token: Int)
+        /// Stop the timer under way.
+        case stopTimer
+        /// An attempt to end the charge with the ledger's word is over (it ended, or the ledger did not confirm):
+        /// answer the point-of-sale's cancel requests waiting for it.
+        case settleAttempted
+        /// Publish the status again after this long: the end of the charge then gives way to idle.
+        case publishStatus(after: Duration)
+    }
+
+    /// The ledger call under way.
+    enum Call: Hashable, Sendable {
+        case create, status, cancel
+    }
+
+    /// How the charge ends once the ledger has confirmed that its session cannot be paid any more.
+    struct Settlement: Hashable, Sendable {
+        var outcome: KioskChargeState
+        var reason: KioskProblem?
+    }
+
+    /// An advertisement under way.
+    struct Advertising: Hashable, Sendable {
+        var token: Int
+        /// Whether it is on the air yet.
+        var onAir: Bool
+    }
+
+    /// Everything that changes, so that a failed write can put it all back.
+    struct Core: Hashable, Sendable {
+        var record: KioskStore.Record?
+        var problem: KioskProblem?
+        var started = false
+        var call: Call?
+        var advertising: Advertising?
+        var timer: Int?
+        var settling: Settlement?
+        /// Consecutive failed attempts (creating, advertising, settling), for the backoff.
+        var failures = 0
+        /// Consecutive failed status reads while advertising.
+        var statusFailures = 0
+        var nextToken = 0
+    }
+
+    /// The configuration in use.
+    public let configuration: Configuration
+    private var core: Core
+    /// The state before the last event that wrote something.
+    private var beforeWrite: Core?
+    private var writes: [Action] = []
+    private var effects: [Action] = []
+    private var now = Date(timeIntervalSince1970: 0)
+
+    /// Creates a machine over the stored active charge, or the last one.
+    public init(configuration: Configuration, record: KioskStore.Record?) {
+        self.configuration = configuration
+        core = Core(record: record, problem: record?.charge.problem.map(KioskProblem.recorded))
+    }
+
+    /// The active charge, or the last one.
+    public var record: KioskStore.Record? { core.record }
+
+    /// What keeps the active charge from progressing, or why the last one failed.
+    public var problem: KioskProblem? { core.problem }
+
+    /// Feeds one event at `now` and returns what to do, in order.
+    public mutating func receive(_ event: Event, now: Date) -> [Action] {
+        self.now = now
+        writes = []
+        effects = []
+        if case .persistFailed = event {
+            guard let before = beforeWrite else { return [] }
+            core = before
+            beforeWrite = nil
+            // The event whose change was lost is not repeated: the step runs again from what is on disk (a
+            // creation replays through its key), slowly.
+            if isActive, core.call == nil, core.timer == nil { pause(nil) }
+            return writes + effects
+        }
+        guard consume(event) else { return [] }
+        let before = core
+        process(event)
+        if !writes.isEmpty { beforeWrite = before }
+        return writes + effects
+    }
+
+    /// Books the end of what the event reports; `false` if it reports something no longer under way.
+    private mutating func consume(_ event: Event) -> Bool {
+        switch event {
+        case .sessionCreated, .createFailed:
+            guard core.call == .create else { return false }
+            core.call = nil
+        case .statusSeen, .statusFailed:
+            guard core.call == .status else { return false }
+            core.call = nil
+        case .sessionCancelled, .sessionAlreadyOver, .cancelFailed:
+            guard core.call == .cancel else { return false }
+            core.call = nil
+        case .advertisingStarted(let token):
+            guard let advertising = core.advertising, advertising.token == token, !advertising.onAir else {
+                return false
+            }
+            core.advertising = Advertising(token: token, onAir: true)
+        case .advertisingFailed(let token, _):
+            guard core.advertising?.token == token else { return false }
+            core.advertising = nil
+        case .timerFired(let token):
+            guard core.timer == token else { return false }
+            core.timer = nil
+        case .start:
+            guard !core.started else { return false }
+            core.started = true
+        case .chargeRequested, .cancelRequested, .persistFailed:
+            break
+        }
+        return true
+    }
+
+    private mutating func process(_ event: Event) {
+        switch event {
+        case .start:
+            if let record = core.record, record.charge.state.isFinal { scheduleIdle(record.charge) }
+            proceed()
+
+        case .chargeRequested(let id, let amountCents, let reference):
+            requestCharge(id: id, amountCents: amountCents, reference: reference)
+
+        case .cancelRequested(let id):
+            requestCancel(id: id)
+
+        case .sessionCreated(let session):
+            core.failures = 0
+            if core.settling != nil {
+                // Recorded before it is cancelled, so that a failure below retries on this session, not a new one.
+                update { next in
+                    next.sessionNumber += 1
+                    next.charge.sessionID = session.sessionID
+                    next.charge.eid = session.eid
+                }
+                if let sessionID = core.record?.charge.sessionID { call(.cancel, .cancelSession(sessionID: sessionID)) }
+            } else {
+                let renew = configuration.renewExpiredSessions
+                let lifetime = configuration.sessionLifetime
+                update { next in
+                    next.sessionNumber += 1
+                    next.charge.sessionID = session.sessionID
+                    next.charge.eid = session.eid
+                    if !renew {
+                        next.charge.expiresAt = min(Self.lifetimeEnd(of: next.charge, lifetime), session.expiresAt)
+                    }
+                }
+                setProblem(nil)
+                proceed()
+            }
+
+        case .createFailed(let problem):
+            if case .chargeRefused = problem {
+                // No session exists and none will.
+                if let settling = core.settling {
+                    finish(settling.outcome, reason: settling.reason)
+                } else {
+                    finish(.failed, reason: problem)
+                }
+            } else if core.settling != nil {
+                settleFailed(problem)
+            } else {
+                pause(problem)
+            }
+
+        case .advertisingStarted:
+            update { next in
+                if next.charge.state == .creating { next.charge.state = .advertising }
+            }
+            if case .radio = core.problem { setProblem(nil) }
+            core.failures = 0
+            proceed()
+
+        case .advertisingFailed(_, let problem):
+            if !isActive || core.settling != nil || core.record?.cancelRequested == true {
+                proceed()
+            } else {
+                pause(problem)
+            }
+
+        case .statusSeen(let status):
+            if let settling = core.settling {
+                finish(status == .paid ? .paid : settling.outcome, reason: settling.reason)
+            } else {
+                core.statusFailures = 0
+                apply(status)
+            }
+
+        case .statusFailed(let problem):
+            if core.settling != nil {
+                settleFailed(problem)
+            } else {
+                // The session may still be paid, so the charge goes on and says what is wrong.
+                core.statusFailures += 1
+                setProblem(problem)
+                watch(after: configuration.retry.delay(attempt: core.statusFailures))
+            }
+
+        case .sessionCancelled:
+            if let settling = core.settling { finish(settling.outcome, reason: settling.reason) }
+
+        case .sessionAlreadyOver:
+            // Paid, expired or cancelled: only the status tells which.
+            if core.settling != nil, let sessionID = core.record?.charge.sessionID {
+                call(.status, .fetchStatus(sessionID: sessionID))
+            }
+
+        case .cancelFailed(let problem):
+            settleFailed(problem)
+
+        case .timerFired:
+            proceed()
+
+        case .persistFailed:
+            break
+        }
+    }
+
+    // MARK: Requests
+
+    private mutating func requestCharge(id: String, amountCents: Cents, reference: String) {
+        guard amountCents > 0 else { return refuse(.invalidAmount(amountCents)) }
+        guard reference.utf8.count <= KioskError.maximumReferenceLength else {
+            return refuse(.invalidReference("at most \(KioskError.maximumReferenceLength) bytes"))
+        }
+        guard !reference.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            return refuse(.invalidReference("control characters are not allowed"))
+        }
+        if let active = core.record, !active.charge.state.isFinal { return refuse(.busy(activeID: active.charge.id)) }
+        var charge = KioskCharge(
+            id: id,
+            amountCents: amountCents,
+            reference: reference,
+            createdAt: now,
+            updatedAt: now
+        )
+        charge.expiresAt = lifetimeEnd(of: charge)
+        let record = KioskStore.Record(charge: charge)
+        // What was under way belonged to the last charge, which is over.
+        core = Core(record: record, started: core.started, nextToken: core.nextToken)
+        writes += [.persist(record, isNew: true), .publish(from: nil, to: charge)]
+        proceed()
+    }
+
+    private mutating func requestCancel(id: String) {
+        guard let current = core.record, current.charge.id == id else { return refuse(.notFound(id: id)) }
+        guard !current.charge.state.isFinal else { return refuse(.alreadyFinal(current.charge)) }
+        update { $0.cancelRequested = true }
+        // Cut short what is waiting; a ledger call under way is let finish, and its result leads to the cancel.
+        stopTimer()
+        stopAdvertising()
+        proceed()
+    }
+
+    private mutating func refuse(_ error: KioskError) {
+        effects.append(.refuse(error))
+    }
+
+    // MARK: Steps
+
+    private var isActive: Bool {
+        guard let record = core.record else { return false }
+        return !record.charge.state.isFinal
+    }
+
+    /// Takes the next step of the active charge unless something is under way that will lead to it.
+    private mutating func proceed() {
+        guard core.started, isActive, core.call == nil, core.timer == nil, let current = core.record else { return }
+        if current.cancelRequested {
+            settle(.cancelled)
+        } else if now >= lifetimeEnd(of: current.charge) {
+            settle(.expired)
+        } else if current.charge.sessionID == nil {
+            call(.create, createAction(current))
+        } else if let eid = current.charge.eid {
+            if let advertising = core.advertising {
+                if advertising.onAir, let sessionID = current.charge.sessionID {
+                    call(.status, .fetchStatus(sessionID: sessionID))
+                }
+            } else {
+                let token = makeToken()
+                core.advertising = Advertising(token: token, onAir: false)
+                effects.append(.advertise(eid, token: token))
+            }
+        } else {
+            // A stored session without a readable EID cannot be advertised: end it rather than spin.
+            settle(.failed, reason: .unreadableEID)
+        }
+    }
+
+    /// Records a status from the ledger while advertising.
+    private mutating func apply(_ status: SessionStatus) {
+        guard let current = core.record else { return }
+        let renew =
+            configuration.renewExpiredSessions && !current.cancelRequested && now < lifetimeEnd(of: current.charge)
+        setProblem(nil)
+        switch status {
+        case .paid: finish(.paid)
+        case .cancelled: finish(.cancelled)
+        case .expired where renew:
+            stopAdvertising()
+            update { next in
+                next.charge.state = .creating
+                next.charge.sessionID = nil
+                next.charge.eid = nil
+            }
+            proceed()
+        case .expired: finish(.expired)
+        case .locked, .created, .advertising:
+            update { $0.charge.state = status == .locked ? .locked : .advertising }
+            watch(after: configuration.statusInterval)
+        }
+    }
+
+    /// Asks the status again after `delay` while advertising (sooner if the charge's lifetime ends first).
+    private mutating func watch(after delay: Duration) {
+        guard let current = core.record, core.advertising != nil, !current.cancelRequested else { return proceed() }
+        let remaining = duration(from: now, to: lifetimeEnd(of: current.charge))
+        startTimer(after: max(.zero, min(delay, remaining)))
+    }
+
+    /// Ends the charge as `outcome` once the ledger confirms that its session cannot be paid: a session that may be
+    /// live is cancelled first, so no payment arrives after the charge is reported over. A session paid meanwhile
+    /// ends it as paid.
+    private mutating func settle(_ outcome: KioskChargeState, reason: KioskProblem? = nil) {
+        guard let current = core.record else { return }
+        core.settling = Settlement(outcome: outcome, reason: reason)
+        stopAdvertising()
+        if let sessionID = current.charge.sessionID {
+            call(.cancel, .cancelSession(sessionID: sessionID))
+        } else {
+            // A create may have reached the ledger without its answer reaching us (a crash, a timeout): the same key
+            // finds that session, or makes one that is cancelled right away.
+            call(.create, createAction(current))
+        }
+    }
+
+    private mutating func settleFailed(_ problem: KioskProblem) {
+        core.settling = nil
+        pause(.cancelNotConfirmed(problem))
+        effects.append(.settleAttempted)
+    }
+
+    /// Ends the charge as `state`; `reason` is kept as the problem of a failed one.
+    private mutating func finish(_ state: KioskChargeState, reason: KioskProblem? = nil) {
+        core.settling = nil
+        core.failures = 0
+        setProblem(state == .failed ? reason : nil)
+        update { $0.charge.state = state }
+        stopAdvertising()
+        stopTimer()
+    }
+
+    /// Shows `problem` (if any) and waits before the next attempt.
+    private mutating func pause(_ problem: KioskProblem?) {
+        if let problem { setProblem(problem) }
+        core.failures += 1
+        startTimer(after: configuration.retry.delay(attempt: core.failures))
+    }
+
+    // MARK: Effects
+
+    private mutating func call(_ call: Call, _ action: Action) {
+        core.call = call
+        effects.append(action)
+    }
+
+    private func createAction(_ current: KioskStore.Record) -> Action {
+        // `kiosk-<charge id>-<session number>`: the same after a crash, so the ledger answers with the session it
+        // already created.
+        .createSession(
+            amountCents: current.charge.amountCents,
+            idempotencyKey: "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
+        )
+    }
+
+    private mutating func stopAdvertising() {
+        guard core.advertising != nil else { return }
+        core.advertising = nil
+        effects.append(.stopAdvertising)
+    }
+
+    private mutating func startTimer(after delay: Duration) {
+        let token = makeToken()
+        core.timer = token
+        effects.append(.retryAfter(delay, token: token))
+    }
+
+    private mutating func stopTimer() {
+        guard core.timer != nil else { return }
+        core.timer = nil
+        effects.append(.stopTimer)
+    }
+
+    private mutating func makeToken() -> Int {
+        core.nextToken += 1
+        return core.nextToken
+    }
+
+    private mutating func setProblem(_ problem: KioskProblem?) {
+        core.problem = problem
+        update { $0.charge.problem = problem?.description }
+    }
+
+    /// Applies `change` to the active charge, and says to write it and then report it.
+    private mutating func update(_ change: (inout KioskStore.Record) -> Void) {
+        guard let current = core.record, !current.charge.state.isFinal else { return }
+        var next = current
+        change(&next)
+        guard next != current else { return }
+        next.charge.updatedAt = now
+        core.record = next
+        // One write per batch carries every change of it: the first persist is replaced by the latest record.
+        if let index = writes.firstIndex(where: { if case .persist = $0 { true } else { false } }),
+            case .persist(_, let isNew) = writes[index], case .publish(let from, _) = writes[index + 1]
+        {
+            writes[index] = .persist(next, isNew: isNew)
+            writes[index + 1] = .publish(from: from, to: next.charge)
+        } else {
+            writes += [.persist(next, isNew: false), .publish(from: current.charge, to: next.charge)]
+        }
+        if next.charge.state.isFinal {
+            effects.append(.settleAttempted)
+            scheduleIdle(next.charge)
+        }
+    }
+
+    private mutating func scheduleIdle(_ charge: KioskCharge) {
+        let idleAt = charge.updatedAt.addingTimeInterval(Self.seconds(configuration.idleAfter))
+        let delay = duration(from: now, to: idleAt)
+        if delay > .zero { effects.append(.publishStatus(after: delay)) }
+    }
+
+    private func lifetimeEnd(of charge: KioskCharge) -> Date {
+        Self.lifetimeEnd(of: charge, configuration.sessionLifetime)
+    }
+
+    private static func lifetimeEnd(of charge: KioskCharge, _ lifetime: Duration) -> Date {
+        charge.createdAt.addingTimeInterval(seconds(lifetime))
+    }
+
+    private func duration(from start: Date, to end: Date) -> Duration {
+        .milliseconds(Int64((end.timeIntervalSince(start) * 1000).rounded(.up)))
+    }
+
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
