@@ -41,6 +41,10 @@ struct ConcurrencyTests {
         // Each payer holds about 20 locks at once here; the cap on locks held has its own test.
         var policy = LedgerPolicy()
         policy.maximumLocksPerPayer = 200
+        // Real time: on a starved machine a payment's lock and send can be far apart, and a lapse is not what this
+        // test is about (lapses have tests on injected clocks).
+        policy.lockLifetime = .seconds(3_600)
+        policy.sessionLifetime = .seconds(86_400)
         try await TestLedger.with(store: store, policy: policy) { ledger in
             var wallets: [LedgerClient] = []
             for index in 0..<10 { wallets.append(try await ledger.client("w\(index)@example.com", funded: 50_000)) }
