@@ -15,7 +15,7 @@ enum LedgerTime {
 
 extension LedgerUser {
     /// The e-mail address as stored (trimmed, lowercased) and the display name taken from it.
-    static func normalize(email: String) throws(Problem) -> (email: String, displayName: String) {
+    static func normalize(email: String) throws(LedgerError) -> (email: String, displayName: String) {
         let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
         // Unicode scalars, not characters: "@" followed by a combining mark or an emoji modifier is one character.
         let scalars = normalized.unicodeScalars
@@ -25,7 +25,7 @@ extension LedgerUser {
             // White space as Unicode has it, plus the byte-order mark, which JSON Schema's \s counts too.
             !scalars.contains(where: { $0.properties.isWhitespace || $0 == "\u{FEFF}" })
         else {
-            throw Problem(.badRequest, detail: "email must look like name@example.com")
+            throw LedgerError(.invalidInput, detail: "email must look like name@example.com")
         }
         return (normalized, String(parts[0]))
     }
@@ -53,12 +53,45 @@ enum SessionID {
     }
 }
 
+/// A session's status as stored (`payment_sessions.status`). Expiry is not stored: it is judged from `exp_at` at the
+/// time of asking, as is the lapse of a lock.
+enum StoredSessionStatus: String, CaseIterable, Sendable {
+    case created = "CREATED"
+    case advertising = "ADVERTISING"
+    case locked = "LOCKED"
+    case paid = "PAID"
+    case cancelled = "CANCELLED"
+
+    /// A status read from the database; a value no version writes is refused rather than guessed at.
+    init(stored: String) throws(LedgerError) {
+        guard let status = Self(rawValue: stored) else {
+            throw LedgerError(.inconsistent, detail: "a session has the unknown status \(stored)")
+        }
+        self = status
+    }
+}
+
+/// Who owns a wallet (`wallet_accounts.kind`): a user, or the system (the funding account, which alone may go below
+/// zero).
+enum WalletKind: String, Sendable {
+    case user = "USER"
+    case system = "SYSTEM"
+}
+
+/// Where an idempotency key's request stands (`idempotency_keys.state`).
+enum IdempotencyState: String, Sendable {
+    /// Admitted, not finished: no outcome yet.
+    case inFlight = "IN_FLIGHT"
+    /// Finished: the outcome is stored with the key.
+    case done = "DONE"
+}
+
 /// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
 struct SessionRow {
     var id: String
     var payeeID: String
     var amount: Cents
-    var storedStatus: String
+    var storedStatus: StoredSessionStatus
     var expiresAt: Int64
     var lockedBy: String?
     var lockExpiresAt: Int64?
@@ -68,9 +101,9 @@ struct SessionRow {
     /// The status at `now`: expiry and lock lapses are computed, not stored.
     func status(now: Int64) -> SessionStatus {
         switch storedStatus {
-        case "PAID": return .paid
-        case "CANCELLED": return .cancelled
-        default:
+        case .paid: return .paid
+        case .cancelled: return .cancelled
+        case .created, .advertising, .locked:
             if now >= expiresAt { return .expired }
             return liveLockHolder(now: now) == nil ? .advertising : .locked
         }
@@ -78,34 +111,34 @@ struct SessionRow {
 
     /// Who holds a lock that has not lapsed, if anyone.
     func liveLockHolder(now: Int64) -> String? {
-        guard storedStatus == "LOCKED", let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
+        guard storedStatus == .locked, let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
             return nil
         }
         return lockedBy
     }
 
     /// Throws the matching problem unless the session can still be paid.
-    func requireLive(now: Int64) throws(Problem) {
+    func requireLive(now: Int64) throws(LedgerError) {
         switch status(now: now) {
-        case .paid: throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
-        case .cancelled: throw Problem(.sessionCancelled, detail: "the payee cancelled this session")
-        case .expired: throw Problem(.sessionExpired, detail: "this session has expired; ask for a new one")
+        case .paid: throw LedgerError(.sessionAlreadyPaid, detail: "this session has already been paid")
+        case .cancelled: throw LedgerError(.sessionCancelled, detail: "the payee cancelled this session")
+        case .expired: throw LedgerError(.sessionExpired, detail: "this session has expired; ask for a new one")
         case .created, .advertising, .locked: return
         }
     }
 
     /// The refusal of a payment by `payerID` at `now`, if any: the checks and their order are the same in every
     /// store.
-    func requirePayable(by payerID: String, now: Int64) throws(Problem) {
-        guard payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot pay your own session") }
+    func requirePayable(by payerID: String, now: Int64) throws(LedgerError) {
+        guard payeeID != payerID else { throw LedgerError(.ownSession, detail: "you cannot pay your own session") }
         if status(now: now) == .paid {
-            throw Problem(.sessionAlreadyPaid, detail: "this session has already been paid")
+            throw LedgerError(.sessionAlreadyPaid, detail: "this session has already been paid")
         }
         try requireLive(now: now)
         switch liveLockHolder(now: now) {
         case payerID?: break
-        case nil: throw Problem(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
-        case _?: throw Problem(.sessionLocked, detail: "another payer holds this session")
+        case nil: throw LedgerError(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
+        case _?: throw LedgerError(.sessionLocked, detail: "another payer holds this session")
         }
     }
 
@@ -113,26 +146,26 @@ struct SessionRow {
     /// releases it), `false` when no lock is left to release and `payerID` was its last holder or paid the session,
     /// so a retried unlock answers ok without writing. Anyone else is refused; a live lock of another payer is
     /// left alone.
-    func requireUnlockable(by payerID: String, now: Int64) throws(Problem) -> Bool {
+    func requireUnlockable(by payerID: String, now: Int64) throws(LedgerError) -> Bool {
         switch liveLockHolder(now: now) {
         case payerID?:
             return true
         case _?:
-            throw Problem(.sessionLocked, detail: "another payer holds this session")
+            throw LedgerError(.sessionLocked, detail: "another payer holds this session")
         case nil:
             guard lockedBy == payerID || paidBy == payerID else {
-                throw Problem(.forbidden, detail: "only the payer that locked this session can unlock it")
+                throw LedgerError(.forbidden, detail: "only the payer that locked this session can unlock it")
             }
             return false
         }
     }
 
     /// The refusal of a lock by `payerID` at `now` (before the funds check), if any.
-    func requireLockable(by payerID: String, now: Int64) throws(Problem) {
-        guard payeeID != payerID else { throw Problem(.ownSession, detail: "you cannot lock your own session") }
+    func requireLockable(by payerID: String, now: Int64) throws(LedgerError) {
+        guard payeeID != payerID else { throw LedgerError(.ownSession, detail: "you cannot lock your own session") }
         try requireLive(now: now)
         if let holder = liveLockHolder(now: now), holder != payerID {
-            throw Problem(.sessionLocked, detail: "another payer holds this session; try again shortly")
+            throw LedgerError(.sessionLocked, detail: "another payer holds this session; try again shortly")
         }
     }
 
@@ -157,15 +190,15 @@ struct KeyedSession {
 
     /// The first answer again for a retry of the same request; the key names one charge, so another amount is
     /// refused.
-    func replay(amountCents requested: Cents) throws(Problem) -> CreateSessionResponse {
+    func replay(amountCents requested: Cents) throws(LedgerError) -> CreateSessionResponse {
         guard amount == requested else {
-            throw Problem(
+            throw LedgerError(
                 .idempotencyKeyReused,
                 detail: "this Idempotency-Key was first used for a session of \(amount) cents; use a new key"
             )
         }
         guard let eid = EID(rawValue: eid) else {
-            throw Problem(.internalError, detail: "session \(sid) has a malformed EID")
+            throw LedgerError(.inconsistent, detail: "session \(sid) has a malformed EID")
         }
         return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
     }
@@ -177,39 +210,54 @@ struct IdempotencyRecord {
     var updatedAt: Int64
     var outcome: SendOutcome?
 
-    init(sid: String, state: String, updatedAt: Int64, balance: Int64?, problemType: String?, problemDetail: String?) {
+    init(
+        sid: String,
+        state: String,
+        updatedAt: Int64,
+        balance: Int64?,
+        refusalKind: String?,
+        refusalDetail: String?
+    ) {
         self.sid = sid
         self.updatedAt = updatedAt
-        if state == "DONE" {
+        if IdempotencyState(rawValue: state) == .done {
             if let balance {
                 self.outcome = .paid(newBalanceCents: balance)
             } else {
-                let kind = ProblemKind(rawValue: problemType ?? "") ?? .internalError
-                self.outcome = .refused(Problem(kind, detail: problemDetail))
+                self.outcome = .refused(Self.refusal(kind: refusalKind, detail: refusalDetail))
             }
         }
     }
 
-    static func columns(for outcome: SendOutcome) -> (balance: Int64?, problemType: String?, problemDetail: String?) {
+    /// A stored refusal read back. The kind is stored by its raw value (``LedgerError/Kind``); one this version does
+    /// not know was written by a newer one, and is replayed as what it says rather than as a success.
+    static func refusal(kind: String?, detail: String?) -> LedgerError {
+        guard let kind, let known = LedgerError.Kind(rawValue: kind) else {
+            return LedgerError(.inconsistent, detail: detail ?? "a refusal of an unknown kind (\(kind ?? "none"))")
+        }
+        return LedgerError(known, detail: detail ?? "")
+    }
+
+    /// The columns an outcome is stored in: the new balance, or the refusal's kind and detail.
+    static func columns(for outcome: SendOutcome) -> (balance: Int64?, refusalKind: String?, refusalDetail: String?) {
         switch outcome {
         case .paid(let balance): return (balance, nil, nil)
-        case .refused(let problem):
-            return (nil, problem.kind?.rawValue ?? ProblemKind.internalError.rawValue, problem.detail)
+        case .refused(let error): return (nil, error.kind.rawValue, error.detail)
         }
     }
 
     /// What ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)`` decides for an existing key at `now`; `nil`
     /// means the key was abandoned and the request may run again (the caller then refreshes `updated_at`).
-    func admission(sid requested: String, now: Int64, inFlightTimeout: Int64) throws(Problem) -> SendAdmission? {
+    func admission(sid requested: String, now: Int64, inFlightTimeout: Int64) throws(LedgerError) -> SendAdmission? {
         guard sid == requested else {
-            throw Problem(
+            throw LedgerError(
                 .idempotencyKeyReused,
                 detail: "this Idempotency-Key was first used for another session; use a new key"
             )
         }
         if let outcome { return .replay(outcome) }
         guard now - updatedAt >= inFlightTimeout else {
-            throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+            throw LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
         }
         return nil
     }

@@ -22,12 +22,12 @@ public struct LedgerPolicy: Sendable, Hashable {
     public init() {}
 
     /// Checks an amount against the policy, naming the field in the message.
-    public func validate(amount: Cents, field: String = "amount_cents") throws(Problem) {
+    public func validate(amount: Cents, field: String = "amount_cents") throws(LedgerError) {
         guard amount >= 1 else {
-            throw Problem(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)")
+            throw LedgerError(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)")
         }
         guard amount <= maximumAmount else {
-            throw Problem(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
+            throw LedgerError(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
         }
     }
 }
@@ -53,7 +53,7 @@ public enum SendOutcome: Sendable, Hashable {
     /// The payment went through; the payer's balance afterwards.
     case paid(newBalanceCents: Cents)
     /// The payment was refused for a business reason (expired, insufficient funds, …).
-    case refused(Problem)
+    case refused(LedgerError)
 
     /// Whether this outcome is kept under its idempotency key and replayed to a retry with that key.
     ///
@@ -72,9 +72,9 @@ public enum SendOutcome: Sendable, Hashable {
     public var isRecorded: Bool {
         switch self {
         case .paid: return true
-        case .refused(let problem):
-            switch problem.kind {
-            case .sessionAlreadyPaid?, .sessionCancelled?, .sessionExpired?, .ownSession?, .insufficientFunds?:
+        case .refused(let error):
+            switch error.kind {
+            case .sessionAlreadyPaid, .sessionCancelled, .sessionExpired, .ownSession, .insufficientFunds:
                 return true
             default:
                 return false
@@ -106,7 +106,7 @@ public struct LedgerAudit: Sendable, Hashable {
 }
 
 /// The storage behind the ledger API. Every method is one atomic step; expiry and lock lapses are judged by the
-/// store's own clock inside the same transaction. Business failures are thrown as ``Problem``s.
+/// store's own clock inside the same transaction. Business failures are thrown as ``LedgerError``s.
 public protocol LedgerStore: Sendable {
     /// The policy this store enforces.
     var policy: LedgerPolicy { get }
@@ -132,7 +132,7 @@ public protocol LedgerStore: Sendable {
     /// With an `idempotencyKey` (scoped to the payee, kept as long as the session) the payee's first session under
     /// that key is answered again instead, whatever its status since, so a retry never makes a second session for
     /// one charge; concurrent creates with one key make one session. The key with another amount is refused (422
-    /// ``ProblemKind/idempotencyKeyReused``).
+    /// ``LedgerError/Kind/idempotencyKeyReused``).
     /// - Returns: the session and whether it is the replay of an earlier create.
     func createSession(
         payeeID: String,

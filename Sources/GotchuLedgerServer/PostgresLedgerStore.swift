@@ -120,13 +120,13 @@ public final class PostgresLedgerStore: LedgerStore {
                 try await self.execute(
                     """
                     INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at)
-                    VALUES (\(Self.newID()), \(user.id), 'USER', 0, \(now))
+                    VALUES (\(Self.newID()), \(user.id), \(WalletKind.user.rawValue), 0, \(now))
                     """,
                     connection
                 )
                 return user
             }
-            throw Problem(.unavailable, detail: "could not create the user; try again")
+            throw LedgerError(.unavailable, detail: "could not create the user; try again")
         }
     }
 
@@ -209,7 +209,7 @@ public final class PostgresLedgerStore: LedgerStore {
                     try await self.value(
                         """
                         SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                        WHERE e.eid = \(eid.rawValue) AND s.status IN ('ADVERTISING', 'LOCKED') AND s.exp_at > \(now))
+                        WHERE e.eid = \(eid.rawValue) AND s.status IN (\(Self.advertising), \(Self.locked)) AND s.exp_at > \(now))
                         """,
                         as: Bool.self,
                         connection
@@ -221,7 +221,8 @@ public final class PostgresLedgerStore: LedgerStore {
                 let inserted = try await self.rows(
                     """
                     INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-                    VALUES (\(sid), \(payeeID), \(amountCents), 'ADVERTISING', \(now), \(expiresAt), \(idempotencyKey))
+                    VALUES (\(sid), \(payeeID), \(amountCents), \(Self.advertising), \(now), \(expiresAt),
+                    \(idempotencyKey))
                     ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
                     """,
                     connection
@@ -231,7 +232,7 @@ public final class PostgresLedgerStore: LedgerStore {
                     guard let idempotencyKey,
                         let earlier = try await self.keyedSession(payeeID, idempotencyKey, connection)
                     else {
-                        throw Problem(.unavailable, detail: "could not create the session; try again")
+                        throw LedgerError(.unavailable, detail: "could not create the session; try again")
                     }
                     return (try earlier.replay(amountCents: amountCents), true)
                 }
@@ -241,7 +242,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 )
                 return (CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt)), false)
             }
-            throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
+            throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
         }
     }
 
@@ -256,7 +257,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 connection
             )
             guard let row = rows.first else {
-                throw Problem(.sessionNotFound, detail: "no session advertises EID \(eid)")
+                throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
             }
             let session = try Self.sessionRow(row)
             try session.requireLive(now: now)
@@ -285,7 +286,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 try await self.first(
                     """
                     SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions
-                    WHERE locked_by = \(payerID) AND status = 'LOCKED' AND lock_exp_at > \(now) AND exp_at > \(now)
+                    WHERE locked_by = \(payerID) AND status = \(Self.locked) AND lock_exp_at > \(now) AND exp_at > \(now)
                     AND id <> \(sid)
                     """,
                     as: (Int64, Int64).self,
@@ -296,7 +297,7 @@ public final class PostgresLedgerStore: LedgerStore {
             try LockLimit.checkFunds(balance: wallet.balance, held: amount, amount: session.amount)
             try await self.execute(
                 """
-                UPDATE payment_sessions SET status = 'LOCKED', locked_by = \(payerID),
+                UPDATE payment_sessions SET status = \(Self.locked), locked_by = \(payerID),
                 lock_exp_at = \(min(now + lockLifetime, session.expiresAt)) WHERE id = \(sid)
                 """,
                 connection
@@ -310,7 +311,7 @@ public final class PostgresLedgerStore: LedgerStore {
             guard try session.requireUnlockable(by: payerID, now: now) else { return }
             // The holder stays in `locked_by`, so a retried unlock is still told apart from a stranger's.
             try await self.execute(
-                "UPDATE payment_sessions SET status = 'ADVERTISING', lock_exp_at = \(now) WHERE id = \(sid)",
+                "UPDATE payment_sessions SET status = \(Self.advertising), lock_exp_at = \(now) WHERE id = \(sid)",
                 connection
             )
         }
@@ -343,7 +344,7 @@ public final class PostgresLedgerStore: LedgerStore {
                     connection
                 ) ?? false
             guard free else {
-                throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+                throw LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
             }
             let admission = try await self.admit(
                 sid: sid,
@@ -404,7 +405,7 @@ public final class PostgresLedgerStore: LedgerStore {
             let inserted = try await rows(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
-                VALUES (\(payerID), \(idempotencyKey), \(sid), 'IN_FLIGHT', \(now), \(now))
+                VALUES (\(payerID), \(idempotencyKey), \(sid), \(IdempotencyState.inFlight.rawValue), \(now), \(now))
                 ON CONFLICT (user_id, key) DO NOTHING RETURNING 1
                 """,
                 connection
@@ -413,7 +414,7 @@ public final class PostgresLedgerStore: LedgerStore {
             existing = try await idempotencyRecord(payerID, idempotencyKey, connection)
         }
         guard let record = existing else {
-            throw Problem(.idempotencyInFlight, detail: "the first request with this key is still running")
+            throw LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
         }
         if let admission = try record.admission(sid: sid, now: now, inFlightTimeout: inFlightTimeout) {
             return admission
@@ -442,8 +443,8 @@ public final class PostgresLedgerStore: LedgerStore {
         let outcome: SendOutcome
         do {
             outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, connection, now: now))
-        } catch let problem as Problem {
-            outcome = .refused(problem)
+        } catch let error as LedgerError {
+            outcome = .refused(error)
         }
         guard outcome.isRecorded else {
             try await execute(
@@ -458,9 +459,10 @@ public final class PostgresLedgerStore: LedgerStore {
         try await execute(
             """
             INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-            created_at, updated_at) VALUES (\(payerID), \(idempotencyKey), \(sid), 'DONE', \(stored.balance),
-            \(stored.problemType), \(stored.problemDetail), \(now), \(now))
-            ON CONFLICT (user_id, key) DO UPDATE SET state = 'DONE', balance_cents = EXCLUDED.balance_cents,
+            created_at, updated_at) VALUES (\(payerID), \(idempotencyKey), \(sid), \(IdempotencyState.done.rawValue),
+            \(stored.balance),
+            \(stored.refusalKind), \(stored.refusalDetail), \(now), \(now))
+            ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents,
             problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail,
             updated_at = EXCLUDED.updated_at
             """,
@@ -474,7 +476,7 @@ public final class PostgresLedgerStore: LedgerStore {
             try await self.execute(
                 """
                 DELETE FROM idempotency_keys WHERE user_id = \(payerID) AND key = \(idempotencyKey)
-                AND state = 'IN_FLIGHT'
+                AND state = \(IdempotencyState.inFlight.rawValue)
                 """,
                 connection
             )
@@ -486,7 +488,7 @@ public final class PostgresLedgerStore: LedgerStore {
             let session = try await self.session(sid, forUpdate: false, connection)
             let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
             guard viewers.contains(viewerID) else {
-                throw Problem(.sessionNotFound, detail: "no session \(sid) is visible to you")
+                throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
             }
             return session.response(now: now)
         }
@@ -496,12 +498,12 @@ public final class PostgresLedgerStore: LedgerStore {
         try await transaction { connection, now in
             let session = try await self.session(sid, forUpdate: true, connection)
             guard session.payeeID == payeeID else {
-                throw Problem(.forbidden, detail: "only the payee can cancel a session")
+                throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
             }
             if session.status(now: now) == .cancelled { return }
             try session.requireLive(now: now)
             try await self.execute(
-                "UPDATE payment_sessions SET status = 'CANCELLED', cancelled_at = \(now) WHERE id = \(sid)",
+                "UPDATE payment_sessions SET status = \(Self.cancelled), cancelled_at = \(now) WHERE id = \(sid)",
                 connection
             )
         }
@@ -533,12 +535,12 @@ public final class PostgresLedgerStore: LedgerStore {
                 SELECT
                 (SELECT COALESCE(SUM(available_cents), 0)::BIGINT FROM wallet_accounts),
                 ARRAY(SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
-                    e.direction WHEN 'CREDIT' THEN e.amount_cents ELSE -e.amount_cents END), 0) FROM ledger_entries e
+                    e.direction WHEN \(EntryDirection.credit.rawValue) THEN e.amount_cents ELSE -e.amount_cents END), 0) FROM ledger_entries e
                     WHERE e.wallet_id = w.id) ORDER BY w.id),
-                ARRAY(SELECT id FROM wallet_accounts WHERE kind = 'USER' AND available_cents < 0 ORDER BY id),
+                ARRAY(SELECT id FROM wallet_accounts WHERE kind = \(WalletKind.user.rawValue) AND available_cents < 0 ORDER BY id),
                 ARRAY(SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
-                    OR COUNT(*) FILTER (WHERE direction = 'DEBIT') != 1
-                    OR COUNT(*) FILTER (WHERE direction = 'CREDIT') != 1
+                    OR COUNT(*) FILTER (WHERE direction = \(EntryDirection.debit.rawValue)) != 1
+                    OR COUNT(*) FILTER (WHERE direction = \(EntryDirection.credit.rawValue)) != 1
                     OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id),
                 ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
                     GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id),
@@ -546,7 +548,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 """,
                 connection
             ).first
-            guard let row else { throw Problem(.internalError, detail: "the audit returned no row") }
+            guard let row else { throw LedgerError(.inconsistent, detail: "the audit returned no row") }
             let (total, outOfBalance, negative, unbalanced, paidTwice, entries) = try row.decode(
                 (Int64, [String], [String], [String], [String], Int64).self
             )
@@ -624,7 +626,7 @@ public final class PostgresLedgerStore: LedgerStore {
 
     // MARK: Internals
 
-    /// The payment itself, inside the caller's transaction. Throws a ``Problem`` for every business refusal.
+    /// The payment itself, inside the caller's transaction. Throws a ``LedgerError`` for every business refusal.
     private func pay(sid: String, payerID: String, _ connection: PostgresConnection, now: Int64) async throws -> Cents {
         let session = try await session(sid, forUpdate: true, connection)
         try session.requirePayable(by: payerID, now: now)
@@ -639,7 +641,7 @@ public final class PostgresLedgerStore: LedgerStore {
         )
         try await execute(
             """
-            UPDATE payment_sessions SET status = 'PAID', paid_by = \(payerID), paid_at = \(now), locked_by = NULL,
+            UPDATE payment_sessions SET status = \(Self.paid), paid_by = \(payerID), paid_at = \(now), locked_by = NULL,
             lock_exp_at = NULL WHERE id = \(sid)
             """,
             connection
@@ -688,16 +690,16 @@ public final class PostgresLedgerStore: LedgerStore {
             connection
         ) {
             let (id, userID, balance, kind) = try row.decode((String, String?, Int64, String).self)
-            wallets.append((id, userID, balance, kind == "SYSTEM"))
+            wallets.append((id, userID, balance, WalletKind(rawValue: kind) == .system))
         }
         guard let source = wallets.first(where: { from.owns(id: $0.id, userID: $0.userID) }),
             let target = wallets.first(where: { to.owns(id: $0.id, userID: $0.userID) })
-        else { throw Problem(.unauthorized, detail: "unknown user; log in again") }
+        else { throw LedgerError(.unknownUser, detail: "unknown user; log in again") }
         guard source.id != target.id else {
-            throw Problem(.internalError, detail: "transfer between identical wallets")
+            throw LedgerError(.inconsistent, detail: "transfer between identical wallets")
         }
         guard source.isSystem || source.balance >= amount else {
-            throw Problem(
+            throw LedgerError(
                 .insufficientFunds,
                 detail: "balance \(Money.format(source.balance)) is below \(Money.format(amount))"
             )
@@ -705,7 +707,7 @@ public final class PostgresLedgerStore: LedgerStore {
         let (newSource, sourceOverflow) = source.balance.subtractingReportingOverflow(amount)
         let (newTarget, targetOverflow) = target.balance.addingReportingOverflow(amount)
         guard !sourceOverflow, !targetOverflow else {
-            throw Problem(.invalidAmount, detail: "the resulting balance would overflow")
+            throw LedgerError(.invalidAmount, detail: "the resulting balance would overflow")
         }
         try await execute(
             """
@@ -719,9 +721,9 @@ public final class PostgresLedgerStore: LedgerStore {
             """
             INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
             created_at) VALUES
-            (\(Self.newID()), \(transferID), \(source.id), 'DEBIT', \(amount), \(kinds.debit), \(reference.type),
+            (\(Self.newID()), \(transferID), \(source.id), \(EntryDirection.debit.rawValue), \(amount), \(kinds.debit), \(reference.type),
             \(reference.id), \(now)),
-            (\(Self.newID()), \(transferID), \(target.id), 'CREDIT', \(amount), \(kinds.credit), \(reference.type),
+            (\(Self.newID()), \(transferID), \(target.id), \(EntryDirection.credit.rawValue), \(amount), \(kinds.credit), \(reference.type),
             \(reference.id), \(now))
             """,
             connection
@@ -741,7 +743,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 as: (String, Int64).self,
                 connection
             )
-        else { throw Problem(.unauthorized, detail: "unknown user; log in again") }
+        else { throw LedgerError(.unknownUser, detail: "unknown user; log in again") }
         return (id, balance)
     }
 
@@ -756,7 +758,7 @@ public final class PostgresLedgerStore: LedgerStore {
             """,
             connection
         )
-        guard let row = rows.first else { throw Problem(.sessionNotFound, detail: "no session \(sid)") }
+        guard let row = rows.first else { throw LedgerError(.sessionNotFound, detail: "no session \(sid)") }
         return try Self.sessionRow(row)
     }
 
@@ -768,7 +770,7 @@ public final class PostgresLedgerStore: LedgerStore {
             id: id,
             payeeID: payeeID,
             amount: amount,
-            storedStatus: status,
+            storedStatus: try StoredSessionStatus(stored: status),
             expiresAt: expiresAt,
             lockedBy: lockedBy,
             lockExpiresAt: lockExpiresAt,
@@ -816,8 +818,8 @@ public final class PostgresLedgerStore: LedgerStore {
             state: state,
             updatedAt: updatedAt,
             balance: balance,
-            problemType: problemType,
-            problemDetail: problemDetail
+            refusalKind: problemType,
+            refusalDetail: problemDetail
         )
     }
 
@@ -849,4 +851,9 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     private static func newID() -> String { UUID().uuidString.lowercased() }
+
+    private static let advertising = StoredSessionStatus.advertising.rawValue
+    private static let locked = StoredSessionStatus.locked.rawValue
+    private static let paid = StoredSessionStatus.paid.rawValue
+    private static let cancelled = StoredSessionStatus.cancelled.rawValue
 }

@@ -48,7 +48,10 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// when the row is gone, and a session is paid at most once.)
     private func releaseInterruptedSends() async throws {
         try await write { db, _ in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE state = 'IN_FLIGHT'")
+            try db.execute(
+                sql: "DELETE FROM idempotency_keys WHERE state = ?",
+                arguments: [IdempotencyState.inFlight.rawValue]
+            )
         }
     }
 
@@ -71,8 +74,8 @@ public final class SQLiteLedgerStore: LedgerStore {
             )
             try db.execute(
                 sql:
-                    "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, 'USER', 0, ?)",
-                arguments: [Self.newID(), user.id, now]
+                    "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
+                arguments: [Self.newID(), user.id, WalletKind.user.rawValue, now]
             )
             return user
         }
@@ -152,22 +155,28 @@ public final class SQLiteLedgerStore: LedgerStore {
                         db,
                         sql: """
                             SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                            WHERE e.eid = ? AND s.status IN ('ADVERTISING', 'LOCKED') AND s.exp_at > ?)
+                            WHERE e.eid = ? AND s.status IN (?, ?) AND s.exp_at > ?)
                             """,
-                        arguments: [eid.rawValue, now]
+                        arguments: [
+                            eid.rawValue, StoredSessionStatus.advertising.rawValue, StoredSessionStatus.locked.rawValue,
+                            now,
+                        ]
                     ) ?? true
                 if taken { continue }
                 // The write lock makes the lookup above final; the unique key stays the guarantee, as in PostgreSQL.
                 try db.execute(
                     sql: """
                         INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-                        VALUES (?, ?, ?, 'ADVERTISING', ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+                        VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
                         """,
-                    arguments: [sid, payeeID, amountCents, now, expiresAt, idempotencyKey]
+                    arguments: [
+                        sid, payeeID, amountCents, StoredSessionStatus.advertising.rawValue, now, expiresAt,
+                        idempotencyKey,
+                    ]
                 )
                 guard db.changesCount == 1 else {
                     guard let idempotencyKey, let earlier = try Self.keyedSession(payeeID, idempotencyKey, db) else {
-                        throw Problem(.unavailable, detail: "could not create the session; try again")
+                        throw LedgerError(.unavailable, detail: "could not create the session; try again")
                     }
                     return (try earlier.replay(amountCents: amountCents), true)
                 }
@@ -177,7 +186,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                 )
                 return (CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt)), false)
             }
-            throw Problem(.unavailable, detail: "could not allocate a unique EID; try again")
+            throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
         }
     }
 
@@ -194,8 +203,8 @@ public final class SQLiteLedgerStore: LedgerStore {
                         """,
                     arguments: [eid.rawValue]
                 )
-            else { throw Problem(.sessionNotFound, detail: "no session advertises EID \(eid)") }
-            let session = SessionRow(row)
+            else { throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)") }
+            let session = try SessionRow(row)
             try session.requireLive(now: now)
             return ResolveResponse(
                 sid: session.id,
@@ -215,16 +224,18 @@ public final class SQLiteLedgerStore: LedgerStore {
                 db,
                 sql: """
                     SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
-                    WHERE locked_by = ? AND status = 'LOCKED' AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                    WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
                     """,
-                arguments: [payerID, now, now, sid]
+                arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
             )
             try LockLimit.check(held: held?["count"] ?? 0, maximum: maximumLocks)
             let wallet = try Self.wallet(of: payerID, db)
             try LockLimit.checkFunds(balance: wallet.balance, held: held?["amount"] ?? 0, amount: session.amount)
             try db.execute(
-                sql: "UPDATE payment_sessions SET status = 'LOCKED', locked_by = ?, lock_exp_at = ? WHERE id = ?",
-                arguments: [payerID, min(now + lockLifetime, session.expiresAt), sid]
+                sql: "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
+                arguments: [
+                    StoredSessionStatus.locked.rawValue, payerID, min(now + lockLifetime, session.expiresAt), sid,
+                ]
             )
         }
     }
@@ -235,8 +246,8 @@ public final class SQLiteLedgerStore: LedgerStore {
             guard try session.requireUnlockable(by: payerID, now: now) else { return }
             // The holder stays in `locked_by`, so a retried unlock is still told apart from a stranger's.
             try db.execute(
-                sql: "UPDATE payment_sessions SET status = 'ADVERTISING', lock_exp_at = ? WHERE id = ?",
-                arguments: [now, sid]
+                sql: "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
+                arguments: [StoredSessionStatus.advertising.rawValue, now, sid]
             )
         }
     }
@@ -264,9 +275,9 @@ public final class SQLiteLedgerStore: LedgerStore {
             try db.execute(
                 sql: """
                     INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
-                    VALUES (?, ?, ?, 'IN_FLIGHT', ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [payerID, idempotencyKey, sid, now, now]
+                arguments: [payerID, idempotencyKey, sid, IdempotencyState.inFlight.rawValue, now, now]
             )
             return .proceed
         }
@@ -285,8 +296,8 @@ public final class SQLiteLedgerStore: LedgerStore {
             let outcome: SendOutcome
             do {
                 outcome = .paid(newBalanceCents: try Self.pay(sid: sid, payerID: payerID, db: db, now: now))
-            } catch let problem as Problem {
-                outcome = .refused(problem)
+            } catch let error as LedgerError {
+                outcome = .refused(error)
             }
             guard outcome.isRecorded else {
                 try db.execute(
@@ -301,13 +312,14 @@ public final class SQLiteLedgerStore: LedgerStore {
             try db.execute(
                 sql: """
                     INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-                    created_at, updated_at) VALUES (?, ?, ?, 'DONE', ?, ?, ?, ?, ?)
-                    ON CONFLICT (user_id, key) DO UPDATE SET state = 'DONE', balance_cents = excluded.balance_cents,
+                    created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
                     problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
                     updated_at = excluded.updated_at
                     """,
                 arguments: [
-                    payerID, idempotencyKey, sid, stored.balance, stored.problemType, stored.problemDetail, now, now,
+                    payerID, idempotencyKey, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
+                    stored.refusalDetail, now, now,
                 ]
             )
             return outcome
@@ -317,8 +329,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func abandonSend(payerID: String, idempotencyKey: String) async throws {
         try await write { db, _ in
             try db.execute(
-                sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state = 'IN_FLIGHT'",
-                arguments: [payerID, idempotencyKey]
+                sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state = ?",
+                arguments: [payerID, idempotencyKey, IdempotencyState.inFlight.rawValue]
             )
         }
     }
@@ -329,7 +341,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             let session = try Self.session(sid, db)
             let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
             guard viewers.contains(viewerID) else {
-                throw Problem(.sessionNotFound, detail: "no session \(sid) is visible to you")
+                throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
             }
             return session.response(now: now)
         }
@@ -339,13 +351,13 @@ public final class SQLiteLedgerStore: LedgerStore {
         try await write { db, now in
             let session = try Self.session(sid, db)
             guard session.payeeID == payeeID else {
-                throw Problem(.forbidden, detail: "only the payee can cancel a session")
+                throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
             }
             if session.status(now: now) == .cancelled { return }
             try session.requireLive(now: now)
             try db.execute(
-                sql: "UPDATE payment_sessions SET status = 'CANCELLED', cancelled_at = ? WHERE id = ?",
-                arguments: [now, sid]
+                sql: "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
+                arguments: [StoredSessionStatus.cancelled.rawValue, now, sid]
             )
         }
     }
@@ -371,21 +383,24 @@ public final class SQLiteLedgerStore: LedgerStore {
                     db,
                     sql: """
                         SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
-                        e.direction WHEN 'CREDIT' THEN e.amount_cents ELSE -e.amount_cents END), 0)
+                        e.direction WHEN ? THEN e.amount_cents ELSE -e.amount_cents END), 0)
                         FROM ledger_entries e WHERE e.wallet_id = w.id)
-                        """
+                        """,
+                    arguments: [EntryDirection.credit.rawValue]
                 ),
                 negativeWallets: try String.fetchAll(
                     db,
-                    sql: "SELECT id FROM wallet_accounts WHERE kind = 'USER' AND available_cents < 0"
+                    sql: "SELECT id FROM wallet_accounts WHERE kind = ? AND available_cents < 0",
+                    arguments: [WalletKind.user.rawValue]
                 ),
                 unbalancedTransfers: try String.fetchAll(
                     db,
                     sql: """
                         SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
-                        OR SUM(direction = 'DEBIT') != 1 OR SUM(direction = 'CREDIT') != 1
+                        OR SUM(direction = ?) != 1 OR SUM(direction = ?) != 1
                         OR MIN(amount_cents) != MAX(amount_cents)
-                        """
+                        """,
+                    arguments: [EntryDirection.debit.rawValue, EntryDirection.credit.rawValue]
                 ),
                 sessionsPaidTwice: try String.fetchAll(
                     db,
@@ -418,7 +433,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    /// The payment itself, inside the caller's transaction. Throws a ``Problem`` for every business refusal.
+    /// The payment itself, inside the caller's transaction. Throws a ``LedgerError`` for every business refusal.
     private static func pay(sid: String, payerID: String, db: Database, now: Int64) throws -> Cents {
         let session = try session(sid, db)
         try session.requirePayable(by: payerID, now: now)
@@ -435,10 +450,10 @@ public final class SQLiteLedgerStore: LedgerStore {
         )
         try db.execute(
             sql: """
-                UPDATE payment_sessions SET status = 'PAID', paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
+                UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
                 WHERE id = ?
                 """,
-            arguments: [payerID, now, sid]
+            arguments: [StoredSessionStatus.paid.rawValue, payerID, now, sid]
         )
         return balances.from
     }
@@ -459,13 +474,13 @@ public final class SQLiteLedgerStore: LedgerStore {
             sql: "SELECT id, available_cents, kind FROM wallet_accounts WHERE id IN (?, ?) ORDER BY id",
             arguments: [from, to]
         ) {
-            balances[row["id"]] = (row["available_cents"], row["kind"] == "SYSTEM")
+            balances[row["id"]] = (row["available_cents"], WalletKind(rawValue: row["kind"]) == .system)
         }
         guard let source = balances[from], let target = balances[to], from != to else {
-            throw Problem(.internalError, detail: "transfer between unknown or identical wallets")
+            throw LedgerError(.inconsistent, detail: "transfer between unknown or identical wallets")
         }
         guard source.isSystem || source.balance >= amount else {
-            throw Problem(
+            throw LedgerError(
                 .insufficientFunds,
                 detail: "balance \(Money.format(source.balance)) is below \(Money.format(amount))"
             )
@@ -473,7 +488,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         let (newSource, sourceOverflow) = source.balance.subtractingReportingOverflow(amount)
         let (newTarget, targetOverflow) = target.balance.addingReportingOverflow(amount)
         guard !sourceOverflow, !targetOverflow else {
-            throw Problem(.invalidAmount, detail: "the resulting balance would overflow")
+            throw LedgerError(.invalidAmount, detail: "the resulting balance would overflow")
         }
         let newBalances = [from: newSource, to: newTarget]
         for id in [from, to].sorted() {
@@ -483,13 +498,15 @@ public final class SQLiteLedgerStore: LedgerStore {
             )
         }
         let transferID = newID()
-        for (wallet, direction, type) in [(from, "DEBIT", kinds.debit), (to, "CREDIT", kinds.credit)] {
+        for (wallet, direction, type) in [(from, EntryDirection.debit, kinds.debit), (to, .credit, kinds.credit)] {
             try db.execute(
                 sql: """
                     INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
                     created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [newID(), transferID, wallet, direction, amount, type, reference.type, reference.id, now]
+                arguments: [
+                    newID(), transferID, wallet, direction.rawValue, amount, type, reference.type, reference.id, now,
+                ]
             )
         }
         return (newSource, newTarget)
@@ -502,16 +519,16 @@ public final class SQLiteLedgerStore: LedgerStore {
                 sql: "SELECT id, available_cents FROM wallet_accounts WHERE user_id = ?",
                 arguments: [userID]
             )
-        else { throw Problem(.unauthorized, detail: "unknown user; log in again") }
+        else { throw LedgerError(.unknownUser, detail: "unknown user; log in again") }
         return (row["id"], row["available_cents"])
     }
 
     private static func session(_ sid: String, _ db: Database) throws -> SessionRow {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid])
         else {
-            throw Problem(.sessionNotFound, detail: "no session \(sid)")
+            throw LedgerError(.sessionNotFound, detail: "no session \(sid)")
         }
-        return SessionRow(row)
+        return try SessionRow(row)
     }
 
     /// The payee's session made under `key`, with the EID it was first given.
@@ -532,12 +549,12 @@ public final class SQLiteLedgerStore: LedgerStore {
 }
 
 extension SessionRow {
-    init(_ row: Row) {
+    init(_ row: Row) throws {
         self.init(
             id: row["id"],
             payeeID: row["payee_id"],
             amount: row["amount_cents"],
-            storedStatus: row["status"],
+            storedStatus: try StoredSessionStatus(stored: row["status"]),
             expiresAt: row["exp_at"],
             lockedBy: row["locked_by"],
             lockExpiresAt: row["lock_exp_at"],
@@ -554,8 +571,8 @@ extension IdempotencyRecord {
             state: row["state"],
             updatedAt: row["updated_at"],
             balance: row["balance_cents"],
-            problemType: row["problem_type"],
-            problemDetail: row["problem_detail"]
+            refusalKind: row["problem_type"],
+            refusalDetail: row["problem_detail"]
         )
     }
 }
