@@ -1,6 +1,6 @@
 import Foundation
 import GotchuAPI
-import GotchuCore
+public import GotchuCore
 
 /// Times in the stores: milliseconds since 1970 on the store's clock.
 enum LedgerTime {
@@ -55,15 +55,23 @@ enum SessionID {
 
 /// A session's status as stored (`payment_sessions.status`). Expiry is not stored: it is judged from `exp_at` at the
 /// time of asking, as is the lapse of a lock.
-enum StoredSessionStatus: String, CaseIterable, Sendable {
+public enum StoredSessionStatus: String, CaseIterable, Sendable {
+    /// Made, not yet advertised (not written by this version).
     case created = "CREATED"
+    /// Waiting for a payer.
     case advertising = "ADVERTISING"
+    /// Locked by a payer, until `lock_exp_at`.
     case locked = "LOCKED"
+    /// Paid.
     case paid = "PAID"
+    /// Cancelled by the payee.
     case cancelled = "CANCELLED"
 
+    /// The stored statuses of a session that may still be paid (unless it expired).
+    public static let live: [StoredSessionStatus] = [.advertising, .locked]
+
     /// A status read from the database; a value no version writes is refused rather than guessed at.
-    init(stored: String) throws(LedgerError) {
+    public init(stored: String) throws(LedgerError) {
         guard let status = Self(rawValue: stored) else {
             throw LedgerError(.inconsistent, detail: "a session has the unknown status \(stored)")
         }
@@ -73,13 +81,15 @@ enum StoredSessionStatus: String, CaseIterable, Sendable {
 
 /// Who owns a wallet (`wallet_accounts.kind`): a user, or the system (the funding account, which alone may go below
 /// zero).
-enum WalletKind: String, Sendable {
+public enum WalletKind: String, Sendable, Hashable {
+    /// A user's wallet, never below zero.
     case user = "USER"
+    /// A system account.
     case system = "SYSTEM"
 }
 
 /// Where an idempotency key's request stands (`idempotency_keys.state`).
-enum IdempotencyState: String, Sendable {
+public enum IdempotencyState: String, Sendable {
     /// Admitted, not finished: no outcome yet.
     case inFlight = "IN_FLIGHT"
     /// Finished: the outcome is stored with the key.
@@ -87,16 +97,39 @@ enum IdempotencyState: String, Sendable {
 }
 
 /// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
-struct SessionRow {
-    var id: String
-    var payeeID: String
-    var amount: Cents
-    var storedStatus: StoredSessionStatus
-    var expiresAt: Int64
-    var lockedBy: String?
-    var lockExpiresAt: Int64?
-    var paidBy: String?
-    var paidAt: Int64?
+public struct SessionRow: Sendable, Hashable {
+    public var id: String
+    public var payeeID: String
+    public var amount: Cents
+    public var storedStatus: StoredSessionStatus
+    public var expiresAt: Int64
+    public var lockedBy: String?
+    public var lockExpiresAt: Int64?
+    public var paidBy: String?
+    public var paidAt: Int64?
+
+    /// A row as read from the database (or about to be inserted: no lock, unpaid).
+    public init(
+        id: String,
+        payeeID: String,
+        amount: Cents,
+        storedStatus: StoredSessionStatus,
+        expiresAt: Int64,
+        lockedBy: String? = nil,
+        lockExpiresAt: Int64? = nil,
+        paidBy: String? = nil,
+        paidAt: Int64? = nil
+    ) {
+        self.id = id
+        self.payeeID = payeeID
+        self.amount = amount
+        self.storedStatus = storedStatus
+        self.expiresAt = expiresAt
+        self.lockedBy = lockedBy
+        self.lockExpiresAt = lockExpiresAt
+        self.paidBy = paidBy
+        self.paidAt = paidAt
+    }
 
     /// The status at `now`: expiry and lock lapses are computed, not stored.
     func status(now: Int64) -> SessionStatus {
@@ -182,11 +215,19 @@ struct SessionRow {
 
 /// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
 /// the EID it was first given.
-struct KeyedSession {
-    var sid: String
-    var eid: String
-    var amount: Cents
-    var expiresAt: Int64
+public struct KeyedSession: Sendable, Hashable {
+    public var sid: String
+    public var eid: String
+    public var amount: Cents
+    public var expiresAt: Int64
+
+    /// A row as read from the database.
+    public init(sid: String, eid: String, amount: Cents, expiresAt: Int64) {
+        self.sid = sid
+        self.eid = eid
+        self.amount = amount
+        self.expiresAt = expiresAt
+    }
 
     /// The first answer again for a retry of the same request; the key names one charge, so another amount is
     /// refused.
@@ -205,12 +246,13 @@ struct KeyedSession {
 }
 
 /// An `idempotency_keys` row.
-struct IdempotencyRecord {
-    var sid: String
-    var updatedAt: Int64
-    var outcome: SendOutcome?
+public struct IdempotencyRecord: Sendable, Hashable {
+    public var sid: String
+    public var updatedAt: Int64
+    public var outcome: SendOutcome?
 
-    init(
+    /// A row as read from the database.
+    public init(
         sid: String,
         state: String,
         updatedAt: Int64,
@@ -239,7 +281,9 @@ struct IdempotencyRecord {
     }
 
     /// The columns an outcome is stored in: the new balance, or the refusal's kind and detail.
-    static func columns(for outcome: SendOutcome) -> (balance: Int64?, refusalKind: String?, refusalDetail: String?) {
+    public static func columns(
+        for outcome: SendOutcome
+    ) -> (balance: Int64?, refusalKind: String?, refusalDetail: String?) {
         switch outcome {
         case .paid(let balance): return (balance, nil, nil)
         case .refused(let error): return (nil, error.kind.rawValue, error.detail)

@@ -185,10 +185,19 @@ public protocol LedgerStore: Sendable {
 }
 
 extension LedgerStore {
+    /// Admits and runs a payment in two steps (``sendInTwoSteps(sid:payerID:idempotencyKey:)``).
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
+    }
+
     /// Admits and runs a payment in two steps (``beginSend(sid:payerID:idempotencyKey:)``, then
     /// ``completeSend(sid:payerID:idempotencyKey:)``), replaying a stored outcome when there is one.
     /// - Returns: the outcome and whether it is a replay.
-    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+    public func sendInTwoSteps(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String
+    ) async throws -> (SendOutcome, Bool) {
         switch try await beginSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey) {
         case .replay(let outcome):
             return (outcome, true)

@@ -3,16 +3,10 @@ import GRDB
 public import GotchuAPI
 public import GotchuCore
 
-/// The embedded ledger store: one SQLite file in WAL mode through GRDB.
-///
-/// Every mutation runs in an `IMMEDIATE` transaction, so SQLite's single writer lock serializes them even across
-/// processes sharing the file (with a busy timeout); that also makes the wallet lock order moot here, but the
-/// transfer still touches wallets in id order so the code matches the PostgreSQL store.
-public final class SQLiteLedgerStore: LedgerStore {
-    public let policy: LedgerPolicy
-    private let database: DatabasePool
-    private let clock: @Sendable () -> Date
+/// The embedded ledger store: the ``LedgerEngine`` over one SQLite file.
+public typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>
 
+extension LedgerEngine where Backend == SQLiteLedgerBackend {
     /// Opens (or creates) the database at `path`.
     /// - Parameters:
     ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
@@ -21,6 +15,25 @@ public final class SQLiteLedgerStore: LedgerStore {
         policy: LedgerPolicy = LedgerPolicy(),
         clock: @escaping @Sendable () -> Date = Date.init
     ) throws {
+        self.init(backend: try SQLiteLedgerBackend(path: path, clock: clock), policy: policy)
+    }
+}
+
+/// One SQLite file in WAL mode through GRDB, as a ``LedgerBackend``.
+///
+/// Every transaction is `IMMEDIATE`, so SQLite's single writer lock serializes them even across processes sharing
+/// the file (with a busy timeout); within this process a gate keeps one transaction open at a time on the writer
+/// connection, across the awaits between its statements. One writer makes row locks and the allocation locks moot
+/// here; the wallets are still touched in id order so the statements match the PostgreSQL backend's. The file is
+/// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
+public final class SQLiteLedgerBackend: LedgerBackend {
+    public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
+    private let database: DatabasePool
+    private let clock: @Sendable () -> Date
+    private let gate = TransactionGate()
+
+    /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
+    public init(path: String, clock: @escaping @Sendable () -> Date) throws {
         // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
         if !FileManager.default.fileExists(atPath: path) {
             _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -29,57 +42,52 @@ public final class SQLiteLedgerStore: LedgerStore {
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.label = "gotchu-ledger"
+        // A transaction spans several accesses to the writer (one per statement, awaited in between); the gate
+        // keeps any other transaction of this process off the connection meanwhile.
+        configuration.allowsUnsafeTransactions = true
         self.database = try DatabasePool(path: path, configuration: configuration)
-        self.policy = policy
         self.clock = clock
     }
 
     public func migrate() async throws {
-        try LedgerSchema.migrator.migrate(database)
-        try await releaseInterruptedSends()
+        try await exclusively { try LedgerSchema.migrator.migrate(database) }
     }
 
-    /// Releases every key still in flight when the store opens. This store is one process's: a key in flight now
-    /// belongs to a request of a process that is gone (killed mid-payment), and since a payment's transfer commits
-    /// in the same transaction as its key's outcome, a key without an outcome is provably not applied. Releasing it
-    /// lets a retry with the same key run the payment at once, instead of after the in-flight timeout, by when the
-    /// payer's lock has usually lapsed. (Should a second process share the file after all, a key released under a
-    /// request still running costs nothing: ``completeSend(sid:payerID:idempotencyKey:)`` writes its outcome even
-    /// when the row is gone, and a session is paid at most once.)
-    private func releaseInterruptedSends() async throws {
-        try await write { db, _ in
-            try db.execute(
-                sql: "DELETE FROM idempotency_keys WHERE state = ?",
-                arguments: [IdempotencyState.inFlight.rawValue]
-            )
-        }
-    }
-
-    // MARK: Users and wallets
-
-    public func login(email: String) async throws -> LedgerUser {
-        let (normalized, displayName) = try LedgerUser.normalize(email: email)
-        return try await write { db, now in
-            if let row = try Row.fetchOne(
-                db,
-                sql: "SELECT id, display_name FROM users WHERE email = ?",
-                arguments: [normalized]
-            ) {
-                return LedgerUser(id: row["id"], displayName: row["display_name"])
+    public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        try await exclusively {
+            let now = LedgerTime.milliseconds(clock())
+            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+            do {
+                let result = try await body(Transaction(database: database, now: now))
+                try await database.writeWithoutTransaction { db in try db.commit() }
+                return result
+            } catch {
+                // Rolled back even if this task is cancelled: an unstructured task does not inherit cancellation.
+                let database = self.database
+                try? await Task {
+                    try await database.writeWithoutTransaction { db in
+                        if db.isInsideTransaction { try db.rollback() }
+                    }
+                }.value
+                throw error
             }
-            let user = LedgerUser(id: Self.newID(), displayName: displayName)
-            try db.execute(
-                sql: "INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)",
-                arguments: [user.id, normalized, displayName, now]
-            )
-            try db.execute(
-                sql:
-                    "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
-                arguments: [Self.newID(), user.id, WalletKind.user.rawValue, now]
-            )
-            return user
         }
     }
+
+    /// Runs `body` while no other transaction of this backend is open.
+    private func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        await gate.acquire()
+        do {
+            let result = try await body()
+            await gate.release()
+            return result
+        } catch {
+            await gate.release()
+            throw error
+        }
+    }
+
+    public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     public func user(id: String) async throws -> LedgerUser? {
         try await database.read { db in
@@ -89,9 +97,9 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse {
+    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse? {
         try await database.read { db in
-            let wallet = try Self.wallet(of: userID, db)
+            guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
             let entries = try Row.fetchAll(
                 db,
                 sql: """
@@ -114,262 +122,22 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func fund(userID: String, amountCents: Cents) async throws -> Cents {
-        try policy.validate(amount: amountCents)
-        return try await write { db, now in
-            let wallet = try Self.wallet(of: userID, db)
-            let balances = try Self.transfer(
-                db,
-                from: LedgerSchema.fundingWalletID,
-                to: wallet.id,
-                amount: amountCents,
-                kinds: ("DEV_FUND_OUT", "DEV_FUND"),
-                reference: ("funding", Self.newID()),
-                now: now
-            )
-            return balances.to
-        }
-    }
-
-    // MARK: Sessions
-
-    public func createSession(
-        payeeID: String,
-        amountCents: Cents,
-        idempotencyKey: String?
-    ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
-        try policy.validate(amount: amountCents)
-        let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
-        return try await write { db, now in
-            _ = try Self.wallet(of: payeeID, db)
-            if let idempotencyKey, let earlier = try Self.keyedSession(payeeID, idempotencyKey, db) {
-                return (try earlier.replay(amountCents: amountCents), true)
-            }
-            let sid = Self.newID()
-            let expiresAt = now + lifetime
-            // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
-            for _ in 0..<16 {
-                let eid = EID.random()
-                let taken =
-                    try Bool.fetchOne(
-                        db,
-                        sql: """
-                            SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                            WHERE e.eid = ? AND s.status IN (?, ?) AND s.exp_at > ?)
-                            """,
-                        arguments: [
-                            eid.rawValue, StoredSessionStatus.advertising.rawValue, StoredSessionStatus.locked.rawValue,
-                            now,
-                        ]
-                    ) ?? true
-                if taken { continue }
-                // The write lock makes the lookup above final; the unique key stays the guarantee, as in PostgreSQL.
-                try db.execute(
-                    sql: """
-                        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-                        VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
-                        """,
-                    arguments: [
-                        sid, payeeID, amountCents, StoredSessionStatus.advertising.rawValue, now, expiresAt,
-                        idempotencyKey,
-                    ]
-                )
-                guard db.changesCount == 1 else {
-                    guard let idempotencyKey, let earlier = try Self.keyedSession(payeeID, idempotencyKey, db) else {
-                        throw LedgerError(.unavailable, detail: "could not create the session; try again")
-                    }
-                    return (try earlier.replay(amountCents: amountCents), true)
-                }
-                try db.execute(
-                    sql: "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
-                    arguments: [eid.rawValue, sid, now]
-                )
-                return (CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt)), false)
-            }
-            throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
-        }
-    }
-
-    public func resolve(eid: EID) async throws -> ResolveResponse {
-        let now = LedgerTime.milliseconds(clock())
-        return try await database.read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT s.*, u.display_name, u.email FROM session_eids e
-                        JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
-                        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
-                        """,
-                    arguments: [eid.rawValue]
-                )
-            else { throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)") }
-            let session = try SessionRow(row)
-            try session.requireLive(now: now)
-            return ResolveResponse(
-                sid: session.id,
-                amountCents: session.amount,
-                payeeDisplay: PayeeDisplay(name: row["display_name"], domain: EmailAddress.domain(of: row["email"]))
-            )
-        }
-    }
-
-    public func lock(sid: String, payerID: String) async throws {
-        let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
-        let maximumLocks = policy.maximumLocksPerPayer
-        try await write { db, now in
-            let session = try Self.session(sid, db)
-            try session.requireLockable(by: payerID, now: now)
-            let held = try Row.fetchOne(
+    public func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)? {
+        try await database.read { db in
+            try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
-                    WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                    SELECT s.*, u.display_name, u.email FROM session_eids e
+                    JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+                    WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
                     """,
-                arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
-            )
-            try LockLimit.check(held: held?["count"] ?? 0, maximum: maximumLocks)
-            let wallet = try Self.wallet(of: payerID, db)
-            try LockLimit.checkFunds(balance: wallet.balance, held: held?["amount"] ?? 0, amount: session.amount)
-            try db.execute(
-                sql: "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
-                arguments: [
-                    StoredSessionStatus.locked.rawValue, payerID, min(now + lockLifetime, session.expiresAt), sid,
-                ]
-            )
+                arguments: [eid.rawValue]
+            ).map { row in (try SessionRow(row), row["display_name"], row["email"]) }
         }
     }
 
-    public func unlock(sid: String, payerID: String) async throws {
-        try await write { db, now in
-            let session = try Self.session(sid, db)
-            guard try session.requireUnlockable(by: payerID, now: now) else { return }
-            // The holder stays in `locked_by`, so a retried unlock is still told apart from a stranger's.
-            try db.execute(
-                sql: "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
-                arguments: [StoredSessionStatus.advertising.rawValue, now, sid]
-            )
-        }
-    }
-
-    public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
-        let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        return try await write { db, now in
-            if let row = try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
-                arguments: [payerID, idempotencyKey]
-            ) {
-                let record = IdempotencyRecord(row)
-                if let admission = try record.admission(sid: sid, now: now, inFlightTimeout: inFlightTimeout) {
-                    return admission
-                }
-                try db.execute(
-                    sql: "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
-                    arguments: [now, payerID, idempotencyKey]
-                )
-                return .proceed
-            }
-            // Refused before it starts: no key is kept for a session that does not exist.
-            _ = try Self.session(sid, db)
-            try db.execute(
-                sql: """
-                    INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [payerID, idempotencyKey, sid, IdempotencyState.inFlight.rawValue, now, now]
-            )
-            return .proceed
-        }
-    }
-
-    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
-        try await write { db, now in
-            // Another server that took the key over after the in-flight timeout may have finished it first.
-            if let row = try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
-                arguments: [payerID, idempotencyKey]
-            ), let outcome = IdempotencyRecord(row).outcome {
-                return outcome
-            }
-            let outcome: SendOutcome
-            do {
-                outcome = .paid(newBalanceCents: try Self.pay(sid: sid, payerID: payerID, db: db, now: now))
-            } catch let error as LedgerError {
-                outcome = .refused(error)
-            }
-            guard outcome.isRecorded else {
-                try db.execute(
-                    sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ?",
-                    arguments: [payerID, idempotencyKey]
-                )
-                return outcome
-            }
-            // An upsert: the row may have been released meanwhile (see `releaseInterruptedSends`); the outcome of
-            // what this transaction did is written either way.
-            let stored = IdempotencyRecord.columns(for: outcome)
-            try db.execute(
-                sql: """
-                    INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-                    created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
-                    problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
-                    updated_at = excluded.updated_at
-                    """,
-                arguments: [
-                    payerID, idempotencyKey, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
-                    stored.refusalDetail, now, now,
-                ]
-            )
-            return outcome
-        }
-    }
-
-    public func abandonSend(payerID: String, idempotencyKey: String) async throws {
-        try await write { db, _ in
-            try db.execute(
-                sql: "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state = ?",
-                arguments: [payerID, idempotencyKey, IdempotencyState.inFlight.rawValue]
-            )
-        }
-    }
-
-    public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
-        let now = LedgerTime.milliseconds(clock())
-        return try await database.read { db in
-            let session = try Self.session(sid, db)
-            let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
-            guard viewers.contains(viewerID) else {
-                throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
-            }
-            return session.response(now: now)
-        }
-    }
-
-    public func cancel(sid: String, payeeID: String) async throws {
-        try await write { db, now in
-            let session = try Self.session(sid, db)
-            guard session.payeeID == payeeID else {
-                throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
-            }
-            if session.status(now: now) == .cancelled { return }
-            try session.requireLive(now: now)
-            try db.execute(
-                sql: "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
-                arguments: [StoredSessionStatus.cancelled.rawValue, now, sid]
-            )
-        }
-    }
-
-    // MARK: Maintenance
-
-    public func pruneIdempotencyKeys() async throws -> Int {
-        let retention = LedgerTime.milliseconds(policy.idempotencyRetention)
-        return try await write { db, now in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [now - retention])
-            return db.changesCount
-        }
+    public func session(id: String) async throws -> SessionRow? {
+        try await database.read { db in try Self.session(id, db) }
     }
 
     public func audit() async throws -> LedgerAudit {
@@ -418,134 +186,311 @@ public final class SQLiteLedgerStore: LedgerStore {
         _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
-    // MARK: Internals
+    fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
+        try Row.fetchOne(db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
+            try WalletRow($0)
+        }
+    }
 
-    /// Runs `body` in an IMMEDIATE transaction with the store's clock read inside it (milliseconds since 1970).
-    private func write<T: Sendable>(_ body: @escaping @Sendable (Database, Int64) throws -> T) async throws -> T {
-        let clock = self.clock
-        return try await database.writeWithoutTransaction { db in
-            var result: T?
-            try db.inTransaction(.immediate) {
-                result = try body(db, LedgerTime.milliseconds(clock()))
-                return .commit
+    fileprivate static func session(_ sid: String, _ db: Database) throws -> SessionRow? {
+        try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]).map {
+            try SessionRow($0)
+        }
+    }
+}
+
+extension SQLiteLedgerBackend {
+    /// A transaction on the writer connection: each primitive is one access to it, inside the transaction the
+    /// backend opened.
+    public struct Transaction: LedgerTransaction {
+        fileprivate let database: DatabasePool
+        public let now: Int64
+
+        private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+            try await database.writeWithoutTransaction(body)
+        }
+
+        private func execute(_ sql: String, _ arguments: StatementArguments) async throws {
+            try await write { db in try db.execute(sql: sql, arguments: arguments) }
+        }
+
+        /// Runs a statement; whether it changed a row.
+        private func changes(_ sql: String, _ arguments: StatementArguments) async throws -> Bool {
+            try await write { db in
+                try db.execute(sql: sql, arguments: arguments)
+                return db.changesCount > 0
             }
-            return result!
         }
-    }
 
-    /// The payment itself, inside the caller's transaction. Throws a ``LedgerError`` for every business refusal.
-    private static func pay(sid: String, payerID: String, db: Database, now: Int64) throws -> Cents {
-        let session = try session(sid, db)
-        try session.requirePayable(by: payerID, now: now)
-        let payer = try wallet(of: payerID, db)
-        let payee = try wallet(of: session.payeeID, db)
-        let balances = try transfer(
-            db,
-            from: payer.id,
-            to: payee.id,
-            amount: session.amount,
-            kinds: ("SEND_P2P", "RECEIVE_P2P"),
-            reference: ("session", sid),
-            now: now
-        )
-        try db.execute(
-            sql: """
-                UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
-                WHERE id = ?
+        public func user(email: String) async throws -> LedgerUser? {
+            try await write { db in
+                try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE email = ?", arguments: [email])
+                    .map { LedgerUser(id: $0["id"], displayName: $0["display_name"]) }
+            }
+        }
+
+        public func insert(user: LedgerUser, email: String) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (email) DO NOTHING
                 """,
-            arguments: [StoredSessionStatus.paid.rawValue, payerID, now, sid]
-        )
-        return balances.from
-    }
+                [user.id, email, user.displayName, now]
+            )
+        }
 
-    /// Moves `amount` between two wallets: one DEBIT, one CREDIT, both balances updated, wallets touched in id order.
-    private static func transfer(
-        _ db: Database,
-        from: String,
-        to: String,
-        amount: Cents,
-        kinds: (debit: String, credit: String),
-        reference: (type: String, id: String),
-        now: Int64
-    ) throws -> (from: Cents, to: Cents) {
-        var balances: [String: (balance: Cents, isSystem: Bool)] = [:]
-        for row in try Row.fetchAll(
-            db,
-            sql: "SELECT id, available_cents, kind FROM wallet_accounts WHERE id IN (?, ?) ORDER BY id",
-            arguments: [from, to]
-        ) {
-            balances[row["id"]] = (row["available_cents"], WalletKind(rawValue: row["kind"]) == .system)
-        }
-        guard let source = balances[from], let target = balances[to], from != to else {
-            throw LedgerError(.inconsistent, detail: "transfer between unknown or identical wallets")
-        }
-        guard source.isSystem || source.balance >= amount else {
-            throw LedgerError(
-                .insufficientFunds,
-                detail: "balance \(Money.format(source.balance)) is below \(Money.format(amount))"
+        public func insertWallet(id: String, userID: String) async throws {
+            try await execute(
+                "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
+                [id, userID, WalletKind.user.rawValue, now]
             )
         }
-        let (newSource, sourceOverflow) = source.balance.subtractingReportingOverflow(amount)
-        let (newTarget, targetOverflow) = target.balance.addingReportingOverflow(amount)
-        guard !sourceOverflow, !targetOverflow else {
-            throw LedgerError(.invalidAmount, detail: "the resulting balance would overflow")
+
+        public func wallet(userID: String) async throws -> WalletRow? {
+            try await write { db in try SQLiteLedgerBackend.wallet(userID: userID, db) }
         }
-        let newBalances = [from: newSource, to: newTarget]
-        for id in [from, to].sorted() {
-            try db.execute(
-                sql: "UPDATE wallet_accounts SET available_cents = ? WHERE id = ?",
-                arguments: [newBalances[id], id]
-            )
+
+        public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
+            let sql = """
+                SELECT * FROM wallet_accounts WHERE id IN (\(Self.placeholders(accountIDs.count)))
+                OR user_id IN (\(Self.placeholders(userIDs.count))) ORDER BY id
+                """
+            let arguments = StatementArguments(accountIDs + userIDs)
+            return try await write { db in
+                try Row.fetchAll(db, sql: sql, arguments: arguments).map { try WalletRow($0) }
+            }
         }
-        let transferID = newID()
-        for (wallet, direction, type) in [(from, EntryDirection.debit, kinds.debit), (to, .credit, kinds.credit)] {
-            try db.execute(
-                sql: """
+
+        public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
+            for (id, balance) in balances.sorted(by: { $0.walletID < $1.walletID }) {
+                try await execute("UPDATE wallet_accounts SET available_cents = ? WHERE id = ?", [balance, id])
+            }
+        }
+
+        public func insert(entries: [EntryRow]) async throws {
+            for entry in entries {
+                try await execute(
+                    """
                     INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
                     created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [
-                    newID(), transferID, wallet, direction.rawValue, amount, type, reference.type, reference.id, now,
+                    [
+                        entry.id, entry.transferID, entry.walletID, entry.direction.rawValue, entry.amount, entry.type,
+                        entry.refType, entry.refID, now,
+                    ]
+                )
+            }
+        }
+
+        public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+            try await write { db in try SQLiteLedgerBackend.session(id, db) }
+        }
+
+        public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
+            try await write { db in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                        JOIN session_eids e ON e.session_id = s.id
+                        WHERE s.payee_id = ? AND s.create_key = ? ORDER BY e.created_at, e.eid LIMIT 1
+                        """,
+                    arguments: [payeeID, key]
+                ).map {
+                    KeyedSession(sid: $0["id"], eid: $0["eid"], amount: $0["amount_cents"], expiresAt: $0["exp_at"])
+                }
+            }
+        }
+
+        /// The write lock already serializes every allocation.
+        public func lockEID(_ eid: EID) async throws {}
+
+        public func isLive(eid: EID) async throws -> Bool {
+            let now = self.now
+            return try await write { db in
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
+                        WHERE e.eid = ? AND s.status IN (?, ?) AND s.exp_at > ?)
+                        """,
+                    arguments: [
+                        eid.rawValue, StoredSessionStatus.advertising.rawValue, StoredSessionStatus.locked.rawValue,
+                        now,
+                    ]
+                ) ?? true
+            }
+        }
+
+        public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+                """,
+                [
+                    session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
+                    createKey,
                 ]
             )
         }
-        return (newSource, newTarget)
-    }
 
-    private static func wallet(of userID: String, _ db: Database) throws -> (id: String, balance: Cents) {
-        guard
-            let row = try Row.fetchOne(
-                db,
-                sql: "SELECT id, available_cents FROM wallet_accounts WHERE user_id = ?",
-                arguments: [userID]
+        public func insert(eid: EID, sessionID: String) async throws {
+            try await execute(
+                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
+                [eid.rawValue, sessionID, now]
             )
-        else { throw LedgerError(.unknownUser, detail: "unknown user; log in again") }
-        return (row["id"], row["available_cents"])
-    }
-
-    private static func session(_ sid: String, _ db: Database) throws -> SessionRow {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid])
-        else {
-            throw LedgerError(.sessionNotFound, detail: "no session \(sid)")
         }
-        return try SessionRow(row)
-    }
 
-    /// The payee's session made under `key`, with the EID it was first given.
-    private static func keyedSession(_ payeeID: String, _ key: String, _ db: Database) throws -> KeyedSession? {
-        try Row.fetchOne(
-            db,
-            sql: """
-                SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
-                JOIN session_eids e ON e.session_id = s.id
-                WHERE s.payee_id = ? AND s.create_key = ? ORDER BY e.created_at, e.eid LIMIT 1
+        /// The write lock already serializes every lock.
+        public func lockPayer(_ payerID: String) async throws {}
+
+        public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
+            let now = self.now
+            return try await write { db in
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
+                        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                        """,
+                    arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
+                )
+                return (row?["count"] ?? 0, row?["amount"] ?? 0)
+            }
+        }
+
+        public func update(session sid: String, _ change: SessionChange) async throws {
+            switch change {
+            case .lock(let payerID, let until):
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
+                    [StoredSessionStatus.locked.rawValue, payerID, until, sid]
+                )
+            case .unlock:
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
+                    [StoredSessionStatus.advertising.rawValue, now, sid]
+                )
+            case .paid(let payerID):
+                try await execute(
+                    """
+                    UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
+                    WHERE id = ?
+                    """,
+                    [StoredSessionStatus.paid.rawValue, payerID, now, sid]
+                )
+            case .cancelled:
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
+                    [StoredSessionStatus.cancelled.rawValue, now, sid]
+                )
+            }
+        }
+
+        /// The write lock already serializes every request: no key can be claimed by another transaction.
+        public func claimKey(userID: String, key: String) async throws -> Bool { true }
+
+        public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
+            try await write { db in
+                try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                    arguments: [userID, key]
+                ).map { row in
+                    IdempotencyRecord(
+                        sid: row["sid"],
+                        state: row["state"],
+                        updatedAt: row["updated_at"],
+                        balance: row["balance_cents"],
+                        refusalKind: row["problem_type"],
+                        refusalDetail: row["problem_detail"]
+                    )
+                }
+            }
+        }
+
+        public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, key) DO NOTHING
                 """,
-            arguments: [payeeID, key]
-        ).map { KeyedSession(sid: $0["id"], eid: $0["eid"], amount: $0["amount_cents"], expiresAt: $0["exp_at"]) }
+                [userID, key, sid, IdempotencyState.inFlight.rawValue, now, now]
+            )
+        }
+
+        public func touch(userID: String, key: String) async throws {
+            try await execute(
+                "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
+                [now, userID, key]
+            )
+        }
+
+        public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
+            let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
+            try await execute(
+                "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state IN (\(Self.placeholders(states.count)))",
+                StatementArguments([userID, key] + states.map(\.rawValue))
+            )
+        }
+
+        public func deleteKeysInFlight() async throws {
+            try await execute("DELETE FROM idempotency_keys WHERE state = ?", [IdempotencyState.inFlight.rawValue])
+        }
+
+        public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
+            let stored = IdempotencyRecord.columns(for: outcome)
+            try await execute(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+                created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
+                problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
+                updated_at = excluded.updated_at
+                """,
+                [
+                    userID, key, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
+                    stored.refusalDetail, now, now,
+                ]
+            )
+        }
+
+        public func deleteKeys(createdBefore time: Int64) async throws -> Int {
+            try await write { db in
+                try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [time])
+                return db.changesCount
+            }
+        }
+
+        /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
+        private static func placeholders(_ count: Int) -> String {
+            Array(repeating: "?", count: count).joined(separator: ", ")
+        }
+    }
+}
+
+/// Lets one transaction at a time use the writer connection, across the awaits inside it; waiters go in turn.
+private actor TransactionGate {
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func acquire() async {
+        guard busy else {
+            busy = true
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
     }
 
-    private static func newID() -> String { UUID().uuidString.lowercased() }
-
+    func release() {
+        if waiting.isEmpty {
+            busy = false
+        } else {
+            // Handed straight to the next waiter: `busy` stays set.
+            waiting.removeFirst().resume()
+        }
+    }
 }
 
 extension SessionRow {
@@ -564,15 +509,11 @@ extension SessionRow {
     }
 }
 
-extension IdempotencyRecord {
-    init(_ row: Row) {
-        self.init(
-            sid: row["sid"],
-            state: row["state"],
-            updatedAt: row["updated_at"],
-            balance: row["balance_cents"],
-            refusalKind: row["problem_type"],
-            refusalDetail: row["problem_detail"]
-        )
+extension WalletRow {
+    init(_ row: Row) throws {
+        guard let kind = WalletKind(rawValue: row["kind"]) else {
+            throw LedgerError(.inconsistent, detail: "a wallet has an unknown kind")
+        }
+        self.init(id: row["id"], userID: row["user_id"], balance: row["available_cents"], kind: kind)
     }
 }
