@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import Logging
 import PostgresNIO

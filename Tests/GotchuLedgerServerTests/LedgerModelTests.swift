@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import GotchuSimulatedRadio
 import PostgresNIO

@@ -142,6 +142,13 @@ public protocol LedgerTransaction {
     func deleteKeys(createdBefore time: Int64) async throws -> Int
 }
 
+/// The ledger's system accounts, which every schema creates.
+public enum LedgerAccounts {
+    /// The system account money enters from when `/dev/fund` credits a wallet; it alone may go below zero, so the
+    /// sum over all accounts stays zero.
+    public static let fundingWalletID = "system:funding"
+}
+
 /// A wallet named by its owner, or a system account by its id.
 public enum WalletOwner: Sendable, Hashable {
     case user(String)

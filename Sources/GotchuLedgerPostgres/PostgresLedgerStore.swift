@@ -1,6 +1,7 @@
 public import Foundation
 public import GotchuAPI
 public import GotchuCore
+public import GotchuLedger
 public import Logging
 public import PostgresNIO
 

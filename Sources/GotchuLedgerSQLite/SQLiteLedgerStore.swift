@@ -2,6 +2,7 @@ public import Foundation
 import GRDB
 public import GotchuAPI
 public import GotchuCore
+public import GotchuLedger
 
 /// The embedded ledger store: the ``LedgerEngine`` over one SQLite file.
 public typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>
@@ -50,7 +51,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func migrate() async throws {
-        try await exclusively { try LedgerSchema.migrator.migrate(database) }
+        try await exclusively { try SQLiteLedgerSchema.migrator.migrate(database) }
     }
 
     public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {

@@ -71,7 +71,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return try await backend.transaction { transaction in
             try await Self.transfer(
                 transaction,
-                from: .account(LedgerSchema.fundingWalletID),
+                from: .account(LedgerAccounts.fundingWalletID),
                 to: .user(userID),
                 amount: amountCents,
                 kinds: ("DEV_FUND_OUT", "DEV_FUND"),
@@ -142,7 +142,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return ResolveResponse(
             sid: found.session.id,
             amountCents: found.session.amount,
-            payeeDisplay: PayeeDisplay(name: found.payeeName, domain: EmailAddress.domain(of: found.payeeEmail))
+            payeeDisplay: PayeeDisplay(name: found.payeeName, domain: LedgerUser.domain(ofEmail: found.payeeEmail))
         )
     }
 

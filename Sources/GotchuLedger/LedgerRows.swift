@@ -1,19 +1,28 @@
-import Foundation
+package import Foundation
 import GotchuAPI
 public import GotchuCore
 
 /// Times in the stores: milliseconds since 1970 on the store's clock.
-enum LedgerTime {
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+package enum LedgerTime {
+    package static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
+    package static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+    package static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }
 
 extension LedgerUser {
+    /// The domain of a stored address, for ``PayeeDisplay/domain``; `nil` if it has no `@`.
+    static func domain(ofEmail email: String) -> String? {
+        guard let at = email.unicodeScalars.lastIndex(of: "@") else { return nil }
+        let domain = String(email.unicodeScalars[email.unicodeScalars.index(after: at)...])
+        return domain.isEmpty ? nil : domain
+    }
+
     /// The e-mail address as stored (trimmed, lowercased) and the display name taken from it.
     static func normalize(email: String) throws(LedgerError) -> (email: String, displayName: String) {
         let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
@@ -28,28 +37,6 @@ extension LedgerUser {
             throw LedgerError(.invalidInput, detail: "email must look like name@example.com")
         }
         return (normalized, String(parts[0]))
-    }
-}
-
-/// Session ids as the stores make them: lowercase UUIDs (36 characters).
-enum SessionID {
-    /// Checks a session id from a request before anything looks it up or stores it: a made-up id of another shape
-    /// can name no session, so it is refused at the edge (400) rather than answered 404 after a store lookup. A
-    /// UUID in capitals names the same session, so it is lowercased.
-    static func validate(_ sid: String) throws(Problem) -> String {
-        let bytes = Array(sid.utf8)
-        let hyphens: Set<Int> = [8, 13, 18, 23]
-        guard bytes.count == 36,
-            bytes.indices.allSatisfy({ index in
-                let byte = bytes[index]
-                if hyphens.contains(index) { return byte == UInt8(ascii: "-") }
-                return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
-            })
-        else {
-            throw Problem(.badRequest, detail: "sid must be a session id as create or resolve returned it (a UUID)")
-        }
-        return sid.lowercased()
     }
 }
 

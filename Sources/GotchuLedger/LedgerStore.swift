@@ -38,6 +38,12 @@ public struct LedgerUser: Sendable, Hashable {
     public var id: String
     /// The name shown to payers.
     public var displayName: String
+
+    /// A user as read from the database.
+    public init(id: String, displayName: String) {
+        self.id = id
+        self.displayName = displayName
+    }
 }
 
 /// What the idempotency layer decided for a `send` request before running it.
@@ -97,6 +103,23 @@ public struct LedgerAudit: Sendable, Hashable {
     public var sessionsPaidTwice: [String]
     /// Number of ledger entries.
     public var entryCount: Int
+
+    /// The sums as a backend computed them.
+    public init(
+        totalBalanceCents: Cents,
+        walletsOutOfBalance: [String],
+        negativeWallets: [String],
+        unbalancedTransfers: [String],
+        sessionsPaidTwice: [String],
+        entryCount: Int
+    ) {
+        self.totalBalanceCents = totalBalanceCents
+        self.walletsOutOfBalance = walletsOutOfBalance
+        self.negativeWallets = negativeWallets
+        self.unbalancedTransfers = unbalancedTransfers
+        self.sessionsPaidTwice = sessionsPaidTwice
+        self.entryCount = entryCount
+    }
 
     /// Whether every invariant holds.
     public var isHealthy: Bool {
