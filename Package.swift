@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "gotchu-kiosk", targets: ["gotchu-kiosk"]),
         .library(name: "GotchuCore", targets: ["GotchuCore"]),
         .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
+        .library(name: "GotchuLedger", targets: ["GotchuLedger"]),
+        .library(name: "GotchuLedgerSQLite", targets: ["GotchuLedgerSQLite"]),
+        .library(name: "GotchuLedgerPostgres", targets: ["GotchuLedgerPostgres"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
         .library(name: "GotchuLedgerClient", targets: ["GotchuLedgerClient"]),
         .library(name: "GotchuDBus", targets: ["GotchuDBus"]),
@@ -44,14 +47,31 @@ let package = Package(
         .target(name: "GotchuCore", swiftSettings: swiftSettings),
         // Codable wire types and problem types shared by server and client.
         .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
+        // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
+        .target(name: "GotchuLedger", dependencies: ["GotchuCore", "GotchuAPI"], swiftSettings: swiftSettings),
+        // The ledger backends: SQL, schema and migrations of one database each.
+        .target(
+            name: "GotchuLedgerSQLite",
+            dependencies: ["GotchuLedger", "GotchuCore", "GotchuAPI", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "GotchuLedgerPostgres",
+            dependencies: [
+                "GotchuLedger", "GotchuCore", "GotchuAPI",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The ledger's HTTP edge: routes, problem+json, tokens, limits.
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
-                "GotchuCore", "GotchuAPI",
+                "GotchuCore", "GotchuAPI", "GotchuLedger",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -130,7 +150,8 @@ let package = Package(
         .executableTarget(
             name: "gotchu",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
+                "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
+                "GotchuLedgerClient", "GotchuPeer",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -151,7 +172,8 @@ let package = Package(
         .testTarget(
             name: "GotchuLedgerServerTests",
             dependencies: [
-                "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting", "GotchuSimulatedRadio",
+                "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
+                "GotchuTesting", "GotchuSimulatedRadio",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

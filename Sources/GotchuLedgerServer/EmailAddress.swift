@@ -56,13 +56,6 @@ enum EmailAddress {
         return email
     }
 
-    /// The domain of a stored address, for ``PayeeDisplay/domain``; `nil` if it has no `@`.
-    static func domain(of email: String) -> String? {
-        guard let at = email.unicodeScalars.lastIndex(of: "@") else { return nil }
-        let domain = String(email.unicodeScalars[email.unicodeScalars.index(after: at)...])
-        return domain.isEmpty ? nil : domain
-    }
-
     /// `display` as it may leave the server: a name or domain stored before these checks existed has each
     /// forbidden character replaced by U+FFFD and is cut to the longest name allowed now.
     static func cleaned(_ display: PayeeDisplay) -> PayeeDisplay {

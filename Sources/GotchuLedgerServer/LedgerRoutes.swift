@@ -103,8 +103,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             switch outcome {
             case .paid(let balance):
                 return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
-            case .refused(let problem):
-                var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: problem)
+            case .refused(let refusal):
+                var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: Problem(refusal))
                 response.headers.append(contentsOf: headers)
                 return response
             }

@@ -1,5 +1,5 @@
 import Foundation
-import GotchuAPI
+public import GotchuAPI
 import Hummingbird
 import Logging
 import NIOHTTP1
@@ -71,6 +71,8 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         switch error {
         case let problem as Problem:
             return problem
+        case let refusal as LedgerError:
+            return Problem(refusal)
         case let invalid as InvalidField:
             return Problem(invalid.isAmount ? .invalidAmount : .badRequest, detail: invalid.description)
         case let httpError as HTTPError:
@@ -96,5 +98,33 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
         )
+    }
+}
+
+extension Problem {
+    /// The problem a ledger refusal is answered with: its kind picks the type (and so the status), its detail is
+    /// passed on.
+    public init(_ refusal: LedgerError) {
+        let kind: ProblemKind =
+            switch refusal.kind {
+            case .invalidInput: .badRequest
+            case .invalidAmount: .invalidAmount
+            case .unknownUser: .unauthorized
+            case .forbidden: .forbidden
+            case .ownSession: .ownSession
+            case .sessionNotFound: .sessionNotFound
+            case .sessionExpired: .sessionExpired
+            case .sessionCancelled: .sessionCancelled
+            case .sessionLocked: .sessionLocked
+            case .lockLimitReached: .lockLimitReached
+            case .sessionAlreadyPaid: .sessionAlreadyPaid
+            case .lockRequired: .lockRequired
+            case .insufficientFunds: .insufficientFunds
+            case .idempotencyKeyReused: .idempotencyKeyReused
+            case .idempotencyInFlight: .idempotencyInFlight
+            case .unavailable: .unavailable
+            case .inconsistent: .internalError
+            }
+        self.init(kind, detail: refusal.detail)
     }
 }

@@ -3,6 +3,8 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import Logging
 import PostgresNIO

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuSystemd
 import Hummingbird

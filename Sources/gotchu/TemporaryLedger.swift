@@ -1,4 +1,5 @@
 import Foundation
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 
 /// A ledger on a fresh SQLite file in a temporary directory, deleted afterwards: for the demo, the simulator and

@@ -3,6 +3,7 @@ import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import GotchuTesting
 import Logging

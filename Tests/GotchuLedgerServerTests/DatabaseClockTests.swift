@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import Logging
 import PostgresNIO
@@ -41,7 +42,10 @@ struct DatabaseClockTests {
 
                     try await store.lock(sid: session.sid, payerID: first.id)
                     await #expect(
-                        throws: Problem(.sessionLocked, detail: "another payer holds this session; try again shortly")
+                        throws: LedgerError(
+                            .sessionLocked,
+                            detail: "another payer holds this session; try again shortly"
+                        )
                     ) {
                         try await store.lock(sid: session.sid, payerID: second.id)
                     }
@@ -57,7 +61,9 @@ struct DatabaseClockTests {
                     let outcome = try await store.send(sid: session.sid, payerID: second.id, idempotencyKey: "late").0
                     #expect(
                         outcome
-                            == .refused(Problem(.sessionExpired, detail: "this session has expired; ask for a new one"))
+                            == .refused(
+                                LedgerError(.sessionExpired, detail: "this session has expired; ask for a new one")
+                            )
                     )
                 }
             }

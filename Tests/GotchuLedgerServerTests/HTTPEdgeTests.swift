@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuLedgerSQLite
 import GotchuTesting
 import Logging
 import Synchronization

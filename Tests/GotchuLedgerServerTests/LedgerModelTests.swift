@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import GotchuSimulatedRadio
 import PostgresNIO
@@ -250,9 +251,9 @@ struct Driver {
                 guard case .success(let status) = expected, status == response.status else {
                     throw DriverFailure(message: "view: store \(response.status), model \(expected)")
                 }
-            } catch let problem as Problem {
-                guard case .failure(let modelProblem) = expected, modelProblem.kind == problem.kind else {
-                    throw DriverFailure(message: "view: store \(problem), model \(expected)")
+            } catch let refusal as LedgerError {
+                guard case .failure(let modelProblem) = expected, modelProblem.kind == Problem(refusal).kind else {
+                    throw DriverFailure(message: "view: store \(refusal), model \(expected)")
                 }
             }
         default:
@@ -314,7 +315,7 @@ struct Driver {
             switch result {
             case .success((let outcome, true)) where Self.expected(outcome) == expected: continue
             case .success((_, false)): continue
-            case .failure(let problem as Problem) where problem.kind == .idempotencyInFlight: continue
+            case .failure(let refusal as LedgerError) where refusal.kind == .idempotencyInFlight: continue
             default: throw DriverFailure(message: "duplicates: \(results), model \(expected)")
             }
         }
@@ -342,7 +343,7 @@ struct Driver {
                 let actual: LedgerModel.Expected =
                     switch results[index] {
                     case .success: .ok(nil)
-                    case .failure(let problem as Problem): .refused(problem.kind ?? .internalError)
+                    case .failure(let refusal as LedgerError): .refused(Problem(refusal).kind ?? .internalError)
                     case .failure(let error): throw error
                     }
                 if actual != expected {
@@ -361,22 +362,22 @@ struct Driver {
     private func paid(_ outcome: SendOutcome) throws -> Cents? {
         switch outcome {
         case .paid(let balance): return balance
-        case .refused(let problem): throw problem
+        case .refused(let refusal): throw refusal
         }
     }
 
     private static func expected(_ outcome: SendOutcome) -> LedgerModel.Expected {
         switch outcome {
         case .paid(let balance): .ok(balance)
-        case .refused(let problem): .refused(problem.kind ?? .internalError)
+        case .refused(let refusal): .refused(Problem(refusal).kind ?? .internalError)
         }
     }
 
     private func outcome(_ body: () async throws -> Cents?) async -> LedgerModel.Expected {
         do {
             return .ok(try await body())
-        } catch let problem as Problem {
-            return .refused(problem.kind ?? .internalError)
+        } catch let refusal as LedgerError {
+            return .refused(Problem(refusal).kind ?? .internalError)
         } catch {
             return .refused(.internalError)
         }

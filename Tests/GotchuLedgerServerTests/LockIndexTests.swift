@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
 import Testing

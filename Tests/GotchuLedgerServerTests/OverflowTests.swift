@@ -16,12 +16,12 @@ struct OverflowTests {
                 let other = try await store.login(email: "other@example.com")
                 #expect(try await store.fund(userID: rich.id, amountCents: .max) == .max)
                 // The user's balance would pass Int64.max.
-                await #expect(throws: Problem(.invalidAmount, detail: "the resulting balance would overflow")) {
+                await #expect(throws: LedgerError(.invalidAmount, detail: "the resulting balance would overflow")) {
                     try await store.fund(userID: rich.id, amountCents: 1)
                 }
                 // The funding account's balance would pass Int64.min.
                 #expect(try await store.fund(userID: other.id, amountCents: 1) == 1)
-                await #expect(throws: Problem(.invalidAmount, detail: "the resulting balance would overflow")) {
+                await #expect(throws: LedgerError(.invalidAmount, detail: "the resulting balance would overflow")) {
                     try await store.fund(userID: other.id, amountCents: .max)
                 }
                 #expect(try await store.wallet(userID: rich.id, recentLimit: 0).availableCents == .max)

@@ -1,3 +1,4 @@
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import Logging
 import ServiceLifecycle

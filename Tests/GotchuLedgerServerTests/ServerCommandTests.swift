@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuLedgerClient
+import GotchuLedgerPostgres
 import GotchuTesting
 import Testing
 

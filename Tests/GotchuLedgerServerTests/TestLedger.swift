@@ -3,6 +3,8 @@ import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
 import Hummingbird

@@ -1,4 +1,5 @@
 import Foundation
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import Logging
 import PostgresNIO

@@ -1,4 +1,6 @@
-/// The PostgreSQL schema: the same tables, columns and checks as ``LedgerSchema`` (SQLite), with `BIGINT` amounts
+import GotchuLedger
+
+/// The PostgreSQL schema: the same tables, columns and checks as `SQLiteLedgerSchema`, with `BIGINT` amounts
 /// and times (milliseconds since 1970 on the store's clock). Each migration is a list of statements, run in one
 /// transaction (PostgreSQL DDL is transactional) and recorded in `gotchu_migrations`.
 enum PostgresLedgerSchema {
@@ -87,7 +89,7 @@ enum PostgresLedgerSchema {
                 "CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at)",
                 """
                 INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at)
-                VALUES ('\(LedgerSchema.fundingWalletID)', NULL, 'SYSTEM', 0, 0)
+                VALUES ('\(LedgerAccounts.fundingWalletID)', NULL, 'SYSTEM', 0, 0)
                 """,
             ]
         ),

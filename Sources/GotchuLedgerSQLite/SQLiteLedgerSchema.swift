@@ -1,12 +1,9 @@
 import GRDB
+import GotchuLedger
 
 /// The SQLite schema: the spec's tables plus what idempotency and auditing need. Times are milliseconds since 1970
 /// on the store's clock; amounts are integer cents.
-enum LedgerSchema {
-    /// The system account money enters from when `/dev/fund` credits a wallet; it alone may go below zero, so the
-    /// sum over all accounts stays zero.
-    static let fundingWalletID = "system:funding"
-
+enum SQLiteLedgerSchema {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: ledger") { db in
@@ -79,7 +76,7 @@ enum LedgerSchema {
             try db.execute(
                 sql:
                     "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, NULL, 'SYSTEM', 0, 0)",
-                arguments: [fundingWalletID]
+                arguments: [LedgerAccounts.fundingWalletID]
             )
         }
         // The `Idempotency-Key` of `POST /sessions/create`, unique per payee; sessions made without one leave it NULL,

@@ -7,9 +7,9 @@ import GotchuCore
 /// holds), not from how fast it asks. Slowing down does not help; paying, or letting a lock lapse, does. A distinct
 /// type keeps it apart from `session-locked` (someone else holds this session).
 enum LockLimit {
-    static func check(held: Int, maximum: Int) throws(Problem) {
+    static func check(held: Int, maximum: Int) throws(LedgerError) {
         guard held < maximum else {
-            throw Problem(
+            throw LedgerError(
                 .lockLimitReached,
                 detail: "you already hold \(held) locked sessions (at most \(maximum)); pay one or let a lock lapse"
             )
@@ -22,7 +22,7 @@ enum LockLimit {
     /// the payment still checks the balance again, so this rule is about blocking others, not about overdrafts.
     /// - Parameters:
     ///   - held: the sum of the amounts of the other sessions the payer holds live locks on.
-    static func checkFunds(balance: Cents, held: Cents, amount: Cents) throws(Problem) {
+    static func checkFunds(balance: Cents, held: Cents, amount: Cents) throws(LedgerError) {
         let (needed, overflow) = held.addingReportingOverflow(amount)
         guard !overflow, balance >= needed else {
             let detail =
@@ -30,7 +30,7 @@ enum LockLimit {
                 ? "balance \(Money.format(balance)) is below \(Money.format(amount))"
                 : "balance \(Money.format(balance)) does not cover \(Money.format(amount)) on top of "
                     + "\(Money.format(held)) in the sessions you hold locked; pay one or let a lock lapse"
-            throw Problem(.insufficientFunds, detail: detail)
+            throw LedgerError(.insufficientFunds, detail: detail)
         }
     }
 }

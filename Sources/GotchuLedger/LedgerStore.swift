@@ -22,12 +22,12 @@ public struct LedgerPolicy: Sendable, Hashable {
     public init() {}
 
     /// Checks an amount against the policy, naming the field in the message.
-    public func validate(amount: Cents, field: String = "amount_cents") throws(Problem) {
+    public func validate(amount: Cents, field: String = "amount_cents") throws(LedgerError) {
         guard amount >= 1 else {
-            throw Problem(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)")
+            throw LedgerError(.invalidAmount, detail: "\(field) must be at least 1 cent, got \(amount)")
         }
         guard amount <= maximumAmount else {
-            throw Problem(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
+            throw LedgerError(.invalidAmount, detail: "\(field) must be at most \(maximumAmount) cents, got \(amount)")
         }
     }
 }
@@ -38,6 +38,12 @@ public struct LedgerUser: Sendable, Hashable {
     public var id: String
     /// The name shown to payers.
     public var displayName: String
+
+    /// A user as read from the database.
+    public init(id: String, displayName: String) {
+        self.id = id
+        self.displayName = displayName
+    }
 }
 
 /// What the idempotency layer decided for a `send` request before running it.
@@ -53,7 +59,7 @@ public enum SendOutcome: Sendable, Hashable {
     /// The payment went through; the payer's balance afterwards.
     case paid(newBalanceCents: Cents)
     /// The payment was refused for a business reason (expired, insufficient funds, …).
-    case refused(Problem)
+    case refused(LedgerError)
 
     /// Whether this outcome is kept under its idempotency key and replayed to a retry with that key.
     ///
@@ -72,9 +78,9 @@ public enum SendOutcome: Sendable, Hashable {
     public var isRecorded: Bool {
         switch self {
         case .paid: return true
-        case .refused(let problem):
-            switch problem.kind {
-            case .sessionAlreadyPaid?, .sessionCancelled?, .sessionExpired?, .ownSession?, .insufficientFunds?:
+        case .refused(let error):
+            switch error.kind {
+            case .sessionAlreadyPaid, .sessionCancelled, .sessionExpired, .ownSession, .insufficientFunds:
                 return true
             default:
                 return false
@@ -98,6 +104,23 @@ public struct LedgerAudit: Sendable, Hashable {
     /// Number of ledger entries.
     public var entryCount: Int
 
+    /// The sums as a backend computed them.
+    public init(
+        totalBalanceCents: Cents,
+        walletsOutOfBalance: [String],
+        negativeWallets: [String],
+        unbalancedTransfers: [String],
+        sessionsPaidTwice: [String],
+        entryCount: Int
+    ) {
+        self.totalBalanceCents = totalBalanceCents
+        self.walletsOutOfBalance = walletsOutOfBalance
+        self.negativeWallets = negativeWallets
+        self.unbalancedTransfers = unbalancedTransfers
+        self.sessionsPaidTwice = sessionsPaidTwice
+        self.entryCount = entryCount
+    }
+
     /// Whether every invariant holds.
     public var isHealthy: Bool {
         totalBalanceCents == 0 && walletsOutOfBalance.isEmpty && negativeWallets.isEmpty
@@ -106,7 +129,7 @@ public struct LedgerAudit: Sendable, Hashable {
 }
 
 /// The storage behind the ledger API. Every method is one atomic step; expiry and lock lapses are judged by the
-/// store's own clock inside the same transaction. Business failures are thrown as ``Problem``s.
+/// store's own clock inside the same transaction. Business failures are thrown as ``LedgerError``s.
 public protocol LedgerStore: Sendable {
     /// The policy this store enforces.
     var policy: LedgerPolicy { get }
@@ -132,7 +155,7 @@ public protocol LedgerStore: Sendable {
     /// With an `idempotencyKey` (scoped to the payee, kept as long as the session) the payee's first session under
     /// that key is answered again instead, whatever its status since, so a retry never makes a second session for
     /// one charge; concurrent creates with one key make one session. The key with another amount is refused (422
-    /// ``ProblemKind/idempotencyKeyReused``).
+    /// ``LedgerError/Kind/idempotencyKeyReused``).
     /// - Returns: the session and whether it is the replay of an earlier create.
     func createSession(
         payeeID: String,
@@ -185,10 +208,19 @@ public protocol LedgerStore: Sendable {
 }
 
 extension LedgerStore {
+    /// Admits and runs a payment in two steps (``sendInTwoSteps(sid:payerID:idempotencyKey:)``).
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
+    }
+
     /// Admits and runs a payment in two steps (``beginSend(sid:payerID:idempotencyKey:)``, then
     /// ``completeSend(sid:payerID:idempotencyKey:)``), replaying a stored outcome when there is one.
     /// - Returns: the outcome and whether it is a replay.
-    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+    public func sendInTwoSteps(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String
+    ) async throws -> (SendOutcome, Bool) {
         switch try await beginSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey) {
         case .replay(let outcome):
             return (outcome, true)

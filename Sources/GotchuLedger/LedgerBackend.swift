@@ -1,0 +1,217 @@
+public import GotchuAPI
+public import GotchuCore
+
+/// The database under a ``LedgerEngine``: transactions and the row reads and writes the engine's rules are made of,
+/// and nothing else. The rules (what is checked, in which order, what is written) live once in the engine; a
+/// backend contributes its SQL dialect, its schema and migrations, and the few places where the databases differ
+/// (row locks, advisory locks, how an interrupted request's idempotency key is recovered).
+public protocol LedgerBackend: Sendable {
+    /// One transaction's access to the database.
+    associatedtype Transaction: LedgerTransaction
+
+    /// How this database keeps a payment's idempotency key in flight.
+    var inFlightKeys: InFlightKeys { get }
+
+    /// Creates the schema or brings it up to date.
+    func migrate() async throws
+
+    /// Runs `body` in a read-write transaction with the store's time read at its start; commits if it returns, rolls
+    /// back and rethrows if it throws. Every row a decision depends on is read through the transaction, with
+    /// `forUpdate` where the rules say so, so each check still holds at commit.
+    func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T
+
+    /// The store's time for a read outside a transaction, in milliseconds since 1970.
+    func now() async throws -> Int64
+
+    /// The user with this id, if any.
+    func user(id: String) async throws -> LedgerUser?
+
+    /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
+    func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
+
+    /// The newest session that was given `eid`, with its payee's name and e-mail address.
+    func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)?
+
+    /// The session with this id, outside a transaction.
+    func session(id: String) async throws -> SessionRow?
+
+    /// Recomputes the invariants from the entries, in one snapshot.
+    func audit() async throws -> LedgerAudit
+
+    /// Checks the database answers.
+    func ping() async throws
+}
+
+/// How a database keeps an admitted payment's idempotency key in flight, and so how a key left by a request that
+/// died is recovered.
+public enum InFlightKeys: Sendable, Hashable {
+    /// Committed as an `IN_FLIGHT` row between admission and completion, and released when the store starts: the
+    /// database is one process's, so a key in flight at start belongs to a process that is gone.
+    case committedReleasedAtStart
+    /// Never committed in flight: admission, payment and outcome commit together, and "in flight" is a lock that
+    /// lives as long as the transaction (``LedgerTransaction/claimKey(userID:key:)``), dropped by the database when
+    /// its connection dies. For databases several servers share, where none may release another's keys.
+    case heldByTransaction
+}
+
+/// One transaction's primitives. Times are the transaction's ``now``.
+public protocol LedgerTransaction {
+    /// The store's time at the start of the transaction, in milliseconds since 1970.
+    var now: Int64 { get }
+
+    // MARK: Users and wallets
+
+    /// The user with this (normalized) e-mail address, if any.
+    func user(email: String) async throws -> LedgerUser?
+
+    /// Inserts a user; `false` if the address is taken (a concurrent first login won).
+    func insert(user: LedgerUser, email: String) async throws -> Bool
+
+    /// Inserts a user's empty wallet.
+    func insertWallet(id: String, userID: String) async throws
+
+    /// The user's wallet, unlocked.
+    func wallet(userID: String) async throws -> WalletRow?
+
+    /// The system accounts with these ids and the wallets of these users, locked until the transaction ends, in id
+    /// order (the one lock order of wallets).
+    func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow]
+
+    /// Sets the balances of the wallets of a transfer.
+    func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws
+
+    /// Inserts the entries of one transfer.
+    func insert(entries: [EntryRow]) async throws
+
+    // MARK: Sessions
+
+    /// The session with this id, locked until the transaction ends when `forUpdate`.
+    func session(id: String, forUpdate: Bool) async throws -> SessionRow?
+
+    /// The payee's session made under the create key `key`, with the EID it was first given.
+    func keyedSession(payeeID: String, key: String) async throws -> KeyedSession?
+
+    /// Serializes the allocation of `eid` with every other transaction allocating it (no-op where the database has
+    /// one writer).
+    func lockEID(_ eid: EID) async throws
+
+    /// Whether a live session advertises `eid` at ``now``.
+    func isLive(eid: EID) async throws -> Bool
+
+    /// Inserts a session advertising from ``now``; `false` if the payee's create key is taken.
+    func insert(session: SessionRow, createKey: String?) async throws -> Bool
+
+    /// Records that the session advertises `eid` from ``now``.
+    func insert(eid: EID, sessionID: String) async throws
+
+    /// Serializes one payer's locks, so two at once cannot both see room under the cap (no-op where the database has
+    /// one writer).
+    func lockPayer(_ payerID: String) async throws
+
+    /// How many other sessions the payer holds live locks on at ``now``, and their sum.
+    func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents)
+
+    /// Writes a change of a session's state.
+    func update(session sid: String, _ change: SessionChange) async throws
+
+    // MARK: Idempotency keys
+
+    /// Takes the transaction-scoped lock on a key (``InFlightKeys/heldByTransaction``) without waiting; `false`
+    /// if another transaction holds it.
+    func claimKey(userID: String, key: String) async throws -> Bool
+
+    /// The key's row, locked until the transaction ends where the database locks rows.
+    func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord?
+
+    /// Inserts the key in flight for `sid`; `false` if it exists (a concurrent first use won).
+    func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool
+
+    /// Marks an abandoned key's request as running again from ``now``.
+    func touch(userID: String, key: String) async throws
+
+    /// Deletes the key; only while in flight when `inFlightOnly`.
+    func delete(userID: String, key: String, inFlightOnly: Bool) async throws
+
+    /// Deletes every key in flight.
+    func deleteKeysInFlight() async throws
+
+    /// Writes the key's outcome, inserting the row if it was released meanwhile.
+    func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws
+
+    /// Deletes keys created before `time`; returns how many.
+    func deleteKeys(createdBefore time: Int64) async throws -> Int
+}
+
+/// The ledger's system accounts, which every schema creates.
+public enum LedgerAccounts {
+    /// The system account money enters from when `/dev/fund` credits a wallet; it alone may go below zero, so the
+    /// sum over all accounts stays zero.
+    public static let fundingWalletID = "system:funding"
+}
+
+/// A wallet named by its owner, or a system account by its id.
+public enum WalletOwner: Sendable, Hashable {
+    case user(String)
+    case account(String)
+
+    /// The account ids and user ids of `owners`, as ``LedgerTransaction/walletsForUpdate(accountIDs:userIDs:)``
+    /// takes them.
+    static func split(_ owners: [WalletOwner]) -> (accountIDs: [String], userIDs: [String]) {
+        var accountIDs: [String] = []
+        var userIDs: [String] = []
+        for owner in owners {
+            switch owner {
+            case .user(let user): userIDs.append(user)
+            case .account(let account): accountIDs.append(account)
+            }
+        }
+        return (accountIDs, userIDs)
+    }
+
+    func owns(_ wallet: WalletRow) -> Bool {
+        switch self {
+        case .user(let user): wallet.userID == user
+        case .account(let account): wallet.id == account
+        }
+    }
+}
+
+/// A `wallet_accounts` row.
+public struct WalletRow: Sendable, Hashable {
+    public var id: String
+    public var userID: String?
+    public var balance: Cents
+    public var kind: WalletKind
+
+    public init(id: String, userID: String?, balance: Cents, kind: WalletKind) {
+        self.id = id
+        self.userID = userID
+        self.balance = balance
+        self.kind = kind
+    }
+}
+
+/// A `ledger_entries` row to insert: one side of a transfer.
+public struct EntryRow: Sendable, Hashable {
+    public var id: String
+    public var transferID: String
+    public var walletID: String
+    public var direction: EntryDirection
+    public var amount: Cents
+    public var type: String
+    public var refType: String
+    public var refID: String
+}
+
+/// A change of a session's stored state.
+public enum SessionChange: Sendable, Hashable {
+    /// Locked by `payerID` until `until`.
+    case lock(payerID: String, until: Int64)
+    /// The lock released at ``LedgerTransaction/now``; the holder stays in `locked_by`, so a retried unlock is still
+    /// told apart from a stranger's.
+    case unlock
+    /// Paid by `payerID` at ``LedgerTransaction/now``.
+    case paid(payerID: String)
+    /// Cancelled by the payee at ``LedgerTransaction/now``.
+    case cancelled
+}

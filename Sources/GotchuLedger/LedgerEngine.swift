@@ -1,0 +1,412 @@
+import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+/// The ledger's operations, each written once: what is read, what is checked in which order, and what is written,
+/// over a ``LedgerBackend`` that supplies the database primitives. ``SQLiteLedgerStore`` and
+/// ``PostgresLedgerStore`` are this engine over their backends.
+///
+/// Every mutation is one backend transaction; expiry and lock lapses are judged by the transaction's time. Rows a
+/// decision depends on are read `forUpdate` in one global order (idempotency key, session, wallets by id), so on a
+/// database with row locks each check holds at commit and no two transactions wait on each other in a cycle.
+public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
+    public let policy: LedgerPolicy
+    /// The database primitives.
+    public let backend: Backend
+
+    /// The engine over `backend`, enforcing `policy`.
+    public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
+        self.backend = backend
+        self.policy = policy
+    }
+
+    public func migrate() async throws {
+        try await backend.migrate()
+        if backend.inFlightKeys == .committedReleasedAtStart {
+            try await releaseInterruptedSends()
+        }
+    }
+
+    /// Releases every key still in flight when the store opens. The database is one process's: a key in flight now
+    /// belongs to a request of a process that is gone (killed mid-payment), and since a payment's transfer commits
+    /// in the same transaction as its key's outcome, a key without an outcome is provably not applied. Releasing it
+    /// lets a retry with the same key run the payment at once, instead of after the in-flight timeout, by when the
+    /// payer's lock has usually lapsed. (Should a second process share the database after all, a key released under
+    /// a request still running costs nothing: ``completeSend(sid:payerID:idempotencyKey:)`` writes its outcome even
+    /// when the row is gone, and a session is paid at most once.)
+    private func releaseInterruptedSends() async throws {
+        try await backend.transaction { transaction in try await transaction.deleteKeysInFlight() }
+    }
+
+    // MARK: Users and wallets
+
+    public func login(email: String) async throws -> LedgerUser {
+        let (normalized, displayName) = try LedgerUser.normalize(email: email)
+        return try await backend.transaction { transaction in
+            // Two first logins with one address race on the unique e-mail: the loser reads the winner's row.
+            for _ in 0..<2 {
+                if let user = try await transaction.user(email: normalized) { return user }
+                let user = LedgerUser(id: Self.newID(), displayName: displayName)
+                guard try await transaction.insert(user: user, email: normalized) else { continue }
+                try await transaction.insertWallet(id: Self.newID(), userID: user.id)
+                return user
+            }
+            throw LedgerError(.unavailable, detail: "could not create the user; try again")
+        }
+    }
+
+    public func user(id: String) async throws -> LedgerUser? {
+        try await backend.user(id: id)
+    }
+
+    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse {
+        guard let wallet = try await backend.wallet(userID: userID, recentLimit: recentLimit) else {
+            throw Self.unknownUser
+        }
+        return wallet
+    }
+
+    public func fund(userID: String, amountCents: Cents) async throws -> Cents {
+        try policy.validate(amount: amountCents)
+        return try await backend.transaction { transaction in
+            try await Self.transfer(
+                transaction,
+                from: .account(LedgerAccounts.fundingWalletID),
+                to: .user(userID),
+                amount: amountCents,
+                kinds: ("DEV_FUND_OUT", "DEV_FUND"),
+                reference: ("funding", Self.newID())
+            ).to
+        }
+    }
+
+    // MARK: Sessions
+
+    public func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String?
+    ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
+        try policy.validate(amount: amountCents)
+        let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
+        return try await backend.transaction { transaction in
+            guard try await transaction.wallet(userID: payeeID) != nil else { throw Self.unknownUser }
+            if let idempotencyKey,
+                let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
+            {
+                return (try earlier.replay(amountCents: amountCents), true)
+            }
+            let session = SessionRow(
+                id: Self.newID(),
+                payeeID: payeeID,
+                amount: amountCents,
+                storedStatus: .advertising,
+                expiresAt: transaction.now + lifetime
+            )
+            // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
+            for _ in 0..<16 {
+                let eid = EID.random()
+                // Two servers drawing the same EID at once: the lock makes the second see the first's session.
+                try await transaction.lockEID(eid)
+                if try await transaction.isLive(eid: eid) { continue }
+                // A concurrent create with the same key waits on the unique key until the other commits (then
+                // inserts nothing) or rolls back (then inserts). Nothing after this takes another lock, so the wait
+                // cannot close a cycle.
+                guard try await transaction.insert(session: session, createKey: idempotencyKey) else {
+                    // The winner's committed row is visible to the next statement.
+                    guard let idempotencyKey,
+                        let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
+                    else {
+                        throw LedgerError(.unavailable, detail: "could not create the session; try again")
+                    }
+                    return (try earlier.replay(amountCents: amountCents), true)
+                }
+                try await transaction.insert(eid: eid, sessionID: session.id)
+                let response = CreateSessionResponse(
+                    sid: session.id,
+                    eid: eid,
+                    expiresAt: LedgerTime.date(session.expiresAt)
+                )
+                return (response, false)
+            }
+            throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
+        }
+    }
+
+    public func resolve(eid: EID) async throws -> ResolveResponse {
+        let now = try await backend.now()
+        guard let found = try await backend.session(eid: eid) else {
+            throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
+        }
+        try found.session.requireLive(now: now)
+        return ResolveResponse(
+            sid: found.session.id,
+            amountCents: found.session.amount,
+            payeeDisplay: PayeeDisplay(name: found.payeeName, domain: LedgerUser.domain(ofEmail: found.payeeEmail))
+        )
+    }
+
+    public func lock(sid: String, payerID: String) async throws {
+        let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
+        let maximumLocks = policy.maximumLocksPerPayer
+        try await backend.transaction { transaction in
+            try await transaction.lockPayer(payerID)
+            let session = try await Self.session(sid, forUpdate: true, transaction)
+            try session.requireLockable(by: payerID, now: transaction.now)
+            let held = try await transaction.locksHeld(by: payerID, excluding: sid)
+            try LockLimit.check(held: held.count, maximum: maximumLocks)
+            guard let wallet = try await transaction.wallet(userID: payerID) else { throw Self.unknownUser }
+            try LockLimit.checkFunds(balance: wallet.balance, held: held.amount, amount: session.amount)
+            let until = min(transaction.now + lockLifetime, session.expiresAt)
+            try await transaction.update(session: sid, .lock(payerID: payerID, until: until))
+        }
+    }
+
+    public func unlock(sid: String, payerID: String) async throws {
+        try await backend.transaction { transaction in
+            let session = try await Self.session(sid, forUpdate: true, transaction)
+            guard try session.requireUnlockable(by: payerID, now: transaction.now) else { return }
+            try await transaction.update(session: sid, .unlock)
+        }
+    }
+
+    public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
+        let now = try await backend.now()
+        guard let session = try await backend.session(id: sid) else { throw Self.noSession(sid) }
+        let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
+        guard viewers.contains(viewerID) else {
+            throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
+        }
+        return session.response(now: now)
+    }
+
+    public func cancel(sid: String, payeeID: String) async throws {
+        try await backend.transaction { transaction in
+            let session = try await Self.session(sid, forUpdate: true, transaction)
+            guard session.payeeID == payeeID else {
+                throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
+            }
+            if session.status(now: transaction.now) == .cancelled { return }
+            try session.requireLive(now: transaction.now)
+            try await transaction.update(session: sid, .cancelled)
+        }
+    }
+
+    // MARK: Payments
+
+    /// Admits and runs a payment, replaying a stored outcome when there is one.
+    ///
+    /// Where keys are held in flight by the transaction (``InFlightKeys/heldByTransaction``), no key is ever
+    /// committed in flight: the admission, the transfer and the outcome commit together, and "in flight" is the
+    /// transaction's lock on the key. A second request with the key while the first runs fails to take that lock
+    /// and is told `idempotency-in-flight`. If the server dies mid-payment, the database rolls its transaction back
+    /// and drops the lock as soon as the connection closes, so a retry on any server runs the payment at once, while
+    /// the payer's lock still holds. (The alternatives are weaker: keeping the session's lock alive while a key is in
+    /// flight still leaves the retry waiting out the in-flight timeout, and recording which server owns a key needs
+    /// a way to tell a dead server from a slow one, which the database already has for its own connections.) Keys
+    /// committed in flight by ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        guard backend.inFlightKeys == .heldByTransaction else {
+            return try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
+        }
+        let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
+        return try await backend.transaction { transaction in
+            guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
+            let admission = try await Self.admit(
+                sid: sid,
+                payerID: payerID,
+                idempotencyKey: idempotencyKey,
+                inFlightTimeout: inFlightTimeout,
+                transaction
+            )
+            if case .replay(let outcome) = admission { return (outcome, true) }
+            return (
+                try await Self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction), false
+            )
+        }
+    }
+
+    public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
+        let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
+        return try await backend.transaction { transaction in
+            try await Self.admit(
+                sid: sid,
+                payerID: payerID,
+                idempotencyKey: idempotencyKey,
+                inFlightTimeout: inFlightTimeout,
+                transaction
+            )
+        }
+    }
+
+    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
+        try await backend.transaction { transaction in
+            try await Self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction)
+        }
+    }
+
+    public func abandonSend(payerID: String, idempotencyKey: String) async throws {
+        try await backend.transaction { transaction in
+            try await transaction.delete(userID: payerID, key: idempotencyKey, inFlightOnly: true)
+        }
+    }
+
+    /// The admission of a key inside the caller's transaction: a replay, a refusal, or the go-ahead with the key's
+    /// row written in flight (and locked until the transaction ends).
+    private static func admit(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        inFlightTimeout: Int64,
+        _ transaction: Backend.Transaction
+    ) async throws -> SendAdmission {
+        var existing = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)
+        if existing == nil {
+            // Refused before it starts: no key is kept for a session that does not exist (sessions are never
+            // deleted, so this cannot change before the insert).
+            _ = try await session(sid, forUpdate: false, transaction)
+            // A concurrent first use of the same key waits on the primary key until the other commits.
+            if try await transaction.insertInFlight(userID: payerID, key: idempotencyKey, sid: sid) { return .proceed }
+            existing = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)
+        }
+        guard let record = existing else { throw inFlight }
+        if let admission = try record.admission(sid: sid, now: transaction.now, inFlightTimeout: inFlightTimeout) {
+            return admission
+        }
+        try await transaction.touch(userID: payerID, key: idempotencyKey)
+        return .proceed
+    }
+
+    /// The payment of an admitted key inside the caller's transaction, and its outcome written with the key (or the
+    /// key released, for an outcome not to replay).
+    private static func complete(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        _ transaction: Backend.Transaction
+    ) async throws -> SendOutcome {
+        // Another server that took the key over after the in-flight timeout may have finished it first; reading
+        // the key locked serializes the two.
+        if let outcome = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)?.outcome {
+            return outcome
+        }
+        let outcome: SendOutcome
+        do {
+            outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, transaction))
+        } catch let refusal as LedgerError {
+            outcome = .refused(refusal)
+        }
+        guard outcome.isRecorded else {
+            try await transaction.delete(userID: payerID, key: idempotencyKey, inFlightOnly: false)
+            return outcome
+        }
+        // An upsert: the row may have been released meanwhile; what this transaction did is recorded either way.
+        try await transaction.record(outcome: outcome, userID: payerID, key: idempotencyKey, sid: sid)
+        return outcome
+    }
+
+    /// The payment itself, inside the caller's transaction. Throws a ``LedgerError`` for every business refusal.
+    private static func pay(sid: String, payerID: String, _ transaction: Backend.Transaction) async throws -> Cents {
+        let session = try await session(sid, forUpdate: true, transaction)
+        try session.requirePayable(by: payerID, now: transaction.now)
+        let balances = try await transfer(
+            transaction,
+            from: .user(payerID),
+            to: .user(session.payeeID),
+            amount: session.amount,
+            kinds: ("SEND_P2P", "RECEIVE_P2P"),
+            reference: ("session", sid)
+        )
+        try await transaction.update(session: sid, .paid(payerID: payerID))
+        return balances.from
+    }
+
+    /// Moves `amount` between two wallets: both locked in id order, balances checked and computed here with
+    /// overflow detection, one DEBIT and one CREDIT written.
+    private static func transfer(
+        _ transaction: Backend.Transaction,
+        from: WalletOwner,
+        to: WalletOwner,
+        amount: Cents,
+        kinds: (debit: String, credit: String),
+        reference: (type: String, id: String)
+    ) async throws -> (from: Cents, to: Cents) {
+        let (accountIDs, userIDs) = WalletOwner.split([from, to])
+        let wallets = try await transaction.walletsForUpdate(accountIDs: accountIDs, userIDs: userIDs)
+        guard let source = wallets.first(where: from.owns), let target = wallets.first(where: to.owns) else {
+            throw unknownUser
+        }
+        guard source.id != target.id else {
+            throw LedgerError(.inconsistent, detail: "transfer between identical wallets")
+        }
+        if source.kind != .system {
+            try LockLimit.checkFunds(balance: source.balance, held: 0, amount: amount)
+        }
+        let (newSource, sourceOverflow) = source.balance.subtractingReportingOverflow(amount)
+        let (newTarget, targetOverflow) = target.balance.addingReportingOverflow(amount)
+        guard !sourceOverflow, !targetOverflow else {
+            throw LedgerError(.invalidAmount, detail: "the resulting balance would overflow")
+        }
+        try await transaction.setBalances([(source.id, newSource), (target.id, newTarget)])
+        let transferID = newID()
+        try await transaction.insert(entries: [
+            EntryRow(
+                id: newID(),
+                transferID: transferID,
+                walletID: source.id,
+                direction: .debit,
+                amount: amount,
+                type: kinds.debit,
+                refType: reference.type,
+                refID: reference.id
+            ),
+            EntryRow(
+                id: newID(),
+                transferID: transferID,
+                walletID: target.id,
+                direction: .credit,
+                amount: amount,
+                type: kinds.credit,
+                refType: reference.type,
+                refID: reference.id
+            ),
+        ])
+        return (newSource, newTarget)
+    }
+
+    // MARK: Maintenance
+
+    public func pruneIdempotencyKeys() async throws -> Int {
+        let retention = LedgerTime.milliseconds(policy.idempotencyRetention)
+        return try await backend.transaction { transaction in
+            try await transaction.deleteKeys(createdBefore: transaction.now - retention)
+        }
+    }
+
+    public func audit() async throws -> LedgerAudit { try await backend.audit() }
+
+    public func ping() async throws { try await backend.ping() }
+
+    // MARK: Internals
+
+    private static func session(
+        _ sid: String,
+        forUpdate: Bool,
+        _ transaction: Backend.Transaction
+    ) async throws -> SessionRow {
+        guard let session = try await transaction.session(id: sid, forUpdate: forUpdate) else { throw noSession(sid) }
+        return session
+    }
+
+    private static func noSession(_ sid: String) -> LedgerError {
+        LedgerError(.sessionNotFound, detail: "no session \(sid)")
+    }
+
+    private static var unknownUser: LedgerError { LedgerError(.unknownUser, detail: "unknown user; log in again") }
+
+    private static var inFlight: LedgerError {
+        LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
+    }
+
+    static func newID() -> String { UUID().uuidString.lowercased() }
+}

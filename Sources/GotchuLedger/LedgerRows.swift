@@ -1,0 +1,295 @@
+package import Foundation
+import GotchuAPI
+public import GotchuCore
+
+/// Times in the stores: milliseconds since 1970 on the store's clock.
+package enum LedgerTime {
+    package static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    package static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    package static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+}
+
+extension LedgerUser {
+    /// The domain of a stored address, for ``PayeeDisplay/domain``; `nil` if it has no `@`.
+    static func domain(ofEmail email: String) -> String? {
+        guard let at = email.unicodeScalars.lastIndex(of: "@") else { return nil }
+        let domain = String(email.unicodeScalars[email.unicodeScalars.index(after: at)...])
+        return domain.isEmpty ? nil : domain
+    }
+
+    /// The e-mail address as stored (trimmed, lowercased) and the display name taken from it.
+    static func normalize(email: String) throws(LedgerError) -> (email: String, displayName: String) {
+        let normalized = email.trimmingCharacters(in: .whitespaces).lowercased()
+        // Unicode scalars, not characters: "@" followed by a combining mark or an emoji modifier is one character.
+        let scalars = normalized.unicodeScalars
+        let parts = scalars.split(separator: "@", omittingEmptySubsequences: false)
+        guard
+            scalars.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
+            // White space as Unicode has it, plus the byte-order mark, which JSON Schema's \s counts too.
+            !scalars.contains(where: { $0.properties.isWhitespace || $0 == "\u{FEFF}" })
+        else {
+            throw LedgerError(.invalidInput, detail: "email must look like name@example.com")
+        }
+        return (normalized, String(parts[0]))
+    }
+}
+
+/// A session's status as stored (`payment_sessions.status`). Expiry is not stored: it is judged from `exp_at` at the
+/// time of asking, as is the lapse of a lock.
+public enum StoredSessionStatus: String, CaseIterable, Sendable {
+    /// Made, not yet advertised (not written by this version).
+    case created = "CREATED"
+    /// Waiting for a payer.
+    case advertising = "ADVERTISING"
+    /// Locked by a payer, until `lock_exp_at`.
+    case locked = "LOCKED"
+    /// Paid.
+    case paid = "PAID"
+    /// Cancelled by the payee.
+    case cancelled = "CANCELLED"
+
+    /// The stored statuses of a session that may still be paid (unless it expired).
+    public static let live: [StoredSessionStatus] = [.advertising, .locked]
+
+    /// A status read from the database; a value no version writes is refused rather than guessed at.
+    public init(stored: String) throws(LedgerError) {
+        guard let status = Self(rawValue: stored) else {
+            throw LedgerError(.inconsistent, detail: "a session has the unknown status \(stored)")
+        }
+        self = status
+    }
+}
+
+/// Who owns a wallet (`wallet_accounts.kind`): a user, or the system (the funding account, which alone may go below
+/// zero).
+public enum WalletKind: String, Sendable, Hashable {
+    /// A user's wallet, never below zero.
+    case user = "USER"
+    /// A system account.
+    case system = "SYSTEM"
+}
+
+/// Where an idempotency key's request stands (`idempotency_keys.state`).
+public enum IdempotencyState: String, Sendable {
+    /// Admitted, not finished: no outcome yet.
+    case inFlight = "IN_FLIGHT"
+    /// Finished: the outcome is stored with the key.
+    case done = "DONE"
+}
+
+/// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
+public struct SessionRow: Sendable, Hashable {
+    public var id: String
+    public var payeeID: String
+    public var amount: Cents
+    public var storedStatus: StoredSessionStatus
+    public var expiresAt: Int64
+    public var lockedBy: String?
+    public var lockExpiresAt: Int64?
+    public var paidBy: String?
+    public var paidAt: Int64?
+
+    /// A row as read from the database (or about to be inserted: no lock, unpaid).
+    public init(
+        id: String,
+        payeeID: String,
+        amount: Cents,
+        storedStatus: StoredSessionStatus,
+        expiresAt: Int64,
+        lockedBy: String? = nil,
+        lockExpiresAt: Int64? = nil,
+        paidBy: String? = nil,
+        paidAt: Int64? = nil
+    ) {
+        self.id = id
+        self.payeeID = payeeID
+        self.amount = amount
+        self.storedStatus = storedStatus
+        self.expiresAt = expiresAt
+        self.lockedBy = lockedBy
+        self.lockExpiresAt = lockExpiresAt
+        self.paidBy = paidBy
+        self.paidAt = paidAt
+    }
+
+    /// The status at `now`: expiry and lock lapses are computed, not stored.
+    func status(now: Int64) -> SessionStatus {
+        switch storedStatus {
+        case .paid: return .paid
+        case .cancelled: return .cancelled
+        case .created, .advertising, .locked:
+            if now >= expiresAt { return .expired }
+            return liveLockHolder(now: now) == nil ? .advertising : .locked
+        }
+    }
+
+    /// Who holds a lock that has not lapsed, if anyone.
+    func liveLockHolder(now: Int64) -> String? {
+        guard storedStatus == .locked, let lockedBy, let lockExpiresAt, now < lockExpiresAt, now < expiresAt else {
+            return nil
+        }
+        return lockedBy
+    }
+
+    /// Throws the matching problem unless the session can still be paid.
+    func requireLive(now: Int64) throws(LedgerError) {
+        switch status(now: now) {
+        case .paid: throw LedgerError(.sessionAlreadyPaid, detail: "this session has already been paid")
+        case .cancelled: throw LedgerError(.sessionCancelled, detail: "the payee cancelled this session")
+        case .expired: throw LedgerError(.sessionExpired, detail: "this session has expired; ask for a new one")
+        case .created, .advertising, .locked: return
+        }
+    }
+
+    /// The refusal of a payment by `payerID` at `now`, if any: the checks and their order are the same in every
+    /// store.
+    func requirePayable(by payerID: String, now: Int64) throws(LedgerError) {
+        guard payeeID != payerID else { throw LedgerError(.ownSession, detail: "you cannot pay your own session") }
+        if status(now: now) == .paid {
+            throw LedgerError(.sessionAlreadyPaid, detail: "this session has already been paid")
+        }
+        try requireLive(now: now)
+        switch liveLockHolder(now: now) {
+        case payerID?: break
+        case nil: throw LedgerError(.lockRequired, detail: "lock the session first (or again: your lock lapsed)")
+        case _?: throw LedgerError(.sessionLocked, detail: "another payer holds this session")
+        }
+    }
+
+    /// Whether `payerID` may release the session's lock at `now`: `true` when it holds a live lock (the caller then
+    /// releases it), `false` when no lock is left to release and `payerID` was its last holder or paid the session,
+    /// so a retried unlock answers ok without writing. Anyone else is refused; a live lock of another payer is
+    /// left alone.
+    func requireUnlockable(by payerID: String, now: Int64) throws(LedgerError) -> Bool {
+        switch liveLockHolder(now: now) {
+        case payerID?:
+            return true
+        case _?:
+            throw LedgerError(.sessionLocked, detail: "another payer holds this session")
+        case nil:
+            guard lockedBy == payerID || paidBy == payerID else {
+                throw LedgerError(.forbidden, detail: "only the payer that locked this session can unlock it")
+            }
+            return false
+        }
+    }
+
+    /// The refusal of a lock by `payerID` at `now` (before the funds check), if any.
+    func requireLockable(by payerID: String, now: Int64) throws(LedgerError) {
+        guard payeeID != payerID else { throw LedgerError(.ownSession, detail: "you cannot lock your own session") }
+        try requireLive(now: now)
+        if let holder = liveLockHolder(now: now), holder != payerID {
+            throw LedgerError(.sessionLocked, detail: "another payer holds this session; try again shortly")
+        }
+    }
+
+    func response(now: Int64) -> SessionStatusResponse {
+        SessionStatusResponse(
+            sid: id,
+            status: status(now: now),
+            amountCents: amount,
+            expiresAt: LedgerTime.date(expiresAt),
+            paidAt: paidAt.map(LedgerTime.date)
+        )
+    }
+}
+
+/// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
+/// the EID it was first given.
+public struct KeyedSession: Sendable, Hashable {
+    public var sid: String
+    public var eid: String
+    public var amount: Cents
+    public var expiresAt: Int64
+
+    /// A row as read from the database.
+    public init(sid: String, eid: String, amount: Cents, expiresAt: Int64) {
+        self.sid = sid
+        self.eid = eid
+        self.amount = amount
+        self.expiresAt = expiresAt
+    }
+
+    /// The first answer again for a retry of the same request; the key names one charge, so another amount is
+    /// refused.
+    func replay(amountCents requested: Cents) throws(LedgerError) -> CreateSessionResponse {
+        guard amount == requested else {
+            throw LedgerError(
+                .idempotencyKeyReused,
+                detail: "this Idempotency-Key was first used for a session of \(amount) cents; use a new key"
+            )
+        }
+        guard let eid = EID(rawValue: eid) else {
+            throw LedgerError(.inconsistent, detail: "session \(sid) has a malformed EID")
+        }
+        return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+    }
+}
+
+/// An `idempotency_keys` row.
+public struct IdempotencyRecord: Sendable, Hashable {
+    public var sid: String
+    public var updatedAt: Int64
+    public var outcome: SendOutcome?
+
+    /// A row as read from the database.
+    public init(
+        sid: String,
+        state: String,
+        updatedAt: Int64,
+        balance: Int64?,
+        refusalKind: String?,
+        refusalDetail: String?
+    ) {
+        self.sid = sid
+        self.updatedAt = updatedAt
+        if IdempotencyState(rawValue: state) == .done {
+            if let balance {
+                self.outcome = .paid(newBalanceCents: balance)
+            } else {
+                self.outcome = .refused(Self.refusal(kind: refusalKind, detail: refusalDetail))
+            }
+        }
+    }
+
+    /// A stored refusal read back. The kind is stored by its raw value (``LedgerError/Kind``); one this version does
+    /// not know was written by a newer one, and is replayed as what it says rather than as a success.
+    static func refusal(kind: String?, detail: String?) -> LedgerError {
+        guard let kind, let known = LedgerError.Kind(rawValue: kind) else {
+            return LedgerError(.inconsistent, detail: detail ?? "a refusal of an unknown kind (\(kind ?? "none"))")
+        }
+        return LedgerError(known, detail: detail ?? "")
+    }
+
+    /// The columns an outcome is stored in: the new balance, or the refusal's kind and detail.
+    public static func columns(
+        for outcome: SendOutcome
+    ) -> (balance: Int64?, refusalKind: String?, refusalDetail: String?) {
+        switch outcome {
+        case .paid(let balance): return (balance, nil, nil)
+        case .refused(let error): return (nil, error.kind.rawValue, error.detail)
+        }
+    }
+
+    /// What ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)`` decides for an existing key at `now`; `nil`
+    /// means the key was abandoned and the request may run again (the caller then refreshes `updated_at`).
+    func admission(sid requested: String, now: Int64, inFlightTimeout: Int64) throws(LedgerError) -> SendAdmission? {
+        guard sid == requested else {
+            throw LedgerError(
+                .idempotencyKeyReused,
+                detail: "this Idempotency-Key was first used for another session; use a new key"
+            )
+        }
+        if let outcome { return .replay(outcome) }
+        guard now - updatedAt >= inFlightTimeout else {
+            throw LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,597 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+public import GotchuLedger
+public import Logging
+public import PostgresNIO
+
+/// The ledger store on PostgreSQL, for one or more servers sharing a database: the ``LedgerEngine`` over a
+/// ``PostgresLedgerBackend``.
+public typealias PostgresLedgerStore = LedgerEngine<PostgresLedgerBackend>
+
+extension LedgerEngine where Backend == PostgresLedgerBackend {
+    /// The connection pool; it must be running while the store is used (it is a `Service`).
+    public var client: PostgresClient { backend.client }
+
+    /// A store over the database at `url`.
+    /// - Parameters:
+    ///   - clock: replaces the database clock (tests); `nil` judges time by `clock_timestamp()` on the server.
+    ///   - maximumConnections: the pool's size.
+    public init(
+        url: PostgresURL,
+        policy: LedgerPolicy = LedgerPolicy(),
+        clock: (@Sendable () -> Date)? = nil,
+        maximumConnections: Int = 20,
+        logger: Logger
+    ) {
+        var configuration = url.configuration
+        configuration.options.maximumConnections = maximumConnections
+        self.init(
+            client: PostgresClient(configuration: configuration, backgroundLogger: logger),
+            policy: policy,
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    /// A store over an existing client, which the caller runs.
+    public init(
+        client: PostgresClient,
+        policy: LedgerPolicy = LedgerPolicy(),
+        clock: (@Sendable () -> Date)? = nil,
+        logger: Logger
+    ) {
+        self.init(backend: PostgresLedgerBackend(client: client, clock: clock, logger: logger), policy: policy)
+    }
+}
+
+/// PostgreSQL through postgres-nio, as a ``LedgerBackend``.
+///
+/// **Concurrency.** Transactions run at READ COMMITTED and take explicit row locks (`SELECT … FOR UPDATE`) on every
+/// row a decision depends on, in the engine's one order: the idempotency key (its advisory lock, taken without
+/// waiting, then its row), then the session, then the wallets sorted by id (one statement with
+/// `ORDER BY id FOR UPDATE`: PostgreSQL sorts before it locks). A locked row is read in its latest committed version
+/// and cannot change until we commit, so each check holds at commit; with one global lock order no two
+/// transactions can wait on each other in a cycle, so deadlocks cannot arise. New rows are guarded by unique keys
+/// (users' e-mail, idempotency keys, a payee's session create keys) or, for EIDs unique among live sessions, by a
+/// transaction-scoped advisory lock on the EID. SERIALIZABLE would also be correct, but every hot session would then
+/// cost aborted and retried transactions; locks make the losers wait a few milliseconds instead. As a safeguard, a
+/// transaction that fails with a deadlock or a serialization failure anyway is run again (up to five times) rather
+/// than surfacing as a server error.
+///
+/// **Clock.** Expiry and lock lapses are judged inside the transaction at a time read at its start. By default that
+/// is the database's `clock_timestamp()`: one clock for every server on the database, so replicas with skewed clocks
+/// still agree on when a session expired. An injected clock replaces it (its value is read at the start of each
+/// transaction and passed as a parameter); tests use that to move time by hand.
+///
+/// The backend keeps no state of its own: idempotency, locks and expiry live in the database, so several servers on
+/// one database behave as one; keys are held in flight by the transaction (``InFlightKeys/heldByTransaction``).
+public struct PostgresLedgerBackend: LedgerBackend {
+    public var inFlightKeys: InFlightKeys { .heldByTransaction }
+    /// The connection pool; it must be running while the backend is used.
+    public let client: PostgresClient
+    private let clock: (@Sendable () -> Date)?
+    private let logger: Logger
+
+    /// How many times a transaction that failed with a deadlock or serialization failure is run again.
+    static let retryLimit = 5
+
+    /// A backend over `client`, with `clock` replacing the database clock when given.
+    public init(client: PostgresClient, clock: (@Sendable () -> Date)?, logger: Logger) {
+        self.client = client
+        self.clock = clock
+        self.logger = logger
+    }
+
+    public func migrate() async throws {
+        try await transaction { transaction in
+            let connection = transaction.connection
+            try await connection.execute("SELECT pg_advisory_xact_lock(\(PostgresLedgerSchema.migrationLockKey))")
+            try await connection.execute(
+                "CREATE TABLE IF NOT EXISTS gotchu_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
+            )
+            let applied = Set(
+                try await connection.rows("SELECT name FROM gotchu_migrations").map { try $0.decode(String.self) }
+            )
+            for migration in PostgresLedgerSchema.migrations where !applied.contains(migration.name) {
+                for statement in migration.statements {
+                    try await connection.execute(PostgresQuery(unsafeSQL: statement))
+                }
+                try await connection.execute(
+                    "INSERT INTO gotchu_migrations (name, applied_at) VALUES (\(migration.name), now())"
+                )
+            }
+        }
+    }
+
+    /// Runs `body` in a transaction with the store's time read at its start; commits if it returns, rolls back and
+    /// rethrows the original error if it throws.
+    public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        try await transaction(isolation: "READ COMMITTED") { connection in
+            try await body(Transaction(connection: connection, now: try await now(connection.connection)))
+        }
+    }
+
+    /// Runs `body` in a transaction at `isolation`, run again on a deadlock or serialization failure.
+    private func transaction<T: Sendable>(
+        isolation: String,
+        _ body: (Connection) async throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await client.withConnection { connection in
+                    let connection = Connection(connection: connection, logger: logger)
+                    try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
+                    do {
+                        let result = try await body(connection)
+                        try await connection.execute("COMMIT")
+                        return result
+                    } catch {
+                        // A failed ROLLBACK means the connection is broken; the pool discards it.
+                        _ = try? await connection.execute("ROLLBACK")
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where Self.isTransient(error) && attempt < Self.retryLimit {
+                attempt += 1
+                logger.debug("retrying transaction", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
+            }
+        }
+    }
+
+    /// Deadlock detected or serialization failure: the transaction was rolled back and may run again.
+    static func isTransient(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+
+    /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
+    private func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await body(Connection(connection: connection, logger: logger))
+        }
+    }
+
+    public func now() async throws -> Int64 {
+        if let clock { return LedgerTime.milliseconds(clock()) }
+        return try await client.withConnection { connection in try await now(connection) }
+    }
+
+    private func now(_ connection: PostgresConnection) async throws -> Int64 {
+        if let clock { return LedgerTime.milliseconds(clock()) }
+        return try await Connection(connection: connection, logger: logger).value(
+            "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
+            as: Int64.self
+        ) ?? 0
+    }
+
+    public func user(id: String) async throws -> LedgerUser? {
+        try await read { connection in
+            try await connection.first("SELECT id, display_name FROM users WHERE id = \(id)", as: (String, String).self)
+                .map { LedgerUser(id: $0.0, displayName: $0.1) }
+        }
+    }
+
+    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse? {
+        // One snapshot for the balance and the entries, so they agree.
+        try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
+            guard let wallet = try await connection.wallet(userID: userID, forUpdate: false) else { return nil }
+            let entries = try await connection.rows(
+                """
+                SELECT id, direction, amount_cents, type, ref_type, ref_id, created_at FROM ledger_entries
+                WHERE wallet_id = \(wallet.id) ORDER BY seq DESC LIMIT \(Int64(recentLimit))
+                """
+            ).map { row in
+                let (id, direction, amount, type, refType, refID, createdAt) = try row.decode(
+                    (String, String, Int64, String, String, String, Int64).self
+                )
+                return LedgerEntry(
+                    id: id,
+                    direction: EntryDirection(rawValue: direction) ?? .debit,
+                    amountCents: amount,
+                    type: type,
+                    refType: refType,
+                    refID: refID,
+                    createdAt: LedgerTime.date(createdAt)
+                )
+            }
+            return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
+        }
+    }
+
+    public func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)? {
+        try await read { connection in
+            guard
+                let row = try await connection.rows(
+                    """
+                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email FROM session_eids e
+                    JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+                    WHERE e.eid = \(eid.rawValue) ORDER BY s.created_at DESC, s.seq DESC LIMIT 1
+                    """
+                ).first
+            else { return nil }
+            let columns = row.makeRandomAccess()
+            return (
+                try SessionRow(row),
+                try columns["display_name"].decode(String.self),
+                try columns["email"].decode(String.self)
+            )
+        }
+    }
+
+    public func session(id: String) async throws -> SessionRow? {
+        try await read { connection in try await connection.session(id: id, forUpdate: false) }
+    }
+
+    public func audit() async throws -> LedgerAudit {
+        // One statement, so one snapshot for every sum: concurrent payments cannot make a healthy ledger look
+        // broken. Sums are numeric in PostgreSQL; the cast back to bigint fails loudly rather than wrap.
+        try await read { connection in
+            let credit = EntryDirection.credit.rawValue
+            let debit = EntryDirection.debit.rawValue
+            let row = try await connection.rows(
+                """
+                SELECT
+                (SELECT COALESCE(SUM(available_cents), 0)::BIGINT FROM wallet_accounts),
+                ARRAY(SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
+                    e.direction WHEN \(credit) THEN e.amount_cents ELSE -e.amount_cents END), 0)
+                    FROM ledger_entries e WHERE e.wallet_id = w.id) ORDER BY w.id),
+                ARRAY(SELECT id FROM wallet_accounts WHERE kind = \(WalletKind.user.rawValue) AND available_cents < 0
+                    ORDER BY id),
+                ARRAY(SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
+                    OR COUNT(*) FILTER (WHERE direction = \(debit)) != 1
+                    OR COUNT(*) FILTER (WHERE direction = \(credit)) != 1
+                    OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id),
+                ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                    GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id),
+                (SELECT COUNT(*) FROM ledger_entries)
+                """
+            ).first
+            guard let row else { throw LedgerError(.inconsistent, detail: "the audit returned no row") }
+            let (total, outOfBalance, negative, unbalanced, paidTwice, entries) = try row.decode(
+                (Int64, [String], [String], [String], [String], Int64).self
+            )
+            return LedgerAudit(
+                totalBalanceCents: total,
+                walletsOutOfBalance: outOfBalance,
+                negativeWallets: negative,
+                unbalancedTransfers: unbalanced,
+                sessionsPaidTwice: paidTwice,
+                entryCount: Int(entries)
+            )
+        }
+    }
+
+    public func ping() async throws {
+        try await read { connection in try await connection.execute("SELECT 1") }
+    }
+}
+
+extension PostgresLedgerBackend {
+    /// A connection and the statements both transactions and single reads run on it.
+    struct Connection {
+        let connection: PostgresConnection
+        let logger: Logger
+
+        static let sessionColumns =
+            "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at"
+
+        /// Runs `query` and reads every row, so errors raised while it executes surface here.
+        func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+            try await connection.query(query, logger: logger).collect()
+        }
+
+        func execute(_ query: PostgresQuery) async throws {
+            _ = try await rows(query)
+        }
+
+        func first<each Column: PostgresDecodable>(
+            _ query: PostgresQuery,
+            as type: (repeat each Column).Type
+        ) async throws -> (repeat each Column)? {
+            guard let row = try await rows(query).first else { return nil }
+            return try row.decode(type)
+        }
+
+        func value<Value: PostgresDecodable>(_ query: PostgresQuery, as type: Value.Type) async throws -> Value? {
+            guard let row = try await rows(query).first else { return nil }
+            return try row.decode(Value.self)
+        }
+
+        func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+            try await rows(
+                """
+                SELECT \(unescaped: Self.sessionColumns) FROM payment_sessions s WHERE s.id = \(id)
+                \(unescaped: forUpdate ? "FOR UPDATE" : "")
+                """
+            ).first.map { try SessionRow($0) }
+        }
+
+        func wallet(userID: String, forUpdate: Bool) async throws -> WalletRow? {
+            try await rows(
+                """
+                SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = \(userID)
+                \(unescaped: forUpdate ? "FOR UPDATE" : "")
+                """
+            ).first.map { try WalletRow($0) }
+        }
+    }
+
+    /// A READ COMMITTED transaction: rows read `forUpdate` stay locked until it ends.
+    public struct Transaction: LedgerTransaction {
+        let connection: Connection
+        public let now: Int64
+
+        public func user(email: String) async throws -> LedgerUser? {
+            try await connection.first(
+                "SELECT id, display_name FROM users WHERE email = \(email)",
+                as: (String, String).self
+            ).map { LedgerUser(id: $0.0, displayName: $0.1) }
+        }
+
+        public func insert(user: LedgerUser, email: String) async throws -> Bool {
+            try await !connection.rows(
+                """
+                INSERT INTO users (id, email, display_name, created_at) VALUES (\(user.id), \(email),
+                \(user.displayName), \(now)) ON CONFLICT (email) DO NOTHING RETURNING id
+                """
+            ).isEmpty
+        }
+
+        public func insertWallet(id: String, userID: String) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at)
+                VALUES (\(id), \(userID), \(WalletKind.user.rawValue), 0, \(now))
+                """
+            )
+        }
+
+        public func wallet(userID: String) async throws -> WalletRow? {
+            try await connection.wallet(userID: userID, forUpdate: false)
+        }
+
+        public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
+            try await connection.rows(
+                """
+                SELECT id, user_id, available_cents, kind FROM wallet_accounts
+                WHERE id = ANY(\(accountIDs)) OR user_id = ANY(\(userIDs)) ORDER BY id FOR UPDATE
+                """
+            ).map { try WalletRow($0) }
+        }
+
+        public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
+            // One statement; the rows are already locked, so the order it updates them in does not matter.
+            try await connection.execute(
+                """
+                UPDATE wallet_accounts w SET available_cents = b.balance
+                FROM UNNEST(\(balances.map(\.walletID)), \(balances.map(\.balance))) AS b(id, balance)
+                WHERE w.id = b.id
+                """
+            )
+        }
+
+        public func insert(entries: [EntryRow]) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+                created_at) SELECT *, \(now) FROM UNNEST(\(entries.map(\.id)), \(entries.map(\.transferID)),
+                \(entries.map(\.walletID)), \(entries.map(\.direction.rawValue)), \(entries.map(\.amount)),
+                \(entries.map(\.type)), \(entries.map(\.refType)), \(entries.map(\.refID)))
+                """
+            )
+        }
+
+        public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+            try await connection.session(id: id, forUpdate: forUpdate)
+        }
+
+        public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
+            try await connection.first(
+                """
+                SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                JOIN session_eids e ON e.session_id = s.id
+                WHERE s.payee_id = \(payeeID) AND s.create_key = \(key) ORDER BY e.created_at, e.eid LIMIT 1
+                """,
+                as: (String, String, Int64, Int64).self
+            ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3) }
+        }
+
+        /// Two servers drawing the same EID at once: the second waits, then sees the first's session.
+        public func lockEID(_ eid: EID) async throws {
+            try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(eid.rawValue), 0))")
+        }
+
+        public func isLive(eid: EID) async throws -> Bool {
+            try await connection.value(
+                """
+                SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
+                WHERE e.eid = \(eid.rawValue) AND s.status = ANY(\(StoredSessionStatus.live.map(\.rawValue)))
+                AND s.exp_at > \(now))
+                """,
+                as: Bool.self
+            ) ?? true
+        }
+
+        public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
+            try await !connection.rows(
+                """
+                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                VALUES (\(session.id), \(session.payeeID), \(session.amount), \(session.storedStatus.rawValue),
+                \(now), \(session.expiresAt), \(createKey)) ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
+                """
+            ).isEmpty
+        }
+
+        public func insert(eid: EID, sessionID: String) async throws {
+            try await connection.execute(
+                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (\(eid.rawValue), \(sessionID), \(now))"
+            )
+        }
+
+        /// Serializes one payer's locks. Nothing else takes this lock, so it cannot deadlock with the row locks.
+        public func lockPayer(_ payerID: String) async throws {
+            try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\(payerID)))")
+        }
+
+        public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
+            // SUM over bigint is numeric; the cast back fails loudly rather than wrap.
+            let (count, amount) =
+                try await connection.first(
+                    """
+                    SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions
+                    WHERE locked_by = \(payerID) AND status = \(StoredSessionStatus.locked.rawValue)
+                    AND lock_exp_at > \(now) AND exp_at > \(now) AND id <> \(sid)
+                    """,
+                    as: (Int64, Int64).self
+                ) ?? (Int64(0), Int64(0))
+            return (Int(count), amount)
+        }
+
+        public func update(session sid: String, _ change: SessionChange) async throws {
+            let query: PostgresQuery
+            switch change {
+            case .lock(let payerID, let until):
+                query = """
+                    UPDATE payment_sessions SET status = \(StoredSessionStatus.locked.rawValue), locked_by = \(payerID),
+                    lock_exp_at = \(until) WHERE id = \(sid)
+                    """
+            case .unlock:
+                query = """
+                    UPDATE payment_sessions SET status = \(StoredSessionStatus.advertising.rawValue), lock_exp_at = \(now)
+                    WHERE id = \(sid)
+                    """
+            case .paid(let payerID):
+                query = """
+                    UPDATE payment_sessions SET status = \(StoredSessionStatus.paid.rawValue), paid_by = \(payerID),
+                    paid_at = \(now), locked_by = NULL, lock_exp_at = NULL WHERE id = \(sid)
+                    """
+            case .cancelled:
+                query = """
+                    UPDATE payment_sessions SET status = \(StoredSessionStatus.cancelled.rawValue), cancelled_at = \(now)
+                    WHERE id = \(sid)
+                    """
+            }
+            try await connection.execute(query)
+        }
+
+        /// The keys' own number space (seed 1), apart from the EID locks (seed 0). A collision of two keys' hashes
+        /// can only answer one of them 409, which its retry gets past.
+        public func claimKey(userID: String, key: String) async throws -> Bool {
+            // A key is scoped to its user; a newline appears in neither part.
+            let name = userID + "\n" + key
+            return try await connection.value(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(\(name), 1))",
+                as: Bool.self
+            ) ?? false
+        }
+
+        /// The key's row, locked until the transaction ends.
+        public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
+            guard
+                let (sid, state, updatedAt, balance, kind, detail) = try await connection.first(
+                    """
+                    SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
+                    WHERE user_id = \(userID) AND key = \(key) FOR UPDATE
+                    """,
+                    as: (String, String, Int64, Int64?, String?, String?).self
+                )
+            else { return nil }
+            return IdempotencyRecord(
+                sid: sid,
+                state: state,
+                updatedAt: updatedAt,
+                balance: balance,
+                refusalKind: kind,
+                refusalDetail: detail
+            )
+        }
+
+        public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
+            try await !connection.rows(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
+                VALUES (\(userID), \(key), \(sid), \(IdempotencyState.inFlight.rawValue), \(now), \(now))
+                ON CONFLICT (user_id, key) DO NOTHING RETURNING 1
+                """
+            ).isEmpty
+        }
+
+        public func touch(userID: String, key: String) async throws {
+            try await connection.execute(
+                "UPDATE idempotency_keys SET updated_at = \(now) WHERE user_id = \(userID) AND key = \(key)"
+            )
+        }
+
+        public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
+            let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
+            try await connection.execute(
+                """
+                DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)
+                AND state = ANY(\(states.map(\.rawValue)))
+                """
+            )
+        }
+
+        public func deleteKeysInFlight() async throws {
+            try await connection.execute(
+                "DELETE FROM idempotency_keys WHERE state = \(IdempotencyState.inFlight.rawValue)"
+            )
+        }
+
+        public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
+            let stored = IdempotencyRecord.columns(for: outcome)
+            try await connection.execute(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+                created_at, updated_at) VALUES (\(userID), \(key), \(sid), \(IdempotencyState.done.rawValue),
+                \(stored.balance), \(stored.refusalKind), \(stored.refusalDetail), \(now), \(now))
+                ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents,
+                problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail,
+                updated_at = EXCLUDED.updated_at
+                """
+            )
+        }
+
+        public func deleteKeys(createdBefore time: Int64) async throws -> Int {
+            let count = try await connection.value(
+                """
+                WITH pruned AS (DELETE FROM idempotency_keys WHERE created_at < \(time) RETURNING 1)
+                SELECT COUNT(*) FROM pruned
+                """,
+                as: Int64.self
+            )
+            return Int(count ?? 0)
+        }
+    }
+}
+
+extension SessionRow {
+    init(_ row: PostgresRow) throws {
+        let (id, payeeID, amount, status, expiresAt, lockedBy, lockExpiresAt, paidBy, paidAt) = try row.decode(
+            (String, String, Int64, String, Int64, String?, Int64?, String?, Int64?).self
+        )
+        self.init(
+            id: id,
+            payeeID: payeeID,
+            amount: amount,
+            storedStatus: try StoredSessionStatus(stored: status),
+            expiresAt: expiresAt,
+            lockedBy: lockedBy,
+            lockExpiresAt: lockExpiresAt,
+            paidBy: paidBy,
+            paidAt: paidAt
+        )
+    }
+}
+
+extension WalletRow {
+    init(_ row: PostgresRow) throws {
+        let (id, userID, balance, kind) = try row.decode((String, String?, Int64, String).self)
+        guard let kind = WalletKind(rawValue: kind) else {
+            throw LedgerError(.inconsistent, detail: "a wallet has an unknown kind")
+        }
+        self.init(id: id, userID: userID, balance: balance, kind: kind)
+    }
+}

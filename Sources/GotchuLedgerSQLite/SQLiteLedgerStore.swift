@@ -1,0 +1,520 @@
+public import Foundation
+import GRDB
+public import GotchuAPI
+public import GotchuCore
+public import GotchuLedger
+
+/// The embedded ledger store: the ``LedgerEngine`` over one SQLite file.
+public typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>
+
+extension LedgerEngine where Backend == SQLiteLedgerBackend {
+    /// Opens (or creates) the database at `path`.
+    /// - Parameters:
+    ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
+    public init(
+        path: String,
+        policy: LedgerPolicy = LedgerPolicy(),
+        clock: @escaping @Sendable () -> Date = Date.init
+    ) throws {
+        self.init(backend: try SQLiteLedgerBackend(path: path, clock: clock), policy: policy)
+    }
+}
+
+/// One SQLite file in WAL mode through GRDB, as a ``LedgerBackend``.
+///
+/// Every transaction is `IMMEDIATE`, so SQLite's single writer lock serializes them even across processes sharing
+/// the file (with a busy timeout); within this process a gate keeps one transaction open at a time on the writer
+/// connection, across the awaits between its statements. One writer makes row locks and the allocation locks moot
+/// here; the wallets are still touched in id order so the statements match the PostgreSQL backend's. The file is
+/// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
+public final class SQLiteLedgerBackend: LedgerBackend {
+    public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
+    private let database: DatabasePool
+    private let clock: @Sendable () -> Date
+    private let gate = TransactionGate()
+
+    /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
+    public init(path: String, clock: @escaping @Sendable () -> Date) throws {
+        // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.foreignKeysEnabled = true
+        configuration.label = "gotchu-ledger"
+        // A transaction spans several accesses to the writer (one per statement, awaited in between); the gate
+        // keeps any other transaction of this process off the connection meanwhile.
+        configuration.allowsUnsafeTransactions = true
+        self.database = try DatabasePool(path: path, configuration: configuration)
+        self.clock = clock
+    }
+
+    public func migrate() async throws {
+        try await exclusively { try SQLiteLedgerSchema.migrator.migrate(database) }
+    }
+
+    public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        try await exclusively {
+            let now = LedgerTime.milliseconds(clock())
+            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+            do {
+                let result = try await body(Transaction(database: database, now: now))
+                try await database.writeWithoutTransaction { db in try db.commit() }
+                return result
+            } catch {
+                // Rolled back even if this task is cancelled: an unstructured task does not inherit cancellation.
+                let database = self.database
+                try? await Task {
+                    try await database.writeWithoutTransaction { db in
+                        if db.isInsideTransaction { try db.rollback() }
+                    }
+                }.value
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` while no other transaction of this backend is open.
+    private func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        await gate.acquire()
+        do {
+            let result = try await body()
+            await gate.release()
+            return result
+        } catch {
+            await gate.release()
+            throw error
+        }
+    }
+
+    public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
+
+    public func user(id: String) async throws -> LedgerUser? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE id = ?", arguments: [id]).map {
+                LedgerUser(id: $0["id"], displayName: $0["display_name"])
+            }
+        }
+    }
+
+    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse? {
+        try await database.read { db in
+            guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
+            let entries = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, direction, amount_cents, type, ref_type, ref_id, created_at FROM ledger_entries
+                    WHERE wallet_id = ? ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: [wallet.id, recentLimit]
+            ).map { row in
+                LedgerEntry(
+                    id: row["id"],
+                    direction: EntryDirection(rawValue: row["direction"]) ?? .debit,
+                    amountCents: row["amount_cents"],
+                    type: row["type"],
+                    refType: row["ref_type"],
+                    refID: row["ref_id"],
+                    createdAt: LedgerTime.date(row["created_at"])
+                )
+            }
+            return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
+        }
+    }
+
+    public func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)? {
+        try await database.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT s.*, u.display_name, u.email FROM session_eids e
+                    JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+                    WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
+                    """,
+                arguments: [eid.rawValue]
+            ).map { row in (try SessionRow(row), row["display_name"], row["email"]) }
+        }
+    }
+
+    public func session(id: String) async throws -> SessionRow? {
+        try await database.read { db in try Self.session(id, db) }
+    }
+
+    public func audit() async throws -> LedgerAudit {
+        try await database.read { db in
+            LedgerAudit(
+                totalBalanceCents: try Int64.fetchOne(
+                    db,
+                    sql: "SELECT COALESCE(SUM(available_cents), 0) FROM wallet_accounts"
+                ) ?? 0,
+                walletsOutOfBalance: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
+                        e.direction WHEN ? THEN e.amount_cents ELSE -e.amount_cents END), 0)
+                        FROM ledger_entries e WHERE e.wallet_id = w.id)
+                        """,
+                    arguments: [EntryDirection.credit.rawValue]
+                ),
+                negativeWallets: try String.fetchAll(
+                    db,
+                    sql: "SELECT id FROM wallet_accounts WHERE kind = ? AND available_cents < 0",
+                    arguments: [WalletKind.user.rawValue]
+                ),
+                unbalancedTransfers: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
+                        OR SUM(direction = ?) != 1 OR SUM(direction = ?) != 1
+                        OR MIN(amount_cents) != MAX(amount_cents)
+                        """,
+                    arguments: [EntryDirection.debit.rawValue, EntryDirection.credit.rawValue]
+                ),
+                sessionsPaidTwice: try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                        GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1
+                        """
+                ),
+                entryCount: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ledger_entries") ?? 0
+            )
+        }
+    }
+
+    public func ping() async throws {
+        _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
+        try Row.fetchOne(db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
+            try WalletRow($0)
+        }
+    }
+
+    fileprivate static func session(_ sid: String, _ db: Database) throws -> SessionRow? {
+        try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]).map {
+            try SessionRow($0)
+        }
+    }
+}
+
+extension SQLiteLedgerBackend {
+    /// A transaction on the writer connection: each primitive is one access to it, inside the transaction the
+    /// backend opened.
+    public struct Transaction: LedgerTransaction {
+        fileprivate let database: DatabasePool
+        public let now: Int64
+
+        private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+            try await database.writeWithoutTransaction(body)
+        }
+
+        private func execute(_ sql: String, _ arguments: StatementArguments) async throws {
+            try await write { db in try db.execute(sql: sql, arguments: arguments) }
+        }
+
+        /// Runs a statement; whether it changed a row.
+        private func changes(_ sql: String, _ arguments: StatementArguments) async throws -> Bool {
+            try await write { db in
+                try db.execute(sql: sql, arguments: arguments)
+                return db.changesCount > 0
+            }
+        }
+
+        public func user(email: String) async throws -> LedgerUser? {
+            try await write { db in
+                try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE email = ?", arguments: [email])
+                    .map { LedgerUser(id: $0["id"], displayName: $0["display_name"]) }
+            }
+        }
+
+        public func insert(user: LedgerUser, email: String) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (email) DO NOTHING
+                """,
+                [user.id, email, user.displayName, now]
+            )
+        }
+
+        public func insertWallet(id: String, userID: String) async throws {
+            try await execute(
+                "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
+                [id, userID, WalletKind.user.rawValue, now]
+            )
+        }
+
+        public func wallet(userID: String) async throws -> WalletRow? {
+            try await write { db in try SQLiteLedgerBackend.wallet(userID: userID, db) }
+        }
+
+        public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
+            let sql = """
+                SELECT * FROM wallet_accounts WHERE id IN (\(Self.placeholders(accountIDs.count)))
+                OR user_id IN (\(Self.placeholders(userIDs.count))) ORDER BY id
+                """
+            let arguments = StatementArguments(accountIDs + userIDs)
+            return try await write { db in
+                try Row.fetchAll(db, sql: sql, arguments: arguments).map { try WalletRow($0) }
+            }
+        }
+
+        public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
+            for (id, balance) in balances.sorted(by: { $0.walletID < $1.walletID }) {
+                try await execute("UPDATE wallet_accounts SET available_cents = ? WHERE id = ?", [balance, id])
+            }
+        }
+
+        public func insert(entries: [EntryRow]) async throws {
+            for entry in entries {
+                try await execute(
+                    """
+                    INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+                    created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        entry.id, entry.transferID, entry.walletID, entry.direction.rawValue, entry.amount, entry.type,
+                        entry.refType, entry.refID, now,
+                    ]
+                )
+            }
+        }
+
+        public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+            try await write { db in try SQLiteLedgerBackend.session(id, db) }
+        }
+
+        public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
+            try await write { db in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                        JOIN session_eids e ON e.session_id = s.id
+                        WHERE s.payee_id = ? AND s.create_key = ? ORDER BY e.created_at, e.eid LIMIT 1
+                        """,
+                    arguments: [payeeID, key]
+                ).map {
+                    KeyedSession(sid: $0["id"], eid: $0["eid"], amount: $0["amount_cents"], expiresAt: $0["exp_at"])
+                }
+            }
+        }
+
+        /// The write lock already serializes every allocation.
+        public func lockEID(_ eid: EID) async throws {}
+
+        public func isLive(eid: EID) async throws -> Bool {
+            let now = self.now
+            return try await write { db in
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
+                        WHERE e.eid = ? AND s.status IN (?, ?) AND s.exp_at > ?)
+                        """,
+                    arguments: [
+                        eid.rawValue, StoredSessionStatus.advertising.rawValue, StoredSessionStatus.locked.rawValue,
+                        now,
+                    ]
+                ) ?? true
+            }
+        }
+
+        public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+                """,
+                [
+                    session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
+                    createKey,
+                ]
+            )
+        }
+
+        public func insert(eid: EID, sessionID: String) async throws {
+            try await execute(
+                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
+                [eid.rawValue, sessionID, now]
+            )
+        }
+
+        /// The write lock already serializes every lock.
+        public func lockPayer(_ payerID: String) async throws {}
+
+        public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
+            let now = self.now
+            return try await write { db in
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
+                        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+                        """,
+                    arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
+                )
+                return (row?["count"] ?? 0, row?["amount"] ?? 0)
+            }
+        }
+
+        public func update(session sid: String, _ change: SessionChange) async throws {
+            switch change {
+            case .lock(let payerID, let until):
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
+                    [StoredSessionStatus.locked.rawValue, payerID, until, sid]
+                )
+            case .unlock:
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
+                    [StoredSessionStatus.advertising.rawValue, now, sid]
+                )
+            case .paid(let payerID):
+                try await execute(
+                    """
+                    UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
+                    WHERE id = ?
+                    """,
+                    [StoredSessionStatus.paid.rawValue, payerID, now, sid]
+                )
+            case .cancelled:
+                try await execute(
+                    "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
+                    [StoredSessionStatus.cancelled.rawValue, now, sid]
+                )
+            }
+        }
+
+        /// The write lock already serializes every request: no key can be claimed by another transaction.
+        public func claimKey(userID: String, key: String) async throws -> Bool { true }
+
+        public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
+            try await write { db in
+                try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                    arguments: [userID, key]
+                ).map { row in
+                    IdempotencyRecord(
+                        sid: row["sid"],
+                        state: row["state"],
+                        updatedAt: row["updated_at"],
+                        balance: row["balance_cents"],
+                        refusalKind: row["problem_type"],
+                        refusalDetail: row["problem_detail"]
+                    )
+                }
+            }
+        }
+
+        public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
+            try await changes(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, key) DO NOTHING
+                """,
+                [userID, key, sid, IdempotencyState.inFlight.rawValue, now, now]
+            )
+        }
+
+        public func touch(userID: String, key: String) async throws {
+            try await execute(
+                "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
+                [now, userID, key]
+            )
+        }
+
+        public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
+            let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
+            try await execute(
+                "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state IN (\(Self.placeholders(states.count)))",
+                StatementArguments([userID, key] + states.map(\.rawValue))
+            )
+        }
+
+        public func deleteKeysInFlight() async throws {
+            try await execute("DELETE FROM idempotency_keys WHERE state = ?", [IdempotencyState.inFlight.rawValue])
+        }
+
+        public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
+            let stored = IdempotencyRecord.columns(for: outcome)
+            try await execute(
+                """
+                INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+                created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
+                problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
+                updated_at = excluded.updated_at
+                """,
+                [
+                    userID, key, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
+                    stored.refusalDetail, now, now,
+                ]
+            )
+        }
+
+        public func deleteKeys(createdBefore time: Int64) async throws -> Int {
+            try await write { db in
+                try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [time])
+                return db.changesCount
+            }
+        }
+
+        /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
+        private static func placeholders(_ count: Int) -> String {
+            Array(repeating: "?", count: count).joined(separator: ", ")
+        }
+    }
+}
+
+/// Lets one transaction at a time use the writer connection, across the awaits inside it; waiters go in turn.
+private actor TransactionGate {
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func acquire() async {
+        guard busy else {
+            busy = true
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            busy = false
+        } else {
+            // Handed straight to the next waiter: `busy` stays set.
+            waiting.removeFirst().resume()
+        }
+    }
+}
+
+extension SessionRow {
+    init(_ row: Row) throws {
+        self.init(
+            id: row["id"],
+            payeeID: row["payee_id"],
+            amount: row["amount_cents"],
+            storedStatus: try StoredSessionStatus(stored: row["status"]),
+            expiresAt: row["exp_at"],
+            lockedBy: row["locked_by"],
+            lockExpiresAt: row["lock_exp_at"],
+            paidBy: row["paid_by"],
+            paidAt: row["paid_at"]
+        )
+    }
+}
+
+extension WalletRow {
+    init(_ row: Row) throws {
+        guard let kind = WalletKind(rawValue: row["kind"]) else {
+            throw LedgerError(.inconsistent, detail: "a wallet has an unknown kind")
+        }
+        self.init(id: row["id"], userID: row["user_id"], balance: row["available_cents"], kind: kind)
+    }
+}
