@@ -21,46 +21,18 @@ public actor Kiosk: KioskStatusSource {
         public var payeeName: String
         /// The service UUID advertised.
         public var serviceUUID: BluetoothUUID
-        /// How long a charge waits for a payer.
-        public var sessionLifetime: Duration
-        /// When the ledger's session expires before the charge's lifetime is over, advertise a new one.
-        public var renewExpiredSessions: Bool
-        /// How often a session's status is asked while all is well.
-        public var statusInterval: Duration
-        /// Delays between retries while the ledger or the radio fails.
-        public var retry: Backoff
-        /// How long the end of a charge (paid, expired…) is shown before the kiosk reads ``KioskStatus/State/idle``
-        /// again, so the next customer does not see the last one's outcome.
-        public var idleAfter: Duration
+        /// How charges behave: lifetimes, status polling, retries, how long an outcome is shown.
+        public var charges: KioskChargeMachine.Configuration
 
         /// Creates options.
         public init(
             payeeName: String = "Gotchu",
             serviceUUID: BluetoothUUID = .gotchu,
-            sessionLifetime: Duration = .seconds(300),
-            renewExpiredSessions: Bool = true,
-            statusInterval: Duration = .milliseconds(500),
-            retry: Backoff = Backoff(),
-            idleAfter: Duration = .seconds(60)
+            charges: KioskChargeMachine.Configuration = .init()
         ) {
             self.payeeName = payeeName
             self.serviceUUID = serviceUUID
-            self.sessionLifetime = sessionLifetime
-            self.renewExpiredSessions = renewExpiredSessions
-            self.statusInterval = statusInterval
-            self.retry = retry
-            self.idleAfter = idleAfter
-        }
-
-        /// The charge machine's part of the options.
-        var machine: KioskChargeMachine.Configuration {
-            KioskChargeMachine.Configuration(
-                sessionLifetime: sessionLifetime,
-                renewExpiredSessions: renewExpiredSessions,
-                statusInterval: statusInterval,
-                retry: retry,
-                idleAfter: idleAfter
-            )
+            self.charges = charges
         }
     }
 
@@ -102,7 +74,7 @@ public actor Kiosk: KioskStatusSource {
         self.radio = radio
         self.options = options
         self.logger = logger
-        self.machine = KioskChargeMachine(configuration: options.machine, record: try store.active() ?? store.latest())
+        self.machine = KioskChargeMachine(configuration: options.charges, record: try store.active() ?? store.latest())
     }
 
     // MARK: Point-of-sale
@@ -209,7 +181,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// When a final charge stops being shown.
     private func idleTime(after charge: KioskCharge?) -> Date {
-        (charge?.updatedAt ?? .distantPast).addingTimeInterval(KioskChargeMachine.seconds(options.idleAfter))
+        (charge?.updatedAt ?? .distantPast).addingTimeInterval(KioskChargeMachine.seconds(options.charges.idleAfter))
     }
 
     private func publishStatus(now: Date) {

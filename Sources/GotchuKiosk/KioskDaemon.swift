@@ -74,8 +74,10 @@ public enum KioskDaemon {
             options: Kiosk.Options(
                 payeeName: settings.payeeName,
                 serviceUUID: settings.serviceUUID,
-                sessionLifetime: settings.sessionLifetime,
-                renewExpiredSessions: settings.renewExpiredSessions
+                charges: KioskChargeMachine.Configuration(
+                    sessionLifetime: settings.sessionLifetime,
+                    renewExpiredSessions: settings.renewExpiredSessions
+                )
             ),
             logger: logger
         )

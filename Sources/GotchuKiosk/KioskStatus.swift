@@ -4,7 +4,7 @@ public import Foundation
 public struct KioskStatus: Codable, Hashable, Sendable {
     /// The kiosk's state in one word, as the D-Bus `State` property reports it.
     public enum State: String, Codable, Hashable, Sendable, CaseIterable {
-        /// No charge, or the last one ended a while ago (``Kiosk/Options/idleAfter``); ``KioskStatus/charge`` may
+        /// No charge, or the last one ended a while ago (``KioskChargeMachine/Configuration/idleAfter``); ``KioskStatus/charge`` may
         /// still hold it.
         case idle
         /// A charge is being set up on the ledger.

@@ -122,10 +122,10 @@ struct KioskHarness {
     func remove() { directory.remove() }
 
     func makeKiosk(
-        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", statusInterval: .milliseconds(100))
+        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", charges: .init(statusInterval: .milliseconds(100)))
     ) async throws -> Kiosk {
         var options = options
-        options.retry = Backoff(initial: .milliseconds(100), maximum: .milliseconds(400))
+        options.charges.retry = Backoff(initial: .milliseconds(100), maximum: .milliseconds(400))
         return try Kiosk(
             store: try KioskStore(directory: stateDirectory),
             ledger: ledger,
@@ -312,8 +312,8 @@ struct KioskTests {
     func backToIdle() async throws {
         let harness = try KioskHarness()
         defer { harness.remove() }
-        var options = Kiosk.Options(statusInterval: .milliseconds(100))
-        options.idleAfter = .seconds(3)
+        var options = Kiosk.Options(charges: .init(statusInterval: .milliseconds(100)))
+        options.charges.idleAfter = .seconds(3)
         let kiosk = try await harness.makeKiosk(options: options)
         let published = Published()
         let recording = Published.record(await kiosk.statusUpdates(), into: published)
@@ -340,7 +340,7 @@ struct KioskTests {
         let harness = try KioskHarness()
         defer { harness.remove() }
         // Polling once, when advertising starts, and not again within the test.
-        let kiosk = try await harness.makeKiosk(options: Kiosk.Options(statusInterval: .seconds(3_600)))
+        let kiosk = try await harness.makeKiosk(options: Kiosk.Options(charges: .init(statusInterval: .seconds(3_600))))
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 2_000, reference: "")
             let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
@@ -456,8 +456,8 @@ struct KioskTests {
         let harness = try KioskHarness()
         defer { harness.remove() }
         await harness.ledger.setSessionLifetime(.seconds(1))
-        var options = Kiosk.Options(statusInterval: .milliseconds(100))
-        options.sessionLifetime = .seconds(6)
+        var options = Kiosk.Options(charges: .init(statusInterval: .milliseconds(100)))
+        options.charges.sessionLifetime = .seconds(6)
         let kiosk = try await harness.makeKiosk(options: options)
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 100, reference: "")
