@@ -122,7 +122,10 @@ struct KioskHarness {
     func remove() { directory.remove() }
 
     func makeKiosk(
-        options: Kiosk.Options = Kiosk.Options(payeeName: "Corner Shop", charges: .init(statusInterval: .milliseconds(100)))
+        options: Kiosk.Options = Kiosk.Options(
+            payeeName: "Corner Shop",
+            charges: .init(statusInterval: .milliseconds(100))
+        )
     ) async throws -> Kiosk {
         var options = options
         options.charges.retry = Backoff(initial: .milliseconds(100), maximum: .milliseconds(400))
