@@ -26,7 +26,8 @@ extension KioskDisplayTests {
             #expect(dom.contains(#"<p id="amount">$12.50</p>"#))
             #expect(dom.contains(#"<p id="headline">Hold your phone near the terminal</p>"#))
             #expect(dom.contains(#"<p id="reference">Reference: Order 42</p>"#))
-            #expect(dom.contains(try Regex(#"<p id="countdown">[45]:[0-5][0-9]</p>"#)), "\(dom)")
+            // Minutes and seconds left of the five: how many depends on how long the browser took to start.
+            #expect(dom.contains(try Regex(#"<p id="countdown">[0-5]:[0-5][0-9]</p>"#)), "\(dom)")
             try Chromium.expectScreenshot(directory.url.appendingPathComponent("advertising.png"))
         }
 
@@ -87,7 +88,8 @@ enum Chromium {
         let command = try RunningCommand(URL(fileURLWithPath: try executable), arguments)
         let status: Int32
         do {
-            status = try await command.waitForExit(timeout: .seconds(60))
+            // Bounds a hang only: a browser starting on a starved machine can take minutes.
+            status = try await command.waitForExit(timeout: .seconds(300))
         } catch {
             try? command.stopNow()
             throw error
