@@ -2,6 +2,7 @@ public import Foundation
 import GotchuBlueZ
 import GotchuCore
 import GotchuDBus
+import GotchuLedgerClient
 import GotchuSimulatedRadio
 import GotchuSystemd
 public import Logging
@@ -67,9 +68,17 @@ public enum KioskDaemon {
         logger: Logger,
         output: @escaping @Sendable (String) -> Void
     ) async throws {
+        var trust: LedgerTrust?
+        if let caFile = settings.caFile {
+            do {
+                trust = try LedgerTrust(caFile: caFile)
+            } catch {
+                throw Failure("ca_file: \(error)")
+            }
+        }
         let kiosk = try Kiosk(
             store: store,
-            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials),
+            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials, trust: trust),
             radio: radio,
             options: Kiosk.Options(
                 payeeName: settings.payeeName,

@@ -13,6 +13,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var email: String?
     /// `token_file`: a file holding a bearer token, read again whenever the ledger refuses the token.
     public var tokenFile: String?
+    /// `ca_file`: a PEM file of the private CA that signed an `https` ledger's certificate.
+    public var caFile: String?
     /// `payee_name`: the name shown on the customer display.
     public var payeeName: String?
     /// `radio`: `bluez` or `sim`.
@@ -41,6 +43,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         server: String? = nil,
         email: String? = nil,
         tokenFile: String? = nil,
+        caFile: String? = nil,
         payeeName: String? = nil,
         radio: String? = nil,
         bluezBus: String? = nil,
@@ -56,6 +59,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.server = server
         self.email = email
         self.tokenFile = tokenFile
+        self.caFile = caFile
         self.payeeName = payeeName
         self.radio = radio
         self.bluezBus = bluezBus
@@ -89,6 +93,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         case server
         case email
         case tokenFile = "token_file"
+        case caFile = "ca_file"
         case payeeName = "payee_name"
         case radio
         case bluezBus = "bluez_bus"
@@ -128,6 +133,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         server = try Self.value(String.self, "a string (a URL)", container, .server)
         email = try Self.value(String.self, "a string", container, .email)
         tokenFile = try Self.value(String.self, "a string (a path)", container, .tokenFile)
+        caFile = try Self.value(String.self, "a string (a path)", container, .caFile)
         payeeName = try Self.value(String.self, "a string", container, .payeeName)
         radio = try Self.value(String.self, "a string (\"bluez\" or \"sim\")", container, .radio)
         bluezBus = try Self.value(String.self, "a string (\"system\", \"session\" or an address)", container, .bluezBus)
@@ -194,6 +200,7 @@ extension KioskSettings {
         server = text(.server)
         email = text(.email)
         tokenFile = text(.tokenFile)
+        caFile = text(.caFile)
         payeeName = text(.payeeName)
         radio = text(.radio)
         bluezBus = text(.bluezBus)

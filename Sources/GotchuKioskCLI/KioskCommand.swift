@@ -60,6 +60,13 @@ public struct KioskOptions: ParsableArguments {
     var email: String?
     @Option(help: ArgumentHelp("File holding the ledger token, re-read when the ledger rejects it.", valueName: "path"))
     var tokenFile: String?
+    @Option(
+        help: ArgumentHelp(
+            "PEM file of the private CA that signed an https ledger's certificate (default: the system's CAs).",
+            valueName: "path"
+        )
+    )
+    var caFile: String?
     @Option(help: ArgumentHelp("Name shown to customers on the display.", valueName: "name")) var payeeName: String?
     @Option(help: ArgumentHelp("bluez (default) or sim.", valueName: "radio")) var radio: String?
     @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
@@ -113,6 +120,7 @@ public struct KioskOptions: ParsableArguments {
             server: server,
             email: email,
             tokenFile: tokenFile,
+            caFile: caFile,
             payeeName: payeeName,
             radio: radio,
             bluezBus: bluezBus,

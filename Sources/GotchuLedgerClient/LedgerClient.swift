@@ -16,16 +16,26 @@ public struct LedgerClient: Sendable {
     public let baseURL: URL
     /// The bearer token, if logged in.
     public var token: String?
+    /// The private CA trusted for the server's certificate instead of the system's; `nil` for the system's.
+    public let trust: LedgerTrust?
     private let session: URLSession
     private let timeout: TimeInterval
 
     /// Creates a client.
     /// - Parameter timeout: the limit for each request, in seconds.
-    public init(baseURL: URL, token: String? = nil, timeout: TimeInterval = 10, session: URLSession = .shared) {
+    /// - Parameter trust: a private CA for an `https` server whose certificate it signed.
+    public init(
+        baseURL: URL,
+        token: String? = nil,
+        timeout: TimeInterval = 10,
+        session: URLSession = .shared,
+        trust: LedgerTrust? = nil
+    ) {
         self.baseURL = baseURL
         self.token = token
         self.timeout = timeout
         self.session = session
+        self.trust = trust
     }
 
     /// `POST /auth/dev-login`: a token for `email` (development servers only).
@@ -144,6 +154,17 @@ public struct LedgerClient: Sendable {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let trust {
+            do {
+                let request = request
+                let timeout = self.timeout
+                return try await Task { try await trust.perform(request, timeout: timeout) }.value
+            } catch let error as LedgerClientError {
+                throw error
+            } catch {
+                throw .transport(await trust.describe(error, url: url))
+            }
+        }
         let data: Data
         let response: URLResponse
         do {
@@ -188,8 +209,15 @@ public struct LedgerClient: Sendable {
             case .timedOut: return "the server did not answer in time"
             case .cannotConnectToHost, .cannotFindHost, .networkConnectionLost, .notConnectedToInternet:
                 return "cannot reach the server (\(urlError.localizedDescription))"
-            default: return urlError.localizedDescription
+            default: break
             }
+            // libcurl's words for a refused certificate ("SSL certificate problem: ...") are in the user info.
+            let detail = (urlError.userInfo[NSLocalizedDescriptionKey] as? String) ?? urlError.localizedDescription
+            if detail.contains("SSL") || detail.contains("certificate") {
+                return "the server's TLS certificate was refused (\(detail)); for a certificate from a private CA, "
+                    + "pass its CA file (--ca-file)"
+            }
+            return detail
         }
         return "\(error)"
     }

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOSSL
 import Synchronization
 
 /// The ledger's HTTP/1.1 connections: Hummingbird's, behind a guard that keeps what a connection may hold bounded.
@@ -22,6 +23,10 @@ import Synchronization
 ///   idle timeout, which also ends a connection whose request stops arriving for that long).
 /// - A request line without an HTTP version (HTTP/0.9), which the parser would wait on forever, and any request the
 ///   parser rejects are answered 400 `bad-request` as `application/problem+json` and the connection is closed.
+///
+/// Under HTTPS (HummingbirdTLS's `TLSChannel` wrapping this one) the TLS handler is first in the pipeline and these
+/// handlers go right behind it, so they see the decrypted bytes; a refused connection gets its 503 after the
+/// handshake. A client that never completes the handshake sends no request bytes and is closed by the idle timeout.
 struct LedgerHTTPChannel: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let channel: any Channel
@@ -63,7 +68,11 @@ struct LedgerHTTPChannel: ServerChildChannel {
         case .serve:
             let connection = ConnectionGuard(readTimeout: readTimeout, logger: logger)
             do {
-                try channel.pipeline.syncOperations.addHandler(RequestBytesHandler(connection), position: .first)
+                let operations = channel.pipeline.syncOperations
+                // In front of the HTTP codec, behind TLS when there is TLS.
+                let position: ChannelPipeline.SynchronousOperations.Position =
+                    if let tls = try? operations.handler(type: NIOSSLServerHandler.self) { .after(tls) } else { .first }
+                try operations.addHandler(RequestBytesHandler(connection), position: position)
             } catch {
                 return channel.eventLoop.makeFailedFuture(error)
             }

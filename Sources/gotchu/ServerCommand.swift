@@ -4,6 +4,7 @@ import GotchuLedgerServer
 import GotchuSystemd
 import Hummingbird
 import Logging
+import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
 
@@ -22,6 +23,7 @@ struct ServerCommand: AsyncParsableCommand {
             Examples:
               gotchu server --dev            # dev login and funding enabled
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
+              gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
               PGPASSWORD=... gotchu server --jwt-secret ... \\
@@ -177,6 +179,21 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var trustForwardedFor = false
 
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp(
+            "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs --tls-key.",
+            valueName: "path"
+        )
+    )
+    var tlsCert: String?
+
+    @Option(
+        name: .customLong("tls-key"),
+        help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "path")
+    )
+    var tlsKey: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
@@ -199,6 +216,9 @@ struct ServerCommand: AsyncParsableCommand {
             guard range.contains(value) else { throw ValidationError("--\(option) must be \(range), got \(value)") }
         }
         try check("port", port, 0...65535)
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together: pass both for HTTPS, or neither")
+        }
         try check("session-lifetime", sessionLifetime, Bounds.sessionLifetime)
         try check("lock-lifetime", lockLifetime, Bounds.lockLifetime)
         try check("in-flight-timeout", inFlightTimeout, Bounds.inFlightTimeout)
@@ -279,6 +299,15 @@ struct ServerCommand: AsyncParsableCommand {
     ) async throws {
         let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
         let host = self.host
+        var tls: TLSConfiguration?
+        if let tlsCert, let tlsKey {
+            do {
+                tls = try LedgerServer.tlsConfiguration(certificateFile: tlsCert, keyFile: tlsKey)
+            } catch {
+                throw CLIError("\(error)")
+            }
+        }
+        let scheme = tls == nil ? "http" : "https"
         // Under systemd (Type=notify) readiness is the port listening, not the process having started.
         let notifier = SystemdNotifier(logger: logger)
         let application = LedgerServer.application(
@@ -288,12 +317,13 @@ struct ServerCommand: AsyncParsableCommand {
             port: port,
             developmentMode: dev,
             limits: limits,
+            tls: tls,
             services: services,
             logger: logger
         ) { port in
             // Unbuffered, so a parent process reading the pipe sees the line at once.
-            FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
-            notifier.ready(status: "listening on http://\(host):\(port)")
+            FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
+            notifier.ready(status: "listening on \(scheme)://\(host):\(port)")
         }
         do {
             try await application.runService()
