@@ -38,12 +38,12 @@ struct LedgerHTTPChannel: ServerChildChannel {
     let slots: ConnectionSlots
     let readTimeout: TimeAmount
 
-    init(responder: @escaping HTTPChannelHandler.Responder, limits: LedgerLimits) {
+    init(responder: @escaping HTTPChannelHandler.Responder, limits: LedgerLimits, metrics: LedgerMetrics? = nil) {
         self.http1 = HTTP1Channel(
             responder: responder,
             configuration: .init(idleTimeout: TimeAmount(limits.idleTimeout))
         )
-        self.slots = ConnectionSlots(maximum: limits.maximumOpenConnections)
+        self.slots = ConnectionSlots(maximum: limits.maximumOpenConnections, metrics: metrics)
         self.readTimeout = TimeAmount(limits.readTimeout)
     }
 
@@ -105,11 +105,13 @@ final class ConnectionSlots: Sendable {
     static let maximumRefusing = 64
 
     let maximum: Int
+    let metrics: LedgerMetrics?
     private let state = Mutex((served: 0, refusing: 0, full: false))
 
-    init(maximum: Int) {
+    init(maximum: Int, metrics: LedgerMetrics? = nil) {
         precondition(LedgerLimits.allowedOpenConnections.contains(maximum), "maximumOpenConnections out of range")
         self.maximum = maximum
+        self.metrics = metrics
     }
 
     /// Takes a slot for a new connection, or says how to turn it away. Logs when the server becomes full, not per
@@ -118,6 +120,8 @@ final class ConnectionSlots: Sendable {
         let (admission, becameFull) = state.withLock { state -> (Admission, Bool) in
             if state.served < maximum {
                 state.served += 1
+                // Under the lock, so the gauge's last value is the count's.
+                metrics?.connections(open: state.served)
                 return (.serve, false)
             }
             let becameFull = !state.full
@@ -126,6 +130,7 @@ final class ConnectionSlots: Sendable {
             state.refusing += 1
             return (.refuse, becameFull)
         }
+        if admission != .serve { metrics?.connectionRefused() }
         if becameFull {
             logger.warning(
                 "connection limit reached; new connections are answered 503 until some close",
@@ -138,7 +143,9 @@ final class ConnectionSlots: Sendable {
     func release(_ admission: Admission, logger: Logger) {
         let recovered = state.withLock { state -> Bool in
             switch admission {
-            case .serve: state.served -= 1
+            case .serve:
+                state.served -= 1
+                metrics?.connections(open: state.served)
             case .refuse: state.refusing -= 1
             case .drop: break
             }

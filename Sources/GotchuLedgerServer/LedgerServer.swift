@@ -17,6 +17,8 @@ public enum LedgerServer {
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
     ///     stopped after it.
+    ///   - metrics: counts requests, payments, refusals and connections, and serves them at `GET /metrics` in the
+    ///     Prometheus text format; no metrics and no such route when `nil`.
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
@@ -27,6 +29,7 @@ public enum LedgerServer {
         port: Int = 8080,
         developmentMode: Bool = false,
         limits: LedgerLimits = LedgerLimits(),
+        metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
         services: [any Service] = [],
         logger: Logger,
@@ -35,14 +38,22 @@ public enum LedgerServer {
         precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
         // HEAD is answered as GET without the body.
         let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let metrics {
+            // Outermost, so it sees the status the client gets.
+            router.add(middleware: LedgerMetricsMiddleware(metrics: metrics))
+        }
         router.add(middleware: ProblemMiddleware())
-        LedgerRoutes(store: store, tokens: tokens, developmentMode: developmentMode, limits: limits).register(
-            on: router
-        )
+        LedgerRoutes(
+            store: store,
+            tokens: tokens,
+            developmentMode: developmentMode,
+            limits: limits,
+            metrics: metrics
+        ).register(on: router)
         var application = Application(
             router: router,
             server: HTTPServerBuilder { responder in
-                let channel = LedgerHTTPChannel(responder: responder, limits: limits)
+                let channel = LedgerHTTPChannel(responder: responder, limits: limits, metrics: metrics)
                 guard let tls else { return channel }
                 return try TLSChannel(channel, tlsConfiguration: tls)
             },
@@ -121,6 +132,7 @@ extension LedgerServer {
     /// Runs one server per replica on free loopback ports while `body` runs, then shuts them down gracefully: how
     /// the demo, the simulator, the benchmarks and the tests get real HTTP ledgers in their own process.
     /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
+    /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
     /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
@@ -129,6 +141,7 @@ extension LedgerServer {
         tokens: TokenAuthority,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
+        metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
@@ -141,6 +154,7 @@ extension LedgerServer {
                 port: 0,
                 developmentMode: developmentMode,
                 limits: limits,
+                metrics: metrics,
                 tls: tls,
                 services: replica.services,
                 logger: logger
@@ -176,6 +190,7 @@ extension LedgerServer {
         tokens: TokenAuthority,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
+        metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
         services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
@@ -186,6 +201,7 @@ extension LedgerServer {
             tokens: tokens,
             developmentMode: developmentMode,
             limits: limits,
+            metrics: metrics,
             tls: tls,
             logger: logger
         ) { urls in try await body(urls[0]) }

@@ -18,7 +18,8 @@ struct ServerCommand: AsyncParsableCommand {
             postgres://USER@HOST:PORT/DB, password in the URL or $PGPASSWORD; back it up with pg_dump). \
             On PostgreSQL the server keeps no state of its own, so several servers on one database behave \
             as one; give them the same JWT secret. Ctrl-C or SIGTERM stops it after the requests in \
-            flight. The API contract is served at GET /openapi.yaml.
+            flight. The API contract is served at GET /openapi.yaml, and metrics for \
+            Prometheus at GET /metrics.
 
             Examples:
               gotchu server --dev            # dev login and funding enabled
@@ -317,6 +318,7 @@ struct ServerCommand: AsyncParsableCommand {
             port: port,
             developmentMode: dev,
             limits: limits,
+            metrics: LedgerMetrics(),
             tls: tls,
             services: services,
             logger: logger

@@ -4,6 +4,10 @@ import GotchuLedgerClient
 import GotchuTesting
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 @Suite("gotchu server, login and wallet as processes")
 struct ServerCommandTests {
     @Test("Starts on a free port, serves, keeps its files private and stops cleanly on SIGTERM")
@@ -34,6 +38,10 @@ struct ServerCommandTests {
         let wallet = try RunningCommand(gotchu, ["wallet", "--server", url], environment: environment)
         #expect(try await wallet.waitForExit() == 0)
         #expect(wallet.lines.first?.hasPrefix("balance $0.00") == true)
+        // The command serves its metrics.
+        let (scrape, _) = try await URLSession.shared.data(from: URL(string: url + "/metrics")!)
+        let metrics = String(decoding: scrape, as: UTF8.self)
+        #expect(metrics.contains("gotchu_ledger_requests_total{"), "\(metrics)")
 
         let files = try FileManager.default.subpathsOfDirectory(atPath: directory.url.path).filter {
             $0.hasSuffix(".json") || $0.hasSuffix(".sqlite") || $0.hasSuffix("jwt-secret")
