@@ -111,6 +111,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The programs' log formats: swift-log's text, or one JSON object per line.
+        .target(
+            name: "GotchuLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
         .target(
             name: "GotchuKiosk",
@@ -131,7 +137,7 @@ let package = Package(
         .target(
             name: "GotchuKioskCLI",
             dependencies: [
-                "GotchuKiosk",
+                "GotchuKiosk", "GotchuLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -148,6 +154,7 @@ let package = Package(
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerClient", "GotchuPeer",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
+                "GotchuLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -169,6 +176,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerClient", "GotchuAPI", "GotchuTesting", "GotchuSimulatedRadio",
+                "GotchuLogging",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

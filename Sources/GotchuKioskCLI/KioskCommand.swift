@@ -1,6 +1,7 @@
 public import ArgumentParser
 import Foundation
 import GotchuKiosk
+import GotchuLogging
 import Logging
 
 /// `gotchu kiosk`: the payment terminal daemon.
@@ -112,6 +113,17 @@ public struct KioskOptions: ParsableArguments {
     )
     var logLevel: Logger.Level = .info
 
+    @Option(
+        help: ArgumentHelp("Log format: text (default), or json (one JSON object per line).", valueName: "format"),
+        transform: { text in
+            guard let format = LogFormat(rawValue: text) else {
+                throw ValidationError("--log-format must be text or json")
+            }
+            return format
+        }
+    )
+    var logFormat: LogFormat = .text
+
     /// Creates the options with every value unset.
     public init() {}
 
@@ -137,12 +149,7 @@ public struct KioskOptions: ParsableArguments {
 
     /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
     public func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        logFormat.bootstrap(level: logLevel)
         let settings: KioskConfiguration
         do {
             settings = try KioskConfiguration.resolve(

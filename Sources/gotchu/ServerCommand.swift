@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GotchuLedgerServer
+import GotchuLogging
 import GotchuSystemd
 import Hummingbird
 import Logging
@@ -198,6 +199,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Option(help: "Log format on standard error: text, or json (one JSON object per line).")
+    var logFormat: LogFormat = .text
+
     /// The range of every bounded option. Durations stay far below what the stores' millisecond arithmetic can
     /// hold, and counts below what memory and file descriptors allow.
     enum Bounds {
@@ -249,11 +253,7 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = logLevel
-            return handler
-        }
+        logFormat.bootstrap(level: logLevel)
         let logger = Logger(label: "gotchu.server")
         warnIfDescriptorsShort(logger: logger)
         var policy = LedgerPolicy()
