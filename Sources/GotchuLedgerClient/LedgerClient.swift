@@ -118,6 +118,28 @@ public struct LedgerClient: Sendable {
         try await request("GET", "/healthz", body: Optional<AmountRequest>.none, authenticated: false)
     }
 
+    /// `GET /healthz`, with the server's clock as its `Date` header tells it (`nil` without a readable one).
+    public func healthAndDate() async throws(LedgerClientError) -> (health: HealthResponse, serverDate: Date?) {
+        let (data, response) = try await perform(
+            "GET",
+            "/healthz",
+            body: Optional<AmountRequest>.none,
+            headers: [:],
+            authenticated: false
+        )
+        let health: HealthResponse = try decodeBody(data, response)
+        return (health, response.value(forHTTPHeaderField: "Date").flatMap(Self.httpDate))
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 5.6.7).
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text)
+    }
+
     // MARK: Transport
 
     private func request<Body: Encodable, Output: Decodable>(
