@@ -115,7 +115,13 @@ public enum KioskDaemon {
         ]
         if let address = settings.display {
             services.append(
-                KioskDisplay(source: kiosk, host: address.host, port: address.port, logger: logger) { port in
+                KioskDisplay(
+                    source: kiosk,
+                    host: address.host,
+                    port: address.port,
+                    metrics: KioskMetrics(),
+                    logger: logger
+                ) { port in
                     output("display: http://\(KioskConfiguration.DisplayAddress(host: address.host, port: port))/")
                     await ready.partReady()
                 }

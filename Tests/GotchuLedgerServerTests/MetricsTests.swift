@@ -10,49 +10,6 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// One sample of a scrape, as Python's `prometheus_client` parser read it.
-private struct Sample: Decodable {
-    var name: String
-    var labels: [String: String]
-    var value: Double
-}
-
-/// Parses the Prometheus text format with `prometheus_client.parser` (a real parser, not this project's reading).
-private func parseWithPrometheusClient(_ text: String, in directory: URL) throws -> [Sample] {
-    let python = try #require(TestPython.executable, "no Python: run scripts/install-dependencies")
-    #expect(
-        TestPython.canImport(["prometheus_client.parser"]),
-        "prometheus-client is missing: run scripts/install-dependencies"
-    )
-    let input = directory.appendingPathComponent("scrape.txt")
-    try Data(text.utf8).write(to: input)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = [
-        "-c",
-        """
-        import json, sys
-        from prometheus_client.parser import text_string_to_metric_families
-        samples = []
-        for family in text_string_to_metric_families(open(sys.argv[1]).read()):
-            for sample in family.samples:
-                samples.append({"name": sample.name, "labels": sample.labels, "value": sample.value})
-        print(json.dumps(samples))
-        """,
-        input.path,
-    ]
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    try #require(process.terminationStatus == 0, "the parser refused the scrape: \(errorText)\n\(text)")
-    return try JSONDecoder().decode([Sample].self, from: data)
-}
-
 @Suite("GET /metrics in the Prometheus text format")
 struct MetricsTests {
     @Test("Requests by route and status, latency histograms, payments by outcome, rate-limit refusals, connections")
@@ -95,7 +52,7 @@ struct MetricsTests {
             #expect(http.value(forHTTPHeaderField: "Content-Type") == LedgerMetrics.contentType)
             return String(decoding: body, as: UTF8.self)
         }
-        let samples = try parseWithPrometheusClient(text, in: directory.url)
+        let samples = try PrometheusText.parse(text, in: directory.url)
         func value(_ name: String, _ labels: [String: String]) -> Double? {
             samples.first { sample in
                 sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value }
