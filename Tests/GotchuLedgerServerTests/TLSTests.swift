@@ -102,6 +102,56 @@ struct TLSTests {
         }
     }
 
+    @Test("The read timeout holds under TLS: a head that stops half-way is dropped (the idle timeout is far longer)")
+    func readTimeout() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let certificates = try TestCertificates(in: directory.url)
+        var limits = LedgerLimits.unlimited
+        limits.readTimeout = .seconds(1)
+        limits.idleTimeout = .seconds(600)
+        try await withHTTPSLedger(certificates, limits: limits) { url in
+            // openssl's client completes the handshake, sends half a head, and waits with its input left open.
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = [
+                "s_client", "-quiet", "-connect", "127.0.0.1:\(url.port ?? 0)", "-CAfile", certificates.caFile.path,
+            ]
+            let input = Pipe()
+            process.standardInput = input
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let (exits, exited) = AsyncStream.makeStream(of: Void.self)
+            process.terminationHandler = { _ in
+                exited.yield()
+                exited.finish()
+            }
+            try process.run()
+            defer {
+                if process.isRunning { process.terminate() }
+                try? input.fileHandleForWriting.close()
+            }
+            try input.fileHandleForWriting.write(contentsOf: Data("GET /healthz HTTP/1.1\r\nHost: ".utf8))
+            // The server closing the connection ends the client; the timeout only bounds a hang.
+            let closed = await withTaskGroup(of: Bool.self) { waiters in
+                waiters.addTask {
+                    for await _ in exits { return true }
+                    return true
+                }
+                waiters.addTask {
+                    try? await Task.sleep(for: .seconds(60))
+                    return false
+                }
+                let first = await waiters.next() ?? false
+                waiters.cancelAll()
+                return first
+            }
+            #expect(closed, "the half-sent request was not dropped")
+            // 0: the handshake succeeded and the server closed the connection (a failed handshake exits 1).
+            if closed { #expect(process.terminationStatus == 0) }
+        }
+    }
+
     @Test("A key that does not fit the certificate, or a missing file, stops the server before it listens")
     func badServerFiles() throws {
         let directory = try TemporaryDirectory()
