@@ -152,6 +152,21 @@ struct TLSTests {
         }
     }
 
+    @Test("A client that never starts its TLS handshake is closed after the idle timeout")
+    func silentBeforeHandshake() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let certificates = try TestCertificates(in: directory.url)
+        var limits = LedgerLimits.unlimited
+        limits.idleTimeout = .milliseconds(300)
+        limits.readTimeout = .seconds(600)
+        try await withHTTPSLedger(certificates, limits: limits) { url in
+            let silent = try RawConnection(port: url.port!)
+            // Closed without a byte: no handshake, so nothing to answer.
+            #expect(try await silent.waitForClose(timeout: .seconds(60)).isEmpty)
+        }
+    }
+
     @Test("A key that does not fit the certificate, or a missing file, stops the server before it listens")
     func badServerFiles() throws {
         let directory = try TemporaryDirectory()
