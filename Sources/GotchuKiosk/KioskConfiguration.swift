@@ -44,6 +44,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var server: URL
     /// How to get a token for the ledger.
     public var credentials: Credentials
+    /// The private CA trusted for an `https` ledger's certificate instead of the system's; `nil` for the system's.
+    public var caFile: URL?
     /// The name shown on the customer display.
     public var payeeName: String
     /// Which radio advertises the charges.
@@ -73,6 +75,7 @@ public struct KioskConfiguration: Hashable, Sendable {
     public init(
         server: URL,
         credentials: Credentials,
+        caFile: URL? = nil,
         payeeName: String = "Gotchu",
         radio: RadioKind = .bluez,
         bluezBus: DBusConnection.Bus = .system,
@@ -88,6 +91,7 @@ public struct KioskConfiguration: Hashable, Sendable {
     ) {
         self.server = server
         self.credentials = credentials
+        self.caFile = caFile
         self.payeeName = payeeName
         self.radio = radio
         self.bluezBus = bluezBus
@@ -113,7 +117,7 @@ public struct KioskConfiguration: Hashable, Sendable {
 
     /// Reads the config file and the environment, lays `flags` over them, and checks the result.
     ///
-    /// A relative path in the file (`token_file`, `air`, `state_directory`) is taken from the file's directory; one
+    /// A relative path in the file (`token_file`, `ca_file`, `air`, `state_directory`) is taken from the file's directory; one
     /// from the environment or a flag, from the working directory. A credential is one setting: the highest layer
     /// that sets `email` or `token_file` decides, and a layer that sets both is an error.
     ///
@@ -290,6 +294,7 @@ private struct Resolver {
         return KioskConfiguration(
             server: server,
             credentials: try credentials(),
+            caFile: try value(\.caFile, Self.path),
             payeeName: try required(\.payeeName, Self.payeeName),
             radio: try required(\.radio, Self.radio),
             bluezBus: try required(\.bluezBus, Self.bus),

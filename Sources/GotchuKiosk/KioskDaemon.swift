@@ -2,6 +2,7 @@ public import Foundation
 import GotchuBlueZ
 import GotchuCore
 import GotchuDBus
+import GotchuLedgerClient
 import GotchuSimulatedRadio
 import GotchuSystemd
 public import Logging
@@ -67,9 +68,17 @@ public enum KioskDaemon {
         logger: Logger,
         output: @escaping @Sendable (String) -> Void
     ) async throws {
+        var trust: LedgerTrust?
+        if let caFile = settings.caFile {
+            do {
+                trust = try LedgerTrust(caFile: caFile)
+            } catch {
+                throw Failure("ca_file: \(error)")
+            }
+        }
         let kiosk = try Kiosk(
             store: store,
-            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials),
+            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials, trust: trust),
             radio: radio,
             options: Kiosk.Options(
                 payeeName: settings.payeeName,
@@ -108,7 +117,13 @@ public enum KioskDaemon {
         ]
         if let address = settings.display {
             services.append(
-                KioskDisplay(source: kiosk, host: address.host, port: address.port, logger: logger) { port in
+                KioskDisplay(
+                    source: kiosk,
+                    host: address.host,
+                    port: address.port,
+                    metrics: KioskMetrics(),
+                    logger: logger
+                ) { port in
                     output("display: http://\(KioskConfiguration.DisplayAddress(host: address.host, port: port))/")
                     await ready.partReady()
                 }

@@ -14,6 +14,7 @@ public import ServiceLifecycle
 ///   current status), and a comment every `keepAliveInterval` so idle connections stay open and a departed
 ///   browser is noticed.
 /// - `GET /status`: the current status as JSON.
+/// - `GET /metrics`: with ``KioskMetrics``, the kiosk's metrics in the Prometheus text format.
 ///
 /// Other paths answer 404, other methods 405. Run it on its own or in a `ServiceGroup`; a graceful shutdown ends
 /// the open event streams so the server can stop.
@@ -22,6 +23,7 @@ public struct KioskDisplay: Service {
     private let host: String
     private let port: Int
     private let keepAliveInterval: Duration
+    private let metrics: KioskMetrics?
     private let logger: Logger
     private let onListening: @Sendable (Int) async -> Void
 
@@ -31,6 +33,7 @@ public struct KioskDisplay: Service {
     ///   - host: the address to listen on; `127.0.0.1` when the browser runs on the kiosk itself.
     ///   - port: the port to listen on; 0 picks a free one (see `onListening`).
     ///   - keepAliveInterval: how often an idle event stream gets a comment.
+    ///   - metrics: follows the status into these metrics and serves them at `GET /metrics`; none when `nil`.
     ///   - logger: where the server logs.
     ///   - onListening: called with the bound port once the server accepts connections.
     public init(
@@ -38,6 +41,7 @@ public struct KioskDisplay: Service {
         host: String,
         port: Int,
         keepAliveInterval: Duration = .seconds(15),
+        metrics: KioskMetrics? = nil,
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
@@ -45,6 +49,7 @@ public struct KioskDisplay: Service {
         self.host = host
         self.port = port
         self.keepAliveInterval = keepAliveInterval
+        self.metrics = metrics
         self.logger = logger
         self.onListening = onListening
     }
@@ -59,14 +64,35 @@ public struct KioskDisplay: Service {
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        try await application.run()
+        guard let metrics else { return try await application.run() }
+        let source = self.source
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { await metrics.observe(source) }
+            try await application.run()
+            // The server has stopped: so do the metrics.
+            tasks.cancelAll()
+        }
     }
 
     private func router() -> Router<BasicRequestContext> {
         let source = self.source
         let keepAliveInterval = self.keepAliveInterval
         let router = Router()
-        router.add(middleware: GetOnlyMiddleware(paths: ["/", "/events", "/status"]))
+        let paths: Set<String> =
+            metrics == nil ? ["/", "/events", "/status"] : ["/", "/events", "/status", "/metrics"]
+        router.add(middleware: GetOnlyMiddleware(paths: paths))
+        if let metrics {
+            router.get("/metrics") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = KioskMetrics.contentType
+                headers[.cacheControl] = "no-store"
+                return Response(
+                    status: .ok,
+                    headers: headers,
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.exposition()))
+                )
+            }
+        }
         router.get("/") { _, _ in
             var headers = Self.securityHeaders
             headers[.contentType] = "text/html; charset=utf-8"

@@ -34,10 +34,11 @@ public actor KioskLedger: KioskLedgerService {
     private var client: LedgerClient
 
     /// Creates a ledger connection; nothing is sent until the first call.
-    public init(baseURL: URL, credentials: Credentials, timeout: TimeInterval = 10) {
+    /// - Parameter trust: a private CA for an `https` ledger whose certificate it signed.
+    public init(baseURL: URL, credentials: Credentials, timeout: TimeInterval = 10, trust: LedgerTrust? = nil) {
         self.baseURL = baseURL
         self.credentials = credentials
-        self.client = LedgerClient(baseURL: baseURL, timeout: timeout)
+        self.client = LedgerClient(baseURL: baseURL, timeout: timeout, trust: trust)
     }
 
     /// Runs `call` with a logged-in client. If the ledger rejects the token, logs in (or re-reads the token file)

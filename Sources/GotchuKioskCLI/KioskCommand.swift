@@ -1,6 +1,7 @@
 public import ArgumentParser
 import Foundation
 import GotchuKiosk
+import GotchuLogging
 import Logging
 
 /// `gotchu kiosk`: the payment terminal daemon.
@@ -60,6 +61,13 @@ public struct KioskOptions: ParsableArguments {
     var email: String?
     @Option(help: ArgumentHelp("File holding the ledger token, re-read when the ledger rejects it.", valueName: "path"))
     var tokenFile: String?
+    @Option(
+        help: ArgumentHelp(
+            "PEM file of the private CA that signed an https ledger's certificate (default: the system's CAs).",
+            valueName: "path"
+        )
+    )
+    var caFile: String?
     @Option(help: ArgumentHelp("Name shown to customers on the display.", valueName: "name")) var payeeName: String?
     @Option(help: ArgumentHelp("bluez (default) or sim.", valueName: "radio")) var radio: String?
     @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
@@ -105,6 +113,17 @@ public struct KioskOptions: ParsableArguments {
     )
     var logLevel: Logger.Level = .info
 
+    @Option(
+        help: ArgumentHelp("Log format: text (default), or json (one JSON object per line).", valueName: "format"),
+        transform: { text in
+            guard let format = LogFormat(rawValue: text) else {
+                throw ValidationError("--log-format must be text or json")
+            }
+            return format
+        }
+    )
+    var logFormat: LogFormat = .text
+
     /// Creates the options with every value unset.
     public init() {}
 
@@ -113,6 +132,7 @@ public struct KioskOptions: ParsableArguments {
             server: server,
             email: email,
             tokenFile: tokenFile,
+            caFile: caFile,
             payeeName: payeeName,
             radio: radio,
             bluezBus: bluezBus,
@@ -129,12 +149,7 @@ public struct KioskOptions: ParsableArguments {
 
     /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
     public func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        logFormat.bootstrap(level: logLevel)
         let settings: KioskConfiguration
         do {
             settings = try KioskConfiguration.resolve(

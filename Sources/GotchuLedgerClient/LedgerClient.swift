@@ -16,16 +16,26 @@ public struct LedgerClient: Sendable {
     public let baseURL: URL
     /// The bearer token, if logged in.
     public var token: String?
+    /// The private CA trusted for the server's certificate instead of the system's; `nil` for the system's.
+    public let trust: LedgerTrust?
     private let session: URLSession
     private let timeout: TimeInterval
 
     /// Creates a client.
     /// - Parameter timeout: the limit for each request, in seconds.
-    public init(baseURL: URL, token: String? = nil, timeout: TimeInterval = 10, session: URLSession = .shared) {
+    /// - Parameter trust: a private CA for an `https` server whose certificate it signed.
+    public init(
+        baseURL: URL,
+        token: String? = nil,
+        timeout: TimeInterval = 10,
+        session: URLSession = .shared,
+        trust: LedgerTrust? = nil
+    ) {
         self.baseURL = baseURL
         self.token = token
         self.timeout = timeout
         self.session = session
+        self.trust = trust
     }
 
     /// `POST /auth/dev-login`: a token for `email` (development servers only).
@@ -108,6 +118,28 @@ public struct LedgerClient: Sendable {
         try await request("GET", "/healthz", body: Optional<AmountRequest>.none, authenticated: false)
     }
 
+    /// `GET /healthz`, with the server's clock as its `Date` header tells it (`nil` without a readable one).
+    public func healthAndDate() async throws(LedgerClientError) -> (health: HealthResponse, serverDate: Date?) {
+        let (data, response) = try await perform(
+            "GET",
+            "/healthz",
+            body: Optional<AmountRequest>.none,
+            headers: [:],
+            authenticated: false
+        )
+        let health: HealthResponse = try decodeBody(data, response)
+        return (health, response.value(forHTTPHeaderField: "Date").flatMap(Self.httpDate))
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 5.6.7).
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text)
+    }
+
     // MARK: Transport
 
     private func request<Body: Encodable, Output: Decodable>(
@@ -144,6 +176,17 @@ public struct LedgerClient: Sendable {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let trust {
+            do {
+                let request = request
+                let timeout = self.timeout
+                return try await Task { try await trust.perform(request, timeout: timeout) }.value
+            } catch let error as LedgerClientError {
+                throw error
+            } catch {
+                throw .transport(await trust.describe(error, url: url))
+            }
+        }
         let data: Data
         let response: URLResponse
         do {
@@ -188,8 +231,15 @@ public struct LedgerClient: Sendable {
             case .timedOut: return "the server did not answer in time"
             case .cannotConnectToHost, .cannotFindHost, .networkConnectionLost, .notConnectedToInternet:
                 return "cannot reach the server (\(urlError.localizedDescription))"
-            default: return urlError.localizedDescription
+            default: break
             }
+            // libcurl's words for a refused certificate ("SSL certificate problem: ...") are in the user info.
+            let detail = (urlError.userInfo[NSLocalizedDescriptionKey] as? String) ?? urlError.localizedDescription
+            if detail.contains("SSL") || detail.contains("certificate") {
+                return "the server's TLS certificate was refused (\(detail)); for a certificate from a private CA, "
+                    + "pass its CA file (--ca-file)"
+            }
+            return detail
         }
         return "\(error)"
     }

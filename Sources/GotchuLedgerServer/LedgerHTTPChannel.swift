@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOSSL
 import Synchronization
 
 /// The ledger's HTTP/1.1 connections: Hummingbird's, behind a guard that keeps what a connection may hold bounded.
@@ -22,6 +23,10 @@ import Synchronization
 ///   idle timeout, which also ends a connection whose request stops arriving for that long).
 /// - A request line without an HTTP version (HTTP/0.9), which the parser would wait on forever, and any request the
 ///   parser rejects are answered 400 `bad-request` as `application/problem+json` and the connection is closed.
+///
+/// Under HTTPS (HummingbirdTLS's `TLSChannel` wrapping this one) the TLS handler is first in the pipeline and these
+/// handlers go right behind it, so they see the decrypted bytes; a refused connection gets its 503 after the
+/// handshake. A client that never completes the handshake sends no request bytes and is closed by the idle timeout.
 struct LedgerHTTPChannel: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let channel: any Channel
@@ -33,12 +38,12 @@ struct LedgerHTTPChannel: ServerChildChannel {
     let slots: ConnectionSlots
     let readTimeout: TimeAmount
 
-    init(responder: @escaping HTTPChannelHandler.Responder, limits: LedgerLimits) {
+    init(responder: @escaping HTTPChannelHandler.Responder, limits: LedgerLimits, metrics: LedgerMetrics? = nil) {
         self.http1 = HTTP1Channel(
             responder: responder,
             configuration: .init(idleTimeout: TimeAmount(limits.idleTimeout))
         )
-        self.slots = ConnectionSlots(maximum: limits.maximumOpenConnections)
+        self.slots = ConnectionSlots(maximum: limits.maximumOpenConnections, metrics: metrics)
         self.readTimeout = TimeAmount(limits.readTimeout)
     }
 
@@ -63,7 +68,11 @@ struct LedgerHTTPChannel: ServerChildChannel {
         case .serve:
             let connection = ConnectionGuard(readTimeout: readTimeout, logger: logger)
             do {
-                try channel.pipeline.syncOperations.addHandler(RequestBytesHandler(connection), position: .first)
+                let operations = channel.pipeline.syncOperations
+                // In front of the HTTP codec, behind TLS when there is TLS.
+                let position: ChannelPipeline.SynchronousOperations.Position =
+                    if let tls = try? operations.handler(type: NIOSSLServerHandler.self) { .after(tls) } else { .first }
+                try operations.addHandler(RequestBytesHandler(connection), position: position)
             } catch {
                 return channel.eventLoop.makeFailedFuture(error)
             }
@@ -96,11 +105,13 @@ final class ConnectionSlots: Sendable {
     static let maximumRefusing = 64
 
     let maximum: Int
+    let metrics: LedgerMetrics?
     private let state = Mutex((served: 0, refusing: 0, full: false))
 
-    init(maximum: Int) {
+    init(maximum: Int, metrics: LedgerMetrics? = nil) {
         precondition(LedgerLimits.allowedOpenConnections.contains(maximum), "maximumOpenConnections out of range")
         self.maximum = maximum
+        self.metrics = metrics
     }
 
     /// Takes a slot for a new connection, or says how to turn it away. Logs when the server becomes full, not per
@@ -109,6 +120,8 @@ final class ConnectionSlots: Sendable {
         let (admission, becameFull) = state.withLock { state -> (Admission, Bool) in
             if state.served < maximum {
                 state.served += 1
+                // Under the lock, so the gauge's last value is the count's.
+                metrics?.connections(open: state.served)
                 return (.serve, false)
             }
             let becameFull = !state.full
@@ -117,6 +130,7 @@ final class ConnectionSlots: Sendable {
             state.refusing += 1
             return (.refuse, becameFull)
         }
+        if admission != .serve { metrics?.connectionRefused() }
         if becameFull {
             logger.warning(
                 "connection limit reached; new connections are answered 503 until some close",
@@ -129,7 +143,9 @@ final class ConnectionSlots: Sendable {
     func release(_ admission: Admission, logger: Logger) {
         let recovered = state.withLock { state -> Bool in
             switch admission {
-            case .serve: state.served -= 1
+            case .serve:
+                state.served -= 1
+                metrics?.connections(open: state.served)
             case .refuse: state.refusing -= 1
             case .drop: break
             }

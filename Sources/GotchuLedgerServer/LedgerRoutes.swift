@@ -12,11 +12,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let tokens: TokenAuthority
     let developmentMode: Bool
     let limiters: AbuseLimiters
+    let metrics: LedgerMetrics?
     /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
     private let knownUsers = KnownUsers()
 
-    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits) {
+    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits, metrics: LedgerMetrics?) {
         self.store = store
+        self.metrics = metrics
         self.tokens = tokens
         self.developmentMode = developmentMode
         self.limiters = AbuseLimiters(limits)
@@ -30,6 +32,17 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         router.get("/healthz") { _, _ in
             try await store.ping()
             return try json(HealthResponse(status: "ok"))
+        }
+        if let metrics {
+            router.get("/metrics") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = LedgerMetrics.contentType
+                return Response(
+                    status: .ok,
+                    headers: headers,
+                    body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition()))
+                )
+            }
         }
         router.get("/openapi.yaml") { _, _ in
             var headers = HTTPFields()
@@ -100,6 +113,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             let sid = try await sessionID(request, context)
             let (outcome, replayed) = try await store.send(sid: sid, payerID: user, idempotencyKey: key)
             let headers = replayHeaders(replayed)
+            switch outcome {
+            case .paid where replayed: metrics?.payment(outcome: "replayed")
+            case .paid: metrics?.payment(outcome: "paid")
+            case .refused(let problem): metrics?.payment(outcome: problem.kind?.rawValue ?? "other")
+            }
             switch outcome {
             case .paid(let balance):
                 return try json(BalanceResponse(newBalanceCents: balance), headers: headers)

@@ -1,7 +1,9 @@
 public import Foundation
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 public import Logging
+public import NIOSSL
 public import ServiceLifecycle
 import Synchronization
 
@@ -15,6 +17,10 @@ public enum LedgerServer {
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
     ///     stopped after it.
+    ///   - metrics: counts requests, payments, refusals and connections, and serves them at `GET /metrics` in the
+    ///     Prometheus text format; no metrics and no such route when `nil`.
+    ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
+    ///     HTTP when `nil`. The connection limits hold either way.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
@@ -23,6 +29,8 @@ public enum LedgerServer {
         port: Int = 8080,
         developmentMode: Bool = false,
         limits: LedgerLimits = LedgerLimits(),
+        metrics: LedgerMetrics? = nil,
+        tls: TLSConfiguration? = nil,
         services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -30,13 +38,25 @@ public enum LedgerServer {
         precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
         // HEAD is answered as GET without the body.
         let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if let metrics {
+            // Outermost, so it sees the status the client gets.
+            router.add(middleware: LedgerMetricsMiddleware(metrics: metrics))
+        }
         router.add(middleware: ProblemMiddleware())
-        LedgerRoutes(store: store, tokens: tokens, developmentMode: developmentMode, limits: limits).register(
-            on: router
-        )
+        LedgerRoutes(
+            store: store,
+            tokens: tokens,
+            developmentMode: developmentMode,
+            limits: limits,
+            metrics: metrics
+        ).register(on: router)
         var application = Application(
             router: router,
-            server: HTTPServerBuilder { responder in LedgerHTTPChannel(responder: responder, limits: limits) },
+            server: HTTPServerBuilder { responder in
+                let channel = LedgerHTTPChannel(responder: responder, limits: limits, metrics: metrics)
+                guard let tls else { return channel }
+                return try TLSChannel(channel, tlsConfiguration: tls)
+            },
             configuration: .init(address: .hostname(host, port: port), serverName: "gotchu-ledger"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: logger
@@ -112,6 +132,8 @@ extension LedgerServer {
     /// Runs one server per replica on free loopback ports while `body` runs, then shuts them down gracefully: how
     /// the demo, the simulator, the benchmarks and the tests get real HTTP ledgers in their own process.
     /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
+    /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
+    /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
     public static func withRunning<Result: Sendable>(
@@ -119,6 +141,8 @@ extension LedgerServer {
         tokens: TokenAuthority,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
+        metrics: LedgerMetrics? = nil,
+        tls: TLSConfiguration? = nil,
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
     ) async throws -> Result {
@@ -130,6 +154,8 @@ extension LedgerServer {
                 port: 0,
                 developmentMode: developmentMode,
                 limits: limits,
+                metrics: metrics,
+                tls: tls,
                 services: replica.services,
                 logger: logger
             ) { portContinuation.yield($0) }
@@ -139,7 +165,7 @@ extension LedgerServer {
             tasks.addTask { try await group.run() }
             var urls: [URL] = []
             for await port in ports {
-                urls.append(URL(string: "http://127.0.0.1:\(port)")!)
+                urls.append(URL(string: "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)")!)
                 if urls.count == replicas.count { break }
             }
             let result: Result
@@ -164,6 +190,8 @@ extension LedgerServer {
         tokens: TokenAuthority,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
+        metrics: LedgerMetrics? = nil,
+        tls: TLSConfiguration? = nil,
         services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable (URL) async throws -> Result
@@ -173,7 +201,57 @@ extension LedgerServer {
             tokens: tokens,
             developmentMode: developmentMode,
             limits: limits,
+            metrics: metrics,
+            tls: tls,
             logger: logger
         ) { urls in try await body(urls[0]) }
+    }
+}
+
+extension LedgerServer {
+    /// Why the server's certificate or key cannot be used.
+    public struct TLSSetupError: Error, CustomStringConvertible, Sendable {
+        /// The whole message, naming the file.
+        public var description: String
+    }
+
+    /// A server TLS configuration from a PEM certificate chain (the server's certificate first, then any
+    /// intermediates) and its PEM private key, checked now so a bad file stops the server before it listens.
+    /// - Throws: ``TLSSetupError`` naming the file that cannot be read or parsed, or saying that the key does not
+    ///   belong to the certificate.
+    public static func tlsConfiguration(
+        certificateFile: String,
+        keyFile: String
+    ) throws(TLSSetupError)
+        -> TLSConfiguration
+    {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificateFile)
+        } catch {
+            throw TLSSetupError(description: "cannot read the certificate file \(certificateFile): \(error)")
+        }
+        guard !chain.isEmpty else {
+            throw TLSSetupError(description: "the certificate file \(certificateFile) holds no PEM certificate")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: keyFile, format: .pem)
+        } catch {
+            throw TLSSetupError(description: "cannot read the private key file \(keyFile): \(error)")
+        }
+        let configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) },
+            privateKey: .privateKey(key)
+        )
+        do {
+            // Building a context checks that the key matches the certificate.
+            _ = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw TLSSetupError(
+                description: "the key in \(keyFile) does not fit the certificate in \(certificateFile): \(error)"
+            )
+        }
+        return configuration
     }
 }

@@ -1,8 +1,11 @@
 // Types of other modules used as option values.
 public import ArgumentParser
+public import GotchuLogging
 public import GotchuSimulatedRadio
 public import Logging
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 extension Scenario.Layout: ExpressibleByArgument {}
+
+extension LogFormat: ExpressibleByArgument {}

@@ -1,23 +1,52 @@
 import ArgumentParser
 import GotchuBlueZ
+import GotchuLedgerClient
 
 /// `gotchu doctor`: checks the Bluetooth stack and says what to fix.
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check that bluetoothd, an adapter and LE advertising are usable, and say how to fix what is not.",
+        abstract:
+            "Check that bluetoothd, an adapter, LE advertising and the ledger are usable, and say how to fix what is not.",
         discussion: """
             Checks, in order: the D-Bus system bus, bluetoothd (org.bluez), each
             adapter (address, powered), and its LE advertising manager (instances in
-            use and free, TX power support). Every problem comes with the command
-            that usually fixes it. Exits with status 1 when something blocks
-            advertising or scanning.
+            use and free, TX power support). Then the ledger (--server, --ca-file): that
+            it is reachable, that its TLS certificate is valid, that this clock is
+            within 30 s of the server's (its Date header), and that the cached token
+            is accepted. Every problem comes with the command that usually fixes it.
+            Exits with status 1 when something blocks advertising, scanning or
+            reaching the ledger.
             """
     )
 
     @OptionGroup var options: BlueZCommandOptions
+    @OptionGroup var server: ServerOptions
+
+    @Flag(help: "Check only the ledger, not Bluetooth (on a machine without a radio).")
+    var skipBluetooth = false
 
     func run() async throws {
+        var failed = false
+        if !skipBluetooth { failed = try await checkBluetooth() }
+        let findings = await LedgerDoctor.examine(try server.client(requireLogin: false))
+        for finding in findings {
+            print("\(Self.mark(finding.severity))  ledger \(finding.check): \(finding.text)")
+        }
+        if findings.contains(where: { $0.severity == .problem }) { failed = true }
+        if failed { throw ExitCode(1) }
+    }
+
+    private static func mark(_ severity: LedgerDoctor.Finding.Severity) -> String {
+        switch severity {
+        case .ok: "ok     "
+        case .warning: "warning"
+        case .problem: "PROBLEM"
+        }
+    }
+
+    /// Prints the Bluetooth report; returns whether something blocks advertising or scanning.
+    private func checkBluetooth() async throws -> Bool {
         let report = await BlueZDoctor.examine(bus: try options.dbusBus)
         for adapter in report.adapters {
             var line = "\(adapter.name)  \(adapter.address ?? "-")  \(adapter.powered ? "on" : "off")"
@@ -37,6 +66,6 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         print("scanning: \(report.discoveryPossible ? "possible" : "not possible")")
         print("advertising: \(report.advertisingPossible ? "possible" : "not possible")")
-        if report.severity == .problem { throw ExitCode(1) }
+        return report.severity == .problem
     }
 }

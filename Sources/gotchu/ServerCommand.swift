@@ -3,9 +3,11 @@ import Foundation
 import GotchuLedgerPostgres
 import GotchuLedgerSQLite
 import GotchuLedgerServer
+import GotchuLogging
 import GotchuSystemd
 import Hummingbird
 import Logging
+import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
 
@@ -19,11 +21,13 @@ struct ServerCommand: AsyncParsableCommand {
             postgres://USER@HOST:PORT/DB, password in the URL or $PGPASSWORD; back it up with pg_dump). \
             On PostgreSQL the server keeps no state of its own, so several servers on one database behave \
             as one; give them the same JWT secret. Ctrl-C or SIGTERM stops it after the requests in \
-            flight. The API contract is served at GET /openapi.yaml.
+            flight. The API contract is served at GET /openapi.yaml, and metrics for \
+            Prometheus at GET /metrics.
 
             Examples:
               gotchu server --dev            # dev login and funding enabled
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
+              gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
               PGPASSWORD=... gotchu server --jwt-secret ... \\
@@ -179,8 +183,26 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var trustForwardedFor = false
 
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp(
+            "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs --tls-key.",
+            valueName: "path"
+        )
+    )
+    var tlsCert: String?
+
+    @Option(
+        name: .customLong("tls-key"),
+        help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "path")
+    )
+    var tlsKey: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
+
+    @Option(help: "Log format on standard error: text, or json (one JSON object per line).")
+    var logFormat: LogFormat = .text
 
     /// The range of every bounded option. Durations stay far below what the stores' millisecond arithmetic can
     /// hold, and counts below what memory and file descriptors allow.
@@ -201,6 +223,9 @@ struct ServerCommand: AsyncParsableCommand {
             guard range.contains(value) else { throw ValidationError("--\(option) must be \(range), got \(value)") }
         }
         try check("port", port, 0...65535)
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together: pass both for HTTPS, or neither")
+        }
         try check("session-lifetime", sessionLifetime, Bounds.sessionLifetime)
         try check("lock-lifetime", lockLifetime, Bounds.lockLifetime)
         try check("in-flight-timeout", inFlightTimeout, Bounds.inFlightTimeout)
@@ -230,11 +255,7 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = logLevel
-            return handler
-        }
+        logFormat.bootstrap(level: logLevel)
         let logger = Logger(label: "gotchu.server")
         warnIfDescriptorsShort(logger: logger)
         var policy = LedgerPolicy()
@@ -281,6 +302,15 @@ struct ServerCommand: AsyncParsableCommand {
     ) async throws {
         let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
         let host = self.host
+        var tls: TLSConfiguration?
+        if let tlsCert, let tlsKey {
+            do {
+                tls = try LedgerServer.tlsConfiguration(certificateFile: tlsCert, keyFile: tlsKey)
+            } catch {
+                throw CLIError("\(error)")
+            }
+        }
+        let scheme = tls == nil ? "http" : "https"
         // Under systemd (Type=notify) readiness is the port listening, not the process having started.
         let notifier = SystemdNotifier(logger: logger)
         let application = LedgerServer.application(
@@ -290,12 +320,14 @@ struct ServerCommand: AsyncParsableCommand {
             port: port,
             developmentMode: dev,
             limits: limits,
+            metrics: LedgerMetrics(),
+            tls: tls,
             services: services,
             logger: logger
         ) { port in
             // Unbuffered, so a parent process reading the pipe sees the line at once.
-            FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
-            notifier.ready(status: "listening on http://\(host):\(port)")
+            FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
+            notifier.ready(status: "listening on \(scheme)://\(host):\(port)")
         }
         do {
             try await application.runService()

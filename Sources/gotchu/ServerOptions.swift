@@ -10,6 +10,29 @@ struct ServerOptions: ParsableArguments {
     )
     var serverURL: String?
 
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp(
+            "PEM file of the private CA that signed an https server's certificate (default: $GOTCHU_CA_FILE; else the system's CAs).",
+            valueName: "path"
+        )
+    )
+    var caFile: String?
+
+    /// The private CA to trust, if one is named.
+    var trust: LedgerTrust? {
+        get throws {
+            guard let path = caFile ?? ProcessInfo.processInfo.environment["GOTCHU_CA_FILE"], !path.isEmpty else {
+                return nil
+            }
+            do {
+                return try LedgerTrust(caFile: URL(fileURLWithPath: path))
+            } catch {
+                throw CLIError("--ca-file: \(error)")
+            }
+        }
+    }
+
     var baseURL: URL {
         get throws {
             let text = serverURL ?? ProcessInfo.processInfo.environment["GOTCHU_SERVER"] ?? "http://127.0.0.1:8080"
@@ -62,7 +85,7 @@ struct ServerOptions: ParsableArguments {
         if requireLogin && token == nil {
             throw CLIError("not logged in to \(url.absoluteString): run `gotchu login --email you@example.com`")
         }
-        return LedgerClient(baseURL: url, token: token)
+        return LedgerClient(baseURL: url, token: token, trust: try trust)
     }
 
     func saveToken(_ token: CachedToken) throws {

@@ -122,6 +122,7 @@ private let minimalEnvironment = [
             # a comment
             server = "https://ledger.example.com"
             token_file = "token"
+            ca_file = "ca.pem"
             payee_name = "Café Bob"
             radio = "sim"
             bluez_bus = "unix:path=/tmp/bus"
@@ -140,6 +141,7 @@ private let minimalEnvironment = [
         #expect(
             configuration.credentials == .tokenFile(directory.url.appendingPathComponent("token").standardizedFileURL)
         )
+        #expect(configuration.caFile == directory.url.appendingPathComponent("ca.pem").standardizedFileURL)
         #expect(configuration.payeeName == "Café Bob")
         #expect(configuration.radio == .sim)
         #expect(configuration.bluezBus == .address("unix:path=/tmp/bus"))
@@ -381,7 +383,26 @@ private let minimalEnvironment = [
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
         #expect(try JSONDecoder().decode(KioskSettings.self, from: data) == settings)
-        #expect(KioskSettings.keys.count == 14)
+        #expect(KioskSettings.keys.count == 15)
+    }
+
+    @Test func caFileFromTheEnvironmentAndFlagsIsTakenFromTheWorkingDirectory() throws {
+        let directory = try ConfigDirectory()
+        let file = try directory.write("kiosk.toml", "server = \"https://a.test\"\nemail = \"a@b.c\"\n")
+        let working = URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
+        #expect(try resolve(file: file).caFile == nil)
+        let fromEnvironment = try resolve(file: file, environment: ["GOTCHU_KIOSK_CA_FILE": "env-ca.pem"])
+        #expect(fromEnvironment.caFile == working.appendingPathComponent("env-ca.pem").standardizedFileURL)
+        let fromFlags = try resolve(
+            file: file,
+            environment: ["GOTCHU_KIOSK_CA_FILE": "env-ca.pem"],
+            flags: KioskSettings(caFile: "/etc/gotchu/ca.pem")
+        )
+        #expect(fromFlags.caFile == URL(fileURLWithPath: "/etc/gotchu/ca.pem"))
+        let empty = message { () throws(KioskConfigurationError) in
+            try resolve(file: file, flags: KioskSettings(caFile: ""))
+        }
+        #expect(empty?.contains("--ca-file") == true, "\(empty ?? "accepted")")
     }
 }
 

@@ -100,6 +100,30 @@ extension DBusConnection {
 
 @Suite("gotchu kiosk as a process, driven over D-Bus", .serialized, .timeLimit(.minutes(3)))
 struct KioskDaemonTests {
+    @Test("--log-format json: every line of the kiosk's log is one JSON object, and no token is in it")
+    func jsonLog() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let (kiosk, _) = try await daemon.startKiosk(["--log-format", "json", "--log-level", "trace"], kioskOnly: true)
+        defer { _ = try? kiosk.stopNow() }
+        // A charge makes the kiosk log in to the ledger and create a session.
+        let pos = try daemon.processes.start(
+            ["charge", "1.00", "--reference", "log test", "--bus", daemon.bus.address],
+            user: "pos"
+        )
+        _ = try await pos.waitForLine { $0.hasPrefix("waiting for a payer") }
+        _ = try? pos.stopNow()
+        #expect(try await kiosk.stop(signal: SIGTERM) == 0)
+        let lines = kiosk.standardError.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(lines.count >= 2, "\(kiosk.standardError)")
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["message"] is String && object?["level"] is String && object?["time"] is String, "\(line)")
+        }
+        #expect(!kiosk.standardError.contains("Bearer"))
+        #expect(!kiosk.standardError.contains("eyJ"), "a JWT in the log: \(kiosk.standardError)")
+    }
+
     @Test(
         "A point-of-sale charge over D-Bus is paid by a payer; PaymentSucceeded, State and /events show it",
         arguments: [false, true]

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuKiosk
+import GotchuTesting
 import Logging
 import ServiceLifecycle
 import Testing
@@ -197,6 +198,54 @@ import Testing
         #expect(await source.waitUntilNoSubscriptions())
     }
 
+    @Test("GET /metrics: the state, charges by outcome once each, and error states, read by prometheus_client")
+    func metrics() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let advertising = KioskStatus.advertising(payee: "Shop", reference: "order 1")
+        let source = SettableStatusSource(advertising)
+        let display = try await RunningDisplay.start(source, metrics: KioskMetrics())
+        func ended(_ status: KioskStatus, _ state: KioskChargeState, id: String? = nil) -> KioskStatus {
+            var status = status
+            status.charge?.state = state
+            if let id { status.charge?.id = id }
+            status.state = KioskStatus.State(rawValue: state.rawValue) ?? .failed
+            return status
+        }
+        // The metrics follow the status from their subscription on.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while await source.subscriptionCount < 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await source.set(ended(advertising, .paid))
+        await source.set(ended(advertising, .paid))
+        await source.set(KioskStatus(state: .error, payeeName: "Shop", charge: nil, problem: "down", now: Date()))
+        await source.set(ended(advertising, .advertising, id: "second"))
+        await source.set(ended(advertising, .expired, id: "second"))
+
+        var samples: [PrometheusText.Sample] = []
+        func value(_ name: String, _ labels: [String: String]) -> Double? {
+            samples.first { sample in
+                sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value }
+            }?.value
+        }
+        // Until the last change has been taken in; the deadline only bounds a hang.
+        while ContinuousClock.now < deadline {
+            let (head, body) = try await get(display, "/metrics")
+            #expect(head.status == 200)
+            samples = try PrometheusText.parse(body, in: directory.url)
+            if value("gotchu_kiosk_charges_total", ["outcome": "expired"]) == 1 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(value("gotchu_kiosk_charges_total", ["outcome": "paid"]) == 1)
+        #expect(value("gotchu_kiosk_charges_total", ["outcome": "expired"]) == 1)
+        #expect(value("gotchu_kiosk_charges_total", ["outcome": "cancelled"]) == 0)
+        #expect(value("gotchu_kiosk_error_states_total", [:]) == 1)
+        #expect(value("gotchu_kiosk_state", ["state": "expired"]) == 1)
+        #expect(value("gotchu_kiosk_state", ["state": "advertising"]) == 0)
+        try await display.stop()
+    }
+
     private func get(
         _ display: RunningDisplay,
         _ path: String,
@@ -240,7 +289,8 @@ struct RunningDisplay {
 
     static func start(
         _ source: SettableStatusSource,
-        keepAliveInterval: Duration = .seconds(15)
+        keepAliveInterval: Duration = .seconds(15),
+        metrics: KioskMetrics? = nil
     ) async throws
         -> RunningDisplay
     {
@@ -251,6 +301,7 @@ struct RunningDisplay {
             host: "127.0.0.1",
             port: 0,
             keepAliveInterval: keepAliveInterval,
+            metrics: metrics,
             logger: logger
         ) { listening.yield($0) }
         let group = ServiceGroup(services: [display], gracefulShutdownSignals: [], logger: logger)

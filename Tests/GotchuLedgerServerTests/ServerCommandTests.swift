@@ -2,8 +2,15 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerClient
 import GotchuLedgerPostgres
+import GotchuLogging
 import GotchuTesting
+import Logging
+import Synchronization
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("gotchu server, login and wallet as processes")
 struct ServerCommandTests {
@@ -35,6 +42,10 @@ struct ServerCommandTests {
         let wallet = try RunningCommand(gotchu, ["wallet", "--server", url], environment: environment)
         #expect(try await wallet.waitForExit() == 0)
         #expect(wallet.lines.first?.hasPrefix("balance $0.00") == true)
+        // The command serves its metrics.
+        let (scrape, _) = try await URLSession.shared.data(from: URL(string: url + "/metrics")!)
+        let metrics = String(decoding: scrape, as: UTF8.self)
+        #expect(metrics.contains("gotchu_ledger_requests_total{"), "\(metrics)")
 
         let files = try FileManager.default.subpathsOfDirectory(atPath: directory.url.path).filter {
             $0.hasSuffix(".json") || $0.hasSuffix(".sqlite") || $0.hasSuffix("jwt-secret")
@@ -62,6 +73,86 @@ struct ServerCommandTests {
         #expect(!log.contains(try #require(token)))
         #expect(!log.contains(secret))
         #expect(!log.contains("Bearer"))
+    }
+
+    @Test("--log-format json: one JSON object per line, at trace level still without the token or the secret")
+    func jsonLog() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let secret = "json-log-secret-" + String(repeating: "x", count: 32)
+        let environment = [
+            "XDG_DATA_HOME": directory.url.appendingPathComponent("data").path,
+            "XDG_CONFIG_HOME": directory.url.appendingPathComponent("config").path,
+        ]
+        let gotchu = try BuiltProducts.gotchu
+        let server = try RunningCommand(
+            gotchu,
+            [
+                "server", "--dev", "--port", "0", "--log-level", "trace", "--log-format", "json", "--jwt-secret",
+                secret,
+            ],
+            environment: environment
+        )
+        defer { _ = try? server.stopNow() }
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        let url = String(line.dropFirst("listening on ".count))
+        let login = try RunningCommand(
+            gotchu,
+            ["login", "--email", "json@example.com", "--server", url],
+            environment: environment
+        )
+        #expect(try await login.waitForExit() == 0)
+        let wallet = try RunningCommand(gotchu, ["wallet", "--server", url], environment: environment)
+        #expect(try await wallet.waitForExit() == 0)
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+
+        let log = server.standardError
+        let lines = log.split(separator: "\n", omittingEmptySubsequences: true)
+        var routes: [String] = []
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["message"] is String && object?["level"] is String && object?["time"] is String, "\(line)")
+            if let route = object?["route"] as? String { routes.append(route) }
+        }
+        #expect(routes.contains("/wallet/me"), "\(log)")
+        let tokenFile = try #require(
+            try FileManager.default.subpathsOfDirectory(atPath: directory.url.path).first { $0.hasSuffix(".json") }
+        )
+        let token = try JSONDecoder().decode(
+            [String: String].self,
+            from: Data(contentsOf: directory.url.appendingPathComponent(tokenFile))
+        )["token"]
+        #expect(!log.contains(try #require(token)))
+        #expect(!log.contains(secret))
+        #expect(!log.contains("Bearer"))
+    }
+
+    @Test("The JSON log handler redacts metadata named like a credential and keeps a message on one line")
+    func jsonHandlerRedacts() throws {
+        let lines = Mutex<[String]>([])
+        var handler = JSONLogHandler(label: "test") { line in lines.withLock { $0.append(line) } }
+        handler.logLevel = .trace
+        handler[metadataKey: "request"] = "r1"
+        let logger = Logger(label: "test") { _ in handler }
+        logger.info(
+            "two\nlines",
+            metadata: [
+                "token": "t0ps3cret", "authorization": "Bearer abc", "db_password": "pw", "signing_key": "k",
+                "idempotency_key": "key-1", "route": "/wallet/send",
+            ]
+        )
+        let written = try #require(lines.withLock { $0 }.first)
+        #expect(written.hasSuffix("\n") && written.dropLast().contains("\n") == false, "\(written)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(written.utf8)) as? [String: Any])
+        for key in ["token", "authorization", "db_password", "signing_key"] {
+            #expect(object[key] as? String == "[redacted]", "\(key)")
+        }
+        #expect(object["idempotency_key"] as? String == "key-1")
+        #expect(object["route"] as? String == "/wallet/send")
+        #expect(object["request"] as? String == "r1")
+        #expect(object["message"] as? String == "two\nlines")
+        #expect(object["level"] as? String == "info")
+        for secret in ["t0ps3cret", "Bearer abc", "\"pw\""] { #expect(!written.contains(secret)) }
     }
 
     @Test("Refuses to start without a JWT secret outside development mode, saying how to fix it")

@@ -1,0 +1,56 @@
+public import Foundation
+
+/// The Prometheus text format read by Python's `prometheus_client.parser`: a real parser, not this project's
+/// reading of its own output.
+public enum PrometheusText {
+    /// One sample of a scrape.
+    public struct Sample: Decodable, Sendable {
+        /// The sample's name (`…_total`, `…_bucket`, …).
+        public var name: String
+        /// Its labels.
+        public var labels: [String: String]
+        /// Its value.
+        public var value: Double
+    }
+
+    /// Parses `text`, written to a file in `directory` for the parser.
+    /// - Throws: when there is no Python with `prometheus_client` (scripts/install-dependencies installs it) or the
+    ///   parser refuses the text.
+    public static func parse(_ text: String, in directory: URL) throws -> [Sample] {
+        guard let python = TestPython.executable else {
+            throw RunningCommandError("no Python: run scripts/install-dependencies")
+        }
+        guard TestPython.canImport(["prometheus_client.parser"]) else {
+            throw RunningCommandError("prometheus-client is missing: run scripts/install-dependencies")
+        }
+        let input = directory.appendingPathComponent("scrape-\(UUID().uuidString).txt")
+        try Data(text.utf8).write(to: input)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [
+            "-c",
+            """
+            import json, sys
+            from prometheus_client.parser import text_string_to_metric_families
+            samples = []
+            for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+                for sample in family.samples:
+                    samples.append({"name": sample.name, "labels": sample.labels, "value": sample.value})
+            print(json.dumps(samples))
+            """,
+            input.path,
+        ]
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw RunningCommandError("the parser refused the scrape: \(errorText)\n\(text)")
+        }
+        return try JSONDecoder().decode([Sample].self, from: data)
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuLedgerClient
+import GotchuLedgerServer
+import GotchuTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite("GET /metrics in the Prometheus text format")
+struct MetricsTests {
+    @Test("Requests by route and status, latency histograms, payments by outcome, rate-limit refusals, connections")
+    func scrape() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
+        let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40))
+        var limits = LedgerLimits.unlimited
+        // One resolve per address, then 429 for a long while.
+        limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 1)
+        let metrics = LedgerMetrics()
+        let text = try await LedgerServer.withRunning(store: store, tokens: tokens, limits: limits, metrics: metrics) {
+            url in
+            var payee = LedgerClient(baseURL: url)
+            payee.token = try await payee.devLogin(email: "payee@example.com").token
+            var payer = LedgerClient(baseURL: url)
+            payer.token = try await payer.devLogin(email: "payer@example.com").token
+            _ = try await payer.fund(amountCents: 500)
+            _ = try await payer.health()
+
+            let first = try await payee.createSession(amountCents: 300)
+            try await payer.lock(sid: first.sid)
+            _ = try await payer.send(sid: first.sid, idempotencyKey: "metrics-1")
+            #expect(try await payer.send(sid: first.sid, idempotencyKey: "metrics-1").replayed)
+            // Paying without a lock is refused.
+            let second = try await payee.createSession(amountCents: 100)
+            await #expect(throws: LedgerClientError.self) {
+                _ = try await payer.send(sid: second.sid, idempotencyKey: "metrics-2")
+            }
+
+            _ = try? await payer.resolve(eid: second.eid)
+            await #expect(throws: LedgerClientError.self) { _ = try await payer.resolve(eid: second.eid) }
+            // A path no route serves is counted without its own path as a label.
+            _ = try await URLSession.shared.data(from: url.appendingPathComponent("no/such/path/12345"))
+
+            let (body, response) = try await URLSession.shared.data(from: url.appendingPathComponent("metrics"))
+            let http = try #require(response as? HTTPURLResponse)
+            #expect(http.statusCode == 200)
+            #expect(http.value(forHTTPHeaderField: "Content-Type") == LedgerMetrics.contentType)
+            return String(decoding: body, as: UTF8.self)
+        }
+        let samples = try PrometheusText.parse(text, in: directory.url)
+        func value(_ name: String, _ labels: [String: String]) -> Double? {
+            samples.first { sample in
+                sample.name == name && labels.allSatisfy { key, value in sample.labels[key] == value }
+            }?.value
+        }
+
+        #expect(value("gotchu_ledger_requests_total", ["route": "/healthz", "method": "GET", "status": "200"]) == 1)
+        #expect(
+            value("gotchu_ledger_requests_total", ["route": "/wallet/send", "method": "POST", "status": "200"]) == 2
+        )
+        #expect(
+            value("gotchu_ledger_requests_total", ["route": "/wallet/send", "method": "POST", "status": "409"]) == 1,
+            "\(samples.filter { $0.labels["route"] == "/wallet/send" })"
+        )
+        #expect(value("gotchu_ledger_requests_total", ["route": "unmatched", "status": "404"]) == 1)
+        #expect(!samples.contains { $0.labels["route"]?.contains("12345") == true })
+
+        #expect(value("gotchu_ledger_payments_total", ["outcome": "paid"]) == 1)
+        #expect(value("gotchu_ledger_payments_total", ["outcome": "replayed"]) == 1)
+        #expect(value("gotchu_ledger_payments_total", ["outcome": "lock-required"]) == 1)
+
+        #expect(value("gotchu_ledger_rate_limited_total", ["route": "/sessions/resolve"]) == 1)
+        #expect(
+            value("gotchu_ledger_requests_total", ["route": "/sessions/resolve", "method": "POST", "status": "429"])
+                == 1
+        )
+
+        // Latency: a histogram per route, its count the route's requests and its +Inf bucket the same.
+        let sends = ["route": "/wallet/send", "method": "POST"]
+        #expect(value("gotchu_ledger_request_duration_seconds_count", sends) == 3)
+        #expect(
+            value("gotchu_ledger_request_duration_seconds_bucket", sends.merging(["le": "+Inf"]) { a, _ in a }) == 3
+        )
+        #expect((value("gotchu_ledger_request_duration_seconds_sum", sends) ?? -1) > 0)
+
+        // The scrape's own connection was open when it was rendered; none was refused.
+        #expect((value("gotchu_ledger_open_connections", [:]) ?? 0) >= 1)
+        #expect(value("gotchu_ledger_refused_connections_total", [:]) == 0)
+    }
+
+    @Test("Without metrics there is no /metrics route")
+    func off() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
+        let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40))
+        try await LedgerServer.withRunning(store: store, tokens: tokens) { url in
+            let (_, response) = try await URLSession.shared.data(from: url.appendingPathComponent("metrics"))
+            #expect((response as? HTTPURLResponse)?.statusCode == 404)
+        }
+    }
+}
