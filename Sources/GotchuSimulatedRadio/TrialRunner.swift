@@ -11,8 +11,18 @@ public enum TrialRunner {
         TrialReport(scenario: scenario, results: (0..<scenario.trials).map { runTrial(scenario, index: $0) })
     }
 
-    /// Runs trial `index` of `scenario`.
-    public static func runTrial(_ scenario: Scenario, index: Int) -> TrialResult {
+    /// One trial's room on the air, ready to scan.
+    private struct Trial {
+        var air: AirCore
+        var payer: Int
+        var terminalOf: [EID: Int]
+        var room: (terminals: [Position], payer: Position)
+        var scanStart: Duration
+        var scanEnd: Duration
+        var seed: UInt64
+    }
+
+    private static func prepare(_ scenario: Scenario, index: Int) -> Trial {
         let seed = SplitMix64.derive(scenario.seed, UInt64(index))
         var random = Xoshiro256StarStar(seed: seed)
         let room = scenario.room(using: &random)
@@ -49,7 +59,50 @@ public enum TrialRunner {
         // its stationary distribution, so no warm-up is needed.
         let scanStart =
             scenario.advertisingInterval + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
-        let scanEnd = scanStart + scenario.timeout
+        return Trial(
+            air: air,
+            payer: payer,
+            terminalOf: terminalOf,
+            room: room,
+            scanStart: scanStart,
+            scanEnd: scanStart + scenario.timeout,
+            seed: seed
+        )
+    }
+
+    /// The sightings the payer's scan receives in trial `index`, from the start of the scan to the timeout, as a
+    /// recording: times count from the start of the scan, `trace` is `index` and each line names its terminal.
+    public static func record(_ scenario: Scenario, index: Int) -> [TraceLine] {
+        var trial = prepare(scenario, index: index)
+        return trial.air.receptions(
+            for: trial.payer,
+            from: trial.scanStart,
+            to: trial.scanEnd,
+            scanOrigin: trial.scanStart
+        )
+        .compactMap { reception in
+            guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { return nil }
+            return TraceLine(
+                trace: index,
+                sighting: Sighting(
+                    eid: eid,
+                    rssi: reception.rssi,
+                    txPower: reception.payload.txPower,
+                    time: reception.time - trial.scanStart,
+                    source: trial.air.peers[reception.advertiser].name
+                ),
+                terminal: trial.terminalOf[eid]
+            )
+        }
+    }
+
+    /// Runs trial `index` of `scenario`.
+    public static func runTrial(_ scenario: Scenario, index: Int) -> TrialResult {
+        let trial = prepare(scenario, index: index)
+        var air = trial.air
+        let (payer, terminalOf, room, scanStart, scanEnd, seed) = (
+            trial.payer, trial.terminalOf, trial.room, trial.scanStart, trial.scanEnd, trial.seed
+        )
 
         var selector = ProximitySelector(configuration: scenario.selector)
         var naive = NaiveProximitySelector(staleAfter: scenario.selector.staleAfter)

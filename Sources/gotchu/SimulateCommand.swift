@@ -20,6 +20,18 @@ struct SimulateCommand: AsyncParsableCommand {
             is added to the selection time: tap-to-paid.
 
             Example: gotchu simulate crowded --trials 5000 --sigma 8 --json
+
+            With --trace FILE it instead replays a recording (JSON lines {"trace": N, "eid": "...", \
+            "rssi": INT|null, "tx_power": INT|null, "time_ms": INT}, as `gotchu scan --json --record` \
+            writes them; "-" reads standard input) through the payer's own selection, each trace from \
+            time 0, and prints one JSON line per trace: {"trace": N, "decision": \
+            "selected"|"ambiguous"|"none", "eid": ...|null, "candidates": [...nearest first], \
+            "decided_at_ms": INT|null}. --record-traces FILE writes the simulated trials as such a \
+            recording (the extra "terminal" field is 0 for the terminal the payer stood at).
+
+            Examples:
+              gotchu simulate --trace taps.jsonl
+              gotchu simulate counter --trials 20 --record-traces counter.jsonl --no-ledger
             """
     )
 
@@ -56,14 +68,41 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Print the report as JSON.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Replay a recording of taps instead of simulating (\"-\": standard input).",
+            valueName: "file"
+        )
+    )
+    var trace: String?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("With --trace: replay as `gotchu pay --rssi-threshold` would select.", valueName: "dBm")
+    )
+    var rssiThreshold: Int16?
+
+    @Option(help: ArgumentHelp("Also write the simulated trials' sightings as a recording.", valueName: "file"))
+    var recordTraces: String?
+
+    /// Recordings larger than this are refused rather than read into memory.
+    static let maximumTraceBytes = 64 << 20
+
     func validate() throws {
         guard trials > 0 else { throw ValidationError("--trials must be positive") }
+        if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
+            throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
+        }
         guard sigma >= 0, pathLossExponent > 0, interval >= 20, (0..<1).contains(loss) else {
             throw ValidationError("need --sigma ≥ 0, --path-loss-exponent > 0, --interval ≥ 20 ms, 0 ≤ --loss < 1")
         }
     }
 
     func run() async throws {
+        if let trace {
+            try replay(trace)
+            return
+        }
         var model = AirModel()
         model.shadowingSigma = sigma
         model.pathLossExponent = pathLossExponent
@@ -79,6 +118,15 @@ struct SimulateCommand: AsyncParsableCommand {
             trials: trials,
             seed: seed
         )
+        if let recordTraces {
+            let lines = (0..<trials).flatMap { TrialRunner.record(scenario, index: $0) }
+            let text = lines.map { $0.json + "\n" }.joined()
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: recordTraces))
+            } catch {
+                throw CLIError("cannot write \(recordTraces): \(error.localizedDescription)")
+            }
+        }
         let started = ContinuousClock.now
         let report = TrialRunner.run(scenario)
         let selectionTime = ContinuousClock.now - started
@@ -99,6 +147,42 @@ struct SimulateCommand: AsyncParsableCommand {
             Console().line(result.table)
         }
         if ledger?.healthy == false { throw CLIError("the ledger's invariants do not hold after the run") }
+    }
+}
+
+extension SimulateCommand {
+    /// Replays every trace of a recording through the payer's selection and prints one decision per trace.
+    func replay(_ path: String) throws {
+        let data: Data
+        do {
+            if path == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+                defer { try? handle.close() }
+                data = try handle.read(upToCount: Self.maximumTraceBytes + 1) ?? Data()
+            }
+        } catch {
+            throw CLIError("cannot read \(path): \(error.localizedDescription)")
+        }
+        guard data.count <= Self.maximumTraceBytes else {
+            throw CLIError("\(path) is larger than \(Self.maximumTraceBytes >> 20) MiB")
+        }
+        guard let text = String(validating: data, as: UTF8.self) else {
+            throw CLIError("\(path) is not UTF-8 text")
+        }
+        let lines: [TraceLine]
+        do {
+            lines = try TraceReplay.parse(text)
+        } catch {
+            throw CLIError("\(path): \(error)")
+        }
+        let console = Console()
+        let configuration = PaySelection.configuration(rssiThreshold: rssiThreshold)
+        for (number, sightings) in TraceReplay.traces(lines) {
+            let heard = sightings.filter { PaySelection.accepts($0, rssiThreshold: rssiThreshold) }
+            console.line(TraceReplay.replay(heard, configuration: configuration).json(trace: number))
+        }
     }
 }
 
