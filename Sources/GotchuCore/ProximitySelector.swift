@@ -86,6 +86,18 @@ public struct ProximitySelector: Sendable {
             self.minimumRSSI = minimumRSSI
             self.smoothing = smoothing
         }
+
+        /// The rule before hardware spread was modelled: a 2 s mean, at least 6 samples, 8 dB of margin, and a gate
+        /// of 40 dB attenuation or −50 dBm. Kept for comparison.
+        public static let previous = Configuration(
+            window: .seconds(2),
+            staleAfter: .milliseconds(600),
+            minimumSamples: 6,
+            margin: 8,
+            maximumAttenuation: 40,
+            minimumRSSI: -50,
+            smoothing: .mean
+        )
     }
 
     /// The tunables in use.

@@ -27,16 +27,21 @@ public enum TrialRunner {
         var random = Xoshiro256StarStar(seed: seed)
         let room = scenario.room(using: &random)
         var air = AirCore(model: scenario.model, seed: seed)
+        // Hardware comes from a stream of its own, so an ideal model draws the same rooms and packets as before.
+        var hardware = Xoshiro256StarStar(seed: SplitMix64.derive(seed, 5))
 
         var terminalOf: [EID: Int] = [:]
         for (index, position) in room.terminals.enumerated() {
-            let peer = air.addPeer(
-                SimulatedPeer(
-                    name: "terminal-\(index)",
-                    trajectory: .fixed(position),
-                    advertisingInterval: scenario.advertisingInterval
-                )
+            var terminal = SimulatedPeer(
+                name: "terminal-\(index)",
+                trajectory: .fixed(position),
+                advertisingInterval: scenario.advertisingInterval
             )
+            terminal.transmitOffset = hardware.gaussian() * scenario.model.transmitOffsetSigma
+            if scenario.mixedMakes {
+                terminal.txPower = Scenario.mixedTxPowers[Int(hardware.next() % UInt64(Scenario.mixedTxPowers.count))]
+            }
+            let peer = air.addPeer(terminal)
             var eid = EID.random(using: &random)
             while terminalOf[eid] != nil { eid = EID.random(using: &random) }
             terminalOf[eid] = index
@@ -46,14 +51,14 @@ public enum TrialRunner {
                 at: .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
             )
         }
-        let payer = air.addPeer(
-            SimulatedPeer(
-                name: "payer",
-                trajectory: .fixed(room.payer),
-                scanWindow: scenario.scanWindow,
-                scanInterval: scenario.scanInterval
-            )
+        var payerPeer = SimulatedPeer(
+            name: "payer",
+            trajectory: .fixed(room.payer),
+            scanWindow: scenario.scanWindow,
+            scanInterval: scenario.scanInterval
         )
+        payerPeer.receiveOffset = hardware.gaussian() * scenario.model.receiveOffsetSigma
+        let payer = air.addPeer(payerPeer)
 
         // Every terminal is already advertising, each at its own phase, when the scan starts. Shadowing starts from
         // its stationary distribution, so no warm-up is needed.

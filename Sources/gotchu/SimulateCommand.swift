@@ -82,6 +82,15 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var rssiThreshold: Int16?
 
+    @Option(help: ArgumentHelp("Counter layout: the payer's distance to the terminal it pays, metres.", valueName: "m"))
+    var distance: Double?
+
+    @Flag(help: "Terminals of mixed makes: each announces and radiates one of -8, -4, 0, 4 or 8 dBm.")
+    var mixedMakes = false
+
+    @Flag(help: "Print the comparison table instead: model x distance x rule.")
+    var table = false
+
     @Option(help: ArgumentHelp("Also write the simulated trials' sightings as a recording.", valueName: "file"))
     var recordTraces: String?
 
@@ -93,6 +102,9 @@ struct SimulateCommand: AsyncParsableCommand {
         if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
             throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
         }
+        if let distance, !(0.01...5).contains(distance) {
+            throw ValidationError("--distance must be from 0.01 to 5 metres")
+        }
         guard sigma >= 0, pathLossExponent > 0, interval >= 20, (0..<1).contains(loss) else {
             throw ValidationError("need --sigma ≥ 0, --path-loss-exponent > 0, --interval ≥ 20 ms, 0 ≤ --loss < 1")
         }
@@ -103,21 +115,32 @@ struct SimulateCommand: AsyncParsableCommand {
             try replay(trace)
             return
         }
-        var model = AirModel()
+        if table {
+            Console().line(SimulationTable.run(trials: trials, seed: seed).markdown)
+            return
+        }
+        var model = AirModel.easy
         model.shadowingSigma = sigma
         model.pathLossExponent = pathLossExponent
         model.packetLoss = loss
         var selector = ProximitySelector.Configuration()
         if let margin { selector.margin = margin }
         if let window { selector.window = .milliseconds(window) }
-        let scenario = Scenario(
+        var scenario = Scenario(
             layout: scenario,
             model: model,
             selector: selector,
             advertisingInterval: .milliseconds(interval),
             trials: trials,
-            seed: seed
+            seed: seed,
+            mixedMakes: mixedMakes
         )
+        if let distance { scenario.intendedDistance = distance...distance }
+        // The same trials in the harder room, so nobody tunes to the easy one.
+        var hardScenario = scenario
+        hardScenario.model = .hard
+        hardScenario.model.packetLoss = loss
+        let hard = TrialRunner.run(hardScenario)
         if let recordTraces {
             let lines = (0..<trials).flatMap { TrialRunner.record(scenario, index: $0) }
             let text = lines.map { $0.json + "\n" }.joined()
@@ -135,6 +158,7 @@ struct SimulateCommand: AsyncParsableCommand {
             scenario: scenario,
             selector: SelectorSummary(report.results.map(\.selector), extraLatency: ledger?.durations),
             naive: SelectorSummary(report.results.map(\.naive), extraLatency: ledger?.durations),
+            hard: HardModelResult(model: hardScenario.model, selector: hard.selector, naive: hard.naive),
             ledgerPayments: ledger?.payments,
             ledgerInvariantsHold: ledger?.healthy,
             selectionWallSeconds: selectionTime / .seconds(1)
@@ -240,6 +264,8 @@ private struct SimulationResult: Encodable {
     var scenario: Scenario
     var selector: SelectorSummary
     var naive: SelectorSummary
+    /// The same trials in ``AirModel/hard``, selection only.
+    var hard: HardModelResult
     var ledgerPayments: Int?
     var ledgerInvariantsHold: Bool?
     var selectionWallSeconds: Double
@@ -275,6 +301,25 @@ private struct SimulationResult: Encodable {
         row("\(label) p95", seconds(selector.latencyP95), seconds(naive.latencyP95))
         row("\(label) p99", seconds(selector.latencyP99), seconds(naive.latencyP99))
         lines.append("")
+        lines.append(
+            String(
+                format:
+                    "the same trials in the harder room (σ %.1f dB, n %.1f, %.0f dB at 1 m, device offsets σ %.0f/%.0f dB, "
+                    + "blocking %.0f %% of links up to %.0f dB), selection only:",
+                hard.model.shadowingSigma,
+                hard.model.pathLossExponent,
+                hard.model.lossAtOneMetre,
+                hard.model.transmitOffsetSigma,
+                hard.model.receiveOffsetSigma,
+                hard.model.bodyBlockingProbability * 100,
+                hard.model.bodyBlockingMaximumLoss
+            )
+        )
+        row("auto-select coverage", percent(hard.selector.coverage), percent(hard.naive.coverage))
+        row("wrong payee", percent(hard.selector.wrongPayeeRate), percent(hard.naive.wrongPayeeRate))
+        row("ambiguous (list shown)", percent(hard.selector.ambiguousRate), percent(hard.naive.ambiguousRate))
+        row("tap-to-select p95", seconds(hard.selector.latencyP95), seconds(hard.naive.latencyP95))
+        lines.append("")
         if let ledgerPayments, let ledgerInvariantsHold {
             lines.append(
                 "ledger: \(ledgerPayments) payments over HTTP; invariants \(ledgerInvariantsHold ? "hold" : "BROKEN")"
@@ -282,5 +327,82 @@ private struct SimulationResult: Encodable {
         }
         lines.append(String(format: "selection simulated in %.2f s of wall time", selectionWallSeconds))
         return lines.joined(separator: "\n")
+    }
+}
+
+/// One model's figures in `gotchu simulate`'s report.
+private struct HardModelResult: Encodable {
+    var model: AirModel
+    var selector: SelectorSummary
+    var naive: SelectorSummary
+}
+
+/// `gotchu simulate --table`: every rule on the same trials, per model and distance.
+enum SimulationTable {
+    struct Row {
+        var model: String
+        var distance: String
+        var rule: String
+        var summary: SelectorSummary
+    }
+
+    /// The models compared: the easy one, the hard one, and the hard one with terminals of mixed makes.
+    static let models: [(name: String, model: AirModel, mixedMakes: Bool)] = [
+        ("easy", .easy, false), ("hard", .hard, false), ("hard, mixed makes", .hard, true),
+    ]
+    /// The payer's distances to the terminal it pays.
+    static let distances: [(name: String, range: ClosedRange<Double>)] = [
+        ("contact (1-5 cm)", 0.01...0.05), ("20 cm", 0.2...0.2), ("30 cm", 0.3...0.3),
+    ]
+
+    struct Table {
+        var rows: [Row]
+        var trials: Int
+        var seed: UInt64
+
+        /// A Markdown table, one row per model, distance and rule.
+        var markdown: String {
+            func percent(_ value: Double) -> String { String(format: "%.2f %%", value * 100) }
+            var lines = [
+                "counter layout, two other terminals 1.5-3 m away, \(trials) trials per row, seed \(seed)",
+                "",
+                "| model | distance | rule | coverage | wrong payee | ambiguous | p95 decision |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for row in rows {
+                let p95 = row.summary.latencyP95.map { String(format: "%.2f s", $0) } ?? "-"
+                lines.append(
+                    "| \(row.model) | \(row.distance) | \(row.rule) | \(percent(row.summary.coverage)) | "
+                        + "\(percent(row.summary.wrongPayeeRate)) | \(percent(row.summary.ambiguousRate)) | \(p95) |"
+                )
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    static func run(trials: Int, seed: UInt64) -> Table {
+        var rows: [Row] = []
+        for (modelName, model, mixedMakes) in models {
+            for (distanceName, range) in distances {
+                var scenario = Scenario(
+                    layout: .counter,
+                    model: model,
+                    selector: .previous,
+                    trials: trials,
+                    seed: seed,
+                    intendedDistance: range,
+                    mixedMakes: mixedMakes
+                )
+                let previous = TrialRunner.run(scenario)
+                scenario.selector = .init()
+                let current = TrialRunner.run(scenario)
+                for (rule, summary) in [
+                    ("naive", previous.naive), ("previous", previous.selector), ("new", current.selector),
+                ] {
+                    rows.append(Row(model: modelName, distance: distanceName, rule: rule, summary: summary))
+                }
+            }
+        }
+        return Table(rows: rows, trials: trials, seed: seed)
     }
 }
