@@ -85,6 +85,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Counter layout: the payer's distance to the terminal it pays, metres.", valueName: "m"))
     var distance: Double?
 
+    @Option(help: "Room: easy (tunable with --sigma and --path-loss-exponent) or hard (fitted to measurements).")
+    var model: RoomModel = .easy
+
     @Flag(help: "Terminals of mixed makes: each announces and radiates one of -8, -4, 0, 4 or 8 dBm.")
     var mixedMakes = false
 
@@ -122,6 +125,7 @@ struct SimulateCommand: AsyncParsableCommand {
         var model = AirModel.easy
         model.shadowingSigma = sigma
         model.pathLossExponent = pathLossExponent
+        if self.model == .hard { model = .hard }
         model.packetLoss = loss
         var selector = ProximitySelector.Configuration()
         if let margin { selector.margin = margin }
@@ -328,6 +332,11 @@ private struct SimulationResult: Encodable {
         lines.append(String(format: "selection simulated in %.2f s of wall time", selectionWallSeconds))
         return lines.joined(separator: "\n")
     }
+}
+
+/// The rooms `gotchu simulate --model` offers.
+enum RoomModel: String, ExpressibleByArgument, CaseIterable {
+    case easy, hard
 }
 
 /// One model's figures in `gotchu simulate`'s report.

@@ -42,6 +42,17 @@ import Testing
         #expect(hardReport.selector.coverage < easyReport.selector.coverage - 0.3)
     }
 
+    @Test func theHardRoomAtContactRange() throws {
+        let scenario = Scenario(layout: .counter, model: .hard, trials: 300, seed: 17, intendedDistance: 0.01...0.05)
+        let report = TrialRunner.run(scenario)
+        #expect(report.selector.coverage >= 0.8)
+        #expect(report.selector.wrongPayeeRate <= 0.005)
+        #expect(try #require(report.selector.latencyP95) < 2.0)
+        var previous = scenario
+        previous.selector = .previous
+        #expect(TrialRunner.run(previous).selector.coverage < report.selector.coverage)
+    }
+
     @Test func mixedMakesAnnounceTheirOwnPowers() {
         let scenario = Scenario(layout: .counter, model: .hard, trials: 30, seed: 15, mixedMakes: true)
         var powers = Set<Int16>()
