@@ -50,9 +50,10 @@ public struct ProximitySelector: Sendable {
     /// was tuned on the easy one alone): a 2 s mean, six samples, and a lead over the runner-up that depends on how
     /// near the best terminal is. At contact range (attenuation ≤ 38 dB) no other terminal can plausibly be as near and
     /// 8 dB suffices; further away, per-device offsets and shadowing that no window averages away leave only a 24 dB
-    /// lead trustworthy. The gate (50 dB attenuation, or −50 dBm) only says something is near. On 2,000 trials per
-    /// figure: the easy room at 20 cm still auto-selects 97.4 % with no wrong payee; the hard room at contact range
-    /// 88 % (previous rule 83 %) with no wrong payee, at 30 cm 34 % with 0.5 % wrong (previous 25 %, 0.6 %).
+    /// lead trustworthy. The gate (50 dB attenuation, or −50 dBm) only says something is near. On 3,000 trials per
+    /// figure (`gotchu simulate --table --trials 3000`): the easy room at 20 cm auto-selects 97.3 % with 0.13 % wrong
+    /// payee (previous rule 97.6 %, 0.13 %); the hard room at contact range 87.4 %, 0.13 % wrong (previous 83.5 %,
+    /// 0.13 %), at 30 cm 33.6 %, 0.70 % wrong (previous 24.6 %, 0.77 %).
     /// With slower advertising, six samples take proportionally longer to arrive.
     public struct Configuration: Hashable, Sendable, Codable {
         /// How far back samples are smoothed.

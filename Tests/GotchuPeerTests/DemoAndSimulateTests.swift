@@ -57,6 +57,21 @@ struct DemoAndSimulateTests {
         #expect(lines.map { $0 + "\n" }.joined() == expected)
     }
 
+    @Test("simulate --table compares every rule per room and distance")
+    func table() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let lines = try await processes.run(["simulate", "--table", "--trials", "20"], user: "sim")
+        let rows = lines.filter { $0.hasPrefix("| ") && !$0.hasPrefix("| model") }
+        #expect(rows.count == 3 * 3 * 3)
+        for model in ["easy", "hard", "hard, mixed makes"] {
+            for rule in ["naive", "previous", "new"] {
+                #expect(rows.count { $0.hasPrefix("| \(model) |") && $0.contains("| \(rule) |") } == 3)
+            }
+        }
+        #expect(rows.allSatisfy { $0.hasSuffix(" s |") || $0.hasSuffix("- |") })
+    }
+
     @Test("simulate --trace refuses a malformed recording, naming the line")
     func replayMalformedTrace() async throws {
         let processes = try GotchuProcesses()
