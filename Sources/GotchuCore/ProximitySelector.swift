@@ -80,6 +80,11 @@ public struct ProximitySelector: Sendable {
         /// Lead in dB a best candidate outside contact range needs over the runner-up: held further away, its lead
         /// is smaller and the per-device offsets and shadowing that no window averages away weigh more.
         public var distantMargin: Double
+        /// The tap's shape: when set, a best candidate outside contact range is also selected with only ``margin`` if
+        /// over the window it rose by at least this many dB more than the runner-up. A payer walking up to a terminal
+        /// raises that terminal's level far more than any other's, and a rise cancels the per-device offsets and
+        /// blocking that are constant over a tap. `nil` turns it off.
+        public var minimumRise: Double?
 
         /// Creates a configuration; every parameter has a measured default.
         public init(
@@ -92,7 +97,8 @@ public struct ProximitySelector: Sendable {
             smoothing: RSSIWindow.Smoothing = .mean,
             contactAttenuation: Double = 38,
             contactRSSI: Double = -38,
-            distantMargin: Double = 24
+            distantMargin: Double = 24,
+            minimumRise: Double? = nil
         ) {
             self.window = window
             self.staleAfter = staleAfter
@@ -104,6 +110,7 @@ public struct ProximitySelector: Sendable {
             self.contactAttenuation = contactAttenuation
             self.contactRSSI = contactRSSI
             self.distantMargin = distantMargin
+            self.minimumRise = minimumRise
         }
 
         /// The rule before hardware spread was modelled: a 2 s mean, at least 6 samples, 8 dB of margin, and a gate
@@ -171,15 +178,19 @@ public struct ProximitySelector: Sendable {
         // Every EID heard in the window competes for the margin, even a stale one, one below the gate or one with a
         // single sample: a competitor that missed a few packets (a duty-cycled scan, a body in the way) has not
         // walked away, and picking the only fresh terminal in that moment is exactly the dangerous guess.
-        let margin =
-            isContact(best, byAttenuation)
-            ? configuration.margin : max(configuration.margin, configuration.distantMargin)
-        if let runnerUp = all.first(where: { $0.eid != best.eid }),
-            strength(best, byAttenuation) - strength(runnerUp, byAttenuation) < margin
-        {
-            return .ambiguous(ranked)
+        guard let runnerUp = all.first(where: { $0.eid != best.eid }) else { return .selected(best) }
+        let lead = strength(best, byAttenuation) - strength(runnerUp, byAttenuation)
+        if isContact(best, byAttenuation) ? lead >= configuration.margin : lead >= configuration.distantMargin {
+            return .selected(best)
         }
-        return .selected(best)
+        if let minimumRise = configuration.minimumRise, lead >= configuration.margin,
+            let bestRise = rise(best.eid, now: now, byAttenuation),
+            let runnerUpRise = rise(runnerUp.eid, now: now, byAttenuation),
+            bestRise - runnerUpRise >= minimumRise
+        {
+            return .selected(best)
+        }
+        return .ambiguous(ranked)
     }
 
     /// Every EID with samples in the window at `now`, stale or not, nearest first, and the scale they are ranked on.
@@ -215,6 +226,23 @@ public struct ProximitySelector: Sendable {
             return attenuation <= configuration.maximumAttenuation
         }
         return candidate.rssi >= configuration.minimumRSSI
+    }
+
+    /// How much `eid` strengthened over the window: the mean of its samples in the newest quarter of the window minus
+    /// the mean of those in the oldest quarter, in dB; `nil` without two samples in each.
+    private func rise(_ eid: EID, now: Duration, _ byAttenuation: Bool) -> Double? {
+        guard var window = windows[eid] else { return nil }
+        window.prune(now: now)
+        let quarter = configuration.window / 4
+        let oldest = now - configuration.window
+        func level(_ sample: RSSIWindow.Sample) -> Double {
+            if byAttenuation, let attenuation = sample.attenuation { return -Double(attenuation) }
+            return Double(sample.rssi)
+        }
+        let early = window.samples.filter { $0.time <= oldest + quarter }.map(level)
+        let late = window.samples.filter { $0.time > now - quarter }.map(level)
+        guard early.count >= 2, late.count >= 2 else { return nil }
+        return late.reduce(0, +) / Double(late.count) - early.reduce(0, +) / Double(early.count)
     }
 
     private func isContact(_ candidate: ProximityCandidate, _ byAttenuation: Bool) -> Bool {

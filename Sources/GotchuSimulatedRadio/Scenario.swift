@@ -42,6 +42,9 @@ public struct Scenario: Hashable, Sendable, Codable {
     /// Whether the terminals are of mixed makes: each announces (and radiates, before its own offset) one of
     /// ``mixedTxPowers`` instead of 0 dBm.
     public var mixedMakes: Bool
+    /// When set, the payer walks up: it starts the scan 1 m further from the terminal it means to pay and reaches its
+    /// place after this long. `nil`: it stands there from the start.
+    public var approach: Duration?
     /// How many trials to run.
     public var trials: Int
     /// The seed of trial 0; trial i uses a seed derived from it and i.
@@ -61,7 +64,8 @@ public struct Scenario: Hashable, Sendable, Codable {
         seed: UInt64 = 1,
         intendedDistance: ClosedRange<Double> = 0.2...0.2,
         otherDistance: ClosedRange<Double> = 1.5...3,
-        mixedMakes: Bool = false
+        mixedMakes: Bool = false,
+        approach: Duration? = nil
     ) {
         self.layout = layout
         self.model = model
@@ -76,6 +80,7 @@ public struct Scenario: Hashable, Sendable, Codable {
         self.intendedDistance = intendedDistance
         self.otherDistance = otherDistance
         self.mixedMakes = mixedMakes
+        self.approach = approach
     }
 
     /// The TX powers terminals of mixed makes use, in dBm: the usual settings of BLE controllers and beacons.

@@ -51,19 +51,30 @@ public enum TrialRunner {
                 at: .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
             )
         }
+        // Every terminal is already advertising, each at its own phase, when the scan starts. Shadowing starts from
+        // its stationary distribution, so no warm-up is needed.
+        let scanStart =
+            scenario.advertisingInterval + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
+        var trajectory = Trajectory.fixed(room.payer)
+        if let approach = scenario.approach {
+            // From 1 m further out along the line from the terminal through the payer's place.
+            let (terminal, place) = (room.terminals[0], room.payer)
+            let length = max(terminal.distance(to: place), 1e-9)
+            let start = Position(
+                x: place.x + (place.x - terminal.x) / length,
+                y: place.y + (place.y - terminal.y) / length
+            )
+            trajectory = .waypoints([(scanStart, start), (scanStart + approach, place)])
+        }
         var payerPeer = SimulatedPeer(
             name: "payer",
-            trajectory: .fixed(room.payer),
+            trajectory: trajectory,
             scanWindow: scenario.scanWindow,
             scanInterval: scenario.scanInterval
         )
         payerPeer.receiveOffset = hardware.gaussian() * scenario.model.receiveOffsetSigma
         let payer = air.addPeer(payerPeer)
 
-        // Every terminal is already advertising, each at its own phase, when the scan starts. Shadowing starts from
-        // its stationary distribution, so no warm-up is needed.
-        let scanStart =
-            scenario.advertisingInterval + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
         return Trial(
             air: air,
             payer: payer,

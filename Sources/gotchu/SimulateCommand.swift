@@ -88,6 +88,11 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Room: easy (tunable with --sigma and --path-loss-exponent) or hard (fitted to measurements).")
     var model: RoomModel = .easy
 
+    @Option(
+        help: ArgumentHelp("The payer walks up from 1 m further out over this long, milliseconds.", valueName: "ms")
+    )
+    var approach: Int?
+
     @Flag(help: "Terminals of mixed makes: each announces and radiates one of -8, -4, 0, 4 or 8 dBm.")
     var mixedMakes = false
 
@@ -104,6 +109,9 @@ struct SimulateCommand: AsyncParsableCommand {
         guard trials > 0 else { throw ValidationError("--trials must be positive") }
         if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
             throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
+        }
+        if let approach, !(1...10_000).contains(approach) {
+            throw ValidationError("--approach must be from 1 to 10000 milliseconds")
         }
         if let distance, !(0.01...5).contains(distance) {
             throw ValidationError("--distance must be from 0.01 to 5 metres")
@@ -140,6 +148,7 @@ struct SimulateCommand: AsyncParsableCommand {
             mixedMakes: mixedMakes
         )
         if let distance { scenario.intendedDistance = distance...distance }
+        if let approach { scenario.approach = .milliseconds(approach) }
         // The same trials in the harder room, so nobody tunes to the easy one.
         var hardScenario = scenario
         hardScenario.model = .hard

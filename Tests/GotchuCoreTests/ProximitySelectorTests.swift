@@ -79,6 +79,19 @@ import Testing
         #expect(previous.decide(now: .seconds(1)).selected?.eid == Self.a)
     }
 
+    @Test func aRiseCanStandInForTheDistantMargin() {
+        // a strengthens by 18 dB over the window while b stays put: a leads by 11 dB on average, outside contact range.
+        let times = (1...20).map { Int64($0) * 100 }
+        let sightings =
+            times.map { sighting(Self.a, $0 <= 1000 ? -50 : -32, at: $0) } + times.map { sighting(Self.b, -52, at: $0) }
+        var plain = selector(sightings)
+        #expect(plain.decide(now: .seconds(2)).selected == nil)
+        var rising = selector(sightings, .init(minimumRise: 10))
+        #expect(rising.decide(now: .seconds(2)).selected?.eid == Self.a)
+        var steep = selector(sightings, .init(minimumRise: 20))
+        #expect(steep.decide(now: .seconds(2)).selected == nil)
+    }
+
     @Test func contactRangeByRSSIWhenATxPowerIsMissing() {
         var near = selector(burst(Self.a, -38, txPower: nil) + burst(Self.b, -46, txPower: nil))
         #expect(near.decide(now: .seconds(1)).selected?.eid == Self.a)

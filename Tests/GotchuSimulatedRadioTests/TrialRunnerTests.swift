@@ -53,6 +53,24 @@ import Testing
         #expect(TrialRunner.run(previous).selector.coverage < report.selector.coverage)
     }
 
+    @Test func aPayerWalkingUpSeesItsTerminalRise() throws {
+        let quiet = AirModel(shadowingSigma: 0, fastFadingSigma: 0, packetLoss: 0)
+        let scenario = Scenario(
+            layout: .counter,
+            model: quiet,
+            trials: 1,
+            seed: 18,
+            intendedDistance: 0.05...0.05,
+            approach: .seconds(1)
+        )
+        let intended = TrialRunner.record(scenario, index: 0).filter { $0.terminal == 0 }.map(\.sighting)
+        let first = try #require(intended.first { $0.time < .milliseconds(150) }?.rssi)
+        let last = try #require(intended.last?.rssi)
+        // From 1.05 m to 5 cm: 20·log10(21) ≈ 26 dB stronger, and standing still after the first second.
+        #expect((25...27).contains(last - first))
+        #expect(Set(intended.filter { $0.time > .milliseconds(1100) }.compactMap(\.rssi)).count == 1)
+    }
+
     @Test func mixedMakesAnnounceTheirOwnPowers() {
         let scenario = Scenario(layout: .counter, model: .hard, trials: 30, seed: 15, mixedMakes: true)
         var powers = Set<Int16>()
