@@ -89,6 +89,11 @@ struct SimulateCommand: AsyncParsableCommand {
     var model: RoomModel = .easy
 
     @Option(
+        help: ArgumentHelp("Selector: a rise over the runner-up that stands in for the distant lead.", valueName: "dB")
+    )
+    var rise: Double?
+
+    @Option(
         help: ArgumentHelp("The payer walks up from 1 m further out over this long, milliseconds.", valueName: "ms")
     )
     var approach: Int?
@@ -110,6 +115,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
             throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
         }
+        if let rise, !(0...60).contains(rise) { throw ValidationError("--rise must be from 0 to 60 dB") }
         if let approach, !(1...10_000).contains(approach) {
             throw ValidationError("--approach must be from 1 to 10000 milliseconds")
         }
@@ -138,6 +144,7 @@ struct SimulateCommand: AsyncParsableCommand {
         var selector = ProximitySelector.Configuration()
         if let margin { selector.margin = margin }
         if let window { selector.window = .milliseconds(window) }
+        if let rise { selector.minimumRise = rise }
         var scenario = Scenario(
             layout: scenario,
             model: model,
