@@ -73,6 +73,7 @@ public struct AirCore: Sendable {
     private var periods: [Int: [Period]] = [:]
     private var links: [LinkKey: LinkState] = [:]
     private var shadowing: [PairKey: Shadowing] = [:]
+    private var blocking: [PairKey: Double] = [:]
     private var nextPeriodID: UInt64 = 1
     private static let maximumAdvDelayNanoseconds: Int64 = 10_000_000
 
@@ -196,8 +197,9 @@ public struct AirCore: Sendable {
                 )
             )
             let power =
-                Double(peers[advertiser].txPower) - model.lossAtOneMetre - 10 * model.pathLossExponent
-                * log10(distance) + shadow + fading
+                Double(peers[advertiser].txPower) + peers[advertiser].transmitOffset + peers[scanner].receiveOffset
+                - blockingLoss(advertiser: advertiser, scanner: scanner) - model.lossAtOneMetre - 10
+                * model.pathLossExponent * log10(distance) + shadow + fading
             guard power >= model.sensitivity else { continue }
             let rssi = Int16(
                 min(Double(model.rssiRange.upperBound), max(Double(model.rssiRange.lowerBound), power.rounded()))
@@ -210,6 +212,18 @@ public struct AirCore: Sendable {
         } else {
             links[key] = link
         }
+    }
+
+    /// The link's body-blocking loss, drawn once from its own stream.
+    private mutating func blockingLoss(advertiser: Int, scanner: Int) -> Double {
+        guard model.bodyBlockingProbability > 0 else { return 0 }
+        let key = PairKey(advertiser: advertiser, scanner: scanner)
+        if let loss = blocking[key] { return loss }
+        var random = Xoshiro256StarStar(seed: SplitMix64.derive(seed, 4, UInt64(advertiser), UInt64(scanner)))
+        let blocked = random.unit() < model.bodyBlockingProbability
+        let loss = blocked ? random.unit() * model.bodyBlockingMaximumLoss : 0
+        blocking[key] = loss
+        return loss
     }
 
     /// Advances the link's Ornstein–Uhlenbeck shadowing to `time` and returns it.

@@ -35,6 +35,16 @@ public struct Scenario: Hashable, Sendable, Codable {
     public var timeout: Duration
     /// When the naive selector decides, after the scan starts (by default one advertising interval plus advDelay).
     public var naiveDecisionDelay: Duration
+    /// In the counter layout, how far the payer holds the phone from the terminal it means to pay, in metres.
+    public var intendedDistance: ClosedRange<Double>
+    /// In the counter layout, how far the other terminals are from the payer, in metres.
+    public var otherDistance: ClosedRange<Double>
+    /// Whether the terminals are of mixed makes: each announces (and radiates, before its own offset) one of
+    /// ``mixedTxPowers`` instead of 0 dBm.
+    public var mixedMakes: Bool
+    /// When set, the payer walks up: it starts the scan 1 m further from the terminal it means to pay and reaches its
+    /// place after this long. `nil`: it stands there from the start.
+    public var approach: Duration?
     /// How many trials to run.
     public var trials: Int
     /// The seed of trial 0; trial i uses a seed derived from it and i.
@@ -51,7 +61,11 @@ public struct Scenario: Hashable, Sendable, Codable {
         timeout: Duration = .seconds(3),
         naiveDecisionDelay: Duration? = nil,
         trials: Int = 1000,
-        seed: UInt64 = 1
+        seed: UInt64 = 1,
+        intendedDistance: ClosedRange<Double> = 0.2...0.2,
+        otherDistance: ClosedRange<Double> = 1.5...3,
+        mixedMakes: Bool = false,
+        approach: Duration? = nil
     ) {
         self.layout = layout
         self.model = model
@@ -63,7 +77,14 @@ public struct Scenario: Hashable, Sendable, Codable {
         self.naiveDecisionDelay = naiveDecisionDelay ?? advertisingInterval + .milliseconds(10)
         self.trials = trials
         self.seed = seed
+        self.intendedDistance = intendedDistance
+        self.otherDistance = otherDistance
+        self.mixedMakes = mixedMakes
+        self.approach = approach
     }
+
+    /// The TX powers terminals of mixed makes use, in dBm: the usual settings of BLE controllers and beacons.
+    public static let mixedTxPowers: [Int16] = [-8, -4, 0, 4, 8]
 
     /// The terminals' and the payer's positions in trial `index`, as ``TrialRunner`` lays them out; terminal 0 is the
     /// one the payer means to pay. A demo can place ``SimulatedAir`` peers with it.
@@ -82,8 +103,8 @@ public struct Scenario: Hashable, Sendable, Codable {
         switch layout {
         case .counter:
             let payer = Position.origin
-            let intended = around(payer, distance: 0.2...0.2)
-            return ([intended, around(payer, distance: 1.5...3), around(payer, distance: 1.5...3)], payer)
+            let intended = around(payer, distance: intendedDistance)
+            return ([intended, around(payer, distance: otherDistance), around(payer, distance: otherDistance)], payer)
         case .crowded:
             var grid: [Position] = []
             for row in 0..<2 {

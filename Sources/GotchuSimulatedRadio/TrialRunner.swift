@@ -11,22 +11,37 @@ public enum TrialRunner {
         TrialReport(scenario: scenario, results: (0..<scenario.trials).map { runTrial(scenario, index: $0) })
     }
 
-    /// Runs trial `index` of `scenario`.
-    public static func runTrial(_ scenario: Scenario, index: Int) -> TrialResult {
+    /// One trial's room on the air, ready to scan.
+    private struct Trial {
+        var air: AirCore
+        var payer: Int
+        var terminalOf: [EID: Int]
+        var room: (terminals: [Position], payer: Position)
+        var scanStart: Duration
+        var scanEnd: Duration
+        var seed: UInt64
+    }
+
+    private static func prepare(_ scenario: Scenario, index: Int) -> Trial {
         let seed = SplitMix64.derive(scenario.seed, UInt64(index))
         var random = Xoshiro256StarStar(seed: seed)
         let room = scenario.room(using: &random)
         var air = AirCore(model: scenario.model, seed: seed)
+        // Hardware comes from a stream of its own, so an ideal model draws the same rooms and packets as before.
+        var hardware = Xoshiro256StarStar(seed: SplitMix64.derive(seed, 5))
 
         var terminalOf: [EID: Int] = [:]
         for (index, position) in room.terminals.enumerated() {
-            let peer = air.addPeer(
-                SimulatedPeer(
-                    name: "terminal-\(index)",
-                    trajectory: .fixed(position),
-                    advertisingInterval: scenario.advertisingInterval
-                )
+            var terminal = SimulatedPeer(
+                name: "terminal-\(index)",
+                trajectory: .fixed(position),
+                advertisingInterval: scenario.advertisingInterval
             )
+            terminal.transmitOffset = hardware.gaussian() * scenario.model.transmitOffsetSigma
+            if scenario.mixedMakes {
+                terminal.txPower = Scenario.mixedTxPowers[Int(hardware.next() % UInt64(Scenario.mixedTxPowers.count))]
+            }
+            let peer = air.addPeer(terminal)
             var eid = EID.random(using: &random)
             while terminalOf[eid] != nil { eid = EID.random(using: &random) }
             terminalOf[eid] = index
@@ -36,20 +51,74 @@ public enum TrialRunner {
                 at: .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
             )
         }
-        let payer = air.addPeer(
-            SimulatedPeer(
-                name: "payer",
-                trajectory: .fixed(room.payer),
-                scanWindow: scenario.scanWindow,
-                scanInterval: scenario.scanInterval
-            )
-        )
-
         // Every terminal is already advertising, each at its own phase, when the scan starts. Shadowing starts from
         // its stationary distribution, so no warm-up is needed.
         let scanStart =
             scenario.advertisingInterval + .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
-        let scanEnd = scanStart + scenario.timeout
+        var trajectory = Trajectory.fixed(room.payer)
+        if let approach = scenario.approach {
+            // From 1 m further out along the line from the terminal through the payer's place.
+            let (terminal, place) = (room.terminals[0], room.payer)
+            let length = max(terminal.distance(to: place), 1e-9)
+            let start = Position(
+                x: place.x + (place.x - terminal.x) / length,
+                y: place.y + (place.y - terminal.y) / length
+            )
+            trajectory = .waypoints([(scanStart, start), (scanStart + approach, place)])
+        }
+        var payerPeer = SimulatedPeer(
+            name: "payer",
+            trajectory: trajectory,
+            scanWindow: scenario.scanWindow,
+            scanInterval: scenario.scanInterval
+        )
+        payerPeer.receiveOffset = hardware.gaussian() * scenario.model.receiveOffsetSigma
+        let payer = air.addPeer(payerPeer)
+
+        return Trial(
+            air: air,
+            payer: payer,
+            terminalOf: terminalOf,
+            room: room,
+            scanStart: scanStart,
+            scanEnd: scanStart + scenario.timeout,
+            seed: seed
+        )
+    }
+
+    /// The sightings the payer's scan receives in trial `index`, from the start of the scan to the timeout, as a
+    /// recording: times count from the start of the scan, `trace` is `index` and each line names its terminal.
+    public static func record(_ scenario: Scenario, index: Int) -> [TraceLine] {
+        var trial = prepare(scenario, index: index)
+        return trial.air.receptions(
+            for: trial.payer,
+            from: trial.scanStart,
+            to: trial.scanEnd,
+            scanOrigin: trial.scanStart
+        )
+        .compactMap { reception in
+            guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { return nil }
+            return TraceLine(
+                trace: index,
+                sighting: Sighting(
+                    eid: eid,
+                    rssi: reception.rssi,
+                    txPower: reception.payload.txPower,
+                    time: reception.time - trial.scanStart,
+                    source: trial.air.peers[reception.advertiser].name
+                ),
+                terminal: trial.terminalOf[eid]
+            )
+        }
+    }
+
+    /// Runs trial `index` of `scenario`.
+    public static func runTrial(_ scenario: Scenario, index: Int) -> TrialResult {
+        let trial = prepare(scenario, index: index)
+        var air = trial.air
+        let (payer, terminalOf, room, scanStart, scanEnd, seed) = (
+            trial.payer, trial.terminalOf, trial.room, trial.scanStart, trial.scanEnd, trial.seed
+        )
 
         var selector = ProximitySelector(configuration: scenario.selector)
         var naive = NaiveProximitySelector(staleAfter: scenario.selector.staleAfter)

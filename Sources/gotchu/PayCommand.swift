@@ -66,12 +66,10 @@ struct PayCommand: AsyncParsableCommand {
             if resumed.contains(where: { if case .failed = $0 { true } else { false } }) { throw ExitCode.failure }
             return
         }
-        var flow = PayerStateMachine.Configuration()
+        var flow = PaySelection.configuration(timeout: timeout, rssiThreshold: rssiThreshold)
         flow.alwaysChoose = choose
         flow.preApproved = yes
-        flow.scanTimeout = .seconds(timeout)
         flow.maximumAmountCents = try maxAmount.map { try CLIAmount.parse($0, option: "--max-amount") }
-        if let rssiThreshold { flow.selector.minimumRSSI = Double(rssiThreshold) }
         let options = Payer.Options(
             filter: ScanFilter(serviceUUID: try radio.serviceUUID, minimumRSSI: rssiThreshold),
             flow: flow
@@ -103,4 +101,22 @@ struct PayCommand: AsyncParsableCommand {
 
     /// The exit status of a payment whose outcome the ledger has not given yet.
     static let pendingStatus: Int32 = 4
+}
+
+/// How `gotchu pay` selects the terminal, shared with `gotchu simulate --trace` so a replay runs exactly the same rule.
+enum PaySelection {
+    /// The payer's flow for a scan of `timeout` seconds; `rssiThreshold` also filters the scan (see `accepts`).
+    static func configuration(timeout: Int = 15, rssiThreshold: Int16? = nil) -> PayerStateMachine.Configuration {
+        var flow = PayerStateMachine.Configuration()
+        flow.scanTimeout = .seconds(timeout)
+        if let rssiThreshold { flow.selector.minimumRSSI = Double(rssiThreshold) }
+        return flow
+    }
+
+    /// Whether the scan filter of `gotchu pay --rssi-threshold` lets `sighting` through: like the radios, it drops
+    /// sightings without RSSI once a threshold is set.
+    static func accepts(_ sighting: Sighting, rssiThreshold: Int16?) -> Bool {
+        guard let rssiThreshold else { return true }
+        return sighting.rssi.map { $0 >= rssiThreshold } ?? false
+    }
 }

@@ -1,7 +1,15 @@
 import ArgumentParser
+import Foundation
 import GotchuBlueZ
 import GotchuCore
+import GotchuSimulatedRadio
 import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// `gotchu scan`: lists the EIDs in range, live.
 struct ScanCommand: AsyncParsableCommand {
@@ -18,6 +26,15 @@ struct ScanCommand: AsyncParsableCommand {
               gotchu scan
               gotchu scan --rssi-threshold -60     # only strong (near) advertisers
               gotchu scan --json | jq .            # one JSON object per reception
+              gotchu scan --json --record taps.jsonl --trace-number 3
+                                                   # record one tap to replay with
+                                                   # gotchu simulate --trace taps.jsonl
+
+            Each JSON line is written as soon as it is received. --record appends the
+            same receptions to a file as a recording for `gotchu simulate --trace`:
+            time_ms counts from the start of this scan and every line carries the
+            --trace-number, so record each tap (start the scan, walk up, tap) with
+            its own number into the same file.
 
             The threshold is applied here, not in BlueZ: a BlueZ RSSI filter makes
             the kernel drop every report without RSSI, and is merged with the
@@ -37,9 +54,16 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per reception instead of the live table.")
     var json = false
 
+    @Option(help: ArgumentHelp("Append each reception to this file as a recording of one tap.", valueName: "file"))
+    var record: String?
+
+    @Option(help: ArgumentHelp("The trace number written with --record.", valueName: "N"))
+    var traceNumber = 0
+
     @OptionGroup var options: BlueZCommandOptions
 
     func validate() throws {
+        guard traceNumber >= 0 else { throw ValidationError("--trace-number must be 0 or more") }
         guard BluetoothUUID(serviceUUID) != nil else {
             throw ValidationError("--service-uuid must be a 16-bit (feed) or 128-bit Bluetooth UUID")
         }
@@ -55,14 +79,35 @@ struct ScanCommand: AsyncParsableCommand {
             configuration: .init(adapter: options.adapter),
             logger: logger
         )
+        let recording: FileHandle?
+        if let record {
+            let descriptor = open(record, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                await radio.close()
+                throw CLIError("cannot open \(record): \(String(cString: strerror(errno)))")
+            }
+            recording = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        } else {
+            recording = nil
+        }
+        let scanStart = await radio.now()
         let stream = try await radio.scan(ScanFilter(serviceUUID: uuid, minimumRSSI: rssiThreshold))
         let json = self.json
+        let traceNumber = self.traceNumber
         let consumer = Task {
             var table: [EID: (sighting: Sighting, count: Int)] = [:]
             var lastDraw = Duration.zero
             for try await sighting in stream {
+                if let recording {
+                    var relative = sighting
+                    relative.time = max(.zero, sighting.time - scanStart)
+                    // One write per line, straight to the descriptor: a recording cut short loses no whole line.
+                    recording.write(Data((TraceLine(trace: traceNumber, sighting: relative).json + "\n").utf8))
+                }
                 if json {
-                    print(Self.jsonLine(sighting))
+                    // Written straight to the descriptor, not through stdio's block buffer, so a pipe sees each
+                    // reception as it happens.
+                    FileHandle.standardOutput.write(Data((Self.jsonLine(sighting) + "\n").utf8))
                     continue
                 }
                 table[sighting.eid] = (sighting, (table[sighting.eid]?.count ?? 0) + 1)
@@ -98,7 +143,22 @@ struct ScanCommand: AsyncParsableCommand {
         return
             "{\"eid\":\"\(sighting.eid)\",\"rssi\":\(number(sighting.rssi)),\"tx_power\":\(number(sighting.txPower)),"
             + "\"attenuation\":\(number(sighting.attenuation)),\"time_ms\":\(milliseconds),"
-            + "\"source\":\"\(sighting.source)\"}"
+            + "\"source\":\"\(jsonEscaped(sighting.source))\"}"
+    }
+
+    /// `text` as the inside of a JSON string: the source comes from the system bus and is not trusted to be plain.
+    static func jsonEscaped(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": escaped += "\\\""
+            case "\\": escaped += "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value):
+                escaped += String(format: "\\u%04x", scalar.value)
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 
     static func draw(_ table: [EID: (sighting: Sighting, count: Int)], now: Duration) {

@@ -20,6 +20,18 @@ struct SimulateCommand: AsyncParsableCommand {
             is added to the selection time: tap-to-paid.
 
             Example: gotchu simulate crowded --trials 5000 --sigma 8 --json
+
+            With --trace FILE it instead replays a recording (JSON lines {"trace": N, "eid": "...", \
+            "rssi": INT|null, "tx_power": INT|null, "time_ms": INT}, as `gotchu scan --json --record` \
+            writes them; "-" reads standard input) through the payer's own selection, each trace from \
+            time 0, and prints one JSON line per trace: {"trace": N, "decision": \
+            "selected"|"ambiguous"|"none", "eid": ...|null, "candidates": [...nearest first], \
+            "decided_at_ms": INT|null}. --record-traces FILE writes the simulated trials as such a \
+            recording (the extra "terminal" field is 0 for the terminal the payer stood at).
+
+            Examples:
+              gotchu simulate --trace taps.jsonl
+              gotchu simulate counter --trials 20 --record-traces counter.jsonl --no-ledger
             """
     )
 
@@ -56,29 +68,108 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Print the report as JSON.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Replay a recording of taps instead of simulating (\"-\": standard input).",
+            valueName: "file"
+        )
+    )
+    var trace: String?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("With --trace: replay as `gotchu pay --rssi-threshold` would select.", valueName: "dBm")
+    )
+    var rssiThreshold: Int16?
+
+    @Option(help: ArgumentHelp("Counter layout: the payer's distance to the terminal it pays, metres.", valueName: "m"))
+    var distance: Double?
+
+    @Option(help: "Room: easy (tunable with --sigma and --path-loss-exponent) or hard (fitted to measurements).")
+    var model: RoomModel = .easy
+
+    @Option(
+        help: ArgumentHelp("Selector: a rise over the runner-up that stands in for the distant lead.", valueName: "dB")
+    )
+    var rise: Double?
+
+    @Option(
+        help: ArgumentHelp("The payer walks up from 1 m further out over this long, milliseconds.", valueName: "ms")
+    )
+    var approach: Int?
+
+    @Flag(help: "Terminals of mixed makes: each announces and radiates one of -8, -4, 0, 4 or 8 dBm.")
+    var mixedMakes = false
+
+    @Flag(help: "Print the comparison table instead: model x distance x rule.")
+    var table = false
+
+    @Option(help: ArgumentHelp("Also write the simulated trials' sightings as a recording.", valueName: "file"))
+    var recordTraces: String?
+
+    /// Recordings larger than this are refused rather than read into memory.
+    static let maximumTraceBytes = 64 << 20
+
     func validate() throws {
         guard trials > 0 else { throw ValidationError("--trials must be positive") }
+        if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
+            throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
+        }
+        if let rise, !(0...60).contains(rise) { throw ValidationError("--rise must be from 0 to 60 dB") }
+        if let approach, !(1...10_000).contains(approach) {
+            throw ValidationError("--approach must be from 1 to 10000 milliseconds")
+        }
+        if let distance, !(0.01...5).contains(distance) {
+            throw ValidationError("--distance must be from 0.01 to 5 metres")
+        }
         guard sigma >= 0, pathLossExponent > 0, interval >= 20, (0..<1).contains(loss) else {
             throw ValidationError("need --sigma ≥ 0, --path-loss-exponent > 0, --interval ≥ 20 ms, 0 ≤ --loss < 1")
         }
     }
 
     func run() async throws {
-        var model = AirModel()
+        if let trace {
+            try replay(trace)
+            return
+        }
+        if table {
+            Console().line(SimulationTable.run(trials: trials, seed: seed).markdown)
+            return
+        }
+        var model = AirModel.easy
         model.shadowingSigma = sigma
         model.pathLossExponent = pathLossExponent
+        if self.model == .hard { model = .hard }
         model.packetLoss = loss
         var selector = ProximitySelector.Configuration()
         if let margin { selector.margin = margin }
         if let window { selector.window = .milliseconds(window) }
-        let scenario = Scenario(
+        if let rise { selector.minimumRise = rise }
+        var scenario = Scenario(
             layout: scenario,
             model: model,
             selector: selector,
             advertisingInterval: .milliseconds(interval),
             trials: trials,
-            seed: seed
+            seed: seed,
+            mixedMakes: mixedMakes
         )
+        if let distance { scenario.intendedDistance = distance...distance }
+        if let approach { scenario.approach = .milliseconds(approach) }
+        // The same trials in the harder room, so nobody tunes to the easy one.
+        var hardScenario = scenario
+        hardScenario.model = .hard
+        hardScenario.model.packetLoss = loss
+        let hard = TrialRunner.run(hardScenario)
+        if let recordTraces {
+            let lines = (0..<trials).flatMap { TrialRunner.record(scenario, index: $0) }
+            let text = lines.map { $0.json + "\n" }.joined()
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: recordTraces))
+            } catch {
+                throw CLIError("cannot write \(recordTraces): \(error.localizedDescription)")
+            }
+        }
         let started = ContinuousClock.now
         let report = TrialRunner.run(scenario)
         let selectionTime = ContinuousClock.now - started
@@ -87,6 +178,7 @@ struct SimulateCommand: AsyncParsableCommand {
             scenario: scenario,
             selector: SelectorSummary(report.results.map(\.selector), extraLatency: ledger?.durations),
             naive: SelectorSummary(report.results.map(\.naive), extraLatency: ledger?.durations),
+            hard: HardModelResult(model: hardScenario.model, selector: hard.selector, naive: hard.naive),
             ledgerPayments: ledger?.payments,
             ledgerInvariantsHold: ledger?.healthy,
             selectionWallSeconds: selectionTime / .seconds(1)
@@ -99,6 +191,42 @@ struct SimulateCommand: AsyncParsableCommand {
             Console().line(result.table)
         }
         if ledger?.healthy == false { throw CLIError("the ledger's invariants do not hold after the run") }
+    }
+}
+
+extension SimulateCommand {
+    /// Replays every trace of a recording through the payer's selection and prints one decision per trace.
+    func replay(_ path: String) throws {
+        let data: Data
+        do {
+            if path == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+                defer { try? handle.close() }
+                data = try handle.read(upToCount: Self.maximumTraceBytes + 1) ?? Data()
+            }
+        } catch {
+            throw CLIError("cannot read \(path): \(error.localizedDescription)")
+        }
+        guard data.count <= Self.maximumTraceBytes else {
+            throw CLIError("\(path) is larger than \(Self.maximumTraceBytes >> 20) MiB")
+        }
+        guard let text = String(validating: data, as: UTF8.self) else {
+            throw CLIError("\(path) is not UTF-8 text")
+        }
+        let lines: [TraceLine]
+        do {
+            lines = try TraceReplay.parse(text)
+        } catch {
+            throw CLIError("\(path): \(error)")
+        }
+        let console = Console()
+        let configuration = PaySelection.configuration(rssiThreshold: rssiThreshold)
+        for (number, sightings) in TraceReplay.traces(lines) {
+            let heard = sightings.filter { PaySelection.accepts($0, rssiThreshold: rssiThreshold) }
+            console.line(TraceReplay.replay(heard, configuration: configuration).json(trace: number))
+        }
     }
 }
 
@@ -156,6 +284,8 @@ private struct SimulationResult: Encodable {
     var scenario: Scenario
     var selector: SelectorSummary
     var naive: SelectorSummary
+    /// The same trials in ``AirModel/hard``, selection only.
+    var hard: HardModelResult
     var ledgerPayments: Int?
     var ledgerInvariantsHold: Bool?
     var selectionWallSeconds: Double
@@ -191,6 +321,25 @@ private struct SimulationResult: Encodable {
         row("\(label) p95", seconds(selector.latencyP95), seconds(naive.latencyP95))
         row("\(label) p99", seconds(selector.latencyP99), seconds(naive.latencyP99))
         lines.append("")
+        lines.append(
+            String(
+                format:
+                    "the same trials in the harder room (σ %.1f dB, n %.1f, %.0f dB at 1 m, device offsets σ %.0f/%.0f dB, "
+                    + "blocking %.0f %% of links up to %.0f dB), selection only:",
+                hard.model.shadowingSigma,
+                hard.model.pathLossExponent,
+                hard.model.lossAtOneMetre,
+                hard.model.transmitOffsetSigma,
+                hard.model.receiveOffsetSigma,
+                hard.model.bodyBlockingProbability * 100,
+                hard.model.bodyBlockingMaximumLoss
+            )
+        )
+        row("auto-select coverage", percent(hard.selector.coverage), percent(hard.naive.coverage))
+        row("wrong payee", percent(hard.selector.wrongPayeeRate), percent(hard.naive.wrongPayeeRate))
+        row("ambiguous (list shown)", percent(hard.selector.ambiguousRate), percent(hard.naive.ambiguousRate))
+        row("tap-to-select p95", seconds(hard.selector.latencyP95), seconds(hard.naive.latencyP95))
+        lines.append("")
         if let ledgerPayments, let ledgerInvariantsHold {
             lines.append(
                 "ledger: \(ledgerPayments) payments over HTTP; invariants \(ledgerInvariantsHold ? "hold" : "BROKEN")"
@@ -198,5 +347,87 @@ private struct SimulationResult: Encodable {
         }
         lines.append(String(format: "selection simulated in %.2f s of wall time", selectionWallSeconds))
         return lines.joined(separator: "\n")
+    }
+}
+
+/// The rooms `gotchu simulate --model` offers.
+enum RoomModel: String, ExpressibleByArgument, CaseIterable {
+    case easy, hard
+}
+
+/// One model's figures in `gotchu simulate`'s report.
+private struct HardModelResult: Encodable {
+    var model: AirModel
+    var selector: SelectorSummary
+    var naive: SelectorSummary
+}
+
+/// `gotchu simulate --table`: every rule on the same trials, per model and distance.
+enum SimulationTable {
+    struct Row {
+        var model: String
+        var distance: String
+        var rule: String
+        var summary: SelectorSummary
+    }
+
+    /// The models compared: the easy one, the hard one, and the hard one with terminals of mixed makes.
+    static let models: [(name: String, model: AirModel, mixedMakes: Bool)] = [
+        ("easy", .easy, false), ("hard", .hard, false), ("hard, mixed makes", .hard, true),
+    ]
+    /// The payer's distances to the terminal it pays.
+    static let distances: [(name: String, range: ClosedRange<Double>)] = [
+        ("contact (1-5 cm)", 0.01...0.05), ("20 cm", 0.2...0.2), ("30 cm", 0.3...0.3),
+    ]
+
+    struct Table {
+        var rows: [Row]
+        var trials: Int
+        var seed: UInt64
+
+        /// A Markdown table, one row per model, distance and rule.
+        var markdown: String {
+            func percent(_ value: Double) -> String { String(format: "%.2f %%", value * 100) }
+            var lines = [
+                "counter layout, two other terminals 1.5-3 m away, \(trials) trials per row, seed \(seed)",
+                "",
+                "| model | distance | rule | coverage | wrong payee | ambiguous | p95 decision |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for row in rows {
+                let p95 = row.summary.latencyP95.map { String(format: "%.2f s", $0) } ?? "-"
+                lines.append(
+                    "| \(row.model) | \(row.distance) | \(row.rule) | \(percent(row.summary.coverage)) | "
+                        + "\(percent(row.summary.wrongPayeeRate)) | \(percent(row.summary.ambiguousRate)) | \(p95) |"
+                )
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    static func run(trials: Int, seed: UInt64) -> Table {
+        var rows: [Row] = []
+        for (modelName, model, mixedMakes) in models {
+            for (distanceName, range) in distances {
+                var scenario = Scenario(
+                    layout: .counter,
+                    model: model,
+                    selector: .previous,
+                    trials: trials,
+                    seed: seed,
+                    intendedDistance: range,
+                    mixedMakes: mixedMakes
+                )
+                let previous = TrialRunner.run(scenario)
+                scenario.selector = .init()
+                let current = TrialRunner.run(scenario)
+                for (rule, summary) in [
+                    ("naive", previous.naive), ("previous", previous.selector), ("new", current.selector),
+                ] {
+                    rows.append(Row(model: modelName, distance: distanceName, rule: rule, summary: summary))
+                }
+            }
+        }
+        return Table(rows: rows, trials: trials, seed: seed)
     }
 }

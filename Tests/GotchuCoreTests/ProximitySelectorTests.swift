@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func farTerminalsAreNone() {
-        // Attenuation 60 dB is far beyond the default 40 dB gate.
+        // Attenuation 60 dB is far beyond the default 50 dB gate.
         var selector = selector(burst(Self.a, -60) + burst(Self.b, -70))
         #expect(selector.decide(now: .seconds(1)) == .none)
     }
@@ -59,6 +59,44 @@ import Testing
     @Test func leadOfExactlyTheMarginIsSelected() {
         var selector = selector(burst(Self.a, -30) + burst(Self.b, -38))
         #expect(selector.decide(now: .seconds(1)).selected?.eid == Self.a)
+    }
+
+    @Test func outsideContactRangeTheLeadMustBeLarger() {
+        // a at 42 dB is near but not at the terminal's face: a 20 dB lead is not enough, 24 dB is.
+        var short = selector(burst(Self.a, -42) + burst(Self.b, -62))
+        guard case .ambiguous(let ranked) = short.decide(now: .seconds(1)) else {
+            Issue.record("expected ambiguous")
+            return
+        }
+        #expect(ranked.map(\.eid) == [Self.a, Self.b])
+        var enough = selector(burst(Self.a, -42) + burst(Self.b, -66))
+        #expect(enough.decide(now: .seconds(1)).selected?.eid == Self.a)
+        // At contact range the ordinary margin suffices.
+        var contact = selector(burst(Self.a, -38) + burst(Self.b, -46))
+        #expect(contact.decide(now: .seconds(1)).selected?.eid == Self.a)
+        // The previous rule knew no such distinction.
+        var previous = selector(burst(Self.a, -40) + burst(Self.b, -48), .previous)
+        #expect(previous.decide(now: .seconds(1)).selected?.eid == Self.a)
+    }
+
+    @Test func aRiseCanStandInForTheDistantMargin() {
+        // a strengthens by 18 dB over the window while b stays put: a leads by 11 dB on average, outside contact range.
+        let times = (1...20).map { Int64($0) * 100 }
+        let sightings =
+            times.map { sighting(Self.a, $0 <= 1000 ? -50 : -32, at: $0) } + times.map { sighting(Self.b, -52, at: $0) }
+        var plain = selector(sightings)
+        #expect(plain.decide(now: .seconds(2)).selected == nil)
+        var rising = selector(sightings, .init(minimumRise: 10))
+        #expect(rising.decide(now: .seconds(2)).selected?.eid == Self.a)
+        var steep = selector(sightings, .init(minimumRise: 20))
+        #expect(steep.decide(now: .seconds(2)).selected == nil)
+    }
+
+    @Test func contactRangeByRSSIWhenATxPowerIsMissing() {
+        var near = selector(burst(Self.a, -38, txPower: nil) + burst(Self.b, -46, txPower: nil))
+        #expect(near.decide(now: .seconds(1)).selected?.eid == Self.a)
+        var further = selector(burst(Self.a, -45, txPower: nil) + burst(Self.b, -60, txPower: nil))
+        #expect(further.decide(now: .seconds(1)).selected == nil)
     }
 
     @Test func tooFewSamplesIsAmbiguous() {
@@ -122,7 +160,7 @@ import Testing
         var far = selector(burst(Self.a, -50, txPower: nil), configuration)
         #expect(far.decide(now: .seconds(1)) == .none)
         // Mixed: b has no TX power, so both are ranked by RSSI.
-        var mixed = selector(burst(Self.a, -40) + burst(Self.b, -60, txPower: nil), configuration)
+        var mixed = selector(burst(Self.a, -40) + burst(Self.b, -65, txPower: nil), configuration)
         #expect(mixed.decide(now: .seconds(1)).selected?.eid == Self.a)
         #expect(mixed.rankedCandidates(now: .seconds(1)).allSatisfy { $0.eid != Self.b || $0.attenuation == nil })
     }

@@ -161,6 +161,42 @@ struct CoreFuzzTests {
         #expect(report.iterations > 0)
     }
 
+    @Test("Recorded taps: valid lines round trip, mutated ones parse to a valid line or fail naming their line")
+    func traceLines() {
+        let report = Fuzz.run(iterations: 20_000, budget: .seconds(3)) { input in
+            let line = TraceLine(
+                trace: input.int(in: 0...1000),
+                sighting: Sighting(
+                    eid: EID.random(using: &input.random),
+                    rssi: input.oneIn(4) ? nil : Int16(input.int(in: -127...20)),
+                    txPower: input.oneIn(2) ? nil : Int16(input.int(in: -127...127)),
+                    time: .milliseconds(input.int(in: 0...100_000)),
+                    source: "fuzz"
+                ),
+                terminal: input.oneIn(2) ? nil : input.int(in: 0...9)
+            )
+            let valid = try? TraceReplay.parse(line.json)
+            #expect(valid?.first?.json == line.json, "\(line.json) \(input.replay)")
+            let mutated = String(decoding: input.mutate(Array(line.json.utf8)), as: UTF8.self)
+            do {
+                for parsed in try TraceReplay.parse("\n" + mutated) {
+                    // Whatever was accepted is within the documented ranges and serialises back to itself.
+                    #expect((-127...20).contains(parsed.sighting.rssi ?? 0), "\(input.replay)")
+                    #expect(parsed.sighting.time >= .zero, "\(input.replay)")
+                    let again = try? TraceReplay.parse(parsed.json)
+                    #expect(again?.first?.json == parsed.json, "\(input.replay)")
+                }
+            } catch {
+                // The mutation may have split the line, never moved it before the blank first line.
+                #expect(
+                    (error as? TraceError).map { $0.line >= 2 } == true,
+                    "\(mutated.debugDescription) \(input.replay)"
+                )
+            }
+        }
+        #expect(report.iterations > 0)
+    }
+
     @Test("AirPayload.decode: an EID only from exactly valid service data under our UUID")
     func airPayload() {
         let ours = BluetoothUUID.gotchu

@@ -40,6 +40,53 @@ struct DemoAndSimulateTests {
         #expect((ours["latencyP50"] as? Double ?? 0) > 0)
     }
 
+    @Test("simulate --trace replays a recording through the payer's selection, one decision per trace")
+    func replayTrace() async throws {
+        let traces = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/traces")
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let lines = try await processes.run(
+            ["simulate", "--trace", traces.appendingPathComponent("counter-easy.jsonl").path],
+            user: "sim"
+        )
+        let expected = try String(
+            contentsOf: traces.appendingPathComponent("counter-easy.decisions.jsonl"),
+            encoding: .utf8
+        )
+        #expect(lines.map { $0 + "\n" }.joined() == expected)
+    }
+
+    @Test("simulate --table compares every rule per room and distance")
+    func table() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let lines = try await processes.run(["simulate", "--table", "--trials", "20"], user: "sim")
+        let rows = lines.filter { $0.hasPrefix("| ") && !$0.hasPrefix("| model") }
+        #expect(rows.count == 3 * 3 * 3)
+        for model in ["easy", "hard", "hard, mixed makes"] {
+            for rule in ["naive", "previous", "new"] {
+                #expect(rows.count { $0.hasPrefix("| \(model) |") && $0.contains("| \(rule) |") } == 3)
+            }
+        }
+        #expect(rows.allSatisfy { $0.hasSuffix(" s |") || $0.hasSuffix("- |") })
+    }
+
+    @Test("simulate --trace refuses a malformed recording, naming the line")
+    func replayMalformedTrace() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(UUID().uuidString).jsonl")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(
+            (#"{"trace":0,"eid":"0123456789","rssi":-40,"tx_power":null,"time_ms":0}"# + "\n{\"trace\":0,\"eid\":")
+                .utf8
+        ).write(to: file)
+        let command = try processes.start(["simulate", "--trace", file.path], user: "sim")
+        #expect(try await command.waitForExit() != 0)
+        #expect(command.standardError.contains("line 2: not valid JSON"))
+    }
+
     @Test(
         "Bad amounts on the command line are refused with the reason",
         arguments: ["-1", "1e3", "12.345", "abc", "0"]

@@ -32,6 +32,37 @@ import Testing
         }
     }
 
+    @Test func deviceOffsetsAddToTheLinkAndAreNotAnnounced() {
+        var scanner = SimulatedPeer(name: "payer", at: Position(x: 1, y: 0))
+        scanner.receiveOffset = -6
+        var air = AirCore(model: Self.quiet, seed: 1)
+        var loud = SimulatedPeer(name: "loud", at: .origin)
+        loud.transmitOffset = 7
+        let advertiser = air.addPeer(loud)
+        let payer = air.addPeer(scanner)
+        air.startAdvertising(advertiser, payload: AirPayload(Advertisement(eid: Self.eid), txPower: 0), at: .zero)
+        let receptions = air.receptions(for: payer, from: .zero, to: .seconds(1))
+        #expect(!receptions.isEmpty)
+        // −41 dB at 1 m, +7 radiated beyond what is announced, −6 read low by the receiver.
+        #expect(receptions.allSatisfy { $0.rssi == -40 && $0.payload.txPower == 0 })
+    }
+
+    @Test func bodyBlockingIsFixedPerLinkAndBounded() {
+        var model = Self.quiet
+        model.bodyBlockingProbability = 0.5
+        model.bodyBlockingMaximumLoss = 10
+        var losses: [Int16] = []
+        for seed in 1...40 {
+            var (air, _, scanner) = room(model, seed: UInt64(seed))
+            let rssis = Set(air.receptions(for: scanner, from: .zero, to: .seconds(1)).map(\.rssi))
+            #expect(rssis.count == 1, "one loss per link for the whole trial")
+            losses.append(-41 - rssis.first!)
+        }
+        #expect(losses.allSatisfy { (0...10).contains($0) })
+        #expect(losses.count { $0 == 0 } >= 10)
+        #expect(losses.count { $0 >= 3 } >= 5)
+    }
+
     @Test func pathLossExponentIsConfigurable() {
         var (air, _, scanner) = room(
             AirModel(pathLossExponent: 3, shadowingSigma: 0, fastFadingSigma: 0, packetLoss: 0),

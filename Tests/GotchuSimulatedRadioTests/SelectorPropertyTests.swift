@@ -1,0 +1,73 @@
+import GotchuCore
+import GotchuSimulatedRadio
+import PropertyBased
+import Testing
+
+/// The payer's selector against the hard room: whatever the seed, distance and makes, it only ever selects a terminal
+/// whose lead, recomputed here from the raw sightings, is the one its rule demands.
+@Suite struct SelectorPropertyTests {
+    @Test func everySelectionLeadsEveryOtherTerminalByItsMargin() async {
+        await propertyCheck(count: 60, input: Gen.uint64(), Gen.int(in: 1...60), Gen.bool) { seed, centimetres, mixed in
+            let distance = Double(centimetres) / 100
+            let scenario = Scenario(
+                layout: .counter,
+                model: .hard,
+                trials: 1,
+                seed: seed,
+                intendedDistance: distance...distance,
+                mixedMakes: mixed
+            )
+            let configuration = ProximitySelector.Configuration()
+            let sightings = TrialRunner.record(scenario, index: 0).map(\.sighting)
+            var selector = ProximitySelector(configuration: configuration)
+            for (index, sighting) in sightings.enumerated() {
+                selector.record(sighting)
+                guard let chosen = selector.decide(now: sighting.time).selected else { continue }
+                // The window's samples, by EID, as the selector should have seen them.
+                let window = sightings[...index].filter { sighting.time - $0.time < configuration.window }
+                let attenuation = Dictionary(grouping: window, by: \.eid).mapValues { samples in
+                    samples.map { Double($0.attenuation!) }.reduce(0, +) / Double(samples.count)
+                }
+                let own = attenuation[chosen.eid]!
+                #expect(abs(own - chosen.attenuation!) < 1e-9)
+                #expect(own <= configuration.maximumAttenuation)
+                #expect(window.count { $0.eid == chosen.eid } >= configuration.minimumSamples)
+                let margin =
+                    own <= configuration.contactAttenuation ? configuration.margin : configuration.distantMargin
+                for (eid, other) in attenuation where eid != chosen.eid {
+                    #expect(other - own >= margin, "seed \(seed), \(centimetres) cm")
+                }
+                break
+            }
+        }
+    }
+
+    /// Whatever the seed, the recording of a trial replays through the payer's state machine to the same decision
+    /// the trial runner reached feeding the selector directly.
+    @Test func replayAgreesWithTheTrialRunnerInTheHardRoom() async {
+        await propertyCheck(count: 60, input: Gen.uint64(), Gen.int(in: 1...60), Gen.bool) { seed, centimetres, mixed in
+            let distance = Double(centimetres) / 100
+            let scenario = Scenario(
+                layout: .counter,
+                model: .hard,
+                trials: 1,
+                seed: seed,
+                intendedDistance: distance...distance,
+                mixedMakes: mixed
+            )
+            let recording = TrialRunner.record(scenario, index: 0)
+            let terminal = Dictionary(
+                recording.map { ($0.sighting.eid, $0.terminal!) },
+                uniquingKeysWith: { a, _ in a }
+            )
+            let decision = TraceReplay.replay(recording.map(\.sighting))
+            let result = TrialRunner.runTrial(scenario, index: 0)
+            if result.selector.isAutoSelected {
+                #expect(decision.kind == .selected)
+                #expect(decision.eid.flatMap { terminal[$0] } == result.selector.terminal)
+            } else {
+                #expect(decision.kind != .selected)
+            }
+        }
+    }
+}

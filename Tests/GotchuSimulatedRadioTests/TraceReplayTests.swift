@@ -1,0 +1,134 @@
+import Foundation
+import GotchuCore
+import GotchuSimulatedRadio
+import Testing
+
+@Suite struct TraceReplayTests {
+    /// The example recordings shipped in docs/traces, made with `gotchu simulate --record-traces`.
+    static let traces = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("docs/traces")
+
+    @Test func linesRoundTrip() throws {
+        let line = TraceLine(
+            trace: 7,
+            sighting: Sighting(
+                eid: EID(rawValue: "0123456789")!,
+                rssi: -41,
+                txPower: nil,
+                time: .milliseconds(1250),
+                source: "x"
+            ),
+            terminal: 2
+        )
+        let parsed = try TraceReplay.parse(line.json + "\n")
+        #expect(parsed.count == 1)
+        #expect(parsed[0].trace == 7)
+        #expect(parsed[0].terminal == 2)
+        #expect(parsed[0].sighting.eid == line.sighting.eid)
+        #expect(parsed[0].sighting.rssi == -41)
+        #expect(parsed[0].sighting.txPower == nil)
+        #expect(parsed[0].sighting.time == .milliseconds(1250))
+    }
+
+    @Test func scanOutputWithATraceNumberIsARecording() throws {
+        // What `gotchu scan --json` prints, with the trace number added: the extra fields are ignored.
+        let text = """
+            {"trace":3,"eid":"00000000ff","rssi":null,"tx_power":4,"attenuation":null,"time_ms":0,"source":"/org/bluez/hci0/dev_X"}
+            {"trace":3,"eid":"00000000ff","rssi":-38,"tx_power":4,"attenuation":42,"time_ms":95,"source":"/org/bluez/hci0/dev_X"}
+            """
+        let lines = try TraceReplay.parse(text)
+        #expect(lines.map(\.sighting.rssi) == [nil, -38])
+        #expect(lines.map(\.sighting.txPower) == [4, 4])
+    }
+
+    @Test(
+        "Malformed lines are refused with their line number",
+        arguments: [
+            (
+                "{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"tx_power\":null,\"time_ms\":5}\n\nnot json", 3,
+                "not valid JSON"
+            ),
+            ("{\"trace\":1,\"rssi\":-40,\"time_ms\":5}", 1, "missing eid"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":\"-40\",\"time_ms\":5}", 1, "rssi has the wrong type"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40.5,\"time_ms\":5}", 1, "rssi must be an integer"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-400,\"time_ms\":5}", 1, "outside -127...20"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"tx_power\":200,\"time_ms\":5}", 1, "tx_power 200"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":-5}", 1, "time_ms"),
+            ("{\"trace\":-1,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":5}", 1, "trace"),
+            ("{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":5}\n[1,2]", 2, "not a JSON object"),
+            ("{\"trace\":1,\"eid\":\"ABCDEF0123\",\"rssi\":-40,\"time_ms\":5}", 1, "eid must be 10 lowercase"),
+            (
+                "{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":50}\n"
+                    + "{\"trace\":2,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":10}\n"
+                    + "{\"trace\":1,\"eid\":\"0123456789\",\"rssi\":-40,\"time_ms\":20}",
+                3, "time order"
+            ),
+            (String(repeating: " ", count: 5000) + "{}", 1, "longer than"),
+        ]
+    )
+    func malformed(text: String, line: Int, reason: String) {
+        #expect {
+            try TraceReplay.parse(text)
+        } throws: { error in
+            guard let error = error as? TraceError else { return false }
+            return error.line == line && error.description.contains("line \(line): ") && error.reason.contains(reason)
+        }
+    }
+
+    @Test func anEmptyTraceDecidesNothing() {
+        let decision = TraceReplay.replay([])
+        #expect(decision.kind == .none)
+        #expect(decision.decidedAt == nil)
+        #expect(
+            decision.json(trace: 4) == #"{"trace":4,"decision":"none","eid":null,"candidates":[],"decided_at_ms":null}"#
+        )
+    }
+
+    /// The replay and the trial runner drive the selector independently (the replay through the payer's own state
+    /// machine, with its ticks); on the same sightings they must agree.
+    @Test(arguments: [Scenario.Layout.counter, .crowded])
+    func replayAgreesWithTheTrialRunner(layout: Scenario.Layout) throws {
+        var scenario = Scenario(layout: layout, trials: layout == .counter ? 150 : 40, seed: 77)
+        scenario.model.shadowingSigma = 9
+        for index in 0..<scenario.trials {
+            let recording = TrialRunner.record(scenario, index: index)
+            let terminal = Dictionary(
+                recording.map { ($0.sighting.eid, $0.terminal!) },
+                uniquingKeysWith: { a, _ in a }
+            )
+            let decision = TraceReplay.replay(recording.map(\.sighting))
+            let result = TrialRunner.runTrial(scenario, index: index)
+            switch result.selector.kind {
+            case .correct, .wrongPayee:
+                #expect(decision.kind == .selected, "trial \(index)")
+                #expect(decision.eid.flatMap { terminal[$0] } == result.selector.terminal, "trial \(index)")
+                #expect(decision.decidedAt! <= result.selector.latency!, "trial \(index)")
+            case .ambiguous:
+                #expect(decision.kind == .ambiguous, "trial \(index)")
+                #expect(decision.candidates.first.flatMap { terminal[$0.eid] } == result.selector.terminal)
+            case .none:
+                #expect(decision.kind != .selected, "trial \(index)")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        ("counter-easy", 0), ("counter-sigma12", 1), ("counter-hard-contact", 0), ("counter-hard-30cm", 0),
+    ])
+    func shippedRecordingsReplayAsRecorded(name: String, wrongPayees: Int) throws {
+        let text = try String(contentsOf: Self.traces.appendingPathComponent("\(name).jsonl"), encoding: .utf8)
+        let expected = try String(
+            contentsOf: Self.traces.appendingPathComponent("\(name).decisions.jsonl"),
+            encoding: .utf8
+        )
+        let lines = try TraceReplay.parse(text)
+        let terminal = Dictionary(lines.map { ($0.sighting.eid, $0.terminal!) }, uniquingKeysWith: { a, _ in a })
+        let decisions = TraceReplay.traces(lines).map { ($0.trace, TraceReplay.replay($0.sightings)) }
+        #expect(decisions.map { $0.1.json(trace: $0.0) + "\n" }.joined() == expected)
+        // The recordings say which terminal the payer stood at. With 12 dB of shadowing the rule picks the wrong
+        // terminal in one of the eight taps; elsewhere never.
+        let wrong = decisions.count { $0.1.kind == .selected && terminal[$0.1.eid!] != 0 }
+        #expect(wrong == wrongPayees)
+        #expect(decisions.count == 8)
+    }
+}
