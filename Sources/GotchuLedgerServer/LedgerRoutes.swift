@@ -116,7 +116,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             switch outcome {
             case .paid where replayed: metrics?.payment(outcome: "replayed")
             case .paid: metrics?.payment(outcome: "paid")
-            case .refused(let problem): metrics?.payment(outcome: problem.kind?.rawValue ?? "other")
+            case .refused(let refusal): metrics?.payment(outcome: refusal.kind.rawValue)
             }
             switch outcome {
             case .paid(let balance):

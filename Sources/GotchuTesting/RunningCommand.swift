@@ -7,11 +7,12 @@ public final class RunningCommand: @unchecked Sendable {
     private let process = Process()
     private let output = Pipe()
     private let error = Pipe()
-    private var drained = false
     private let lock = NSLock()
     private var outputLines: [String] = []
     private var partialLine = Data()
     private var errorData = Data()
+    /// Pipes whose reader has not reached their end yet.
+    private var openPipes = 2
 
     /// Starts `executable` with `arguments` and extra `environment` variables.
     public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
@@ -21,15 +22,20 @@ public final class RunningCommand: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            self?.append(output: handle.availableData)
+        try process.run()
+        // One reader thread per pipe, each to the pipe's end: after the exit, waiting for both ends is all it takes
+        // to have every byte, with no handler still holding a chunk it has read but not yet stored.
+        Self.read(output.fileHandleForReading) { [weak self] data in
+            self?.append(output: data)
+        } atEnd: { [weak self] in
+            self?.pipeEnded(flushingOutput: true)
         }
-        error.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
+        Self.read(error.fileHandleForReading) { [weak self] data in
             guard let self else { return }
             self.lock.withLock { self.errorData.append(data) }
+        } atEnd: { [weak self] in
+            self?.pipeEnded(flushingOutput: false)
         }
-        try process.run()
     }
 
     deinit {
@@ -57,6 +63,7 @@ public final class RunningCommand: @unchecked Sendable {
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
+        await waitForPipes()
         if let line = lines.first(where: predicate) { return line }
         throw RunningCommandError("no matching line; stdout: \(lines.joined(separator: "\n")) stderr: \(standardError)")
     }
@@ -73,7 +80,7 @@ public final class RunningCommand: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    /// Waits for the process to exit on its own; returns its exit status.
+    /// Waits for the process to exit on its own, and for what it wrote to be read; returns its exit status.
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
@@ -83,28 +90,43 @@ public final class RunningCommand: @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        drain()
+        await waitForPipes()
         return process.terminationStatus
     }
 
-    /// Reads what the exited process left in its pipes, which the readability handlers may not have seen yet.
-    private func drain() {
-        let first = lock.withLock {
-            defer { drained = true }
-            return !drained
+    /// Waits until both readers reached their pipe's end. A process the command started and left running may hold
+    /// a pipe open; the wait gives up after a while then, with what was read so far.
+    private func waitForPipes() async {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while lock.withLock({ openPipes > 0 }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
         }
-        guard first else { return }
-        output.fileHandleForReading.readabilityHandler = nil
-        error.fileHandleForReading.readabilityHandler = nil
-        append(output: output.fileHandleForReading.readDataToEndOfFile())
+    }
+
+    private func pipeEnded(flushingOutput: Bool) {
         lock.withLock {
-            if !partialLine.isEmpty {
+            if flushingOutput && !partialLine.isEmpty {
                 outputLines.append(String(decoding: partialLine, as: UTF8.self))
                 partialLine = Data()
             }
+            openPipes -= 1
         }
-        let errorRest = error.fileHandleForReading.readDataToEndOfFile()
-        lock.withLock { errorData.append(errorRest) }
+    }
+
+    /// Reads `handle` on a thread of its own until its end, handing each chunk to `chunk`.
+    private static func read(
+        _ handle: FileHandle,
+        chunk: @escaping @Sendable (Data) -> Void,
+        atEnd: @escaping @Sendable () -> Void
+    ) {
+        Thread.detachNewThread {
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                chunk(data)
+            }
+            atEnd()
+        }
     }
 
     private func append(output data: Data) {

@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuLedgerClient
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
 import NIOSSL

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
 import Testing
