@@ -77,25 +77,31 @@ enum Chromium {
 
     /// Loads the display's page, lets its script run, and returns the DOM; saves a screenshot as `screenshot`.
     static func render(port: Int, in directory: TemporaryDirectory, screenshot: String) async throws -> String {
-        let arguments = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-            "--hide-scrollbars",
-            "--user-data-dir=\(directory.url.appendingPathComponent("profile-\(screenshot)").path)",
-            "--window-size=800,480", "--virtual-time-budget=3000",
-            "--screenshot=\(directory.url.appendingPathComponent(screenshot).path)",
-            "--dump-dom", "http://127.0.0.1:\(port)/",
-        ]
-        let command = try RunningCommand(URL(fileURLWithPath: try executable), arguments)
-        let status: Int32
-        do {
-            // Bounds a hang only: a browser starting on a starved machine can take minutes.
-            status = try await command.waitForExit(timeout: .seconds(300))
-        } catch {
-            try? command.stopNow()
-            throw error
+        // Headless Chromium on a starved machine now and then never ends its virtual-time budget, a hang of the
+        // browser seen only under heavy load: it gets one more start (with a fresh profile, as the killed one may
+        // still hold its lock), then the test fails.
+        for attempt in 1...2 {
+            let arguments = [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                "--hide-scrollbars",
+                "--user-data-dir=\(directory.url.appendingPathComponent("profile-\(screenshot)-\(attempt)").path)",
+                "--window-size=800,480", "--virtual-time-budget=3000",
+                "--screenshot=\(directory.url.appendingPathComponent(screenshot).path)",
+                "--dump-dom", "http://127.0.0.1:\(port)/",
+            ]
+            let command = try RunningCommand(URL(fileURLWithPath: try executable), arguments)
+            let status: Int32
+            do {
+                status = try await command.waitForExit(timeout: .seconds(120))
+            } catch {
+                try? command.stopNow()
+                if attempt == 2 { throw error }
+                continue
+            }
+            try #require(status == 0, "chromium exited with \(status): \(command.standardError)")
+            return command.lines.joined(separator: "\n")
         }
-        try #require(status == 0, "chromium exited with \(status): \(command.standardError)")
-        return command.lines.joined(separator: "\n")
+        throw RunningCommandError("unreachable: the last attempt returns or throws")
     }
 
     /// Checks that `file` is a PNG of plausible size and returns its bytes.
