@@ -94,7 +94,9 @@ struct UnpaidReceiverTests {
     func recreatesThenCancels() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
-        let (server, url) = try await processes.startServer(["--session-lifetime", "1"])
+        // 5 s sessions: the receiver gives up after 12, so SIGINT has about a minute after the second to find one
+        // live, even on a starved machine.
+        let (server, url) = try await processes.startServer(["--session-lifetime", "5"])
         defer { _ = try? server.stopNow() }
         try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
         let receiver = try processes.start(
