@@ -83,7 +83,10 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
             ],
+            // The API contract, compiled into the binary so an installed server needs no resource bundle.
+            resources: [.embedInCode("openapi.yaml")],
             swiftSettings: swiftSettings
         ),
         // URLSession, or AsyncHTTPClient when the ledger's certificate comes from a private CA (Linux's URLSession

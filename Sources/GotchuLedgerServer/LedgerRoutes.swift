@@ -15,6 +15,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let metrics: LedgerMetrics?
     /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
     private let knownUsers = KnownUsers()
+    /// The OpenAPI document, rendered from the route table when the routes are registered.
+    private let servedDocument = ServedDocument()
 
     init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits, metrics: LedgerMetrics?) {
         self.store = store
@@ -27,134 +29,156 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     /// How many entries `GET /wallet/me` lists.
     static var recentEntryCount: Int { 20 }
 
+    /// Registers the route table, and the 405 answers for its paths.
     func register(on router: Router<LedgerRequestContext>) {
-        router.add(middleware: MethodNotAllowedMiddleware(paths: servedPaths))
-        router.get("/healthz") { _, _ in
-            try await store.ping()
-            return try json(HealthResponse(status: "ok"))
+        let table = self.table
+        router.add(middleware: MethodNotAllowedMiddleware(paths: table.map { ($0.path, $0.method) }))
+        // The resource and the table are both part of this module, and a test renders every combination of
+        // routes: a mismatch is a build that must not ship.
+        let document: String
+        do {
+            document = try OpenAPIDocument.render(routes: table.map(\.documented), settings: documentSettings)
+        } catch {
+            preconditionFailure("the OpenAPI document does not match the routes: \(error)")
         }
-        if let metrics {
-            router.get("/metrics") { _, _ in
-                var headers = HTTPFields()
-                headers[.contentType] = LedgerMetrics.contentType
-                return Response(
-                    status: .ok,
-                    headers: headers,
-                    body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition()))
-                )
-            }
-        }
-        router.get("/openapi.yaml") { _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "application/yaml"
-            return Response(
-                status: .ok,
-                headers: headers,
-                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml))
-            )
-        }
-        router.get("/wallet/me") { request, _ in
-            let user = try await authenticate(request)
-            return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
-        }
-        router.post("/sessions/create") { request, context in
-            let user = try await authenticate(request)
-            let key = try idempotencyKey(request)
-            let body = try await decode(AmountRequest.self, request, context)
-            try store.policy.validate(amount: body.amountCents)
-            let (session, replayed) = try await store.createSession(
-                payeeID: user,
-                amountCents: body.amountCents,
-                idempotencyKey: key
-            )
-            return try json(session, headers: replayHeaders(replayed))
-        }
-        router.post("/sessions/resolve") { request, context in
-            try limiters.resolvePerAddress?.take(clientAddress(request, context))
-            let body = try await decode(ResolveRequest.self, request, context)
-            guard let eid = EID(rawValue: body.eid) else {
-                throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
-            }
-            var resolved = try await store.resolve(eid: eid)
-            // Names stored before they were checked at login still reach payers only cleaned.
-            resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
-            return try json(resolved)
-        }
-        router.post("/sessions/lock") { request, context in
-            try limiters.lockPerAddress?.take(clientAddress(request, context))
-            let user = try await authenticate(request)
-            try limiters.lockPerUser?.take(user)
-            let sid = try await sessionID(request, context)
-            try await store.lock(sid: sid, payerID: user)
-            return try json(OKResponse())
-        }
-        router.post("/sessions/unlock") { request, context in
-            let user = try await authenticate(request)
-            let sid = try await sessionID(request, context)
-            try await store.unlock(sid: sid, payerID: user)
-            return try json(OKResponse())
-        }
-        router.post("/sessions/cancel") { request, context in
-            let user = try await authenticate(request)
-            let sid = try await sessionID(request, context)
-            try await store.cancel(sid: sid, payeeID: user)
-            return try json(OKResponse())
-        }
-        router.get("/sessions/{sid}") { request, context in
-            let user = try await authenticate(request)
-            let sid = try SessionID.validate(try context.parameters.require("sid"))
-            return try json(try await store.session(sid: sid, viewerID: user))
-        }
-        router.post("/wallet/send") { request, context in
-            let user = try await authenticate(request)
-            // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
-            try limiters.sendPerUser?.take(user)
-            let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
-            let sid = try await sessionID(request, context)
-            let (outcome, replayed) = try await store.send(sid: sid, payerID: user, idempotencyKey: key)
-            let headers = replayHeaders(replayed)
-            switch outcome {
-            case .paid where replayed: metrics?.payment(outcome: "replayed")
-            case .paid: metrics?.payment(outcome: "paid")
-            case .refused(let refusal): metrics?.payment(outcome: refusal.kind.rawValue)
-            }
-            switch outcome {
-            case .paid(let balance):
-                return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
-            case .refused(let refusal):
-                var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: Problem(refusal))
-                response.headers.append(contentsOf: headers)
-                return response
-            }
-        }
-        if developmentMode {
-            router.post("/auth/dev-login") { request, context in
-                let body = try await decode(DevLoginRequest.self, request, context)
-                // Checked here, where the address enters: payers are shown its name part and its domain.
-                let user = try await store.login(email: try EmailAddress.normalize(body.email))
-                return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
-            }
-            router.post("/dev/fund") { request, context in
-                let user = try await authenticate(request)
-                let body = try await decode(AmountRequest.self, request, context)
-                try store.policy.validate(amount: body.amountCents)
-                return try json(
-                    BalanceResponse(newBalanceCents: try await store.fund(userID: user, amountCents: body.amountCents))
-                )
-            }
+        servedDocument.text.withLock { $0 = document }
+        for route in table {
+            router.on(RouterPath(route.path), method: route.method, use: route.handler)
         }
     }
 
-    /// The path (template) and method of every route, for 405 answers to the other methods.
-    var servedPaths: [(String, HTTPRequest.Method)] {
-        var paths: [(String, HTTPRequest.Method)] = [
-            ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
-            ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
-            ("/sessions/cancel", .post),
-            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+    /// The settings the OpenAPI document states.
+    var documentSettings: OpenAPIDocument.Settings {
+        .init(
+            policy: store.policy,
+            maximumBodyBytes: LedgerRequestContext.maximumBodySize,
+            recentEntryCount: Self.recentEntryCount
+        )
+    }
+
+    /// Every operation this server serves: the one list the router, the 405 answers and the OpenAPI paths are
+    /// made from.
+    var table: [LedgerRoute] {
+        var routes = [
+            LedgerRoute(.get, "/healthz", "health") { _, _ in
+                try await store.ping()
+                return try json(HealthResponse(status: "ok"))
+            },
+            LedgerRoute(.get, "/openapi.yaml", "openapi") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "application/yaml"
+                let document = servedDocument.text.withLock { $0 }
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: document)))
+            },
+            LedgerRoute(.get, "/wallet/me", "wallet") { request, _ in
+                let user = try await authenticate(request)
+                return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
+            },
+            LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
+                let user = try await authenticate(request)
+                let key = try idempotencyKey(request)
+                let body = try await decode(AmountRequest.self, request, context)
+                try store.policy.validate(amount: body.amountCents)
+                let (session, replayed) = try await store.createSession(
+                    payeeID: user,
+                    amountCents: body.amountCents,
+                    idempotencyKey: key
+                )
+                return try json(session, headers: replayHeaders(replayed))
+            },
+            LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in
+                try limiters.resolvePerAddress?.take(clientAddress(request, context))
+                let body = try await decode(ResolveRequest.self, request, context)
+                guard let eid = EID(rawValue: body.eid) else {
+                    throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
+                }
+                var resolved = try await store.resolve(eid: eid)
+                // Names stored before they were checked at login still reach payers only cleaned.
+                resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
+                return try json(resolved)
+            },
+            LedgerRoute(.post, "/sessions/lock", "lockSession") { request, context in
+                try limiters.lockPerAddress?.take(clientAddress(request, context))
+                let user = try await authenticate(request)
+                try limiters.lockPerUser?.take(user)
+                let sid = try await sessionID(request, context)
+                try await store.lock(sid: sid, payerID: user)
+                return try json(OKResponse())
+            },
+            LedgerRoute(.post, "/sessions/unlock", "unlockSession") { request, context in
+                let user = try await authenticate(request)
+                let sid = try await sessionID(request, context)
+                try await store.unlock(sid: sid, payerID: user)
+                return try json(OKResponse())
+            },
+            LedgerRoute(.post, "/sessions/cancel", "cancelSession") { request, context in
+                let user = try await authenticate(request)
+                let sid = try await sessionID(request, context)
+                try await store.cancel(sid: sid, payeeID: user)
+                return try json(OKResponse())
+            },
+            LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
+                let user = try await authenticate(request)
+                let sid = try SessionID.validate(try context.parameters.require("sid"))
+                return try json(try await store.session(sid: sid, viewerID: user))
+            },
+            LedgerRoute(.post, "/wallet/send", "send") { request, context in
+                let user = try await authenticate(request)
+                // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
+                try limiters.sendPerUser?.take(user)
+                let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
+                let sid = try await sessionID(request, context)
+                let (outcome, replayed) = try await store.send(sid: sid, payerID: user, idempotencyKey: key)
+                let headers = replayHeaders(replayed)
+                switch outcome {
+                case .paid where replayed: metrics?.payment(outcome: "replayed")
+                case .paid: metrics?.payment(outcome: "paid")
+                case .refused(let refusal): metrics?.payment(outcome: refusal.kind.rawValue)
+                }
+                switch outcome {
+                case .paid(let balance):
+                    return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
+                case .refused(let refusal):
+                    var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: Problem(refusal))
+                    response.headers.append(contentsOf: headers)
+                    return response
+                }
+            },
         ]
-        if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
-        return paths
+        if let metrics {
+            routes.append(
+                LedgerRoute(.get, "/metrics", "metrics") { _, _ in
+                    var headers = HTTPFields()
+                    headers[.contentType] = LedgerMetrics.contentType
+                    return Response(
+                        status: .ok,
+                        headers: headers,
+                        body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition()))
+                    )
+                }
+            )
+        }
+        if developmentMode {
+            routes += [
+                LedgerRoute(.post, "/auth/dev-login", "devLogin") { request, context in
+                    let body = try await decode(DevLoginRequest.self, request, context)
+                    // Checked here, where the address enters: payers are shown its name part and its domain.
+                    let user = try await store.login(email: try EmailAddress.normalize(body.email))
+                    return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
+                },
+                LedgerRoute(.post, "/dev/fund", "devFund") { request, context in
+                    let user = try await authenticate(request)
+                    let body = try await decode(AmountRequest.self, request, context)
+                    try store.policy.validate(amount: body.amountCents)
+                    return try json(
+                        BalanceResponse(
+                            newBalanceCents: try await store.fund(userID: user, amountCents: body.amountCents)
+                        )
+                    )
+                },
+            ]
+        }
+        return routes
     }
 
     /// The user id of a valid bearer token, whose user still exists.
@@ -254,6 +278,35 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
         )
     }
+}
+
+/// One operation of the API: its method, path template (`{name}` matches one segment), OpenAPI `operationId` and
+/// handler.
+struct LedgerRoute: Sendable {
+    var method: HTTPRequest.Method
+    var path: String
+    var operationID: String
+    var handler: @Sendable (Request, LedgerRequestContext) async throws -> Response
+
+    init(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        _ operationID: String,
+        handler: @escaping @Sendable (Request, LedgerRequestContext) async throws -> Response
+    ) {
+        self.method = method
+        self.path = path
+        self.operationID = operationID
+        self.handler = handler
+    }
+
+    /// What the OpenAPI document must say of this route.
+    var documented: OpenAPIDocument.Operation { .init(method: method.rawValue, path: path, operationID: operationID) }
+}
+
+/// The text `GET /openapi.yaml` answers with.
+private final class ServedDocument: Sendable {
+    let text = Mutex("")
 }
 
 /// A bounded set of user ids known to exist.

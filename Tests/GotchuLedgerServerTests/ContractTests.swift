@@ -2,9 +2,13 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
-import GotchuLedgerServer
+import GotchuLedgerSQLite
+import GotchuTesting
+import HTTPTypes
 import Testing
 import Yams
+
+@testable import GotchuLedgerServer
 
 /// Keeps `/openapi.yaml` true: every operation is exercised, and every status and problem type the server sends
 /// is one the document lists for that operation.
@@ -22,13 +26,19 @@ struct ContractTests {
         init(yaml: String) throws {
             let document = try #require(try Yams.load(yaml: yaml) as? [String: Any])
             let paths = try #require(document["paths"] as? [String: Any])
+            let shared = (document["components"] as? [String: Any])?["responses"] as? [String: Any] ?? [:]
             for (path, item) in paths {
                 for (method, value) in try #require(item as? [String: Any]) {
                     let operation = try #require(value as? [String: Any])
                     let responses = try #require(operation["responses"] as? [String: Any])
                     var statuses: [Int: Set<String>] = [:]
                     for (status, response) in responses {
-                        let description = (response as? [String: Any])?["description"] as? String ?? ""
+                        var response = try #require(response as? [String: Any])
+                        if let reference = response["$ref"] as? String {
+                            let name = String(reference.dropFirst("#/components/responses/".count))
+                            response = try #require(shared[name] as? [String: Any], "\(reference) is not defined")
+                        }
+                        let description = response["description"] as? String ?? ""
                         var kinds = Set<String>()
                         if let range = description.range(of: "(problem types: ") {
                             let list = description[range.upperBound...].prefix(while: { $0 != ")" })
@@ -224,6 +234,58 @@ struct ContractTests {
             let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
             for kind in ProblemKind.allCases {
                 #expect(yaml.contains("\"\(kind.typeURI)\""), "\(kind.typeURI) missing")
+            }
+        }
+    }
+
+    @Test(
+        "The document lists exactly the route table's operations, with the running settings' numbers",
+        arguments: [false, true],
+        [false, true]
+    )
+    func routeTable(developmentMode: Bool, withMetrics: Bool) async throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-contract")
+        defer { directory.remove() }
+        var policy = LedgerPolicy()
+        policy.maximumLocksPerPayer = 7
+        policy.lockLifetime = .seconds(45)
+        policy.maximumAmount = 123_456
+        let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("l.sqlite").path, policy: policy)
+        let routes = LedgerRoutes(
+            store: store,
+            tokens: try await TokenAuthority(secret: String(repeating: "s", count: 32)),
+            developmentMode: developmentMode,
+            limits: .unlimited,
+            metrics: withMetrics ? LedgerMetrics() : nil
+        )
+        let yaml = try OpenAPIDocument.render(
+            routes: routes.table.map { $0.documented },
+            settings: routes.documentSettings
+        )
+        let documented = Set(try Contract(yaml: yaml).responses.keys)
+        let served = Set(routes.table.map { Operation(method: $0.method.rawValue, path: $0.path) })
+        #expect(documented == served)
+        #expect(served.contains(Operation(method: "POST", path: "/dev/fund")) == developmentMode)
+        #expect(served.contains(Operation(method: "GET", path: "/metrics")) == withMetrics)
+        #expect(!yaml.contains("${"))
+        #expect(yaml.contains("at most 7 live locks"))
+        #expect(yaml.contains("lapses after 45 s"))
+        #expect(yaml.contains("maximum: 123456"))
+        #expect(yaml.contains("Body over \(LedgerRequestContext.maximumBodySize) bytes"))
+    }
+
+    @Test("A route the document does not describe, or describes under another operationId, is found")
+    func undocumentedRoute() throws {
+        let settings = OpenAPIDocument.Settings(policy: LedgerPolicy(), maximumBodyBytes: 1, recentEntryCount: 1)
+        let health = OpenAPIDocument.Operation(method: "GET", path: "/healthz", operationID: "health")
+        #expect(throws: Never.self) { try OpenAPIDocument.render(routes: [health], settings: settings) }
+        for wrong in [
+            OpenAPIDocument.Operation(method: "GET", path: "/nowhere", operationID: "nowhere"),
+            OpenAPIDocument.Operation(method: "GET", path: "/healthz", operationID: "other"),
+            OpenAPIDocument.Operation(method: "POST", path: "/healthz", operationID: "health"),
+        ] {
+            #expect(throws: OpenAPIDocument.Mismatch.self) {
+                try OpenAPIDocument.render(routes: [health, wrong], settings: settings)
             }
         }
     }
