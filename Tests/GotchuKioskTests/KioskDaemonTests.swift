@@ -137,7 +137,7 @@ struct KioskDaemonTests {
         let signals = try await connection.signals(
             matching: DBusMatchRule(sender: KioskControl.busName, interface: KioskControl.interface)
         )
-        let events = try HTTPTestConnection(port: port)
+        let events = try LoopbackConnection(port: port)
         try events.send("GET", "/events")
         #expect(try await events.readHead().status == 200)
         #expect(try await events.nextData()?.contains("\"state\":\"idle\"") == true)

@@ -15,7 +15,7 @@ import Testing
         let source = SettableStatusSource(.advertising(payee: Self.hostilePayee, reference: Self.hostileReference))
         try await withDisplay(source) { display in
             let asked = Date()
-            let connection = try HTTPTestConnection(port: display.port)
+            let connection = try LoopbackConnection(port: display.port)
             try connection.send("GET", "/status", headers: ["Connection": "close"])
             let head = try await connection.readHead()
             #expect(head.status == 200)
@@ -134,7 +134,7 @@ import Testing
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: "Order 42"))
         // A short keep-alive, so the server notices the departed browser quickly.
         try await withDisplay(source, keepAliveInterval: .milliseconds(100)) { display in
-            let connection = try HTTPTestConnection(port: display.port)
+            let connection = try LoopbackConnection(port: display.port)
             try connection.send("GET", "/events", headers: ["Accept": "text/event-stream"])
             let head = try await connection.readHead()
             #expect(head.status == 200)
@@ -162,7 +162,7 @@ import Testing
     @Test func eventsKeepAnIdleConnectionAlive() async throws {
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
         try await withDisplay(source, keepAliveInterval: .milliseconds(200)) { display in
-            let connection = try HTTPTestConnection(port: display.port)
+            let connection = try LoopbackConnection(port: display.port)
             try connection.send("GET", "/events")
             _ = try await connection.readHead()
             #expect(try await connection.nextEvent() == ["retry: 1000"])
@@ -175,7 +175,7 @@ import Testing
     @Test func eventsEndWhenTheKioskStops() async throws {
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
         try await withDisplay(source) { display in
-            let connection = try HTTPTestConnection(port: display.port)
+            let connection = try LoopbackConnection(port: display.port)
             try connection.send("GET", "/events")
             _ = try await connection.readHead()
             _ = try #require(try await connection.nextData())
@@ -189,7 +189,7 @@ import Testing
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
         // No keep-alive within the test: only the shutdown itself can end the stream.
         let display = try await RunningDisplay.start(source, keepAliveInterval: .seconds(3_600))
-        let connection = try HTTPTestConnection(port: display.port)
+        let connection = try LoopbackConnection(port: display.port)
         try connection.send("GET", "/events")
         _ = try await connection.readHead()
         _ = try #require(try await connection.nextData())
@@ -250,8 +250,8 @@ import Testing
         _ display: RunningDisplay,
         _ path: String,
         method: String = "GET"
-    ) async throws -> (head: HTTPTestConnection.Head, body: String) {
-        let connection = try HTTPTestConnection(port: display.port)
+    ) async throws -> (head: LoopbackConnection.Head, body: String) {
+        let connection = try LoopbackConnection(port: display.port)
         try connection.send(method, path, headers: ["Connection": "close"])
         let head = try await connection.readHead()
         return (head, method == "HEAD" ? "" : try await connection.readBody())
@@ -311,7 +311,7 @@ struct RunningDisplay {
         }
         guard let port = await ports.first(where: { _ in true }) else {
             try await task.value
-            throw HTTPTestError("the display stopped before it listened")
+            throw LoopbackConnectionError("the display stopped before it listened")
         }
         return RunningDisplay(port: port, group: group, task: task)
     }
@@ -335,7 +335,7 @@ struct RunningDisplay {
             waiters.cancelAll()
             return first
         }
-        guard stoppedInTime else { throw HTTPTestError("the display did not shut down within \(timeout)") }
+        guard stoppedInTime else { throw LoopbackConnectionError("the display did not shut down within \(timeout)") }
         try await task.value
     }
 }

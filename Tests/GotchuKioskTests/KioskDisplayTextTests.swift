@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuKiosk
+import GotchuTesting
 import Testing
 
 /// The customer reads the amount beside the payee, the reference and any problem: none of those texts may reorder
@@ -31,7 +32,7 @@ struct KioskDisplayTextTests {
     @Test("The page and the status embedded in it")
     func page() async throws {
         try await withDisplay(SettableStatusSource(Self.failing)) { display in
-            let connection = try HTTPTestConnection(port: display.port)
+            let connection = try LoopbackConnection(port: display.port)
             try connection.send("GET", "/", headers: ["Connection": "close"])
             _ = try await connection.readHead()
             let page = try await connection.readBody()
@@ -45,14 +46,14 @@ struct KioskDisplayTextTests {
     @Test("GET /status and the events stream")
     func json() async throws {
         try await withDisplay(SettableStatusSource(Self.failing)) { display in
-            let status = try HTTPTestConnection(port: display.port)
+            let status = try LoopbackConnection(port: display.port)
             try status.send("GET", "/status", headers: ["Connection": "close"])
             _ = try await status.readHead()
             Self.expectEscaped(
                 try APIJSON.decoder().decode(KioskStatus.self, from: Data(try await status.readBody().utf8))
             )
 
-            let events = try HTTPTestConnection(port: display.port)
+            let events = try LoopbackConnection(port: display.port)
             try events.send("GET", "/events")
             _ = try await events.readHead()
             let data = try #require(try await events.nextData())

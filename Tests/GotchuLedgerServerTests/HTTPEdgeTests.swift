@@ -31,14 +31,14 @@ struct HTTPEdgeTests {
     func connectionCap() async throws {
         try await TestLedger.with(limits: Self.limits(maximumOpenConnections: 32)) { ledger in
             let port = ledger.url.port!
-            var idle: [RawConnection] = []
-            for _ in 0..<40 { idle.append(try RawConnection(port: port)) }
+            var idle: [LoopbackConnection] = []
+            for _ in 0..<40 { idle.append(try LoopbackConnection(port: port)) }
             // A fresh connection gets an answer, not a hang: 503 if the idle ones hold every slot. (Connections are
             // admitted on several event loops, so which of the 41 are the 32 served is not fixed; how many is.)
-            let fresh = try RawConnection(port: port)
+            let fresh = try LoopbackConnection(port: port)
             try fresh.send(Self.healthz)
             var statuses = [try await fresh.readResponse().status]
-            var served: [RawConnection] = statuses == [200] ? [fresh] : []
+            var served: [LoopbackConnection] = statuses == [200] ? [fresh] : []
             for connection in idle {
                 // A refused connection was answered on arrival and reads nothing more; the send may find it closed.
                 try? connection.send(Self.healthz)
@@ -63,7 +63,7 @@ struct HTTPEdgeTests {
             let deadline = ContinuousClock.now + .seconds(10)
             var status = 0
             while status != 200 && ContinuousClock.now < deadline {
-                let client = try RawConnection(port: port)
+                let client = try LoopbackConnection(port: port)
                 try client.send(Self.healthz)
                 status = try await client.readResponse().status
             }
@@ -74,9 +74,9 @@ struct HTTPEdgeTests {
     @Test("A connection that sends nothing, or nothing after its answer, is closed after the idle timeout")
     func idleTimeout() async throws {
         try await TestLedger.with(limits: Self.limits(idleTimeout: .milliseconds(200))) { ledger in
-            let silent = try RawConnection(port: ledger.url.port!)
+            let silent = try LoopbackConnection(port: ledger.url.port!)
             try await silent.waitForClose()
-            let keptAlive = try RawConnection(port: ledger.url.port!)
+            let keptAlive = try LoopbackConnection(port: ledger.url.port!)
             try keptAlive.send(Self.healthz)
             #expect(try await keptAlive.readResponse().status == 200)
             try await keptAlive.waitForClose()
@@ -86,7 +86,7 @@ struct HTTPEdgeTests {
     @Test("A head that stops half-way is dropped after the read timeout (the idle timeout is far longer)")
     func slowHead() async throws {
         try await TestLedger.with(limits: Self.limits(readTimeout: .milliseconds(300))) { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             #expect(try await connection.waitForClose().isEmpty)
         }
@@ -95,7 +95,7 @@ struct HTTPEdgeTests {
     @Test("A body trickled a byte at a time is dropped after the read timeout, counted from the request's first byte")
     func slowBody() async throws {
         try await TestLedger.with(limits: Self.limits(readTimeout: .milliseconds(500))) { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send(
                 "POST /sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + "Content-Length: 4096\r\n\r\n{\"eid\":\""
@@ -118,7 +118,7 @@ struct HTTPEdgeTests {
     @Test("HTTP/0.9, a version-less request line, is answered 400 problem+json and closed, not held open")
     func http09() async throws {
         try await TestLedger.with { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send("GET /healthz\r\n")
             let response = try await connection.readResponse()
             #expect(response.status == 400)
@@ -140,7 +140,7 @@ struct HTTPEdgeTests {
     )
     func malformedHead(request: String) async throws {
         try await TestLedger.with { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send(request)
             let response = try await connection.readResponse()
             #expect(response.status == 400)
@@ -153,7 +153,7 @@ struct HTTPEdgeTests {
     @Test("A body that breaks the chunked framing is answered 400 problem+json by the route, then closed")
     func malformedBody() async throws {
         try await TestLedger.with { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send(
                 "POST /sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                     + "5\r\n{\"eid\r\nzz\r\n"
@@ -169,7 +169,7 @@ struct HTTPEdgeTests {
     @Test("A broken request after a good one on the same connection: the first is answered, then 400, then close")
     func malformedAfterKeepAlive() async throws {
         try await TestLedger.with { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send(Self.healthz)
             #expect(try await connection.readResponse().status == 200)
             try connection.send("GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n")
@@ -183,7 +183,7 @@ struct HTTPEdgeTests {
     @Test("HEAD on a GET path is answered as GET without a body; on a POST path it is 405 with Allow")
     func head() async throws {
         try await TestLedger.with { ledger in
-            let connection = try RawConnection(port: ledger.url.port!)
+            let connection = try LoopbackConnection(port: ledger.url.port!)
             try connection.send("HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let head = try await connection.readResponse(head: true)
             #expect(head.status == 200)
@@ -214,7 +214,7 @@ struct HTTPEdgeTests {
         let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
         let tokens = try await TokenAuthority(secret: TestLedger.secret)
         try await LedgerServer.withRunning(store: store, tokens: tokens, logger: logger) { url in
-            let connection = try RawConnection(port: url.port!)
+            let connection = try LoopbackConnection(port: url.port!)
             try connection.send(
                 "POST /sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + "Content-Length: 100\r\n\r\n{\"eid\":"
@@ -234,7 +234,7 @@ struct HTTPEdgeTests {
             #expect(records.all.allSatisfy { $0.metadata["status"] != "500" })
 
             // And the server keeps serving.
-            let client = try RawConnection(port: url.port!)
+            let client = try LoopbackConnection(port: url.port!)
             try client.send(Self.healthz)
             #expect(try await client.readResponse().status == 200)
         }

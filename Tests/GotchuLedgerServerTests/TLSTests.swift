@@ -162,7 +162,7 @@ struct TLSTests {
         limits.idleTimeout = .milliseconds(300)
         limits.readTimeout = .seconds(600)
         try await withHTTPSLedger(certificates, limits: limits) { url in
-            let silent = try RawConnection(port: url.port!)
+            let silent = try LoopbackConnection(port: url.port!)
             // Closed without a byte: no handshake, so nothing to answer.
             #expect(try await silent.waitForClose(timeout: .seconds(60)).isEmpty)
         }
