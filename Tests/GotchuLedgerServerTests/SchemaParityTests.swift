@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GotchuLedgerPostgres
 import GotchuLedgerServer
@@ -5,7 +6,7 @@ import PostgresNIO
 import Testing
 
 @Suite(
-    "The SQLite and PostgreSQL schemas declare the same tables, columns and indexes",
+    "The SQLite and PostgreSQL schemas declare the same tables, columns, indexes and constraints",
     .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason)
 )
 struct SchemaParityTests {
@@ -90,6 +91,125 @@ struct SchemaParityTests {
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
         #expect(postgres.subtracting(sqlite).subtracting(Self.postgresOnly).sorted() == [], "only in PostgreSQL")
+    }
+
+    @Test("Both migrated schemas have the same foreign keys and CHECK constraints")
+    func sameConstraints() async throws {
+        let sqlite = try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+            try await store.migrate()
+            guard case .sqlite(let path) = database else { throw SchemaParityError("not an SQLite database") }
+            return try await Self.sqliteConstraints(path)
+        }
+        let postgres = try await TestLedger.withStore(.postgres, clock: ManualClock()) { store, database, services in
+            try await withServices(services) {
+                try await store.migrate()
+                guard case .postgres(let url) = database else { throw SchemaParityError("not a PostgreSQL database") }
+                return try await Self.postgresConstraints(url)
+            }
+        }
+        #expect(sqlite.contains("ledger_entries.wallet_id → wallet_accounts.id"))
+        #expect(sqlite.contains("payment_sessions CHECK 'ADVERTISING' 'CANCELLED' 'CREATED' 'LOCKED' 'PAID' status"))
+        #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
+        #expect(postgres.subtracting(sqlite).sorted() == [], "only in PostgreSQL")
+    }
+
+    /// A CHECK constraint as both dialects can be compared: the names, string literals and numbers it mentions,
+    /// sorted, without SQL's keywords and PostgreSQL's added casts (`'USER'::text`, `ANY (ARRAY[…])`). A constraint
+    /// missing on one side, or one that allows another set of values, differs.
+    static func checkSignature(table: String, _ expression: some StringProtocol) -> String {
+        let ignored: Set<String> = ["check", "in", "or", "and", "not", "is", "null", "any", "array", "text", "bigint"]
+        var tokens: [String] = []
+        var index = expression.startIndex
+        while index < expression.endIndex {
+            let character = expression[index]
+            if character == "'" {
+                let end = expression[expression.index(after: index)...].firstIndex(of: "'") ?? expression.endIndex
+                tokens.append(String(expression[index...min(end, expression.index(before: expression.endIndex))]))
+                index = end < expression.endIndex ? expression.index(after: end) : end
+            } else if character.isLetter || character.isNumber || character == "_" {
+                let end =
+                    expression[index...].firstIndex { !($0.isLetter || $0.isNumber || $0 == "_") }
+                    ?? expression.endIndex
+                let word = expression[index..<end].lowercased()
+                if !ignored.contains(word) { tokens.append(word) }
+                index = end
+            } else {
+                index = expression.index(after: index)
+            }
+        }
+        return "\(table) CHECK \(tokens.sorted().joined(separator: " "))"
+    }
+
+    /// Foreign keys as `table.column → table.column`, and CHECK constraints by ``checkSignature(table:_:)``, read
+    /// from the CREATE TABLE text SQLite keeps.
+    static func sqliteConstraints(_ path: String) async throws -> Set<String> {
+        try await DatabaseQueue(path: path).read { db in
+            var constraints: Set<String> = []
+            let tables = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+                    AND name NOT LIKE 'grdb_%'
+                    """
+            )
+            for row in tables {
+                let table: String = row["name"]
+                for key in try Row.fetchAll(db, sql: "SELECT * FROM pragma_foreign_key_list(?)", arguments: [table]) {
+                    constraints.insert(
+                        "\(table).\(key["from"] as String) → \(key["table"] as String).\(key["to"] as String)"
+                    )
+                }
+                // Each CHECK ( … ) with its balanced parentheses.
+                var sql = Substring(row["sql"] as String)
+                while let check = sql.range(of: "CHECK (") {
+                    var depth = 0
+                    var end = check.upperBound
+                    for index in sql[sql.index(before: check.upperBound)...].indices {
+                        if sql[index] == "(" { depth += 1 }
+                        if sql[index] == ")" { depth -= 1 }
+                        if depth == 0 {
+                            end = index
+                            break
+                        }
+                    }
+                    constraints.insert(checkSignature(table: table, sql[check.upperBound..<end]))
+                    sql = sql[end...]
+                }
+            }
+            return constraints
+        }
+    }
+
+    /// The same as ``sqliteConstraints(_:)`` from PostgreSQL's catalog.
+    static func postgresConstraints(_ url: PostgresURL) async throws -> Set<String> {
+        try await TestPostgres.withClient(url) { client in
+            var constraints: Set<String> = []
+            let keys = try await client.query(
+                """
+                SELECT cl.relname::TEXT, a.attname::TEXT, rcl.relname::TEXT, ra.attname::TEXT
+                FROM pg_constraint c
+                JOIN pg_class cl ON cl.oid = c.conrelid
+                JOIN pg_class rcl ON rcl.oid = c.confrelid
+                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                JOIN pg_attribute ra ON ra.attrelid = c.confrelid AND ra.attnum = c.confkey[1]
+                WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace
+                """
+            )
+            for try await (table, column, target, targetColumn) in keys.decode((String, String, String, String).self) {
+                constraints.insert("\(table).\(column) → \(target).\(targetColumn)")
+            }
+            let checks = try await client.query(
+                """
+                SELECT cl.relname::TEXT, pg_get_constraintdef(c.oid) FROM pg_constraint c
+                JOIN pg_class cl ON cl.oid = c.conrelid
+                WHERE c.contype = 'c' AND c.connamespace = current_schema()::regnamespace
+                """
+            )
+            for try await (table, definition) in checks.decode((String, String).self) {
+                constraints.insert(checkSignature(table: table, definition))
+            }
+            return constraints
+        }
     }
 
     /// The ledger's tables (not SQLite's nor the migrator's own) and their columns. A primary key column counts as
