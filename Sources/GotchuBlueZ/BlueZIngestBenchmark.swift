@@ -1,6 +1,7 @@
 import GotchuCore
 public import GotchuDBus
 public import Logging
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -77,6 +78,97 @@ public enum BlueZIngestBenchmark {
             group.cancelAll()
             guard let first else { throw BlueZError(.other, message: "fewer than \(count) sightings in \(timeout)") }
             return first
+        }
+    }
+
+    /// The same flood counted by a handler that reads nothing of the signal: what libdbus (reading, validating and
+    /// dispatching each message) and the connection's loop cost on their own, the floor under any consumer built on
+    /// libdbus. Subscribes with the scanner's rule for device changes and starts discovery like a scan.
+    public static func runLibdbusFloor(
+        bus: DBusConnection.Bus,
+        count: Int,
+        timeout: Duration = .seconds(120),
+        logger: Logger = Logger(label: "gotchu.bench")
+    ) async throws -> Result {
+        var quiet = logger
+        quiet.logLevel = .warning
+        let connection = try await DBusConnection.connect(to: bus, logger: quiet)
+        defer { Task { await connection.close() } }
+        guard let owner = try await connection.nameOwner(of: BlueZ.service) else {
+            throw BlueZError(.serviceUnavailable, message: "org.bluez is not on the \(bus)")
+        }
+        let clock = ContinuousClock()
+        let (done, finished) = AsyncStream.makeStream(of: Result.self, bufferingPolicy: .bufferingNewest(1))
+        let counter = FloorCounter(count: count, clock: clock, finished: finished)
+        _ = try await connection.addSignalViewHandler(
+            matching: DBusMatchRule(
+                sender: owner,
+                interface: BlueZ.propertiesInterface,
+                member: "PropertiesChanged",
+                pathNamespace: BlueZ.rootPath,
+                arg0: BlueZ.deviceInterface
+            )
+        ) { _ in counter.count() }
+        let objects = try await BlueZ.managedObjects(on: connection)
+        let adapter = try BlueZ.selectAdapter(named: nil, from: BlueZ.adapters(in: objects))
+        _ = try await connection.call(
+            destination: BlueZ.service,
+            path: adapter.path,
+            interface: BlueZ.adapterInterface,
+            method: "StartDiscovery"
+        )
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                for await result in done { return result }
+                return nil
+            }
+            group.addTask {
+                try await clock.sleep(for: timeout)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            finished.finish()
+            guard let first else { throw BlueZError(.other, message: "fewer than \(count) signals in \(timeout)") }
+            return first
+        }
+    }
+
+    /// Counts signals on the connection's thread and reports once `count` arrived.
+    private final class FloorCounter: Sendable {
+        private struct State {
+            var received = 0
+            var firstWall: ContinuousClock.Instant?
+            var firstCPU = Duration.zero
+        }
+
+        private let target: Int
+        private let clock: ContinuousClock
+        private let finished: AsyncStream<Result>.Continuation
+        private let state = Mutex(State())
+
+        init(count: Int, clock: ContinuousClock, finished: AsyncStream<Result>.Continuation) {
+            self.target = count
+            self.clock = clock
+            self.finished = finished
+        }
+
+        func count() {
+            state.withLock { state in
+                if state.received == 0 {
+                    state.firstWall = clock.now
+                    state.firstCPU = processCPUTime()
+                }
+                state.received += 1
+                guard state.received == target, let firstWall = state.firstWall else { return }
+                finished.yield(
+                    Result(
+                        sightings: state.received,
+                        wallTime: clock.now - firstWall,
+                        cpuTime: processCPUTime() - state.firstCPU
+                    )
+                )
+            }
         }
     }
 

@@ -10,6 +10,8 @@ public enum BlueZ {
     public static let advertisementInterface = "org.bluez.LEAdvertisement1"
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    /// Where bluetoothd keeps its adapters and their devices.
+    static let rootPath = DBusObjectPath(rawValue: "/org/bluez")!
 
     /// Every object bluetoothd exports, with its interfaces and their properties.
     public typealias ManagedObjects = [DBusObjectPath: [String: [String: DBusVariant]]]

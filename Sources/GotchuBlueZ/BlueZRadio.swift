@@ -313,22 +313,44 @@ public final class BlueZRadio: Radio {
         // Signals are decoded on the connection's thread as they arrive: one hop less per signal under a flood.
         let ingest = ScanIngest(radio: self, filter: filter, continuation: continuation)
         let connection = self.connection
-        // Subscribe first, then take the snapshot: devices already known produce no InterfacesAdded.
-        let token = try await connection.addSignalHandler(
-            matching: DBusMatchRule(sender: owner),
-            onEnd: { continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")) },
-            { ingest.receive($0) }
-        )
+        // Subscribe first, then take the snapshot: devices already known produce no InterfacesAdded. The rules are
+        // as narrow as the bus can apply, so other interfaces' changes (adapters, batteries, media) never arrive.
+        let rules = [
+            DBusMatchRule(
+                sender: owner,
+                interface: BlueZ.propertiesInterface,
+                member: "PropertiesChanged",
+                pathNamespace: BlueZ.rootPath,
+                arg0: BlueZ.deviceInterface
+            ),
+            DBusMatchRule(sender: owner, interface: BlueZ.objectManagerInterface, member: "InterfacesAdded"),
+            DBusMatchRule(sender: owner, interface: BlueZ.objectManagerInterface, member: "InterfacesRemoved"),
+        ]
+        var tokens: [UInt64] = []
         let adapter: BlueZAdapter
         let ownerChanges: AsyncStream<DBusNameOwnerChange>
         do {
+            for rule in rules {
+                tokens.append(
+                    try await connection.addSignalViewHandler(
+                        matching: rule,
+                        onEnd: {
+                            continuation.finish(
+                                throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")
+                            )
+                        },
+                        drained: { ingest.flush() },
+                        { ingest.receive($0) }
+                    )
+                )
+            }
             ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
             let objects = try await BlueZ.managedObjects(on: connection)
             adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
             ingest.start(adapter: adapter.path, known: objects)
             try await startDiscovery(on: adapter, filter: filter)
         } catch {
-            await connection.removeSignalHandler(token)
+            for token in tokens { await connection.removeSignalHandler(token) }
             throw error
         }
         let watcher = Task {
@@ -338,10 +360,11 @@ public final class BlueZRadio: Radio {
             }
         }
         let logger = self.logger
+        let subscriptions = tokens
         continuation.onTermination = { _ in
             watcher.cancel()
             Task {
-                await connection.removeSignalHandler(token)
+                for token in subscriptions { await connection.removeSignalHandler(token) }
                 do {
                     _ = try await connection.call(
                         destination: BlueZ.service,
@@ -396,6 +419,26 @@ public final class BlueZRadio: Radio {
         }
     }
 
+    /// `PropertiesChanged` of a device read in place (the signal BlueZ sends for every advertisement report); the
+    /// sighting, if any, to pass on.
+    fileprivate func process(
+        propertiesChanged view: DBusMessageView,
+        adapter: DBusObjectPath,
+        decoder: inout SightingDecoder,
+        filter: ScanFilter
+    ) -> Sighting? {
+        guard view.pathIsStrictlyBelow(adapter), let path = view.path else { return nil }
+        switch decoder.readPropertiesChanged(view) {
+        case .otherInterface:
+            return nil
+        case .malformed(let reason):
+            countMalformed(reason, path)
+            return nil
+        case .changes(let changes):
+            return sighting(decoder.changed(path, changes), path, filter)
+        }
+    }
+
     fileprivate func process(
         _ signal: DBusMessage,
         adapter: DBusObjectPath,
@@ -443,21 +486,30 @@ public final class BlueZRadio: Radio {
         _ filter: ScanFilter,
         _ continuation: AsyncThrowingStream<Sighting, any Error>.Continuation
     ) {
+        if let sighting = sighting(outcome, path, filter) { continuation.yield(sighting) }
+    }
+
+    /// Counts an outcome; the sighting to pass on, if any.
+    fileprivate func sighting(
+        _ outcome: SightingDecoder.Outcome,
+        _ path: DBusObjectPath,
+        _ filter: ScanFilter
+    ) -> Sighting? {
         switch outcome {
         case .nothing:
-            return
+            return nil
         case .malformed(let reason):
             countMalformed(reason, path)
+            return nil
         case .sighting(let eid, let rssi, let txPower):
             if let minimum = filter.minimumRSSI {
                 guard let rssi, rssi >= minimum else {
                     counters.withLock { $0.belowThreshold += 1 }
-                    return
+                    return nil
                 }
             }
             counters.withLock { $0.sightings += 1 }
-            let sighting = Sighting(eid: eid, rssi: rssi, txPower: txPower, time: elapsed(), source: path.rawValue)
-            continuation.yield(sighting)
+            return Sighting(eid: eid, rssi: rssi, txPower: txPower, time: elapsed(), source: path.rawValue)
         }
     }
 
@@ -494,13 +546,19 @@ struct BlueZAdvertisingHandle: AdvertisingHandle {
 }
 
 /// The decoding state of one scan, fed on the connection's thread. Signals that arrive before the adapter is known
-/// wait, so none is lost between subscribing and the `GetManagedObjects` snapshot.
+/// wait, so none is lost between subscribing and the `GetManagedObjects` snapshot. Sightings decoded during one round
+/// of dispatch are passed on together when it ends, so a flood wakes the consumer once per round, not per signal.
 private final class ScanIngest: Sendable {
     private struct State {
         var decoder: SightingDecoder
         var adapter: DBusObjectPath?
         var waiting: [DBusMessage] = []
+        /// Sightings of the current round of dispatch, not yet passed on.
+        var batch: [Sighting] = []
     }
+
+    /// A round's batch is passed on early when it grows this large, which bounds it under any flood.
+    private static let batchLimit = 256
 
     private let radio: BlueZRadio
     private let filter: ScanFilter
@@ -530,16 +588,58 @@ private final class ScanIngest: Sendable {
         }
     }
 
-    func receive(_ signal: DBusMessage) {
-        state.withLock { state in
+    func receive(_ view: DBusMessageView) {
+        let isPropertiesChanged = view.isSignal(
+            interface: "org.freedesktop.DBus.Properties",
+            member: "PropertiesChanged"
+        )
+        let full = state.withLock { state -> [Sighting]? in
             guard let adapter = state.adapter else {
                 // Bounded like every other buffer: a flood before the snapshot keeps only the newest.
+                guard let signal = try? view.message() else { return nil }
                 if state.waiting.count >= 4096 { state.waiting.removeFirst() }
                 state.waiting.append(signal)
-                return
+                return nil
             }
-            radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
+            if isPropertiesChanged {
+                if let sighting = radio.process(
+                    propertiesChanged: view,
+                    adapter: adapter,
+                    decoder: &state.decoder,
+                    filter: filter
+                ) {
+                    state.batch.append(sighting)
+                }
+            } else if let signal = try? view.message() {
+                // Devices appearing and going: rare, so read whole.
+                flushLocked(&state)
+                radio.process(signal, adapter: adapter, decoder: &state.decoder, filter: filter, continuation)
+            }
+            guard state.batch.count >= Self.batchLimit else { return nil }
+            return takeBatch(&state)
         }
+        if let full { yield(full) }
+    }
+
+    /// Passes on the sightings of the round of dispatch that ended.
+    func flush() {
+        let batch = state.withLock { takeBatch(&$0) }
+        yield(batch)
+    }
+
+    private func flushLocked(_ state: inout State) {
+        yield(takeBatch(&state))
+    }
+
+    private func takeBatch(_ state: inout State) -> [Sighting] {
+        guard !state.batch.isEmpty else { return [] }
+        let batch = state.batch
+        state.batch.removeAll(keepingCapacity: true)
+        return batch
+    }
+
+    private func yield(_ batch: [Sighting]) {
+        for sighting in batch { continuation.yield(sighting) }
     }
 }
 

@@ -35,17 +35,46 @@ public struct SightingDecoder: Sendable {
     /// Whether `path` is tracked already.
     public func tracks(_ path: DBusObjectPath) -> Bool { devices[path] != nil }
 
+    /// What one update says about the properties a sighting needs, already typed. It is built from a property
+    /// dictionary, or read in place from a `PropertiesChanged` signal (the scanner's fast path); either way the same
+    /// rules then apply.
+    public struct Changes: Hashable, Sendable {
+        /// What the service data said.
+        public enum ServiceData: Hashable, Sendable {
+            /// An EID under our UUID.
+            case eid(EID)
+            /// Nothing under our UUID.
+            case notOurs
+            /// Not a valid EID, or not of the types BlueZ sends; the reason is for the debug log.
+            case malformed(String)
+        }
+
+        /// The RSSI when the update carries one: `.some(nil)` when it is unknown (127) or of another type.
+        public var rssi: Int16??
+        /// The TX power when the update carries one, as for ``rssi``.
+        public var txPower: Int16??
+        /// The service data when the update carries it.
+        public var serviceData: ServiceData?
+        /// Which of these properties the update invalidates.
+        public var invalidatesRSSI = false
+        public var invalidatesTxPower = false
+        public var invalidatesServiceData = false
+
+        /// Changes that carry nothing.
+        public init() {}
+    }
+
     /// A device seen in `GetManagedObjects` at start. Cached devices without RSSI are not in range now, so they
     /// are remembered but not reported.
     public mutating func known(_ path: DBusObjectPath, properties: [String: DBusVariant]) -> Outcome {
-        let outcome = update(path, changed: properties, invalidated: [], isNew: true)
+        let outcome = update(path, changes(properties, invalidated: []), isNew: true)
         if case .sighting(_, nil, _) = outcome, properties["RSSI"] == nil { return .nothing }
         return outcome
     }
 
     /// A device from `InterfacesAdded`: a fresh reception.
     public mutating func added(_ path: DBusObjectPath, properties: [String: DBusVariant]) -> Outcome {
-        update(path, changed: properties, invalidated: [], isNew: true)
+        update(path, changes(properties, invalidated: []), isNew: true)
     }
 
     /// `PropertiesChanged` of a device.
@@ -54,7 +83,12 @@ public struct SightingDecoder: Sendable {
         properties: [String: DBusVariant],
         invalidated: [String]
     ) -> Outcome {
-        update(path, changed: properties, invalidated: invalidated, isNew: false)
+        update(path, changes(properties, invalidated: invalidated), isNew: false)
+    }
+
+    /// `PropertiesChanged` of a device, with its properties already typed.
+    public mutating func changed(_ path: DBusObjectPath, _ changes: Changes) -> Outcome {
+        update(path, changes, isNew: false)
     }
 
     /// `InterfacesRemoved` of a device.
@@ -62,70 +96,166 @@ public struct SightingDecoder: Sendable {
         devices[path] = nil
     }
 
-    private mutating func update(
-        _ path: DBusObjectPath,
-        changed: [String: DBusVariant],
-        invalidated: [String],
-        isNew: Bool
-    ) -> Outcome {
-        var device = isNew ? Device() : devices[path] ?? Device()
+    /// Types the properties a sighting needs and ignores the others.
+    public func changes(_ properties: [String: DBusVariant], invalidated: [String]) -> Changes {
+        var changes = Changes()
+        if let rssi = properties["RSSI"] { changes.rssi = .some(Self.signalStrength(rssi)) }
+        if let txPower = properties["TxPower"] { changes.txPower = .some(Self.signalStrength(txPower)) }
+        if let serviceData = properties["ServiceData"] { changes.serviceData = decodeServiceData(serviceData) }
+        changes.invalidatesRSSI = invalidated.contains("RSSI")
+        changes.invalidatesTxPower = invalidated.contains("TxPower")
+        changes.invalidatesServiceData = invalidated.contains("ServiceData")
+        return changes
+    }
+
+    private mutating func update(_ path: DBusObjectPath, _ changes: Changes, isNew: Bool) -> Outcome {
+        if isNew { devices[path] = Device() }
+        // One lookup: the device is updated where it is stored.
+        return Self.apply(changes, to: &devices[path, default: Device()], isNew: isNew)
+    }
+
+    private static func apply(_ changes: Changes, to device: inout Device, isNew: Bool) -> Outcome {
         var problem: String?
         var received = isNew
-
-        if let rssi = changed["RSSI"] {
-            device.rssi = Self.signalStrength(rssi)
+        if let rssi = changes.rssi {
+            device.rssi = rssi
             received = true
         }
-        if let txPower = changed["TxPower"] {
-            device.txPower = Self.signalStrength(txPower)
-        }
-        if invalidated.contains("RSSI") { device.rssi = nil }
-        if invalidated.contains("TxPower") { device.txPower = nil }
-        if invalidated.contains("ServiceData") { device.eid = nil }
+        if let txPower = changes.txPower { device.txPower = txPower }
+        if changes.invalidatesRSSI { device.rssi = nil }
+        if changes.invalidatesTxPower { device.txPower = nil }
+        if changes.invalidatesServiceData { device.eid = nil }
 
-        if let serviceData = changed["ServiceData"] {
+        if let serviceData = changes.serviceData {
             received = true
-            switch decodeEID(serviceData) {
-            case .success(let eid): device.eid = eid
-            case .failure(let reason):
+            switch serviceData {
+            case .eid(let eid): device.eid = eid
+            case .malformed(let reason):
                 device.eid = nil
-                problem = reason.description
-            case nil: device.eid = nil
+                problem = reason
+            case .notOurs: device.eid = nil
             }
         }
-        devices[path] = device
         if let problem { return .malformed(problem) }
         guard received, let eid = device.eid else { return .nothing }
         return .sighting(eid: eid, rssi: device.rssi, txPower: device.txPower)
     }
 
-    private struct Problem: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// `nil` when the service data holds nothing under our UUID.
-    private func decodeEID(_ serviceData: DBusVariant) -> Result<EID, Problem>? {
+    private func decodeServiceData(_ serviceData: DBusVariant) -> Changes.ServiceData {
         guard case .dictionary(let dictionary) = serviceData.value, dictionary.keyType == .string else {
-            return .failure(Problem(description: "ServiceData has type \(serviceData.value.type), not a{sv}"))
+            return .malformed("ServiceData has type \(serviceData.value.type), not a{sv}")
         }
         for entry in dictionary.entries {
-            // BlueZ sends the canonical lowercase form; parse only what is spelled otherwise.
-            guard case .string(let key) = entry.key, key == serviceUUID.uuidString || BluetoothUUID(key) == serviceUUID
-            else { continue }
+            guard case .string(let key) = entry.key, isOurs(key) else { continue }
             guard case .variant(let inner) = entry.value, let bytes = [UInt8](dbusValue: inner.value) else {
-                return .failure(Problem(description: "service data under \(key) is not ay"))
+                return .malformed("service data under \(key) is not ay")
             }
-            guard let eid = EID(serviceData: bytes) else {
-                return .failure(Problem(description: "service data under \(key) is not an EID (\(bytes.count) bytes)"))
-            }
-            return .success(eid)
+            return Self.eid(bytes, key: key)
         }
-        return nil
+        return .notOurs
+    }
+
+    /// Whether a service data key names our UUID. BlueZ sends the canonical lowercase form; parse only what is
+    /// spelled otherwise.
+    func isOurs(_ key: String) -> Bool {
+        key == serviceUUID.uuidString || BluetoothUUID(key) == serviceUUID
+    }
+
+    static func eid(_ bytes: some Collection<UInt8>, key: @autoclosure () -> String) -> Changes.ServiceData {
+        guard let eid = EID(serviceData: bytes) else {
+            return .malformed("service data under \(key()) is not an EID (\(bytes.count) bytes)")
+        }
+        return .eid(eid)
     }
 
     /// RSSI and TX power are `n`; 127 is the HCI "not available" value and other types are unknown too.
     static func signalStrength(_ variant: DBusVariant) -> Int16? {
         guard let value = Int16(dbusValue: variant.value), value != 127 else { return nil }
+        return value
+    }
+}
+
+extension SightingDecoder {
+    /// What a `PropertiesChanged` signal read in place holds.
+    enum SignalReading: Hashable, Sendable {
+        /// The changes of another interface than `Device1`.
+        case otherInterface
+        /// Arguments of other types than `sa{sv}as`; the reason is for the debug log.
+        case malformed(String)
+        /// The changes of a device.
+        case changes(Changes)
+    }
+
+    /// Reads a `PropertiesChanged` signal where it lies: the interface name, the three properties a sighting needs
+    /// and the invalidated names. Every other property is stepped over without being decoded, and nothing is
+    /// copied out of the message but an EID. The same rules as ``changes(_:invalidated:)``.
+    func readPropertiesChanged(_ view: DBusMessageView) -> SignalReading {
+        view.withArguments { arguments -> SignalReading in
+            guard arguments.typeCode == UInt8(ascii: "s"), arguments.isString("org.bluez.Device1") else {
+                return .otherInterface
+            }
+            guard view.signatureHasPrefix("sa{sv}") else {
+                return .malformed("PropertiesChanged with arguments \(view.signatureText)")
+            }
+            arguments.next()
+            var changes = Changes()
+            arguments.forEachStringKeyedEntry { name, value in
+                // `value` is the entry's variant.
+                if name.equals("RSSI") {
+                    changes.rssi = .some(Self.signalStrength(value))
+                } else if name.equals("TxPower") {
+                    changes.txPower = .some(Self.signalStrength(value))
+                } else if name.equals("ServiceData") {
+                    changes.serviceData = value.withContents { readServiceData(&$0) } ?? .notOurs
+                }
+                return true
+            }
+            if arguments.next(), arguments.typeCode == UInt8(ascii: "a"),
+                arguments.elementTypeCode == UInt8(ascii: "s")
+            {
+                _ = arguments.withContents { names in
+                    while names.typeCode == UInt8(ascii: "s") {
+                        if names.isString("RSSI") {
+                            changes.invalidatesRSSI = true
+                        } else if names.isString("TxPower") {
+                            changes.invalidatesTxPower = true
+                        } else if names.isString("ServiceData") {
+                            changes.invalidatesServiceData = true
+                        }
+                        names.next()
+                    }
+                }
+            }
+            return .changes(changes)
+        }
+    }
+
+    /// The service data inside its variant: a dictionary with string keys whose entry under our UUID holds `ay`.
+    private func readServiceData(_ value: inout DBusArgumentReader) -> Changes.ServiceData {
+        var result = Changes.ServiceData.notOurs
+        var entries = 0
+        let isDictionary =
+            value.typeCode == UInt8(ascii: "a")
+            && value.forEachStringKeyedEntry { key, entry in
+                entries += 1
+                guard key.equals(serviceUUID.uuidString) || isOurs(key.string) else { return true }
+                // The first entry under our UUID decides.
+                let decoded = entry.withContents { inner in
+                    inner.withBytes { bytes in Self.eid(bytes, key: key.string) }
+                }
+                result = decoded.flatMap { $0 } ?? .malformed("service data under \(key.string) is not ay")
+                return false
+            }
+        // An empty dictionary has no entry to show its key type: ask for the signature then (rare).
+        guard isDictionary, entries > 0 || value.signatureText.hasPrefix("a{s") else {
+            return .malformed("ServiceData has type \(value.signatureText), not a{sv}")
+        }
+        return result
+    }
+
+    /// ``signalStrength(_:)`` on a variant read in place.
+    private static func signalStrength(_ variant: DBusArgumentReader) -> Int16? {
+        guard let value = variant.withContents({ $0.int16 }) ?? nil, value != 127 else { return nil }
         return value
     }
 }

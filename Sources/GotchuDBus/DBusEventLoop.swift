@@ -38,6 +38,8 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     private var timeouts: [Timeout] = []
     /// The connection to dispatch; set and cleared on the loop thread.
     var connection: OpaquePointer?
+    /// Runs after every round of dispatch while a connection is attached.
+    private var afterDispatch: (() -> Void)?
 
     init() throws(DBusError) {
         let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
@@ -115,7 +117,9 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
             }
             if stopping && jobs.isEmpty { break }
             if let connection {
+                // Every message already read is dispatched before the next poll, then consumers flush once.
                 while CGotchuDBus_dispatchDataRemains(connection) != 0 {}
+                afterDispatch?()
             }
             pollOnce()
         }
@@ -197,9 +201,11 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// Installs watch, timeout and wake-up functions on `connection` and starts dispatching it.
-    func attach(_ connection: OpaquePointer) -> Bool {
+    /// Installs watch, timeout and wake-up functions on `connection` and starts dispatching it; `afterDispatch`
+    /// runs on this thread after each round of dispatch until ``detach()``.
+    func attach(_ connection: OpaquePointer, afterDispatch: @escaping () -> Void) -> Bool {
         self.connection = connection
+        self.afterDispatch = afterDispatch
         let me = Unmanaged.passUnretained(self).toOpaque()
         let watchesOK = dbus_connection_set_watch_functions(
             connection,
@@ -254,6 +260,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
         dbus_connection_set_wakeup_main_function(connection, nil, nil, nil)
         watches.removeAll()
         timeouts.removeAll()
+        afterDispatch = nil
         self.connection = nil
     }
 }

@@ -48,7 +48,7 @@ public struct DBusObjectPath: RawRepresentable, Hashable, Sendable, Comparable, 
 
     /// Validates a path: `/`, or `/`-separated non-empty elements of `[A-Za-z0-9_]`, no trailing `/`.
     public init?(rawValue: String) {
-        let bytes = Array(rawValue.utf8)
+        let bytes = rawValue.utf8
         guard bytes.first == UInt8(ascii: "/") else { return nil }
         if bytes.count > 1 {
             guard bytes.last != UInt8(ascii: "/") else { return nil }

@@ -24,7 +24,22 @@ struct BenchDBusCommand: AsyncParsableCommand {
     @Option(help: "Signals to consume.")
     var count = 100_000
 
+    @Flag(
+        help: """
+            Count the signals without reading them instead: what libdbus and the connection's loop cost alone, the \
+            floor under any consumer built on libdbus.
+            """
+    )
+    var libdbusFloor = false
+
     func run() async throws {
+        if libdbusFloor {
+            let result = try await BlueZIngestBenchmark.runLibdbusFloor(bus: .address(bus), count: count)
+            Console().line(
+                #"{"implementation": "libdbus-floor", "signals": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#
+            )
+            return
+        }
         let result = try await BlueZIngestBenchmark.run(bus: .address(bus), count: count)
         Console().line(
             #"{"implementation": "gotchu", "sightings": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#

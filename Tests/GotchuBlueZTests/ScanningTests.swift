@@ -103,6 +103,107 @@ struct ScanningTests {
         }
     }
 
+    @Test("PropertiesChanged read in place: other properties skipped, invalidations applied, other interfaces ignored")
+    func propertiesChangedInPlace() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            let connection = await fake.connection
+            let device = await fake.devicePath("dev_busy")
+            func changed(_ interface: String, _ properties: [String: DBusVariant], invalidated: [String]) async throws {
+                try await connection.emitSignal(
+                    path: device,
+                    interface: "org.freedesktop.DBus.Properties",
+                    member: "PropertiesChanged",
+                    [.string(interface), properties.dbusValue, .strings(invalidated)]
+                )
+            }
+            // Properties a sighting does not need, of every shape, around the ones it does.
+            let busy: [String: DBusVariant] = [
+                "Connected": DBusVariant(false),
+                "ManufacturerData": DBusVariant(
+                    .dictionary(
+                        DBusDictionary(
+                            keyType: .uint16,
+                            valueType: .variant,
+                            entries: [.init(key: .uint16(76), value: .variant(DBusVariant(.bytes([1, 2, 3]))))]
+                        )
+                    )
+                ),
+                "UUIDs": DBusVariant([feedKey, "0000180f-0000-1000-8000-00805f9b34fb"]),
+                "RSSI": DBusVariant(Int16(-33)),
+                "TxPower": DBusVariant(Int16(7)),
+                "ServiceData": DBusVariant(serviceData("a1b2c3d4e5")),
+                "Name": DBusVariant("phone"),
+            ]
+            try await changed("org.bluez.Device1", busy, invalidated: [])
+            let first = try #require(try await iterator.next())
+            #expect(first.eid == sampleEID)
+            #expect(first.rssi == -33)
+            #expect(first.txPower == 7)
+            #expect(first.source == device.rawValue)
+            // Another interface of the same object carries the same names: it must change nothing.
+            try await changed(
+                "org.bluez.Battery1",
+                ["RSSI": DBusVariant(Int16(-1)), "ServiceData": DBusVariant("garbage")],
+                invalidated: ["TxPower"]
+            )
+            // Invalidated RSSI and TxPower, new service data.
+            try await changed(
+                "org.bluez.Device1",
+                ["ServiceData": DBusVariant(serviceData("bbbbbbbbbb"))],
+                invalidated: ["Paired", "RSSI", "TxPower"]
+            )
+            let second = try #require(try await iterator.next())
+            #expect(second.eid == EID(rawValue: "bbbbbbbbbb"))
+            #expect(second.rssi == nil)
+            #expect(second.txPower == nil)
+            // Invalidated service data: the device is no longer ours until it says so again.
+            try await changed("org.bluez.Device1", ["RSSI": DBusVariant(Int16(-40))], invalidated: ["ServiceData"])
+            try await changed(
+                "org.bluez.Device1",
+                ["ServiceData": DBusVariant(serviceData("cccccccccc"))],
+                invalidated: []
+            )
+            let third = try #require(try await iterator.next())
+            #expect(third.eid == EID(rawValue: "cccccccccc"))
+            #expect(third.rssi == -40)
+            let statistics = await radio.statistics()
+            #expect(statistics.sightings == 3)
+            #expect(statistics.malformed == 0)
+        }
+    }
+
+    @Test("a burst larger than one batch arrives whole and in order")
+    func burst() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            let connection = await fake.connection
+            let device = await fake.devicePath("dev_burst")
+            // More than a batch (256) and fewer than the stream keeps (1024), sent without waiting in between.
+            let count = 700
+            for index in 0..<count {
+                let properties: [String: DBusVariant] = [
+                    "RSSI": DBusVariant(Int16(-(index % 100))),
+                    "ServiceData": DBusVariant(serviceData(String(index).leftPadded(10))),
+                ]
+                try await connection.emitSignal(
+                    path: device,
+                    interface: "org.freedesktop.DBus.Properties",
+                    member: "PropertiesChanged",
+                    [.string("org.bluez.Device1"), properties.dbusValue, .strings([])]
+                )
+            }
+            var eids: [String] = []
+            for _ in 0..<count {
+                let sighting = try #require(try await iterator.next())
+                eids.append(sighting.eid.rawValue)
+            }
+            #expect(eids == (0..<count).map { String($0).leftPadded(10) })
+        }
+    }
+
     @Test("malformed service data is ignored and counted")
     func malformed() async throws {
         try await withFakeBlueZ { _, fake, radio in
@@ -163,5 +264,11 @@ struct ScanningTests {
                 }
             }
         }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
     }
 }

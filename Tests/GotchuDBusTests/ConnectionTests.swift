@@ -258,6 +258,57 @@ struct ConnectionTests {
         }
     }
 
+    @Test("view handlers read signals in place; path_namespace and arg0 are applied; drained ends each round")
+    func signalViews() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            let events = ViewEvents()
+            let rule = DBusMatchRule(
+                interface: "io.gotchu.Test.Signals",
+                member: "Tick",
+                pathNamespace: DBusObjectPath(rawValue: "/io/gotchu")!,
+                arg0: "mine"
+            )
+            let token = try await client.addSignalViewHandler(
+                matching: rule,
+                drained: { events.append(.drained) },
+                { view in
+                    // Read in place: the path, the first argument compared, the second read only if it is an `n`.
+                    let event = view.withArguments { arguments -> ViewEvent in
+                        let mine = arguments.isString("mine")
+                        arguments.next()
+                        return .tick(mine ? view.path?.rawValue ?? "?" : "not mine", arguments.int16)
+                    }
+                    events.append(event)
+                }
+            )
+            func tick(_ path: String, _ arguments: [DBusValue]) async throws {
+                try await server.emitSignal(
+                    path: DBusObjectPath(rawValue: path)!,
+                    interface: "io.gotchu.Test.Signals",
+                    member: "Tick",
+                    arguments
+                )
+            }
+            // Outside the namespace, another arg0, arg0 of another type, a namespace that only shares a prefix:
+            // none of these may reach the handler, whatever the bus delivers.
+            try await tick("/elsewhere", [.string("mine"), .int16(1)])
+            try await tick("/io/gotchu/a", [.string("yours"), .int16(2)])
+            try await tick("/io/gotchu/a", [.objectPath(DBusObjectPath(rawValue: "/mine")!), .int16(3)])
+            try await tick("/io/gotchuX", [.string("mine"), .int16(4)])
+            // Then three that match, the last with a second argument of another type.
+            try await tick("/io/gotchu", [.string("mine"), .int16(5)])
+            try await tick("/io/gotchu/a/b", [.string("mine"), .int16(6)])
+            try await tick("/io/gotchu/c", [.string("mine"), .string("seven")])
+            #expect(try await eventually { events.ticks.count >= 3 })
+            // Signals from one sender arrive in order: had any of the first four been let through, it came first.
+            #expect(events.ticks == [.tick("/io/gotchu", 5), .tick("/io/gotchu/a/b", 6), .tick("/io/gotchu/c", nil)])
+            // Every round of dispatch that called the handler ends with `drained`.
+            #expect(try await eventually { events.all.last == .drained })
+            await client.removeSignalHandler(token)
+            #expect(await client.subscriptionCount == 0)
+        }
+    }
+
     @Test("scoped exports disappear when the scope ends, also on cancellation")
     func scopedExport() async throws {
         try await withTwoConnections(on: Self.bus) { _, server, client in
@@ -351,4 +402,17 @@ struct ConnectionTests {
 /// How often a method was called.
 final class CallCount: Sendable {
     let count = Atomic<Int>(0)
+}
+
+private enum ViewEvent: Equatable, Sendable {
+    case tick(String, Int16?)
+    case drained
+}
+
+private final class ViewEvents: Sendable {
+    private let events = Mutex<[ViewEvent]>([])
+
+    func append(_ event: ViewEvent) { events.withLock { $0.append(event) } }
+    var all: [ViewEvent] { events.withLock { $0 } }
+    var ticks: [ViewEvent] { all.filter { $0 != .drained } }
 }
