@@ -75,6 +75,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             guard let eid = EID(rawValue: body.eid) else {
                 throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
             }
+            // After the shape checks, which tell anyone what is wrong with a request, and before the store is asked:
+            // without a login no EID says anything.
+            if limiters.resolveAccess == .requiresLogin { _ = try await authenticate(request) }
             var resolved = try await store.resolve(eid: eid)
             // Names stored before they were checked at login still reach payers only cleaned.
             resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
@@ -99,6 +102,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             let sid = try await sessionID(request, context)
             try await store.cancel(sid: sid, payeeID: user)
             return try json(OKResponse())
+        }
+        router.post("/sessions/{sid}/eids") { request, context in
+            let user = try await authenticate(request)
+            let sid = try SessionID.validate(try context.parameters.require("sid"))
+            let rotation = try await store.rotateEID(sid: sid, payeeID: user)
+            return try json(
+                EIDRotationResponse(
+                    sid: rotation.sid,
+                    eid: rotation.eid,
+                    previousValidUntil: rotation.retiredResolveUntil,
+                    expiresAt: rotation.expiresAt
+                )
+            )
         }
         router.get("/sessions/{sid}") { request, context in
             let user = try await authenticate(request)
@@ -151,7 +167,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
             ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
             ("/sessions/cancel", .post),
-            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+            ("/sessions/{sid}", .get), ("/sessions/{sid}/eids", .post), ("/wallet/send", .post),
         ]
         if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
         return paths

@@ -12,6 +12,11 @@ enum OpenAPIDocument {
             clients must tell problems apart by type, not by status (two kinds of 409 exist).
             Amounts are integer cents from 1 to the server's cap (default 100000000000).
             `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
+            `/sessions/resolve` needs a bearer token unless the server runs with `--resolve public`.
+            A payee rotates its session's EID with `POST /sessions/{sid}/eids`; an EID rotated away resolves for the
+            server's grace (default 10 s), then answers 410 eid-retired. No EID is ever given to two sessions.
+            The confirmation code a terminal shows and a payer's device prints is derived from the session id alone:
+            the 64-bit FNV-1a hash of the id's UTF-8 bytes (lowercased), modulo 100, as two decimal digits.
             `/sessions/resolve` (per client address), `/sessions/lock` (per client address and per user) and
             `/wallet/send` (per user) are rate limited: a refused request gets 429 with a Retry-After header in seconds. Each server process counts on its
             own, so behind a load balancer a client gets up to the limit once per replica.
@@ -28,7 +33,7 @@ enum OpenAPIDocument {
               properties:
                 type:
                   type: string
-                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:lock-limit-reached", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:rate-limited", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
+                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:eid-retired", "urn:gotchu:problem:eid-limit-reached", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:lock-limit-reached", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:rate-limited", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
                 title: { type: string }
                 status: { type: integer }
                 detail: { type: string }
@@ -111,11 +116,21 @@ enum OpenAPIDocument {
                 sid: { type: string }
                 eid: { $ref: "#/components/schemas/EID" }
                 exp_at: { type: string, format: date-time }
+            EIDRotationResponse:
+              type: object
+              required: [sid, eid, previous_valid_until, exp_at]
+              properties:
+                sid: { type: string }
+                eid: { $ref: "#/components/schemas/EID" }
+                previous_valid_until: { type: string, format: date-time }
+                exp_at: { type: string, format: date-time }
             ResolveResponse:
               type: object
               required: [sid, amount_cents, payee_display]
               properties:
-                sid: { type: string }
+                sid:
+                  type: string
+                  description: The session id; the confirmation code is derived from it (see the description above).
                 amount_cents: { $ref: "#/components/schemas/Cents" }
                 payee_display:
                   type: object
@@ -335,6 +350,9 @@ enum OpenAPIDocument {
                     ItsStatus:
                       operationId: sessionStatus
                       parameters: { sid: "$response.body#/sid" }
+                    RotateIt:
+                      operationId: rotateEID
+                      parameters: { sid: "$response.body#/sid" }
                 "401":
                   description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
                   content:
@@ -368,7 +386,9 @@ enum OpenAPIDocument {
           /sessions/resolve:
             post:
               operationId: resolveSession
-              summary: Looks a session up by the EID heard on the air (no authentication).
+              summary: Looks a session up by the EID heard on the air. Needs a bearer token unless the server runs with
+                --resolve public.
+              security: [{ bearer: [] }, {}]
               requestBody:
                 required: true
                 content:
@@ -391,7 +411,12 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "410":
-                  description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
+                  description: "Expired or cancelled, or the EID was rotated away longer ago than the grace (problem types: session-expired, session-cancelled, eid-retired)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "401":
+                  description: "Missing, malformed, forged or expired token, on a server that requires login (problem types: unauthorized)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -646,6 +671,68 @@ enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/Problem" }
                 "404":
                   description: "No such session visible to the caller (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/{sid}/eids:
+            post:
+              operationId: rotateEID
+              summary: Gives the caller's live session a new EID to advertise, never given to any session before. The EIDs
+                it replaces keep resolving until previous_valid_until (the server's grace), then answer 410 eid-retired.
+                Payee only.
+              security: [{ bearer: [] }]
+              parameters:
+                - name: sid
+                  in: path
+                  required: true
+                  schema: { $ref: "#/components/schemas/SessionID" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/EIDRotationResponse" }
+                  links:
+                    ResolveIt:
+                      operationId: resolveSession
+                      requestBody: { eid: "$response.body#/eid" }
+                "400":
+                  description: "The sid is not a session id (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "Not the session's payee (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "Already paid, or the session has had as many EIDs as allowed (problem types: session-already-paid, eid-limit-reached)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "410":
+                  description: "Expired or cancelled (problem types: session-expired, session-cancelled)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
