@@ -46,6 +46,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case sessionNotFound = "session-not-found"
     case sessionExpired = "session-expired"
     case sessionCancelled = "session-cancelled"
+    case eidRetired = "eid-retired"
+    case eidLimitReached = "eid-limit-reached"
     case sessionLocked = "session-locked"
     case lockLimitReached = "lock-limit-reached"
     case sessionAlreadyPaid = "session-already-paid"
@@ -80,8 +82,10 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .forbidden, .ownSession: return 403
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
-        case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
-        case .sessionExpired, .sessionCancelled: return 410
+        case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
+            .eidLimitReached:
+            return 409
+        case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
         case .rateLimited: return 429
         case .insufficientFunds, .idempotencyKeyReused: return 422
@@ -102,6 +106,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .sessionNotFound: return "Session not found"
         case .sessionExpired: return "Session expired"
         case .sessionCancelled: return "Session cancelled"
+        case .eidRetired: return "EID replaced by a newer one"
+        case .eidLimitReached: return "Too many EIDs for one session"
         case .sessionLocked: return "Session locked by another payer"
         case .lockLimitReached: return "Too many sessions locked at once"
         case .sessionAlreadyPaid: return "Session already paid"

@@ -138,6 +138,32 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     }
 }
 
+/// `POST /sessions/{sid}/eids` → the session's new EID.
+public struct EIDRotationResponse: Codable, Hashable, Sendable {
+    /// The session id.
+    public var sid: String
+    /// The EID to advertise from now on.
+    public var eid: EID
+    /// When the EIDs it replaces stop resolving.
+    public var previousValidUntil: Date
+    /// When the session expires.
+    public var expiresAt: Date
+
+    /// Creates a response.
+    public init(sid: String, eid: EID, previousValidUntil: Date, expiresAt: Date) {
+        self.sid = sid
+        self.eid = eid
+        self.previousValidUntil = previousValidUntil
+        self.expiresAt = expiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid, eid
+        case previousValidUntil = "previous_valid_until"
+        case expiresAt = "exp_at"
+    }
+}
+
 /// How a payee is shown to a payer: a name, and the domain that tells payees of one name apart.
 ///
 /// Both come from the server but are shown to a person: render them with `DisplayText`, never raw.

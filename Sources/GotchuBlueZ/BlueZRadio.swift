@@ -144,6 +144,13 @@ public final class BlueZRadio: Radio {
                 metadata: ["eid": "\(advertisement.eid)", "adapter": "\(adapter.value.name)", "path": "\(path)"]
             )
             let handle = BlueZAdvertisingHandle(connection: connection, path: path, type: configuration.advertisingType)
+            {
+                // Registered anew, bluetoothd sets the advertisement up as a new instance (a new advertising set on
+                // controllers with extended advertising, with a new random address when it is non-connectable).
+                let current = adapter.value
+                await self.unregister(path, on: current)
+                try await self.register(path, on: current)
+            }
             do {
                 // The group outlives neither `body` nor this call, so `body` does not really escape.
                 let result = try await withoutActuallyEscaping(body) { body in
@@ -524,8 +531,12 @@ struct BlueZAdvertisingHandle: AdvertisingHandle {
     let connection: DBusConnection
     let path: DBusObjectPath
     let type: BlueZAdvertisingType
+    /// Unregisters the advertisement and registers it again.
+    let reregister: @Sendable () async throws -> Void
 
-    /// Changes the exported properties; bluetoothd re-reads them from `PropertiesChanged`.
+    /// Changes the exported properties, then registers the advertisement again. `PropertiesChanged` alone makes
+    /// bluetoothd rewrite the data of the instance on the air, which keeps its advertising set and address: a
+    /// scanner could then link the old EID to the new one. A new registration starts a new instance.
     func update(_ advertisement: Advertisement) async throws {
         let interface = BlueZ.advertisementInterface
         let uuids = [BlueZAdvertisementObject.serviceUUIDText(advertisement.serviceUUID)].dbusValue
@@ -542,6 +553,7 @@ struct BlueZAdvertisingHandle: AdvertisingHandle {
         if await connection.property("Includes", of: interface, at: path) != includes {
             try await connection.setProperty("Includes", of: interface, at: path, to: includes)
         }
+        try await reregister()
     }
 }
 

@@ -12,6 +12,9 @@ public struct PaymentOffer: Hashable, Sendable {
     /// The domain that tells payees of one name apart (``DisplayText`` too), when the ledger gives one.
     public var payeeDomain: String?
 
+    /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
+    public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
+
     /// Creates an offer.
     public init(eid: EID, sessionID: String, amountCents: Int64, payeeName: String, payeeDomain: String? = nil) {
         self.eid = eid
@@ -61,6 +64,8 @@ public struct PayerStateMachine: Sendable {
         public var preApproved: Bool
         /// Sessions above this amount are refused without asking; `nil` for no limit.
         public var maximumAmountCents: Int64?
+        /// Pay this EID, typed by the payer from the terminal's screen, without scanning.
+        public var eid: EID?
         /// How many times in all a payment without a definite answer is sent (always with the same key) before its
         /// outcome is reported unknown.
         public var sendAttempts: Int
@@ -77,8 +82,10 @@ public struct PayerStateMachine: Sendable {
             preApproved: Bool = false,
             maximumAmountCents: Int64? = nil,
             sendAttempts: Int = 4,
-            sendRetryDelay: Duration = .milliseconds(200)
+            sendRetryDelay: Duration = .milliseconds(200),
+            eid: EID? = nil
         ) {
+            self.eid = eid
             self.selector = selector
             self.alwaysChoose = alwaysChoose
             self.chooseAfter = chooseAfter
@@ -146,7 +153,8 @@ public struct PayerStateMachine: Sendable {
         case startScan
         /// Stop scanning, then resolve this EID on the ledger.
         case stopScanAndResolve(EID)
-        /// Stop scanning, then show these candidates (nearest first) as a numbered list and send ``Event/chose(_:)``.
+        /// Stop scanning, then show these candidates (nearest first, then those heard without RSSI) as a numbered
+        /// list and send ``Event/chose(_:)``.
         case stopScanAndPresentCandidates([ProximityCandidate])
         /// Stop scanning, then report the outcome.
         case stopScanAndReport(Outcome)
@@ -229,6 +237,9 @@ public struct PayerStateMachine: Sendable {
     /// Where the flow is.
     public private(set) var state: State = .idle
     private var selector: ProximitySelector
+    /// Terminals heard only without RSSI, and when last: the selector cannot range them, but a payer who sees the
+    /// terminal may pick one from the list.
+    private var unranged: [EID: (lastSeen: Duration, count: Int)] = [:]
     /// Whether the user cancelled while a lock or a payment was in flight.
     private var cancelRequested = false
     /// Sends made so far for the payment.
@@ -244,11 +255,20 @@ public struct PayerStateMachine: Sendable {
     public mutating func receive(_ event: Event, now: Duration) -> Action {
         switch (state, event) {
         case (.idle, .start):
+            if let eid = configuration.eid {
+                state = .resolving(eid)
+                return .resolve(eid)
+            }
             state = .scanning(since: now)
             return .startScan
 
         case (.scanning(let since), .sighting(let sighting)):
-            selector.record(sighting)
+            if sighting.rssi == nil {
+                let count = (unranged[sighting.eid]?.count ?? 0) + 1
+                unranged[sighting.eid] = (max(unranged[sighting.eid]?.lastSeen ?? sighting.time, sighting.time), count)
+            } else {
+                selector.record(sighting)
+            }
             return evaluateScan(since: since, now: now)
         case (.scanning(let since), .tick):
             return evaluateScan(since: since, now: now)
@@ -346,7 +366,22 @@ public struct PayerStateMachine: Sendable {
             return .stopScanAndResolve(candidate.eid)
         }
         let listAfter = configuration.alwaysChoose ? configuration.chooseAfter : configuration.selectionTimeout
-        let candidates = selector.rankedCandidates(now: now)
+        let ranked = selector.rankedCandidates(now: now)
+        // Terminals heard without RSSI come after every ranged one: nothing says how near they are. They are kept
+        // for the whole scan, since BlueZ reports an unchanged advertisement without RSSI only once; one that has
+        // gone since is refused by the ledger when chosen.
+        let heardOnly = unranged.filter { eid, _ in !ranked.contains { $0.eid == eid } }
+            .map { eid, seen in
+                ProximityCandidate(
+                    eid: eid,
+                    rssi: nil,
+                    attenuation: nil,
+                    sampleCount: seen.count,
+                    lastSeen: seen.lastSeen
+                )
+            }
+            .sorted { $0.eid < $1.eid }
+        let candidates = ranked + heardOnly
         if elapsed >= listAfter, !candidates.isEmpty {
             state = .choosing(candidates)
             return .stopScanAndPresentCandidates(candidates)

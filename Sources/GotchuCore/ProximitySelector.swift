@@ -2,8 +2,9 @@
 public struct ProximityCandidate: Hashable, Sendable, Codable {
     /// The advertised EID.
     public var eid: EID
-    /// Smoothed RSSI over the window, in dBm.
-    public var rssi: Double
+    /// Smoothed RSSI over the window, in dBm; `nil` for a terminal heard only without RSSI (some controllers never
+    /// report one), which the selector never picks but a payer may choose from a list.
+    public var rssi: Double?
     /// Smoothed attenuation (TX power − RSSI) in dB, when the advertiser announces its TX power.
     public var attenuation: Double?
     /// Samples in the window.
@@ -12,7 +13,7 @@ public struct ProximityCandidate: Hashable, Sendable, Codable {
     public var lastSeen: Duration
 
     /// Creates a candidate.
-    public init(eid: EID, rssi: Double, attenuation: Double?, sampleCount: Int, lastSeen: Duration) {
+    public init(eid: EID, rssi: Double?, attenuation: Double?, sampleCount: Int, lastSeen: Duration) {
         self.eid = eid
         self.rssi = rssi
         self.attenuation = attenuation
@@ -111,6 +112,45 @@ public struct ProximitySelector: Sendable {
             self.contactRSSI = contactRSSI
             self.distantMargin = distantMargin
             self.minimumRise = minimumRise
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case window, staleAfter, minimumSamples, margin, maximumAttenuation, minimumRSSI, smoothing
+            case contactAttenuation, contactRSSI, distantMargin, minimumRise
+        }
+
+        /// Decodes a configuration whose durations are seconds.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                window: try container.decode(secondsForKey: .window),
+                staleAfter: try container.decode(secondsForKey: .staleAfter),
+                minimumSamples: try container.decode(Int.self, forKey: .minimumSamples),
+                margin: try container.decode(Double.self, forKey: .margin),
+                maximumAttenuation: try container.decode(Double.self, forKey: .maximumAttenuation),
+                minimumRSSI: try container.decode(Double.self, forKey: .minimumRSSI),
+                smoothing: try container.decode(RSSIWindow.Smoothing.self, forKey: .smoothing),
+                contactAttenuation: try container.decode(Double.self, forKey: .contactAttenuation),
+                contactRSSI: try container.decode(Double.self, forKey: .contactRSSI),
+                distantMargin: try container.decode(Double.self, forKey: .distantMargin),
+                minimumRise: try container.decodeIfPresent(Double.self, forKey: .minimumRise)
+            )
+        }
+
+        /// Encodes the configuration with its durations as seconds.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(seconds: window, forKey: .window)
+            try container.encode(seconds: staleAfter, forKey: .staleAfter)
+            try container.encode(minimumSamples, forKey: .minimumSamples)
+            try container.encode(margin, forKey: .margin)
+            try container.encode(maximumAttenuation, forKey: .maximumAttenuation)
+            try container.encode(minimumRSSI, forKey: .minimumRSSI)
+            try container.encode(smoothing, forKey: .smoothing)
+            try container.encode(contactAttenuation, forKey: .contactAttenuation)
+            try container.encode(contactRSSI, forKey: .contactRSSI)
+            try container.encode(distantMargin, forKey: .distantMargin)
+            try container.encodeIfPresent(minimumRise, forKey: .minimumRise)
         }
 
         /// The rule before hardware spread was modelled: a 2 s mean, at least 6 samples, 8 dB of margin, and a gate
@@ -225,7 +265,7 @@ public struct ProximitySelector: Sendable {
         if byAttenuation, let attenuation = candidate.attenuation {
             return attenuation <= configuration.maximumAttenuation
         }
-        return candidate.rssi >= configuration.minimumRSSI
+        return candidate.rssi.map { $0 >= configuration.minimumRSSI } ?? false
     }
 
     /// How much `eid` strengthened over the window: the mean of its samples in the newest quarter of the window minus
@@ -249,13 +289,13 @@ public struct ProximitySelector: Sendable {
         if byAttenuation, let attenuation = candidate.attenuation {
             return attenuation <= configuration.contactAttenuation
         }
-        return candidate.rssi >= configuration.contactRSSI
+        return candidate.rssi.map { $0 >= configuration.contactRSSI } ?? false
     }
 
     /// Higher is nearer, in dB.
     private func strength(_ candidate: ProximityCandidate, _ byAttenuation: Bool) -> Double {
         if byAttenuation, let attenuation = candidate.attenuation { return -attenuation }
-        return candidate.rssi
+        return candidate.rssi ?? -.infinity
     }
 }
 

@@ -286,6 +286,16 @@ public actor Kiosk: KioskStatusSource {
                         return .cancelFailed(Self.problem(error))
                     }
                 }
+            case .rotateEID(let sid):
+                let logger = self.logger
+                startLedgerCall { ledger async -> KioskChargeMachine.Event in
+                    do throws(LedgerClientError) {
+                        return .eidRotated(sessionID: sid, eid: try await ledger.rotateEID(sid: sid))
+                    } catch {
+                        logger.notice("EID rotation failed", metadata: ["error": "\(error)"])
+                        return .rotateFailed(Self.problem(error))
+                    }
+                }
             case .advertise(let eid, let token):
                 advertise(eid, token: token)
             case .stopAdvertising:

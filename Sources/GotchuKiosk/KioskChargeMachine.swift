@@ -34,6 +34,9 @@ public struct KioskChargeMachine: Sendable {
         public var retry: Backoff
         /// How long the end of a charge is shown before the kiosk reads idle again.
         public var idleAfter: Duration
+        /// How long one EID stays on the air before the session is given a new one; `nil` never rotates. Checked
+        /// whenever the status is due, so a rotation comes at most one ``statusInterval`` late.
+        public var rotateEvery: Duration?
 
         /// Creates a configuration.
         public init(
@@ -41,13 +44,15 @@ public struct KioskChargeMachine: Sendable {
             renewExpiredSessions: Bool = true,
             statusInterval: Duration = .milliseconds(500),
             retry: Backoff = Backoff(),
-            idleAfter: Duration = .seconds(60)
+            idleAfter: Duration = .seconds(60),
+            rotateEvery: Duration? = nil
         ) {
             self.sessionLifetime = sessionLifetime
             self.renewExpiredSessions = renewExpiredSessions
             self.statusInterval = statusInterval
             self.retry = retry
             self.idleAfter = idleAfter
+            self.rotateEvery = rotateEvery
         }
     }
 
@@ -84,6 +89,10 @@ public struct KioskChargeMachine: Sendable {
         case advertisingStarted(token: Int)
         /// That advertisement could not start, or stopped on its own.
         case advertisingFailed(token: Int, KioskProblem)
+        /// The ledger gave the session a new EID, asked for by ``Action/rotateEID(sessionID:)``.
+        case eidRotated(sessionID: String, eid: EID)
+        /// The rotation failed; the current EID stays on the air.
+        case rotateFailed(KioskProblem)
         /// The ledger reported the status of the session asked about.
         case statusSeen(SessionStatus)
         /// Reading the session's status failed.
@@ -114,6 +123,9 @@ public struct KioskChargeMachine: Sendable {
         case advertise(EID, token: Int)
         /// Stop the advertisement.
         case stopAdvertising
+        /// Give the session a new EID on the ledger; report ``Event/eidRotated(sessionID:eid:)`` or
+        /// ``Event/rotateFailed(_:)``. The new EID goes on the air as a new advertisement.
+        case rotateEID(sessionID: String)
         /// Read the session's status; report ``Event/statusSeen(_:)`` or ``Event/statusFailed(_:)``.
         case fetchStatus(sessionID: String)
         /// Cancel the session on the ledger; report ``Event/sessionCancelled``, ``Event/sessionAlreadyOver`` or
@@ -132,7 +144,7 @@ public struct KioskChargeMachine: Sendable {
 
     /// The ledger call under way.
     enum Call: Hashable, Sendable {
-        case create, status, cancel
+        case create, status, cancel, rotate
     }
 
     /// How the charge ends once the ledger has confirmed that its session cannot be paid any more.
@@ -162,6 +174,8 @@ public struct KioskChargeMachine: Sendable {
         /// Consecutive failed status reads while advertising.
         var statusFailures = 0
         var nextToken = 0
+        /// Since when the current EID is on the air, for its rotation.
+        var eidSince: Date?
     }
 
     /// The configuration in use.
@@ -217,6 +231,9 @@ public struct KioskChargeMachine: Sendable {
             core.call = nil
         case .sessionCancelled, .sessionAlreadyOver, .cancelFailed:
             guard core.call == .cancel else { return false }
+            core.call = nil
+        case .eidRotated, .rotateFailed:
+            guard core.call == .rotate else { return false }
             core.call = nil
         case .advertisingStarted(let token):
             guard let advertising = core.advertising, advertising.token == token, !advertising.onAir else {
@@ -290,6 +307,7 @@ public struct KioskChargeMachine: Sendable {
             }
 
         case .advertisingStarted:
+            core.eidSince = now
             update { next in
                 if next.charge.state == .creating { next.charge.state = .advertising }
             }
@@ -303,6 +321,21 @@ public struct KioskChargeMachine: Sendable {
             } else {
                 pause(problem)
             }
+
+        case .eidRotated(let sessionID, let eid):
+            core.eidSince = now
+            if core.record?.charge.sessionID == sessionID, core.settling == nil {
+                // Recorded first, so a restart advertises the EID the ledger now resolves; then a new advertisement,
+                // which a radio puts on the air as a new advertising set.
+                update { $0.charge.eid = eid }
+                stopAdvertising()
+            }
+            proceed()
+
+        case .rotateFailed:
+            // The current EID still resolves: keep it on the air and try again after another interval.
+            core.eidSince = now
+            proceed()
 
         case .statusSeen(let status):
             if let settling = core.settling {
@@ -401,7 +434,13 @@ public struct KioskChargeMachine: Sendable {
         } else if let eid = current.charge.eid {
             if let advertising = core.advertising {
                 if advertising.onAir, let sessionID = current.charge.sessionID {
-                    call(.status, .fetchStatus(sessionID: sessionID))
+                    if let every = configuration.rotateEvery, let since = core.eidSince,
+                        now >= since.addingTimeInterval(Self.seconds(every))
+                    {
+                        call(.rotate, .rotateEID(sessionID: sessionID))
+                    } else {
+                        call(.status, .fetchStatus(sessionID: sessionID))
+                    }
                 }
             } else {
                 let token = makeToken()

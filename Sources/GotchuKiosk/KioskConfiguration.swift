@@ -62,6 +62,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var sessionLifetime: Duration
     /// Whether a charge whose ledger session expires before ``sessionLifetime`` is over gets a new session.
     public var renewExpiredSessions: Bool
+    /// How long one EID stays on the air before the session gets a new one; `nil` never rotates.
+    public var rotateEvery: Duration?
     /// Where the kiosk keeps its state.
     public var stateDirectory: URL
     /// Where the customer display is served; `nil` when it is off.
@@ -84,6 +86,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         air: URL? = nil,
         sessionLifetime: Duration = .seconds(300),
         renewExpiredSessions: Bool = true,
+        rotateEvery: Duration? = .seconds(60),
         stateDirectory: URL = URL(fileURLWithPath: "/var/lib/gotchu-kiosk"),
         display: DisplayAddress? = DisplayAddress(host: "127.0.0.1", port: 8080),
         controlBus: DBusConnection.Bus = .system,
@@ -100,6 +103,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         self.air = air
         self.sessionLifetime = sessionLifetime
         self.renewExpiredSessions = renewExpiredSessions
+        self.rotateEvery = rotateEvery
         self.stateDirectory = stateDirectory
         self.display = display
         self.controlBus = controlBus
@@ -303,6 +307,7 @@ private struct Resolver {
             air: try value(\.air, Self.path),
             sessionLifetime: try required(\.sessionLifetime, Self.lifetime),
             renewExpiredSessions: try required(\.renewExpiredSessions, { flag in flag }),
+            rotateEvery: try required(\.rotateEvery, Self.rotation),
             stateDirectory: try required(\.stateDirectory, Self.path),
             display: try required(\.display, Self.display),
             controlBus: try required(\.controlBus, Self.bus),
@@ -449,6 +454,18 @@ private struct Resolver {
         guard (1...KioskConfiguration.maximumSessionLifetimeSeconds).contains(seconds) else {
             throw Problem(
                 "must be 1 to \(KioskConfiguration.maximumSessionLifetimeSeconds) seconds, not \(seconds)"
+            )
+        }
+        return .seconds(seconds)
+    }
+
+    /// An EID's time on the air: 0 for never, else at least 5 seconds (each rotation is a ledger write) and at most
+    /// the longest session lifetime.
+    private static func rotation(_ seconds: Int) throws(Problem) -> Duration? {
+        if seconds == 0 { return nil }
+        guard (5...KioskConfiguration.maximumSessionLifetimeSeconds).contains(seconds) else {
+            throw Problem(
+                "must be 0 (never) or 5 to \(KioskConfiguration.maximumSessionLifetimeSeconds) seconds, not \(seconds)"
             )
         }
         return .seconds(seconds)

@@ -85,7 +85,8 @@ public enum KioskDaemon {
                 serviceUUID: settings.serviceUUID,
                 charges: KioskChargeMachine.Configuration(
                     sessionLifetime: settings.sessionLifetime,
-                    renewExpiredSessions: settings.renewExpiredSessions
+                    renewExpiredSessions: settings.renewExpiredSessions,
+                    rotateEvery: settings.rotateEvery
                 )
             ),
             logger: logger

@@ -27,6 +27,8 @@ enum KioskDisplayPage {
         var detail: String?
         var countdown: String?
         var reference: String?
+        /// While a payer may pay: the confirmation code and the EID to type when the radio cannot range.
+        var fallback: String?
 
         init(_ status: KioskStatus) {
             // An idle kiosk may still report its last charge; "Ready" beside an old amount would mislead.
@@ -42,7 +44,17 @@ enum KioskDisplayPage {
                 countdown = KioskDisplayPage.countdown(seconds: expiresAt.timeIntervalSince(status.now))
             }
             if let reference = charge?.reference, !reference.isEmpty { self.reference = "Reference: " + reference }
+            if status.state == .advertising || status.state == .locked, let charge {
+                fallback = KioskDisplayPage.fallback(sessionID: charge.sessionID, eid: charge.eid)
+            }
         }
+    }
+
+    /// `Code 47 · EID a1b2 c3d4 e5`: the code the payer's device prints in its question (derived from the session
+    /// id, see ``ConfirmationCode``) and the EID grouped for `gotchu pay --eid`; `nil` without both.
+    static func fallback(sessionID: String?, eid: EID?) -> String? {
+        guard let sessionID, let eid else { return nil }
+        return "Code " + ConfirmationCode.of(sessionID: sessionID) + " · EID " + eid.grouped
     }
 
     /// `m:ss`, rounded up as countdowns are (a charge with 0.2 s left still shows 0:01), never negative.
@@ -75,6 +87,7 @@ enum KioskDisplayPage {
             \(element("detail", view.detail))
             \(element("countdown", view.countdown))
             \(element("reference", view.reference))
+            \(element("fallback", view.fallback))
             </main>
             <p id="connection" role="status" hidden>Reconnecting…</p>
             <script type="application/json" id="initial">\(initial)</script>
@@ -136,6 +149,7 @@ enum KioskDisplayPage {
         #detail{font-size:clamp(16px,min(5vh,4vw),56px)}
         #countdown{font-size:clamp(22px,min(9vh,6vw),100px);font-variant-numeric:tabular-nums}
         #reference{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333}
+        #fallback{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333;font-variant-numeric:tabular-nums}
         #connection{position:fixed;right:2vw;bottom:1.5vh;font-size:clamp(12px,3.5vh,36px);color:#444}
         body[data-state=paid] #headline{color:#05601f}
         body[data-state=failed] #headline,body[data-state=expired] #headline,\
@@ -162,6 +176,21 @@ enum KioskDisplayPage {
             var remainder = seconds % 60;
             return (seconds - remainder) / 60 + ":" + (remainder < 10 ? "0" : "") + remainder;
           }
+          // ConfirmationCode.of(sessionID:): FNV-1a (64 bits) of the lowercased id's UTF-8 bytes, modulo 100.
+          function confirmationCode(sessionID) {
+            var hash = 0xcbf29ce484222325n;
+            var bytes = new TextEncoder().encode(sessionID.toLowerCase());
+            for (var i = 0; i < bytes.length; i++) {
+              hash = ((hash ^ BigInt(bytes[i])) * 0x100000001b3n) & 0xffffffffffffffffn;
+            }
+            var code = Number(hash % 100n);
+            return (code < 10 ? "0" : "") + code;
+          }
+          function fallback(charge) {
+            if (!charge || !charge.session_id || !charge.eid) { return null; }
+            var grouped = charge.eid.replace(/(.{4})(?=.)/g, "$1 ");
+            return "Code " + confirmationCode(charge.session_id) + " · EID " + grouped;
+          }
           function setText(id, text) {
             var node = document.getElementById(id);
             node.textContent = text || "";
@@ -186,6 +215,8 @@ enum KioskDisplayPage {
             setText("detail", failing ? status.problem || (charge && charge.problem) : null);
             setText("countdown", countdown());
             setText("reference", charge && charge.reference ? "Reference: " + charge.reference : null);
+            var payable = status.state === "advertising" || status.state === "locked";
+            setText("fallback", payable ? fallback(charge) : null);
           }
           var lost = null;
           function connected() {

@@ -3,7 +3,7 @@ public import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
 
-/// The three ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
+/// The ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
 /// answer them in memory.
 public protocol KioskLedgerService: Sendable {
     /// Creates a payment session, or finds again the one created earlier under the same key.
@@ -16,6 +16,15 @@ public protocol KioskLedgerService: Sendable {
     func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus
     /// Cancels the session; refused with a problem when it is already paid, expired or cancelled.
     func cancelSession(sid: String) async throws(LedgerClientError)
+    /// Gives the session a new EID; the one it replaces resolves for the ledger's grace.
+    func rotateEID(sid: String) async throws(LedgerClientError) -> EID
+}
+
+extension KioskLedgerService {
+    /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+        throw .problem(Problem(.notFound, detail: "this ledger does not rotate EIDs"))
+    }
 }
 
 /// The kiosk's way to the ledger: a client logged in as the payee that logs in again when its token is rejected.
@@ -93,5 +102,9 @@ public actor KioskLedger: KioskLedgerService {
 
     public func cancelSession(sid: String) async throws(LedgerClientError) {
         try await perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
+    }
+
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+        try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }.eid
     }
 }

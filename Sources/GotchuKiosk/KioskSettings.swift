@@ -32,6 +32,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var sessionLifetime: Int?
     /// `renew_expired_sessions`: whether to advertise a new ledger session when the ledger's expires first.
     public var renewExpiredSessions: Bool?
+    /// `rotate_every`: how long one EID stays on the air before the session gets a new one, in whole seconds; 0 for
+    /// never.
+    public var rotateEvery: Int?
     /// `state_directory`: where the kiosk keeps its state.
     public var stateDirectory: String?
     /// `display`: `host:port` for the customer display's web server, or `off`.
@@ -53,6 +56,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         air: String? = nil,
         sessionLifetime: Int? = nil,
         renewExpiredSessions: Bool? = nil,
+        rotateEvery: Int? = nil,
         stateDirectory: String? = nil,
         display: String? = nil,
         controlBus: String? = nil
@@ -69,6 +73,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.air = air
         self.sessionLifetime = sessionLifetime
         self.renewExpiredSessions = renewExpiredSessions
+        self.rotateEvery = rotateEvery
         self.stateDirectory = stateDirectory
         self.display = display
         self.controlBus = controlBus
@@ -150,6 +155,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         Declaration("air", .text(\.air, builtIn: nil), "a string (a path)"),
         Declaration("session_lifetime", .seconds(\.sessionLifetime, builtIn: 300), "a whole number of seconds"),
         Declaration("renew_expired_sessions", .flag(\.renewExpiredSessions, builtIn: true), "true or false"),
+        Declaration("rotate_every", .seconds(\.rotateEvery, builtIn: 60), "a whole number of seconds (0: never)"),
         Declaration("state_directory", .text(\.stateDirectory, builtIn: "/var/lib/gotchu-kiosk"), "a string (a path)"),
         Declaration("display", .text(\.display, builtIn: "127.0.0.1:8080"), "a string (\"host:port\" or \"off\")"),
         Declaration(

@@ -83,6 +83,13 @@ public struct KioskOptions: ParsableArguments {
         help: "When the ledger's session expires before the charge's lifetime, advertise a new one (default: yes)."
     )
     var renewExpiredSessions: Bool?
+    @Option(
+        help: ArgumentHelp(
+            "How long one EID stays on the air before the session gets a new one, in seconds (default 60; 0: never).",
+            valueName: "seconds"
+        )
+    )
+    var rotateEvery: Int?
     @Option(help: ArgumentHelp("Where charges are kept (default /var/lib/gotchu-kiosk).", valueName: "path"))
     var stateDirectory: String?
     @Option(
@@ -141,6 +148,7 @@ public struct KioskOptions: ParsableArguments {
             air: air,
             sessionLifetime: sessionLifetime,
             renewExpiredSessions: renewExpiredSessions,
+            rotateEvery: rotateEvery,
             stateDirectory: stateDirectory,
             display: display,
             controlBus: controlBus

@@ -29,8 +29,10 @@ public protocol LedgerBackend: Sendable {
     /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
     func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
 
-    /// The newest session that was given `eid`, with its payee's name and e-mail address.
-    func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)?
+    /// The session that was given `eid`, with its payee's name and e-mail address and when the EID was rotated away
+    /// (`nil` while it is the session's current one). EIDs are never given twice; of rows written before that rule,
+    /// the newest session's.
+    func session(eid: EID) async throws -> EIDSession?
 
     /// The session with this id, outside a transaction.
     func session(id: String) async throws -> SessionRow?
@@ -88,15 +90,22 @@ public protocol LedgerTransaction {
     /// The session with this id, locked until the transaction ends when `forUpdate`.
     func session(id: String, forUpdate: Bool) async throws -> SessionRow?
 
-    /// The payee's session made under the create key `key`, with the EID it was first given.
+    /// The payee's session made under the create key `key`, with its current EID.
     func keyedSession(payeeID: String, key: String) async throws -> KeyedSession?
 
     /// Serializes the allocation of `eid` with every other transaction allocating it (no-op where the database has
     /// one writer).
     func lockEID(_ eid: EID) async throws
 
-    /// Whether a live session advertises `eid` at ``now``.
-    func isLive(eid: EID) async throws -> Bool
+    /// Whether `eid` was ever given to a session: EIDs are never reused, so nothing links a new session to an EID
+    /// heard before.
+    func isAllocated(eid: EID) async throws -> Bool
+
+    /// The EIDs the session was given, oldest first, with when each was rotated away.
+    func eids(sessionID: String) async throws -> [SessionEID]
+
+    /// Marks the session's current EIDs as rotated away at ``now``.
+    func retireEIDs(sessionID: String) async throws
 
     /// Inserts a session advertising from ``now``; `false` if the payee's create key is taken.
     func insert(session: SessionRow, createKey: String?) async throws -> Bool
@@ -140,6 +149,40 @@ public protocol LedgerTransaction {
 
     /// Deletes keys created before `time`; returns how many.
     func deleteKeys(createdBefore time: Int64) async throws -> Int
+}
+
+/// A session found by one of its EIDs.
+public struct EIDSession: Sendable, Hashable {
+    /// The session.
+    public var session: SessionRow
+    /// The payee's display name.
+    public var payeeName: String
+    /// The payee's e-mail address as stored.
+    public var payeeEmail: String
+    /// When the EID was rotated away; `nil` while current.
+    public var retiredAt: Int64?
+
+    /// A row as read from the database.
+    public init(session: SessionRow, payeeName: String, payeeEmail: String, retiredAt: Int64?) {
+        self.session = session
+        self.payeeName = payeeName
+        self.payeeEmail = payeeEmail
+        self.retiredAt = retiredAt
+    }
+}
+
+/// A `session_eids` row.
+public struct SessionEID: Sendable, Hashable {
+    /// The EID.
+    public var eid: String
+    /// When it was rotated away; `nil` while current.
+    public var retiredAt: Int64?
+
+    /// A row as read from the database.
+    public init(eid: String, retiredAt: Int64?) {
+        self.eid = eid
+        self.retiredAt = retiredAt
+    }
 }
 
 /// The ledger's system accounts, which every schema creates.

@@ -103,34 +103,40 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 storedStatus: .advertising,
                 expiresAt: transaction.now + lifetime
             )
-            // 40 random bits make a collision among live sessions rare; retry rather than hand out a live EID twice.
-            for _ in 0..<16 {
-                let eid = EID.random()
-                // Two servers drawing the same EID at once: the lock makes the second see the first's session.
-                try await transaction.lockEID(eid)
-                if try await transaction.isLive(eid: eid) { continue }
-                // A concurrent create with the same key waits on the unique key until the other commits (then
-                // inserts nothing) or rolls back (then inserts). Nothing after this takes another lock, so the wait
-                // cannot close a cycle.
-                guard try await transaction.insert(session: session, createKey: idempotencyKey) else {
-                    // The winner's committed row is visible to the next statement.
-                    guard let idempotencyKey,
-                        let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
-                    else {
-                        throw LedgerError(.unavailable, detail: "could not create the session; try again")
-                    }
-                    return (try earlier.replay(amountCents: amountCents), true)
+            let eid = try await Self.allocateEID(transaction)
+            // A concurrent create with the same key waits on the unique key until the other commits (then inserts
+            // nothing) or rolls back (then inserts). Nothing after this takes another lock, so the wait cannot close
+            // a cycle.
+            guard try await transaction.insert(session: session, createKey: idempotencyKey) else {
+                // The winner's committed row is visible to the next statement.
+                guard let idempotencyKey,
+                    let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
+                else {
+                    throw LedgerError(.unavailable, detail: "could not create the session; try again")
                 }
-                try await transaction.insert(eid: eid, sessionID: session.id)
-                let response = CreateSessionResponse(
-                    sid: session.id,
-                    eid: eid,
-                    expiresAt: LedgerTime.date(session.expiresAt)
-                )
-                return (response, false)
+                return (try earlier.replay(amountCents: amountCents), true)
             }
-            throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
+            try await transaction.insert(eid: eid, sessionID: session.id)
+            let response = CreateSessionResponse(
+                sid: session.id,
+                eid: eid,
+                expiresAt: LedgerTime.date(session.expiresAt)
+            )
+            return (response, false)
         }
+    }
+
+    /// Draws an EID no session was ever given. 40 random bits make a collision rare even over every EID handed out;
+    /// retry rather than give one twice, so nothing heard on the air links a new session to an old one.
+    private static func allocateEID(_ transaction: Backend.Transaction) async throws -> EID {
+        for _ in 0..<16 {
+            let eid = EID.random()
+            // Two servers drawing the same EID at once: the lock makes the second see the first's row.
+            try await transaction.lockEID(eid)
+            if try await transaction.isAllocated(eid: eid) { continue }
+            return eid
+        }
+        throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
     }
 
     public func resolve(eid: EID) async throws -> ResolveResponse {
@@ -138,12 +144,45 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         guard let found = try await backend.session(eid: eid) else {
             throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
         }
+        if let retiredAt = found.retiredAt, now >= retiredAt + LedgerTime.milliseconds(policy.eidGrace) {
+            throw LedgerError(.eidRetired, detail: "EID \(eid) was replaced by a newer one; scan again")
+        }
         try found.session.requireLive(now: now)
         return ResolveResponse(
             sid: found.session.id,
             amountCents: found.session.amount,
             payeeDisplay: PayeeDisplay(name: found.payeeName, domain: LedgerUser.domain(ofEmail: found.payeeEmail))
         )
+    }
+
+    public func rotateEID(sid: String, payeeID: String) async throws -> EIDRotation {
+        let grace = LedgerTime.milliseconds(policy.eidGrace)
+        let maximum = policy.maximumEIDsPerSession
+        return try await backend.transaction { transaction in
+            // The session first, then the EID locks: the one order every transaction takes them in.
+            let session = try await Self.session(sid, forUpdate: true, transaction)
+            guard session.payeeID == payeeID else {
+                throw LedgerError(.forbidden, detail: "only the payee can rotate a session's EID")
+            }
+            try session.requireLive(now: transaction.now)
+            let eids = try await transaction.eids(sessionID: sid)
+            guard eids.count < maximum else {
+                throw LedgerError(
+                    .eidLimitReached,
+                    detail: "this session has had \(eids.count) EIDs, the most one session may have"
+                )
+            }
+            let eid = try await Self.allocateEID(transaction)
+            try await transaction.retireEIDs(sessionID: sid)
+            try await transaction.insert(eid: eid, sessionID: sid)
+            return EIDRotation(
+                sid: sid,
+                eid: eid,
+                retired: eids.filter { $0.retiredAt == nil }.compactMap { EID(rawValue: $0.eid) },
+                retiredResolveUntil: LedgerTime.date(transaction.now + grace),
+                expiresAt: LedgerTime.date(session.expiresAt)
+            )
+        }
     }
 
     public func lock(sid: String, payerID: String) async throws {

@@ -23,6 +23,10 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case sessionExpired = "session-expired"
         /// The payee cancelled the session.
         case sessionCancelled = "session-cancelled"
+        /// The EID was rotated away and its grace is over: the terminal advertises a newer one.
+        case eidRetired = "eid-retired"
+        /// The session was given as many EIDs as the policy allows.
+        case eidLimitReached = "eid-limit-reached"
         /// Another payer holds a live lock on the session.
         case sessionLocked = "session-locked"
         /// The payer already holds as many locks as the policy allows.

@@ -201,7 +201,7 @@ public struct SessionRow: Sendable, Hashable {
 }
 
 /// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
-/// the EID it was first given.
+/// its current EID (the newest, once rotated).
 public struct KeyedSession: Sendable, Hashable {
     public var sid: String
     public var eid: String

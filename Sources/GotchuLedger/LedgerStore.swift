@@ -1,3 +1,4 @@
+public import Foundation
 public import GotchuAPI
 public import GotchuCore
 
@@ -17,6 +18,12 @@ public struct LedgerPolicy: Sendable, Hashable {
     /// How many sessions one payer may hold locked at once. A lock blocks every other payer of that session until it
     /// lapses, so without a cap one account could squat on every session in a hall.
     public var maximumLocksPerPayer: Int = 3
+    /// How long an EID keeps resolving after the payee rotated it away: a payer who heard it just before the rotation
+    /// still finds the session. Past it the EID answers 410 `eid-retired`.
+    public var eidGrace: Duration = .seconds(10)
+    /// How many EIDs one session may be given in all (its first included), so a payee rotating in a loop cannot
+    /// grow the table without end. A session rotated every 5 s for its default 5 minutes needs 61.
+    public var maximumEIDsPerSession: Int = 100
 
     /// The default policy.
     public init() {}
@@ -86,6 +93,29 @@ public enum SendOutcome: Sendable, Hashable {
                 return false
             }
         }
+    }
+}
+
+/// What a rotation changed: the session's new EID, and the EIDs it replaced with how long they still resolve.
+public struct EIDRotation: Sendable, Hashable {
+    /// The session.
+    public var sid: String
+    /// The EID to advertise from now on.
+    public var eid: EID
+    /// The EIDs it replaces (one, unless an earlier rotation's answer was lost).
+    public var retired: [EID]
+    /// When the replaced EIDs stop resolving.
+    public var retiredResolveUntil: Date
+    /// When the session expires.
+    public var expiresAt: Date
+
+    /// A rotation as the engine made it.
+    public init(sid: String, eid: EID, retired: [EID], retiredResolveUntil: Date, expiresAt: Date) {
+        self.sid = sid
+        self.eid = eid
+        self.retired = retired
+        self.retiredResolveUntil = retiredResolveUntil
+        self.expiresAt = expiresAt
     }
 }
 
@@ -163,8 +193,16 @@ public protocol LedgerStore: Sendable {
         idempotencyKey: String?
     ) async throws -> (session: CreateSessionResponse, replayed: Bool)
 
-    /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled.
+    /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled, or if the EID was rotated away
+    /// longer ago than the policy's ``LedgerPolicy/eidGrace`` (`eid-retired`).
     func resolve(eid: EID) async throws -> ResolveResponse
+
+    /// Gives the live session `sid` a new EID, never given to any session before; payee only. The EIDs it had keep
+    /// resolving for ``LedgerPolicy/eidGrace``, then answer 410 `eid-retired`.
+    ///
+    /// This is the one place a session's EID changes: the returned ``EIDRotation`` says what changed, for whoever
+    /// announces it.
+    func rotateEID(sid: String, payeeID: String) async throws -> EIDRotation
 
     /// Locks the session for `payerID`: first wins, lapses after the policy's lock lifetime. The payer's balance
     /// must cover this session and every other session it holds locked, or it is refused `insufficient-funds`.

@@ -69,9 +69,17 @@ public struct LedgerClient: Sendable {
         return try decodeBody(data, response)
     }
 
-    /// `POST /sessions/resolve` (no token needed).
+    /// `POST /sessions/resolve`, with the token when the client has one: servers resolve for logged-in users only
+    /// unless they run with `--resolve public`.
     public func resolve(eid: EID) async throws(LedgerClientError) -> ResolveResponse {
-        try await request("POST", "/sessions/resolve", body: ResolveRequest(eid: eid), authenticated: false)
+        try await request("POST", "/sessions/resolve", body: ResolveRequest(eid: eid), authenticated: token != nil)
+    }
+
+    /// `POST /sessions/{sid}/eids`: gives the caller's live session a new EID to advertise; the one it replaces
+    /// keeps resolving for the server's grace.
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
+        let escaped = sid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? sid
+        return try await request("POST", "/sessions/\(escaped)/eids", body: Optional<SessionRequest>.none)
     }
 
     /// `POST /sessions/lock`.

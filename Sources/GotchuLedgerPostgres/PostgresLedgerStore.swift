@@ -200,22 +200,24 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)? {
+    public func session(eid: EID) async throws -> EIDSession? {
         try await read { connection in
             guard
                 let row = try await connection.rows(
                     """
-                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email FROM session_eids e
+                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email, e.retired_at
+                    FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                     WHERE e.eid = \(eid.rawValue) ORDER BY s.created_at DESC, s.seq DESC LIMIT 1
                     """
                 ).first
             else { return nil }
             let columns = row.makeRandomAccess()
-            return (
-                try SessionRow(row),
-                try columns["display_name"].decode(String.self),
-                try columns["email"].decode(String.self)
+            return EIDSession(
+                session: try SessionRow(row),
+                payeeName: try columns["display_name"].decode(String.self),
+                payeeEmail: try columns["email"].decode(String.self),
+                retiredAt: try columns["retired_at"].decode(Int64?.self)
             )
         }
     }
@@ -392,7 +394,8 @@ extension PostgresLedgerBackend {
                 """
                 SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
                 JOIN session_eids e ON e.session_id = s.id
-                WHERE s.payee_id = \(payeeID) AND s.create_key = \(key) ORDER BY e.created_at, e.eid LIMIT 1
+                WHERE s.payee_id = \(payeeID) AND s.create_key = \(key)
+                ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                 """,
                 as: (String, String, Int64, Int64).self
             ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3) }
@@ -403,15 +406,28 @@ extension PostgresLedgerBackend {
             try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(eid.rawValue), 0))")
         }
 
-        public func isLive(eid: EID) async throws -> Bool {
+        public func isAllocated(eid: EID) async throws -> Bool {
             try await connection.value(
-                """
-                SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                WHERE e.eid = \(eid.rawValue) AND s.status = ANY(\(StoredSessionStatus.live.map(\.rawValue)))
-                AND s.exp_at > \(now))
-                """,
+                "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = \(eid.rawValue))",
                 as: Bool.self
             ) ?? true
+        }
+
+        public func eids(sessionID: String) async throws -> [SessionEID] {
+            try await connection.rows(
+                """
+                SELECT eid, retired_at FROM session_eids WHERE session_id = \(sessionID) ORDER BY created_at, eid
+                """
+            ).map { row in
+                let (eid, retiredAt) = try row.decode((String, Int64?).self)
+                return SessionEID(eid: eid, retiredAt: retiredAt)
+            }
+        }
+
+        public func retireEIDs(sessionID: String) async throws {
+            try await connection.execute(
+                "UPDATE session_eids SET retired_at = \(now) WHERE session_id = \(sessionID) AND retired_at IS NULL"
+            )
         }
 
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {

@@ -96,6 +96,16 @@ enum SQLiteLedgerSchema {
                     "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
             )
         }
+        // Rotation: a session's EIDs over time. An EID rotated away resolves for a grace after `retired_at`; rotation
+        // finds a session's EIDs by the session.
+        migrator.registerMigration("v4: EID rotation") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE session_eids ADD COLUMN retired_at INTEGER;
+                    CREATE INDEX session_eids_session ON session_eids (session_id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -123,17 +123,24 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)? {
+    public func session(eid: EID) async throws -> EIDSession? {
         try await database.read { db in
             try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT s.*, u.display_name, u.email FROM session_eids e
+                    SELECT s.*, u.display_name, u.email, e.retired_at AS eid_retired_at FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                     WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
                     """,
                 arguments: [eid.rawValue]
-            ).map { row in (try SessionRow(row), row["display_name"], row["email"]) }
+            ).map { row in
+                EIDSession(
+                    session: try SessionRow(row),
+                    payeeName: row["display_name"],
+                    payeeEmail: row["email"],
+                    retiredAt: row["eid_retired_at"]
+                )
+            }
         }
     }
 
@@ -294,7 +301,8 @@ extension SQLiteLedgerBackend {
                     sql: """
                         SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
                         JOIN session_eids e ON e.session_id = s.id
-                        WHERE s.payee_id = ? AND s.create_key = ? ORDER BY e.created_at, e.eid LIMIT 1
+                        WHERE s.payee_id = ? AND s.create_key = ?
+                        ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                         """,
                     arguments: [payeeID, key]
                 ).map {
@@ -306,21 +314,31 @@ extension SQLiteLedgerBackend {
         /// The write lock already serializes every allocation.
         public func lockEID(_ eid: EID) async throws {}
 
-        public func isLive(eid: EID) async throws -> Bool {
-            let now = self.now
-            return try await write { db in
+        public func isAllocated(eid: EID) async throws -> Bool {
+            try await write { db in
                 try Bool.fetchOne(
                     db,
-                    sql: """
-                        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id
-                        WHERE e.eid = ? AND s.status IN (?, ?) AND s.exp_at > ?)
-                        """,
-                    arguments: [
-                        eid.rawValue, StoredSessionStatus.advertising.rawValue, StoredSessionStatus.locked.rawValue,
-                        now,
-                    ]
+                    sql: "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)",
+                    arguments: [eid.rawValue]
                 ) ?? true
             }
+        }
+
+        public func eids(sessionID: String) async throws -> [SessionEID] {
+            try await write { db in
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT eid, retired_at FROM session_eids WHERE session_id = ? ORDER BY created_at, rowid",
+                    arguments: [sessionID]
+                ).map { SessionEID(eid: $0["eid"], retiredAt: $0["retired_at"]) }
+            }
+        }
+
+        public func retireEIDs(sessionID: String) async throws {
+            try await execute(
+                "UPDATE session_eids SET retired_at = ? WHERE session_id = ? AND retired_at IS NULL",
+                [now, sessionID]
+            )
         }
 
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {

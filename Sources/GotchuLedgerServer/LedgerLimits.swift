@@ -17,6 +17,9 @@ public struct LedgerLimits: Sendable {
     /// Takes the client address from the last `X-Forwarded-For` entry (the one the proxy in front added) instead of
     /// the peer address. Only behind a proxy that sets it: anyone else can write any address there.
     public var trustForwardedFor = false
+    /// Who may resolve an EID. By default only a logged-in user: an EID heard on the air then tells a stranger
+    /// without an account nothing, and every resolve is tied to an account. The per-address rate applies either way.
+    public var resolveAccess: ResolveAccess = .requiresLogin
     /// Most clients (addresses or users) tracked per limit; bounds memory.
     public var trackedClients = 100_000
     /// The clock buckets refill by.
@@ -52,6 +55,14 @@ public struct LedgerLimits: Sendable {
     }
 }
 
+/// Who may call `POST /sessions/resolve`.
+public enum ResolveAccess: String, Sendable, Hashable, CaseIterable {
+    /// A valid bearer token is needed (401 without one).
+    case requiresLogin = "requires-login"
+    /// Anyone, as the protocol's first version had it.
+    case `public`
+}
+
 /// The limiters of one server process, built from ``LedgerLimits``.
 struct AbuseLimiters: Sendable {
     let resolvePerAddress: RateLimiter?
@@ -59,6 +70,7 @@ struct AbuseLimiters: Sendable {
     let lockPerUser: RateLimiter?
     let sendPerUser: RateLimiter?
     let trustForwardedFor: Bool
+    let resolveAccess: ResolveAccess
 
     init(_ limits: LedgerLimits) {
         func limiter(_ limit: RateLimit?) -> RateLimiter? {
@@ -69,5 +81,6 @@ struct AbuseLimiters: Sendable {
         lockPerUser = limiter(limits.lockPerUser)
         sendPerUser = limiter(limits.sendPerUser)
         trustForwardedFor = limits.trustForwardedFor
+        resolveAccess = limits.resolveAccess
     }
 }

@@ -92,6 +92,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 guard let eid = EID(rawValue: body.eid) else {
                     throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
                 }
+                // After the shape checks, which tell anyone what is wrong with a request, and before the store is
+                // asked: without a login no EID says anything.
+                if limiters.resolveAccess == .requiresLogin { _ = try await authenticate(request) }
                 var resolved = try await store.resolve(eid: eid)
                 // Names stored before they were checked at login still reach payers only cleaned.
                 resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
@@ -116,6 +119,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let sid = try await sessionID(request, context)
                 try await store.cancel(sid: sid, payeeID: user)
                 return try json(OKResponse())
+            },
+            LedgerRoute(.post, "/sessions/{sid}/eids", "rotateEID") { request, context in
+                let user = try await authenticate(request)
+                let sid = try SessionID.validate(try context.parameters.require("sid"))
+                let rotation = try await store.rotateEID(sid: sid, payeeID: user)
+                return try json(
+                    EIDRotationResponse(
+                        sid: rotation.sid,
+                        eid: rotation.eid,
+                        previousValidUntil: rotation.retiredResolveUntil,
+                        expiresAt: rotation.expiresAt
+                    )
+                )
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
                 let user = try await authenticate(request)

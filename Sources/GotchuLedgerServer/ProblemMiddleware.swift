@@ -115,6 +115,8 @@ extension Problem {
             case .sessionNotFound: .sessionNotFound
             case .sessionExpired: .sessionExpired
             case .sessionCancelled: .sessionCancelled
+            case .eidRetired: .eidRetired
+            case .eidLimitReached: .eidLimitReached
             case .sessionLocked: .sessionLocked
             case .lockLimitReached: .lockLimitReached
             case .sessionAlreadyPaid: .sessionAlreadyPaid

@@ -16,18 +16,23 @@ public struct Receiver: Sendable {
         public var statusInterval: Duration
         /// The flow's rules (re-create on expiry, at most N sessions).
         public var flow: ReceiverStateMachine.Configuration
+        /// How long one EID stays on the air before the session is given a new one (on the radio's clock); `nil`
+        /// never rotates.
+        public var rotateEvery: Duration?
 
         /// Creates options.
         public init(
             amountCents: Cents,
             serviceUUID: BluetoothUUID = .gotchu,
             statusInterval: Duration = .milliseconds(250),
-            flow: ReceiverStateMachine.Configuration = .init()
+            flow: ReceiverStateMachine.Configuration = .init(),
+            rotateEvery: Duration? = nil
         ) {
             self.amountCents = amountCents
             self.serviceUUID = serviceUUID
             self.statusInterval = statusInterval
             self.flow = flow
+            self.rotateEvery = rotateEvery
         }
     }
 
@@ -37,6 +42,10 @@ public struct Receiver: Sendable {
         case created(sid: String, eid: EID, amountCents: Cents)
         /// The EID is on the air.
         case advertising(EID)
+        /// The session was given a new EID, now on the air in place of the last one.
+        case rotated(EID)
+        /// A rotation failed; the last EID stays on the air.
+        case rotationFailed(String)
         /// A payer holds the lock.
         case locked
         /// The lock lapsed without payment.
@@ -150,12 +159,57 @@ public struct Receiver: Sendable {
     ) async -> ReceiverStateMachine.Event {
         let advertisement = Advertisement(eid: session.eid, serviceUUID: options.serviceUUID)
         do {
-            return try await radio.withAdvertisement(advertisement) { _ in
+            return try await radio.withAdvertisement(advertisement) { handle in
                 progress(.advertising(session.eid))
-                return await watch(session, options, progress)
+                guard let every = options.rotateEvery else { return await watch(session, options, progress) }
+                // The watch ends the advertisement; the rotation runs beside it until then.
+                return await withTaskGroup(of: ReceiverStateMachine.Event?.self) { group in
+                    group.addTask { await watch(session, options, progress) }
+                    group.addTask {
+                        await rotate(session, every: every, handle: handle, options, progress)
+                        return nil
+                    }
+                    var ended: ReceiverStateMachine.Event = .cancel
+                    while let next = await group.next() {
+                        if let event = next {
+                            ended = event
+                            break
+                        }
+                    }
+                    group.cancelAll()
+                    return ended
+                }
             }
         } catch {
             return .advertisingFailed(reason: "\(error)")
+        }
+    }
+
+    /// Every `every` on the radio's clock, asks the ledger for a new EID and puts it on the air in place of the
+    /// last; returns when cancelled. A rotation that fails leaves the last EID on the air (it still resolves) and is
+    /// tried again after another interval; a session that is over is the watch's to report.
+    private func rotate(
+        _ session: ReceiverSession,
+        every: Duration,
+        handle: any AdvertisingHandle,
+        _ options: Options,
+        _ progress: @Sendable (Progress) -> Void
+    ) async {
+        while !Task.isCancelled {
+            do {
+                try await radio.sleep(for: every)
+            } catch {
+                return
+            }
+            if Task.isCancelled { return }
+            do {
+                let rotated = try await ledger.rotateEID(sid: session.sessionID)
+                try await handle.update(Advertisement(eid: rotated.eid, serviceUUID: options.serviceUUID))
+                progress(.rotated(rotated.eid))
+            } catch {
+                if Task.isCancelled { return }
+                progress(.rotationFailed("\(error)"))
+            }
         }
     }
 

@@ -68,6 +68,50 @@ public struct AirModel: Hashable, Sendable, Codable {
         self.bodyBlockingMaximumLoss = bodyBlockingMaximumLoss
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case pathLossExponent, lossAtOneMetre, shadowingSigma, shadowingCorrelationTime, fastFadingSigma, packetLoss
+        case sensitivity, rssiRange, minimumDistance, transmitOffsetSigma, receiveOffsetSigma
+        case bodyBlockingProbability, bodyBlockingMaximumLoss
+    }
+
+    /// Decodes a model whose durations are seconds.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            pathLossExponent: try container.decode(Double.self, forKey: .pathLossExponent),
+            lossAtOneMetre: try container.decode(Double.self, forKey: .lossAtOneMetre),
+            shadowingSigma: try container.decode(Double.self, forKey: .shadowingSigma),
+            shadowingCorrelationTime: try container.decode(secondsForKey: .shadowingCorrelationTime),
+            fastFadingSigma: try container.decode(Double.self, forKey: .fastFadingSigma),
+            packetLoss: try container.decode(Double.self, forKey: .packetLoss),
+            sensitivity: try container.decode(Double.self, forKey: .sensitivity),
+            rssiRange: try container.decode(ClosedRange<Int16>.self, forKey: .rssiRange),
+            minimumDistance: try container.decode(Double.self, forKey: .minimumDistance),
+            transmitOffsetSigma: try container.decode(Double.self, forKey: .transmitOffsetSigma),
+            receiveOffsetSigma: try container.decode(Double.self, forKey: .receiveOffsetSigma),
+            bodyBlockingProbability: try container.decode(Double.self, forKey: .bodyBlockingProbability),
+            bodyBlockingMaximumLoss: try container.decode(Double.self, forKey: .bodyBlockingMaximumLoss)
+        )
+    }
+
+    /// Encodes the model with its durations as seconds.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(pathLossExponent, forKey: .pathLossExponent)
+        try container.encode(lossAtOneMetre, forKey: .lossAtOneMetre)
+        try container.encode(shadowingSigma, forKey: .shadowingSigma)
+        try container.encode(seconds: shadowingCorrelationTime, forKey: .shadowingCorrelationTime)
+        try container.encode(fastFadingSigma, forKey: .fastFadingSigma)
+        try container.encode(packetLoss, forKey: .packetLoss)
+        try container.encode(sensitivity, forKey: .sensitivity)
+        try container.encode(rssiRange, forKey: .rssiRange)
+        try container.encode(minimumDistance, forKey: .minimumDistance)
+        try container.encode(transmitOffsetSigma, forKey: .transmitOffsetSigma)
+        try container.encode(receiveOffsetSigma, forKey: .receiveOffsetSigma)
+        try container.encode(bodyBlockingProbability, forKey: .bodyBlockingProbability)
+        try container.encode(bodyBlockingMaximumLoss, forKey: .bodyBlockingMaximumLoss)
+    }
+
     /// The model the selector was first tuned on: σ 6 dB shadowing with a 2 s correlation time, 41 dB at 1 m, and
     /// every device ideal and identical. Optimistic; kept so results stay comparable.
     public static let easy = AirModel()

@@ -83,6 +83,51 @@ public struct Scenario: Hashable, Sendable, Codable {
         self.approach = approach
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case layout, model, selector, advertisingInterval, scanWindow, scanInterval, timeout, naiveDecisionDelay
+        case intendedDistance, otherDistance, mixedMakes, approach, trials, seed
+    }
+
+    /// Decodes a scenario whose durations are seconds.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            layout: try container.decode(Layout.self, forKey: .layout),
+            model: try container.decode(AirModel.self, forKey: .model),
+            selector: try container.decode(ProximitySelector.Configuration.self, forKey: .selector),
+            advertisingInterval: try container.decode(secondsForKey: .advertisingInterval),
+            scanWindow: try container.decode(secondsForKey: .scanWindow),
+            scanInterval: try container.decode(secondsForKey: .scanInterval),
+            timeout: try container.decode(secondsForKey: .timeout),
+            naiveDecisionDelay: try container.decode(secondsForKey: .naiveDecisionDelay),
+            trials: try container.decode(Int.self, forKey: .trials),
+            seed: try container.decode(UInt64.self, forKey: .seed),
+            intendedDistance: try container.decode(ClosedRange<Double>.self, forKey: .intendedDistance),
+            otherDistance: try container.decode(ClosedRange<Double>.self, forKey: .otherDistance),
+            mixedMakes: try container.decode(Bool.self, forKey: .mixedMakes),
+            approach: try container.decodeIfPresent(secondsForKey: .approach)
+        )
+    }
+
+    /// Encodes the scenario with its durations as seconds.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(layout, forKey: .layout)
+        try container.encode(model, forKey: .model)
+        try container.encode(selector, forKey: .selector)
+        try container.encode(seconds: advertisingInterval, forKey: .advertisingInterval)
+        try container.encode(seconds: scanWindow, forKey: .scanWindow)
+        try container.encode(seconds: scanInterval, forKey: .scanInterval)
+        try container.encode(seconds: timeout, forKey: .timeout)
+        try container.encode(seconds: naiveDecisionDelay, forKey: .naiveDecisionDelay)
+        try container.encode(intendedDistance, forKey: .intendedDistance)
+        try container.encode(otherDistance, forKey: .otherDistance)
+        try container.encode(mixedMakes, forKey: .mixedMakes)
+        try container.encodeIfPresent(seconds: approach, forKey: .approach)
+        try container.encode(trials, forKey: .trials)
+        try container.encode(seed, forKey: .seed)
+    }
+
     /// The TX powers terminals of mixed makes use, in dBm: the usual settings of BLE controllers and beacons.
     public static let mixedTxPowers: [Int16] = [-8, -4, 0, 4, 8]
 

@@ -1,3 +1,5 @@
+import GotchuCore
+
 /// How one selector ended one trial.
 public struct SelectionOutcome: Hashable, Sendable, Codable {
     /// The kinds of ending.
@@ -29,6 +31,28 @@ public struct SelectionOutcome: Hashable, Sendable, Codable {
 
     /// Whether a terminal was auto-selected (correct or not).
     public var isAutoSelected: Bool { kind == .correct || kind == .wrongPayee }
+
+    private enum CodingKeys: String, CodingKey {
+        case kind, terminal, latency
+    }
+
+    /// Decodes an outcome whose latency is in seconds.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            kind: try container.decode(Kind.self, forKey: .kind),
+            terminal: try container.decodeIfPresent(Int.self, forKey: .terminal),
+            latency: try container.decodeIfPresent(secondsForKey: .latency)
+        )
+    }
+
+    /// Encodes the outcome with its latency in seconds.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind, forKey: .kind)
+        try container.encodeIfPresent(terminal, forKey: .terminal)
+        try container.encodeIfPresent(seconds: latency, forKey: .latency)
+    }
 }
 
 /// One trial, with both selectors fed the same sightings.

@@ -20,8 +20,14 @@ struct Console: Sendable {
 
     func receiver(_ progress: Receiver.Progress) {
         switch progress {
-        case .created(let sid, let eid, let amount): line("session \(sid): \(Money.format(amount)), EID \(eid)")
+        case .created(let sid, let eid, let amount):
+            line(
+                "session \(sid): \(Money.format(amount)), EID \(eid.grouped), code "
+                    + ConfirmationCode.of(sessionID: sid)
+            )
         case .advertising(let eid): line("advertising \(eid)…")
+        case .rotated(let eid): line("new EID \(eid.grouped) on the air")
+        case .rotationFailed(let reason): line("could not rotate the EID (\(reason)); still advertising the last one")
         case .locked: line("a payer locked the session")
         case .unlocked: line("the lock lapsed; still advertising")
         case .ledgerUnreachable(let reason): line("ledger unreachable (\(reason)); retrying")
@@ -88,12 +94,9 @@ struct TerminalInteraction: PayerInteraction {
     let console: Console
 
     func choose(from candidates: [ProximityCandidate]) async -> EID? {
-        console.line("no terminal is clearly nearest; which one?")
+        console.line("no terminal is clearly nearest; which one? (check the EID on its screen)")
         for (index, candidate) in candidates.enumerated() {
-            let attenuation = candidate.attenuation.map { String(format: ", attenuation %.0f dB", $0) } ?? ""
-            console.line(
-                "  \(index + 1)) \(candidate.eid)  " + String(format: "%.0f dBm", candidate.rssi) + attenuation
-            )
+            console.line("  \(index + 1)) " + Self.describe(candidate))
         }
         guard let answer = await ask("number (Enter to cancel): "), let number = Int(answer),
             candidates.indices.contains(number - 1)
@@ -101,10 +104,22 @@ struct TerminalInteraction: PayerInteraction {
         return candidates[number - 1].eid
     }
 
+    /// One line of the list: the EID grouped as terminals show it, and how strong it was heard, or that the radio
+    /// could not say.
+    static func describe(_ candidate: ProximityCandidate) -> String {
+        guard let rssi = candidate.rssi else {
+            return candidate.eid.grouped + "  (RSSI unknown: distance not measured)"
+        }
+        let attenuation = candidate.attenuation.map { String(format: ", attenuation %.0f dB", $0) } ?? ""
+        return candidate.eid.grouped + "  " + String(format: "%.0f dBm", rssi) + attenuation
+    }
+
     /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what
-    /// is asked.
+    /// is asked. The code is the one the terminal shows, so the payer can check it is the one in front of them.
     func confirm(_ offer: PaymentOffer) async -> Bool {
-        let answer = await ask("Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)? [y/N] ")
+        let answer = await ask(
+            "Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription), code \(offer.confirmationCode)? [y/N] "
+        )
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
     }
 

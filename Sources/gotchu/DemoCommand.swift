@@ -167,6 +167,8 @@ final class DemoOutput: Sendable {
         switch progress {
         case .created(_, let eid, let amount): say(name, "session created: \(Money.format(amount)), EID \(eid)")
         case .advertising(let eid): say(name, "advertising \(eid)…")
+        case .rotated(let eid): say(name, "new EID \(eid) on the air")
+        case .rotationFailed(let reason): say(name, "could not rotate the EID: \(reason)")
         case .locked: say(name, "a payer locked the session")
         case .unlocked: say(name, "the lock lapsed")
         case .ledgerUnreachable(let reason): say(name, "ledger unreachable: \(reason)")

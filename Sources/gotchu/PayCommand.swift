@@ -16,6 +16,11 @@ struct PayCommand: AsyncParsableCommand {
             idempotency key before it is sent. If a previous run was interrupted, `gotchu pay` first \
             finishes those payments with their own keys, so each ends exactly once, and stops there.
 
+            When the radio cannot tell how near terminals are (some controllers report no signal \
+            strength), --choose lists every terminal heard, marked so; check the EID on the terminal's \
+            screen. Or type that EID with --eid: no scan at all. Either way, the question ends with the \
+            code the terminal shows beside its EID: pay only if they match.
+
             Ctrl-C before the payment is sent stops it (a lock taken is released). Once the payment is \
             on its way it cannot be called back: its outcome is settled with the ledger and reported.
 
@@ -25,6 +30,7 @@ struct PayCommand: AsyncParsableCommand {
             Examples:
               gotchu pay                          # scan through BlueZ, confirm, pay
               gotchu pay --radio sim --yes --max-amount 20.00
+              gotchu pay --eid "a1b2 c3d4 e5"     # the EID on the terminal's screen
             """
     )
 
@@ -37,8 +43,33 @@ struct PayCommand: AsyncParsableCommand {
     @Flag(help: "Do not ask for confirmation (still bounded by --max-amount).")
     var yes = false
 
-    @Flag(help: "Always list the terminals heard and let me choose.")
+    @Flag(
+        help:
+            "Always list the terminals heard, those whose distance the radio cannot measure included, and let me choose."
+    )
     var choose = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Pay the terminal showing this EID (such as a1b2c3d4e5 or \"a1b2 c3d4 e5\"), without scanning.",
+            valueName: "eid"
+        )
+    )
+    var eid: String?
+
+    /// `--eid` checked: 10 hex digits, spaces and hyphens allowed.
+    var typedEID: EID? {
+        get throws {
+            guard let eid else { return nil }
+            guard let parsed = EID(typed: eid) else {
+                throw ValidationError(
+                    "--eid must be the 10 hex digits the terminal shows, such as a1b2c3d4e5 or \"a1b2 c3d4 e5\"; got "
+                        + DisplayText.quoted(String(eid.prefix(64)))
+                )
+            }
+            return parsed
+        }
+    }
 
     @Option(help: ArgumentHelp("Give up after this many seconds with no terminal near.", valueName: "seconds"))
     var timeout = 15
@@ -48,6 +79,8 @@ struct PayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        _ = try typedEID
+        if eid != nil, choose { throw ValidationError("--eid pays one terminal; it does not go with --choose") }
         if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
             throw ValidationError("--rssi-threshold must be between -127 and 20 dBm")
         }
@@ -68,13 +101,15 @@ struct PayCommand: AsyncParsableCommand {
         }
         var flow = PaySelection.configuration(timeout: timeout, rssiThreshold: rssiThreshold)
         flow.alwaysChoose = choose
+        flow.eid = try typedEID
         flow.preApproved = yes
         flow.maximumAmountCents = try maxAmount.map { try CLIAmount.parse($0, option: "--max-amount") }
         let options = Payer.Options(
             filter: ScanFilter(serviceUUID: try radio.serviceUUID, minimumRSSI: rssiThreshold),
             flow: flow
         )
-        let radio = try await self.radio.makeRadio(role: .payer)
+        // A typed EID needs no radio: the flow only keeps time.
+        let radio: any Radio = flow.eid == nil ? try await self.radio.makeRadio(role: .payer) : NoRadio()
         let outcome = try await withTaskCancellationOnSignals {
             try await Payer(radio: radio, ledger: ledger, journal: journal)
                 .run(options, interaction: TerminalInteraction(console: output))
@@ -119,4 +154,26 @@ enum PaySelection {
         guard let rssiThreshold else { return true }
         return sighting.rssi.map { $0 >= rssiThreshold } ?? false
     }
+}
+
+/// The radio of a payment to a typed EID: a clock, and nothing on the air.
+struct NoRadio: Radio {
+    private let origin = ContinuousClock.now
+
+    func now() async -> Duration { origin.duration(to: .now) }
+
+    func sleep(for duration: Duration) async throws { try await ContinuousClock().sleep(for: duration) }
+
+    func withAdvertisement<Result: Sendable>(
+        _ advertisement: Advertisement,
+        _ body: @Sendable (any AdvertisingHandle) async throws -> Result
+    ) async throws -> Result {
+        throw CLIError("no radio in use")
+    }
+
+    func scan(_ filter: ScanFilter) async throws -> AsyncThrowingStream<Sighting, any Error> {
+        throw CLIError("no radio in use")
+    }
+
+    func statistics() async -> RadioStatistics { RadioStatistics() }
 }

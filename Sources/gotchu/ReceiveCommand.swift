@@ -14,12 +14,18 @@ struct ReceiveCommand: AsyncParsableCommand {
             cancelled (exit 130), or, when the ledger cannot confirm the cancel, that the session may \
             still be paid until it expires (exit 4).
 
+            While it waits, the session gets a new EID every --rotate-every seconds (60 by default; \
+            off keeps one EID): the EID on the air changes, so nothing heard links the two, and the \
+            one it replaces still resolves for the server's grace (10 s by default). The EID and the \
+            confirmation code are printed for payers whose phone cannot range (gotchu pay --eid).
+
             Exit status: 0 paid, 2 expired unpaid, 130 cancelled, 4 cancel not confirmed by the ledger, \
             1 any other failure.
 
             Examples:
               gotchu receive --amount 12.50                # advertise through BlueZ
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
+              gotchu receive --amount 12.50 --rotate-every off
             """
     )
 
@@ -28,6 +34,30 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
     var recreate = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Give the session a new EID this often, in seconds (5 or more), or off (default 60).",
+            valueName: "seconds|off"
+        )
+    )
+    var rotateEvery = "60"
+
+    /// `--rotate-every` as a duration; `nil` for off.
+    var rotation: Duration? {
+        get throws {
+            let text = rotateEvery.trimmingCharacters(in: .whitespaces).lowercased()
+            if text == "off" { return nil }
+            guard let seconds = Int(text), (5...86_400).contains(seconds) else {
+                throw ValidationError("--rotate-every must be off or a whole number of seconds from 5 to 86400")
+            }
+            return .seconds(seconds)
+        }
+    }
+
+    func validate() throws {
+        _ = try rotation
+    }
 
     @OptionGroup var radio: RadioOptions
     @OptionGroup var server: ServerOptions
@@ -39,6 +69,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         let output = Console()
         var configured = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
         configured.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
+        configured.rotateEvery = try rotation
         let options = configured
         let outcome = try await withTaskCancellationOnSignals {
             await Receiver(radio: radio, ledger: ledger).run(options) { output.receiver($0) }

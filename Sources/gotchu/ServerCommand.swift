@@ -184,6 +184,22 @@ struct ServerCommand: AsyncParsableCommand {
     var trustForwardedFor = false
 
     @Option(
+        help: ArgumentHelp(
+            "Who may resolve an EID: requires-login (a valid bearer token) or public (anyone, as the first protocol).",
+            valueName: "access"
+        )
+    )
+    var resolve: ResolveAccess = .requiresLogin
+
+    @Option(
+        help: ArgumentHelp(
+            "How long an EID rotated away keeps resolving, in seconds (\(Bounds.eidGrace)).",
+            valueName: "seconds"
+        )
+    )
+    var eidGrace = 10
+
+    @Option(
         name: .customLong("tls-cert"),
         help: ArgumentHelp(
             "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs --tls-key.",
@@ -216,6 +232,7 @@ struct ServerCommand: AsyncParsableCommand {
         static let rate = RateLimit.allowedPerSecond
         static let burst = RateLimit.allowedBurst
         static let maxLocksPerPayer = 1...1_000
+        static let eidGrace = 0...3_600
     }
 
     func validate() throws {
@@ -242,6 +259,7 @@ struct ServerCommand: AsyncParsableCommand {
         try check("idle-timeout", idleTimeout, Bounds.timeout)
         try check("read-timeout", readTimeout, Bounds.timeout)
         try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
+        try check("eid-grace", eidGrace, Bounds.eidGrace)
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
@@ -264,6 +282,7 @@ struct ServerCommand: AsyncParsableCommand {
         policy.inFlightTimeout = .seconds(inFlightTimeout)
         policy.maximumAmount = maxAmount
         policy.maximumLocksPerPayer = maxLocksPerPayer
+        policy.eidGrace = .seconds(eidGrace)
         if let database, PostgresURL.isPostgresURL(database) {
             let url = try PostgresURL(database)
             let store = PostgresLedgerStore(
@@ -372,6 +391,7 @@ struct ServerCommand: AsyncParsableCommand {
         limits.lockPerUser = rate(userLockRate, userLockBurst)
         limits.sendPerUser = rate(sendRate, sendBurst)
         limits.trustForwardedFor = trustForwardedFor
+        limits.resolveAccess = resolve
         limits.maximumOpenConnections = maxOpenConnections
         limits.idleTimeout = .seconds(idleTimeout)
         limits.readTimeout = .seconds(readTimeout)

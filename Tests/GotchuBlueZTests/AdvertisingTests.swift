@@ -43,18 +43,20 @@ struct AdvertisingTests {
         }
     }
 
-    @Test("update rotates the EID in place through PropertiesChanged")
+    @Test("a rotation registers the advertisement anew with the new service data, so bluetoothd starts a new set")
     func update() async throws {
         try await withFakeBlueZ { _, fake, radio in
             try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
                 try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
-                let rotated = try await eventually {
-                    let data = await fake.registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
-                    return data?["feed"] == DBusVariant(.bytes(Array("0000000001".utf8)))
-                }
-                #expect(rotated)
-                #expect(await fake.registerCount == 1)
+                // The registration after the rotation read the new data in its GetAll call-back.
+                #expect(await fake.registerCount == 2)
+                #expect(await fake.calls(named: "UnregisterAdvertisement").count == 1)
+                #expect(await fake.registrations.count == 1)
+                let data = await fake.registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("0000000001".utf8))))
             }
+            #expect(await fake.calls(named: "UnregisterAdvertisement").count == 2)
+            #expect(await fake.registrations.isEmpty)
         }
     }
 

@@ -76,6 +76,28 @@ struct DBusMockTests {
         }
     }
 
+    @Test("a rotation unregisters the advertisement and registers it again, carrying the new service data")
+    func rotation() async throws {
+        try await withPythonBlueZ(modules: Self.modules, arguments: dbusmockArguments) { _, connection in
+            _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("gotchu-test")])
+            let radio = BlueZRadio(connection: connection)
+            try await radio.withAdvertisement(Advertisement(eid: EID(rawValue: "a1b2c3d4e5")!)) { handle in
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
+                let registrations = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
+                #expect(registrations.count == 2)
+                let unregistrations = try await connection.mockCalls("UnregisterAdvertisement", at: mockAdapter)
+                #expect(unregistrations.count == 1)
+                // The second registration names the object whose data bluetoothd reads: the new EID.
+                let path = try #require(registrations.last?.first.flatMap { DBusObjectPath(dbusValue: $0) })
+                #expect(unregistrations.first?.first.flatMap { DBusObjectPath(dbusValue: $0) } == path)
+                let data = await connection.property("ServiceData", of: "org.bluez.LEAdvertisement1", at: path)
+                let entries = try #require(data.flatMap { [String: DBusVariant](dbusValue: $0) })
+                #expect(entries["feed"] == DBusVariant(.bytes(Array("0000000001".utf8))))
+            }
+            #expect(try await connection.mockCalls("UnregisterAdvertisement", at: mockAdapter).count == 2)
+        }
+    }
+
     @Test("an advertisement is registered again after org.bluez restarts")
     func restart() async throws {
         guard let python = TestPython.executable, TestPython.canImport(Self.modules),

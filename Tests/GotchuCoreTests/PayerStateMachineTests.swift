@@ -122,6 +122,54 @@ import Testing
         #expect(candidates.first?.eid == Self.near)
     }
 
+    @Test func terminalsHeardWithoutRSSIAreListedAfterTheRangedOnesAndCanBeChosen() {
+        let unranged = EID(rawValue: "00000000ff")!
+        var machine = PayerStateMachine(configuration: .init(alwaysChoose: true, chooseAfter: .seconds(1)))
+        _ = machine.receive(.start, now: .zero)
+        // BlueZ reports an unchanged advertisement without RSSI once: one sighting, early in the scan.
+        let once = Sighting(eid: unranged, rssi: nil, txPower: nil, time: .zero, source: "test")
+        #expect(machine.receive(.sighting(once), now: .zero) == .none)
+        #expect(scanNear(&machine) == .none)
+        guard case .stopScanAndPresentCandidates(let candidates) = machine.receive(.tick, now: .seconds(1)) else {
+            Issue.record("expected the candidates")
+            return
+        }
+        #expect(candidates.map(\.eid) == [Self.near, Self.far, unranged])
+        #expect(candidates.last?.rssi == nil && candidates.first?.rssi != nil)
+        #expect(machine.receive(.chose(unranged), now: .seconds(2)) == .resolve(unranged))
+    }
+
+    @Test func onlyUnrangedTerminalsStillGiveAList() {
+        let unranged = EID(rawValue: "00000000ff")!
+        // Without --choose too: nothing can be auto-selected, but the payer may pick what it sees.
+        var machine = PayerStateMachine(configuration: .init(selectionTimeout: .seconds(3)))
+        _ = machine.receive(.start, now: .zero)
+        let once = Sighting(eid: unranged, rssi: nil, txPower: nil, time: .zero, source: "test")
+        #expect(machine.receive(.sighting(once), now: .zero) == .none)
+        #expect(machine.receive(.tick, now: .seconds(2)) == .none)
+        guard case .stopScanAndPresentCandidates(let candidates) = machine.receive(.tick, now: .seconds(3)) else {
+            Issue.record("expected the candidates")
+            return
+        }
+        #expect(candidates.map(\.eid) == [unranged])
+    }
+
+    @Test func aTypedEIDIsResolvedWithoutScanning() {
+        var machine = PayerStateMachine(configuration: .init(eid: Self.far))
+        #expect(machine.receive(.start, now: .zero) == .resolve(Self.far))
+        #expect(machine.state == .resolving(Self.far))
+        let action = machine.receive(
+            .resolved(sessionID: Self.sid, amountCents: 1_250, payeeName: "bob"),
+            now: .seconds(1)
+        )
+        guard case .askConfirmation(let offer) = action else {
+            Issue.record("expected the question, got \(action)")
+            return
+        }
+        #expect(offer.eid == Self.far)
+        #expect(offer.confirmationCode == ConfirmationCode.of(sessionID: Self.sid))
+    }
+
     @Test func nothingNearbyTimesOut() {
         var machine = PayerStateMachine(configuration: .init(scanTimeout: .seconds(15)))
         _ = machine.receive(.start, now: .zero)

@@ -120,6 +120,53 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         #expect(bench.send(.cancelRequested(id: "c-1")) == [.refuse(.alreadyFinal(record.charge))])
     }
 
+    @Test func rotatesTheEIDOnItsIntervalAsANewAdvertisement() throws {
+        var configuration = Bench.configuration
+        configuration.rotateEvery = .seconds(5)
+        var bench = Bench.advertising(configuration: configuration)
+        let rotated = EID(rawValue: "00000000b1")!
+        // Within the interval the status is asked as usual.
+        var (_, token) = try #require(timer(bench.send(.statusSeen(.advertising))))
+        bench.advance(1)
+        #expect(bench.send(.timerFired(token: token)) == [.fetchStatus(sessionID: "s-1")])
+        (_, token) = try #require(timer(bench.send(.statusSeen(.advertising))))
+        // Five seconds after the EID went on the air, the next step is a rotation instead.
+        bench.advance(4)
+        #expect(bench.send(.timerFired(token: token)) == [.rotateEID(sessionID: "s-1")])
+        #expect(bench.send(.eidRotated(sessionID: "s-1", eid: rotated)).count > 0)
+        #expect(bench.charge.eid == rotated && bench.charge.sessionID == "s-1")
+        // Already recorded: a stale answer is ignored.
+        #expect(bench.send(.eidRotated(sessionID: "s-1", eid: EID(rawValue: "00000000c1")!)).isEmpty)
+        #expect(bench.charge.eid == rotated)
+
+        // The same in one batch, checked action by action on a fresh bench.
+        var fresh = Bench.advertising(configuration: configuration)
+        (_, token) = try #require(timer(fresh.send(.statusSeen(.advertising))))
+        fresh.advance(5)
+        #expect(fresh.send(.timerFired(token: token)) == [.rotateEID(sessionID: "s-1")])
+        let actions = fresh.send(.eidRotated(sessionID: "s-1", eid: rotated))
+        let record = try #require(written(actions))
+        #expect(record.charge.eid == rotated)
+        #expect(actions.first == .persist(record, isNew: false))
+        let stop = try #require(actions.firstIndex(of: .stopAdvertising))
+        let advertise = try #require(
+            actions.firstIndex(where: { if case .advertise(rotated, _) = $0 { true } else { false } })
+        )
+        #expect(stop < advertise)
+        guard case .advertise(_, let onAir) = actions[advertise] else { return }
+        #expect(fresh.send(.advertisingStarted(token: onAir)) == [.fetchStatus(sessionID: "s-1")])
+
+        // A rotation that fails keeps the EID on the air and waits another interval.
+        (_, token) = try #require(timer(fresh.send(.statusSeen(.advertising))))
+        fresh.advance(5)
+        #expect(fresh.send(.timerFired(token: token)) == [.rotateEID(sessionID: "s-1")])
+        #expect(fresh.send(.rotateFailed(.ledgerUnreachable("down"))) == [.fetchStatus(sessionID: "s-1")])
+        #expect(fresh.charge.eid == rotated && fresh.machine.problem == nil)
+        (_, token) = try #require(timer(fresh.send(.statusSeen(.advertising))))
+        fresh.advance(1)
+        #expect(fresh.send(.timerFired(token: token)) == [.fetchStatus(sessionID: "s-1")])
+    }
+
     @Test func nothingIsSentBeforeStart() {
         var bench = Bench()
         let actions = bench.send(.chargeRequested(id: "c-1", amountCents: 100, reference: ""))

@@ -1,4 +1,5 @@
 import Foundation
+import GotchuCore
 import GotchuKiosk
 import GotchuTesting
 import Testing
@@ -26,6 +27,9 @@ extension KioskDisplayTests {
             #expect(dom.contains(#"<p id="amount">$12.50</p>"#))
             #expect(dom.contains(#"<p id="headline">Hold your phone near the terminal</p>"#))
             #expect(dom.contains(#"<p id="reference">Reference: Order 42</p>"#))
+            // Rendered by the page's script from the session id: the code must be the one payers are shown.
+            let code = ConfirmationCode.of(sessionID: "session-1")
+            #expect(dom.contains(#"<p id="fallback">Code \#(code) · EID 0123 4567 89</p>"#), "\(dom)")
             // Minutes and seconds left of the five: how many depends on how long the browser took to start.
             #expect(dom.contains(try Regex(#"<p id="countdown">[0-5]:[0-5][0-9]</p>"#)), "\(dom)")
             try Chromium.expectScreenshot(directory.url.appendingPathComponent("advertising.png"))
@@ -55,6 +59,7 @@ extension KioskDisplayTests {
             #expect(dom.contains(#"<p id="headline">Paid ✓</p>"#))
             #expect(dom.contains(#"<p id="amount">$1000.05</p>"#))
             #expect(dom.contains(#"<p id="countdown" hidden="">"#))
+            #expect(dom.contains(#"<p id="fallback" hidden="">"#))
 
             let advertisingShot = try Chromium.expectScreenshot(directory.url.appendingPathComponent("advertising.png"))
             let paidShot = try Chromium.expectScreenshot(directory.url.appendingPathComponent("paid.png"))

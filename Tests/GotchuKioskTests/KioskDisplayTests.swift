@@ -100,6 +100,11 @@ import Testing
             // An idle kiosk's last charge is not shown beside "Ready"; the countdown runs only while it can be paid.
             #expect(page.contains(#"<p id="amount">$12.50</p>"#) == (state != .idle))
             #expect(page.contains(#"<p id="countdown" hidden></p>"#) == (state != .locked))
+            // The code and the EID to type are shown exactly while a payer may pay.
+            let fallback =
+                "<p id=\"fallback\">Code \(ConfirmationCode.of(sessionID: "session-1")) · EID 0123 4567 89</p>"
+            #expect(page.contains(fallback) == (state == .locked))
+            #expect(page.contains(#"<p id="fallback" hidden></p>"#) == (state != .locked))
         }
     }
 

@@ -22,6 +22,7 @@ struct AbuseLimitTests {
         try await TestLedger.with(limits: limits) { ledger in
             let payee = try await ledger.client("payee@example.com")
             let session = try await payee.createSession(amountCents: 250)
+            let bearer = "Bearer " + (try await ledger.client("payer@example.com").token ?? "")
             let requests = 10_000
             let workers = 8
             let result = try await withThrowingTaskGroup(of: Tally.self) { group in
@@ -37,7 +38,10 @@ struct AbuseLimitTests {
                                 "POST",
                                 "/sessions/resolve",
                                 body: #"{"eid":"\#(eid.rawValue)"}"#,
-                                headers: ["Content-Type": "application/json", "X-Forwarded-For": "203.0.113.7"]
+                                headers: [
+                                    "Content-Type": "application/json", "X-Forwarded-For": "203.0.113.7",
+                                    "Authorization": bearer,
+                                ]
                             )
                             tally.statuses[response.status, default: 0] += 1
                             let retryAfter = response.headers["retry-after"].flatMap { Int($0) }
@@ -65,7 +69,7 @@ struct AbuseLimitTests {
                 "POST",
                 "/sessions/resolve",
                 body: #"{"eid":"\#(session.eid)"}"#,
-                headers: ["X-Forwarded-For": "203.0.113.7"]
+                headers: ["X-Forwarded-For": "203.0.113.7", "Authorization": bearer]
             )
             #expect(flooder.status == 429)
             #expect(TestLedger.problemKind(flooder.body) == .rateLimited)
@@ -73,7 +77,7 @@ struct AbuseLimitTests {
                 "POST",
                 "/sessions/resolve",
                 body: #"{"eid":"\#(session.eid)"}"#,
-                headers: ["X-Forwarded-For": "198.51.100.1, 203.0.113.7, 198.51.100.2"]
+                headers: ["X-Forwarded-For": "198.51.100.1, 203.0.113.7, 198.51.100.2", "Authorization": bearer]
             )
             #expect(honest.status == 200)
             #expect(try await payee.session(sid: session.sid).status == .advertising)
@@ -86,17 +90,18 @@ struct AbuseLimitTests {
         limits.resolvePerAddress = RateLimit(perSecond: 1, burst: 1)
         try await TestLedger.with(limits: limits) { ledger in
             let body = #"{"eid":"0000000000"}"#
+            let bearer = "Bearer " + (try await ledger.client("payer@example.com").token ?? "")
             let first = try await ledger.raw(
                 "POST",
                 "/sessions/resolve",
                 body: body,
-                headers: ["X-Forwarded-For": "192.0.2.1"]
+                headers: ["X-Forwarded-For": "192.0.2.1", "Authorization": bearer]
             )
             let second = try await ledger.raw(
                 "POST",
                 "/sessions/resolve",
                 body: body,
-                headers: ["X-Forwarded-For": "192.0.2.2"]
+                headers: ["X-Forwarded-For": "192.0.2.2", "Authorization": bearer]
             )
             #expect(first.status == 404)
             #expect(second.status == 429)

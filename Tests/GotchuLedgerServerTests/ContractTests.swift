@@ -58,11 +58,11 @@ struct ContractTests {
     )
     func contract(store: StoreKind) async throws {
         // Small enough that the calls below run into each limit once; the test's clock stands still, so nothing
-        // refills: five resolves, six locks and six sends by the payer pass the rate limits, the next does not.
+        // refills: six resolves, six locks and six sends by the payer pass the rate limits, the next does not.
         var policy = LedgerPolicy()
         policy.maximumLocksPerPayer = 1
         var limits = LedgerLimits.unlimited
-        limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 5)
+        limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 6)
         limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 6)
         limits.sendPerUser = RateLimit(perSecond: 0.001, burst: 6)
         try await TestLedger.with(store: store, policy: policy, limits: limits) { ledger in
@@ -76,6 +76,7 @@ struct ContractTests {
             let other = try await payee.createSession(amountCents: 400)
             let cancelled = try await payee.createSession(amountCents: 400)
             try await payee.cancel(sid: cancelled.sid)
+            let rotated = try await payee.createSession(amountCents: 400)
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
             let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
             let huge = String(repeating: "x", count: 17_000)
@@ -112,9 +113,16 @@ struct ContractTests {
                     "POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#,
                     payeeAuth.merging(["Idempotency-Key": "a b"]) { $1 }
                 ),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, payerAuth),
                 ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
-                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"0000000000"}"#, [:]),
-                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"zz"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"0000000000"}"#, payerAuth),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"zz"}"#, payerAuth),
+                ("POST", "/sessions/{sid}/eids", "/sessions/\(rotated.sid)/eids", nil, payeeAuth),
+                ("POST", "/sessions/{sid}/eids", "/sessions/\(rotated.sid)/eids", nil, payerAuth),
+                ("POST", "/sessions/{sid}/eids", "/sessions/\(rotated.sid)/eids", nil, [:]),
+                ("POST", "/sessions/{sid}/eids", "/sessions/nope/eids", nil, payeeAuth),
+                ("POST", "/sessions/{sid}/eids", "/sessions/\(unknown)/eids", nil, payeeAuth),
+                ("POST", "/sessions/{sid}/eids", "/sessions/\(cancelled.sid)/eids", nil, payeeAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"nope"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(unknown)"}"#, payerAuth),
@@ -147,7 +155,7 @@ struct ContractTests {
                 ),
 
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
-                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(session.eid)"}"#, payerAuth),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payeeAuth),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"nope"}"#, payeeAuth),
@@ -156,13 +164,13 @@ struct ContractTests {
                 ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(unknown)"}"#, payerAuth),
                 ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"nope"}"#, payerAuth),
                 ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(session.sid)"}"#, payerAuth),
-                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(cancelled.eid)"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(cancelled.eid)"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(cancelled.sid)"}"#, payerAuth),
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(cancelled.sid)"}"#,
                     payerAuth.merging(["Idempotency-Key": "c"]) { $1 }
                 ),
-                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(other.eid)"}"#, [:]),
+                ("POST", "/sessions/resolve", "/sessions/resolve", #"{"eid":"\#(other.eid)"}"#, payerAuth),
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, payerAuth),
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuLedgerClient
 import GotchuLedgerSQLite
 import GotchuTesting
 import Logging
@@ -267,8 +268,9 @@ struct HTTPEdgeTests {
         limits.resolvePerAddress = RateLimit(perSecond: 1e-20, burst: 1)
         try await TestLedger.with(limits: limits) { ledger in
             let body = #"{"eid":"0123456789"}"#
-            #expect(try await ledger.raw("POST", "/sessions/resolve", body: body).status == 404)
-            let refused = try await ledger.raw("POST", "/sessions/resolve", body: body)
+            let auth = ["Authorization": "Bearer " + (try await ledger.client("payer@example.com").token ?? "")]
+            #expect(try await ledger.raw("POST", "/sessions/resolve", body: body, headers: auth).status == 404)
+            let refused = try await ledger.raw("POST", "/sessions/resolve", body: body, headers: auth)
             #expect(refused.status == 429)
             #expect(refused.headers["retry-after"] == String(RateLimiter.maximumRetryAfter))
         }

@@ -105,7 +105,12 @@ struct PayPromptTests {
             #expect(
                 question.hasPrefix("Pay $500.00 to \"" + String(repeating: "\\u{8}", count: 11) + "$5.00\\u{2800}to")
             )
-            #expect(question.hasSuffix("\\u{2800}coffee\\u{1B}[2K\" (example.com\\u{202E}\\u{200B})? [y/N] "))
+            #expect(
+                question.hasSuffix(
+                    "\\u{2800}coffee\\u{1B}[2K\" (example.com\\u{202E}\\u{200B}), code "
+                        + ConfirmationCode.of(sessionID: "s") + "? [y/N] "
+                )
+            )
             #expect(!Self.rendered(question).contains("Pay $5.00"))
             for line in payer.lines { #expect(Self.isTerminalSafe(line), "\(line.debugDescription)") }
             #expect(Self.isTerminalSafe(payer.standardError))

@@ -77,7 +77,12 @@ struct PayeeNameTests {
                 #expect(resolved.payeeDisplay.name == "bob")
                 domains.append(resolved.payeeDisplay.domain)
                 // And on the wire: an optional member beside the name.
-                let raw = try await ledger.raw("POST", "/sessions/resolve", body: #"{"eid":"\#(session.eid)"}"#)
+                let raw = try await ledger.raw(
+                    "POST",
+                    "/sessions/resolve",
+                    body: #"{"eid":"\#(session.eid)"}"#,
+                    headers: ["Authorization": "Bearer \(payer.token!)"]
+                )
                 let object = try JSONSerialization.jsonObject(with: raw.body) as? [String: Any]
                 let display = object?["payee_display"] as? [String: Any]
                 #expect(display?["domain"] as? String == domains.last ?? nil)

@@ -112,3 +112,84 @@ struct UnpaidReceiverTests {
         #expect(receiver.lines.last == "cancelled")
     }
 }
+
+@Suite("Paying when the radio cannot range, and EIDs that rotate")
+struct TypedEIDAndRotationTests {
+    /// The EID and the code of `gotchu receive`'s "session …: $1.00, EID a1b2 c3d4 e5, code 47" line.
+    private func advertised(_ line: String) throws -> (eid: String, code: String) {
+        let parts = line.components(separatedBy: ", EID ")
+        let fields = try #require(parts.last?.components(separatedBy: ", code "))
+        #expect(fields.count == 2)
+        return (fields[0], fields[1])
+    }
+
+    @Test("--eid pays the EID typed from the terminal's screen, with no scan; its code is in the question")
+    func typedEID() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
+        try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+        try await processes.run(["fund", "--amount", "50.00", "--server", url], user: "alice")
+        let receiver = try processes.start(
+            ["receive", "--amount", "12.50", "--radio", "sim", "--rotate-every", "off", "--server", url],
+            user: "bob"
+        )
+        let created = try await receiver.waitForLine { $0.hasPrefix("session ") }
+        let (eid, code) = try advertised(created)
+        #expect(eid.count == 12 && code.count == 2)
+
+        // Refused before anything is asked of the ledger.
+        let typo = try processes.start(["pay", "--eid", "a1b2 c3d4 zz", "--server", url], user: "alice")
+        #expect(try await typo.waitForExit() != 0)
+        #expect(typo.standardError.contains("--eid must be the 10 hex digits"))
+
+        // Standard input is empty: the question is asked, then declined; it ends with the terminal's code.
+        let declined = try processes.start(["pay", "--eid", eid.uppercased(), "--server", url], user: "alice")
+        #expect(try await declined.waitForExit() == 1)
+        let question = try #require(declined.lines.first { $0.hasPrefix("Pay ") })
+        #expect(question.hasSuffix(", code \(code)? [y/N] "))
+        #expect(!declined.lines.contains("scanning…"))
+
+        let lines = try await processes.run(["pay", "--eid", eid, "--yes", "--server", url], user: "alice")
+        #expect(!lines.contains("scanning…"))
+        #expect(lines.last == #"paid $12.50 to "bob" (example.com); new balance $37.50"#)
+        #expect(try await receiver.waitForExit() == 0)
+    }
+
+    @Test("--rotate-every puts a new EID on the air; the old one stops resolving after the grace; payers pay the new")
+    func rotation() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        // A grace shorter than the rotation: once the second rotation is announced, the first EID is past its grace,
+        // and a payer that heard an EID just before a rotation still resolves it.
+        let (server, url) = try await processes.startServer(["--eid-grace", "4"])
+        defer { _ = try? server.stopNow() }
+        try await processes.run(["login", "--email", "bob@example.com", "--server", url], user: "bob")
+        try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+        try await processes.run(["fund", "--amount", "50.00", "--server", url], user: "alice")
+        let receiver = try processes.start(
+            ["receive", "--amount", "12.50", "--radio", "sim", "--rotate-every", "5", "--server", url],
+            user: "bob"
+        )
+        let (first, _) = try advertised(try await receiver.waitForLine { $0.hasPrefix("session ") })
+        let rotatedLine = try await receiver.waitForLine { $0.hasPrefix("new EID ") }
+        let second = String(rotatedLine.dropFirst("new EID ".count).prefix(12))
+        #expect(second != first)
+        _ = try await receiver.waitForLine { $0.hasPrefix("new EID ") && !$0.hasPrefix("new EID \(second)") }
+
+        let stale = try processes.start(["pay", "--eid", first, "--yes", "--server", url], user: "alice")
+        #expect(try await stale.waitForExit() == 1)
+        #expect(stale.standardError.contains("replaced by a newer one"), "\(stale.standardError)")
+
+        // The payer hears only what is on the air now, and pays it.
+        let lines = try await processes.run(
+            ["pay", "--radio", "sim", "--yes", "--timeout", "60", "--server", url],
+            user: "alice"
+        )
+        #expect(lines.last == #"paid $12.50 to "bob" (example.com); new balance $37.50"#)
+        #expect(!lines.contains { $0.hasPrefix("sighted \(first.replacingOccurrences(of: " ", with: ""))") })
+        #expect(try await receiver.waitForExit() == 0)
+    }
+}

@@ -38,6 +38,12 @@ struct DemoAndSimulateTests {
         let naiveWrong = try #require(naive["wrongPayeeRate"] as? Double)
         #expect(oursWrong < naiveWrong)
         #expect((ours["latencyP50"] as? Double ?? 0) > 0)
+        // Durations are seconds, as numbers: 100 ms advertising, a 3 s timeout, a 2 s window and correlation time.
+        let scenario = try #require(report["scenario"] as? [String: Any])
+        #expect(scenario["advertisingInterval"] as? Double == 0.1)
+        #expect(scenario["timeout"] as? Double == 3)
+        #expect((scenario["selector"] as? [String: Any])?["window"] as? Double == 2)
+        #expect((scenario["model"] as? [String: Any])?["shadowingCorrelationTime"] as? Double == 2)
     }
 
     @Test("simulate --trace replays a recording through the payer's selection, one decision per trace")
