@@ -6,6 +6,35 @@ import Testing
 
 @Suite("Scanning against a fake bluetoothd", requiresDBusDaemon)
 struct ScanningTests {
+    @Test("a terminal BlueZ reports without RSSI reaches the payer's list under --choose, after the ranged one")
+    func unrangedTerminalsAreListed() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            // A virtual controller: no RSSI at all, and bluetoothd reports the unchanged advertisement once.
+            try await fake.addDevice("dev_unranged", properties: ["ServiceData": serviceData("00000000ff")])
+            try await fake.addDevice(
+                "dev_ranged",
+                properties: ["RSSI": .int16(-40), "TxPower": .int16(0), "ServiceData": serviceData("a1b2c3d4e5")]
+            )
+            // Listed while the ranged terminal is still fresh (heard within 600 ms).
+            var machine = PayerStateMachine(configuration: .init(alwaysChoose: true, chooseAfter: .milliseconds(500)))
+            _ = machine.receive(.start, now: .zero)
+            for _ in 0..<2 {
+                var sighting = try #require(try await iterator.next())
+                sighting.time = .zero
+                #expect(machine.receive(.sighting(sighting), now: .zero) == .none)
+            }
+            let listed = machine.receive(.tick, now: .milliseconds(500))
+            guard case .stopScanAndPresentCandidates(let candidates) = listed else {
+                Issue.record("expected the list")
+                return
+            }
+            #expect(candidates.map(\.eid.rawValue) == ["a1b2c3d4e5", "00000000ff"])
+            #expect(candidates.map(\.rssi) == [-40, nil])
+        }
+    }
+
     @Test("discovery filter has exact types and no RSSI by default; StopDiscovery when the stream ends")
     func discoveryFilter() async throws {
         try await withFakeBlueZ { _, fake, radio in

@@ -296,6 +296,33 @@ private let minimalEnvironment = [
         #expect(text.hasPrefix("--session-lifetime"), "\(text)")
     }
 
+    @Test func rotationIsEveryMinuteByDefaultZeroTurnsItOffAndTooOftenIsRefused() throws {
+        let directory = try ConfigDirectory()
+        let defaults = try resolve(file: directory.missing, explicit: false, environment: minimalEnvironment)
+        #expect(defaults.rotateEvery == .seconds(60))
+        var environment = minimalEnvironment
+        environment["GOTCHU_KIOSK_ROTATE_EVERY"] = "0"
+        #expect(try resolve(file: directory.missing, explicit: false, environment: environment).rotateEvery == nil)
+        let flagged = try resolve(
+            file: directory.missing,
+            explicit: false,
+            environment: minimalEnvironment,
+            flags: KioskSettings(rotateEvery: 30)
+        )
+        #expect(flagged.rotateEvery == .seconds(30))
+        let text = try #require(
+            message { () throws(KioskConfigurationError) in
+                try resolve(
+                    file: directory.missing,
+                    explicit: false,
+                    environment: minimalEnvironment,
+                    flags: KioskSettings(rotateEvery: 2)
+                )
+            }
+        )
+        #expect(text.hasPrefix("--rotate-every") && text.contains("0 (never) or 5 to"), "\(text)")
+    }
+
     @Test func missingExplicitFileIsAnError() throws {
         let directory = try ConfigDirectory()
         let text = try #require(

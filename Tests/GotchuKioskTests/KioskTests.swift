@@ -29,6 +29,8 @@ actor MemoryLedger: KioskLedgerService {
     /// Session ids in the order they were created.
     private(set) var created: [String] = []
     private var keys: [String: String] = [:]
+    /// How many EIDs rotations handed out.
+    private(set) var rotations = 0
 
     init(air: SimulatedAir) {
         self.air = air
@@ -75,6 +77,15 @@ actor MemoryLedger: KioskLedgerService {
         case .cancelled: throw .problem(Problem(.sessionCancelled))
         case .created, .advertising, .locked: sessions[sid]?.status = .cancelled
         }
+    }
+
+    func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+        if let failure { throw failure }
+        guard try await status(sid).isLive else { throw .problem(Problem(.sessionExpired)) }
+        rotations += 1
+        let eid = EID(rawValue: String(format: "%010x", 0xF000 + rotations))!
+        sessions[sid]?.eid = eid
+        return eid
     }
 
     /// A payer locks the session.
@@ -233,6 +244,45 @@ struct KioskTests {
         #expect(kinds == [.advertising, .locked, .paid])
         // Reopening the store shows the charge as it ended.
         #expect(try KioskStore(directory: harness.stateDirectory).latest()?.charge.state == .paid)
+    }
+
+    @Test("Every rotate_every the session gets a new EID, recorded, then on the air in place of the last one")
+    func rotation() async throws {
+        let harness = try KioskHarness()
+        defer { harness.remove() }
+        let kiosk = try await harness.makeKiosk(
+            options: Kiosk.Options(
+                payeeName: "Corner Shop",
+                charges: .init(statusInterval: .milliseconds(100), rotateEvery: .seconds(5))
+            )
+        )
+        let heard = Heard()
+        let phone = await harness.air.addPeer(SimulatedPeer(name: "phone", at: Position(x: 0.2, y: 0)))
+        let listening = try await Heard.listen(phone, into: heard)
+        defer { listening.cancel() }
+        try await withRunning(kiosk) {
+            let charge = try await kiosk.charge(amountCents: 1_250, reference: "")
+            let advertising = try await harness.advance(kiosk) { $0.state == .advertising }
+            let first = try #require(advertising.charge?.eid)
+            let sid = try #require(advertising.charge?.sessionID)
+            let onAir = await harness.air.now
+            try await harness.advance(kiosk) { _ in await heard.sightings.contains { $0.eid == first } }
+
+            let rotated = try await harness.advance(kiosk) { $0.charge?.eid.map { $0 != first } == true }
+            let second = try #require(rotated.charge?.eid)
+            #expect(rotated.charge?.sessionID == sid && rotated.state == .advertising)
+            #expect(await harness.air.now - onAir >= .seconds(5))
+            #expect(await harness.ledger.rotations == 1)
+            #expect(try await kiosk.charge(id: charge.id).eid == second)
+            // The new EID replaces the old on the air: once it has been heard a while, the old one is not.
+            try await harness.advance(kiosk) { _ in await heard.sightings.filter { $0.eid == second }.count >= 20 }
+            let recent = await heard.sightings.suffix(10)
+            #expect(recent.allSatisfy { $0.eid == second }, "\(recent.map(\.eid))")
+
+            try await harness.ledger.pay(sid)
+            let paid = try await harness.advance(kiosk) { $0.state == .paid }
+            #expect(paid.charge?.sessionID == sid)
+        }
     }
 
     @Test("One charge at a time; bad amounts and references are refused without storing anything")

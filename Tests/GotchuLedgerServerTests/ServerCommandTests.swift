@@ -203,6 +203,9 @@ struct ServerCommandTests {
             (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
             (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
             (["--session-lifetime", "1e16"], "--session-lifetime"),
+            (["--eid-grace", "3601"], "--eid-grace must be 0...3600"),
+            (["--eid-grace=-1"], "--eid-grace must be 0...3600"),
+            (["--resolve", "open"], "--resolve"),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {
