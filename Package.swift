@@ -45,6 +45,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
@@ -52,7 +53,11 @@ let package = Package(
         // Codable wire types and problem types shared by server and client.
         .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
-        .target(name: "GotchuLedger", dependencies: ["GotchuCore", "GotchuAPI"], swiftSettings: swiftSettings),
+        .target(
+            name: "GotchuLedger",
+            dependencies: ["GotchuCore", "GotchuAPI", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         // The ledger backends: SQL, schema and migrations of one database each.
         .target(
             name: "GotchuLedgerSQLite",
@@ -83,6 +88,8 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -207,6 +214,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

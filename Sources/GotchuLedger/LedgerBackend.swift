@@ -38,6 +38,17 @@ public protocol LedgerBackend: Sendable {
     /// Recomputes the invariants from the entries, in one snapshot.
     func audit() async throws -> LedgerAudit
 
+    // MARK: Credentials
+
+    /// The API key whose secret hashes to `hash` (``APIKeySecret/hash(_:)``), revoked or not.
+    func apiKey(hash: String) async throws -> APIKey?
+
+    /// The API keys of `userID`, or every key when `nil`, oldest first.
+    func apiKeys(userID: String?) async throws -> [APIKey]
+
+    /// The user provisioned for the external identity `subject` at `issuer`, if any.
+    func user(issuer: String, subject: String) async throws -> LedgerUser?
+
     /// Checks the database answers.
     func ping() async throws
 }
@@ -140,6 +151,31 @@ public protocol LedgerTransaction {
 
     /// Deletes keys created before `time`; returns how many.
     func deleteKeys(createdBefore time: Int64) async throws -> Int
+
+    // MARK: Credentials
+
+    /// Inserts an API key, created at ``now``, whose secret hashes to `hash`.
+    func insert(apiKey: APIKey, hash: String) async throws
+
+    /// The API key with this id, if any.
+    func apiKey(id: String) async throws -> APIKey?
+
+    /// Writes a change of an API key at ``now``.
+    func update(apiKey id: String, _ change: APIKeyChange) async throws
+
+    /// The user provisioned for the external identity `subject` at `issuer`, if any.
+    func user(issuer: String, subject: String) async throws -> LedgerUser?
+
+    /// Links the external identity to `userID`; `false` if it is linked already (a concurrent first use won).
+    func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool
+}
+
+/// A change of an API key's stored state, at the transaction's time.
+public enum APIKeyChange: Sendable, Hashable {
+    /// It authenticated a request.
+    case used
+    /// It was revoked (kept only when not revoked already).
+    case revoked
 }
 
 /// The ledger's system accounts, which every schema creates.

@@ -205,6 +205,33 @@ public protocol LedgerStore: Sendable {
 
     /// Checks the store answers.
     func ping() async throws
+
+    // MARK: Credentials
+
+    /// Creates an API key acting for the user with the e-mail address `email` within `scopes`. The secret is
+    /// returned here and nowhere else: the store keeps only its hash.
+    func createAPIKey(
+        email: String,
+        name: String,
+        scopes: Set<APIKeyScope>
+    ) async throws -> (key: APIKey, secret: String)
+
+    /// The API keys of the user with this e-mail address, or every key when `nil`, oldest first.
+    func apiKeys(email: String?) async throws -> [APIKey]
+
+    /// Revokes the API key with this id (again, if revoked already); it authenticates nothing from now on.
+    func revokeAPIKey(id: String) async throws -> APIKey
+
+    /// Who an API key's secret acts as: `nil` for a secret that is unknown, malformed or revoked. Records the key's
+    /// use (at most once per ``APIKeySecret/lastUsedResolution``).
+    func principal(apiKey secret: String) async throws -> LedgerPrincipal?
+
+    /// The user of an external identity (`subject` at `issuer`), provisioned with a wallet on first use.
+    func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser
+
+    /// The session as `principal` sees it: a user as ``session(sid:viewerID:)`` says, an API key only its payee's
+    /// sessions (with the `sessions:read` scope).
+    func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse
 }
 
 extension LedgerStore {

@@ -109,5 +109,34 @@ enum PostgresLedgerSchema {
                 "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
             ]
         ),
+        (
+            // API keys (only a hash of each secret is kept) and the users of external identities.
+            "v5: api keys and identities",
+            [
+                """
+                CREATE TABLE api_keys (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    name TEXT NOT NULL,
+                    secret_hash TEXT NOT NULL UNIQUE,
+                    hint TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX api_keys_user ON api_keys (user_id)",
+                """
+                CREATE TABLE user_identities (
+                    issuer TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (issuer, subject)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -147,7 +147,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     }
 
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
-    private func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await body(Connection(connection: connection, logger: logger))
         }

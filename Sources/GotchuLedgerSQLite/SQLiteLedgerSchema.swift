@@ -96,6 +96,32 @@ enum SQLiteLedgerSchema {
                     "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
             )
         }
+        // API keys (only a hash of each secret is kept) and the users of external identities.
+        migrator.registerMigration("v5: api keys and identities") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE api_keys (
+                        id TEXT PRIMARY KEY,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        name TEXT NOT NULL,
+                        secret_hash TEXT NOT NULL UNIQUE,
+                        hint TEXT NOT NULL,
+                        scopes TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        last_used_at INTEGER,
+                        revoked_at INTEGER
+                    );
+                    CREATE INDEX api_keys_user ON api_keys (user_id);
+                    CREATE TABLE user_identities (
+                        issuer TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (issuer, subject)
+                    );
+                    """
+            )
+        }
         return migrator
     }
 }

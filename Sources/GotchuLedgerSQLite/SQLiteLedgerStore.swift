@@ -29,7 +29,7 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 /// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
 public final class SQLiteLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
-    private let database: DatabasePool
+    let database: DatabasePool
     private let clock: @Sendable () -> Date
     private let gate = TransactionGate()
 
@@ -204,7 +204,7 @@ extension SQLiteLedgerBackend {
     /// A transaction on the writer connection: each primitive is one access to it, inside the transaction the
     /// backend opened.
     public struct Transaction: LedgerTransaction {
-        fileprivate let database: DatabasePool
+        let database: DatabasePool
         public let now: Int64
 
         private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
