@@ -13,13 +13,25 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
+    /// Verifies the access tokens of an external issuer, when one is trusted.
+    let identities: OIDCVerifier?
     /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
     private let knownUsers = KnownUsers()
+    /// The users of external identities already found or provisioned (links are never deleted either).
+    private let knownIdentities = KnownUsers()
 
-    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits, metrics: LedgerMetrics?) {
+    init(
+        store: Store,
+        tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
+        developmentMode: Bool,
+        limits: LedgerLimits,
+        metrics: LedgerMetrics?
+    ) {
         self.store = store
         self.metrics = metrics
         self.tokens = tokens
+        self.identities = identities
         self.developmentMode = developmentMode
         self.limiters = AbuseLimiters(limits)
     }
@@ -54,11 +66,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             )
         }
         router.get("/wallet/me") { request, _ in
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .readWallet)
             return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
         }
         router.post("/sessions/create") { request, context in
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .createSession)
             let key = try idempotencyKey(request)
             let body = try await decode(AmountRequest.self, request, context)
             try store.policy.validate(amount: body.amountCents)
@@ -82,31 +94,31 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
         router.post("/sessions/lock") { request, context in
             try limiters.lockPerAddress?.take(clientAddress(request, context))
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .lock)
             try limiters.lockPerUser?.take(user)
             let sid = try await sessionID(request, context)
             try await store.lock(sid: sid, payerID: user)
             return try json(OKResponse())
         }
         router.post("/sessions/unlock") { request, context in
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .unlock)
             let sid = try await sessionID(request, context)
             try await store.unlock(sid: sid, payerID: user)
             return try json(OKResponse())
         }
         router.post("/sessions/cancel") { request, context in
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .cancelSession)
             let sid = try await sessionID(request, context)
             try await store.cancel(sid: sid, payeeID: user)
             return try json(OKResponse())
         }
         router.get("/sessions/{sid}") { request, context in
-            let user = try await authenticate(request)
+            let principal = try await principal(request)
             let sid = try SessionID.validate(try context.parameters.require("sid"))
-            return try json(try await store.session(sid: sid, viewerID: user))
+            return try json(try await store.session(sid: sid, principal: principal))
         }
         router.post("/wallet/send") { request, context in
-            let user = try await authenticate(request)
+            let user = try await authenticate(request, for: .send)
             // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
             try limiters.sendPerUser?.take(user)
             let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
@@ -135,7 +147,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
             }
             router.post("/dev/fund") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .fund)
                 let body = try await decode(AmountRequest.self, request, context)
                 try store.policy.validate(amount: body.amountCents)
                 return try json(
@@ -157,23 +169,49 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         return paths
     }
 
-    /// The user id of a valid bearer token, whose user still exists.
-    private func authenticate(_ request: Request) async throws -> String {
+    /// The user `action` is done as: the principal of the request's credentials, if it may do `action` (401 for
+    /// missing or invalid credentials, 403 for a key without the scope).
+    private func authenticate(_ request: Request, for action: LedgerAction) async throws -> String {
+        try await principal(request).user(for: action)
+    }
+
+    /// Who the request's bearer credentials act as: an API key (`gk_…`), one of this server's tokens, or with an
+    /// external issuer configured one of its access tokens.
+    private func principal(_ request: Request) async throws -> LedgerPrincipal {
         guard let header = request.headers[.authorization] else {
             throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw Problem(.unauthorized, detail: "the Authorization header must be a Bearer token")
         }
-        guard let userID = await tokens.userID(from: String(header.dropFirst(7))) else {
-            throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
+        let token = String(header.dropFirst(7))
+        if APIKeySecret.isAPIKey(token) {
+            guard let principal = try await store.principal(apiKey: token) else {
+                throw Problem(.unauthorized, detail: "the API key is unknown or revoked")
+            }
+            return principal
         }
-        if knownUsers.contains(userID) { return userID }
-        guard try await store.user(id: userID) != nil else {
-            throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
+        if let userID = await tokens.userID(from: token) {
+            if knownUsers.contains(userID) { return .user(userID) }
+            guard try await store.user(id: userID) != nil else {
+                throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
+            }
+            knownUsers.insert(userID)
+            return .user(userID)
         }
-        knownUsers.insert(userID)
-        return userID
+        if let identities, let identity = await identities.identity(from: token) {
+            // Tab separates: it cannot occur in an issuer URL.
+            let link = identity.issuer + "\t" + identity.subject
+            if let userID = knownIdentities.user(for: link) { return .user(userID) }
+            let user = try await store.user(
+                issuer: identity.issuer,
+                subject: identity.subject,
+                displayName: String(identity.displayName.prefix(EmailAddress.maximumNameLength))
+            )
+            knownIdentities.insert(user.id, for: link)
+            return .user(user.id)
+        }
+        throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
     }
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
@@ -256,17 +294,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     }
 }
 
-/// A bounded set of user ids known to exist.
+/// A bounded set of user ids known to exist, each under a key (its id, or an external identity).
 private final class KnownUsers: Sendable {
-    private let ids = Mutex(Set<String>())
+    private let ids = Mutex([String: String]())
 
-    func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
+    func contains(_ id: String) -> Bool { user(for: id) != nil }
 
-    func insert(_ id: String) {
+    func user(for key: String) -> String? { ids.withLock { $0[key] } }
+
+    func insert(_ id: String, for key: String? = nil) {
         ids.withLock { ids in
             // Bounded so a flood of valid tokens for many users cannot grow memory without end.
             if ids.count >= 100_000 { ids.removeAll(keepingCapacity: true) }
-            ids.insert(id)
+            ids[key ?? id] = id
         }
     }
 }

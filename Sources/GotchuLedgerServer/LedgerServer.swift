@@ -21,10 +21,12 @@ public enum LedgerServer {
     ///     Prometheus text format; no metrics and no such route when `nil`.
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
+    ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
@@ -46,6 +48,7 @@ public enum LedgerServer {
         LedgerRoutes(
             store: store,
             tokens: tokens,
+            identities: identities,
             developmentMode: developmentMode,
             limits: limits,
             metrics: metrics
@@ -139,6 +142,7 @@ extension LedgerServer {
     public static func withRunning<Result: Sendable>(
         _ replicas: [Replica],
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
@@ -151,6 +155,7 @@ extension LedgerServer {
             application(
                 store: replica.store,
                 tokens: tokens,
+                identities: identities,
                 port: 0,
                 developmentMode: developmentMode,
                 limits: limits,
@@ -188,6 +193,7 @@ extension LedgerServer {
     public static func withRunning<Result: Sendable>(
         store: some LedgerStore,
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
@@ -199,6 +205,7 @@ extension LedgerServer {
         try await withRunning(
             [Replica(store: store, services: services)],
             tokens: tokens,
+            identities: identities,
             developmentMode: developmentMode,
             limits: limits,
             metrics: metrics,

@@ -20,7 +20,13 @@ enum OpenAPIDocument {
             bearer:
               type: http
               scheme: bearer
-              bearerFormat: JWT
+              description: |
+                A user's token: an HS256 JWT this server issued, or, on a server started with --oidc-issuer, an
+                RS256/ES256 access token of that issuer (its user is provisioned on first use). Or an API key
+                (`gk_` and 43 base64url characters) made by an operator with `gotchu admin key create`: it acts for
+                one payee and only within its scopes, sessions:create (POST /sessions/create),
+                sessions:read (GET /sessions/{sid}, the payee's sessions only) and sessions:cancel
+                (POST /sessions/cancel); on any other route it is refused 403 forbidden.
           schemas:
             Problem:
               type: object
@@ -238,6 +244,11 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "An API key cannot do this (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "500":
                   description: "Server failure (problem types: internal-error)"
                   content:
@@ -266,6 +277,11 @@ enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/BalanceResponse" }
                 "401":
                   description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "An API key cannot do this (problem types: forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -337,6 +353,11 @@ enum OpenAPIDocument {
                       parameters: { sid: "$response.body#/sid" }
                 "401":
                   description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "An API key without the sessions:create scope (problem types: forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -447,7 +468,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "403":
-                  description: "The payee cannot lock its own session (problem types: own-session)"
+                  description: "The payee cannot lock its own session, and an API key cannot lock (problem types: own-session, forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -523,7 +544,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "403":
-                  description: "The caller never locked this session (problem types: forbidden)"
+                  description: "The caller never locked this session, or is an API key (problem types: forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -579,7 +600,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "403":
-                  description: "Only the payee can cancel (problem types: forbidden)"
+                  description: "Only the payee can cancel, and an API key only with the sessions:cancel scope (problem types: forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -644,6 +665,11 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "An API key without the sessions:read scope (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "404":
                   description: "No such session visible to the caller (problem types: session-not-found)"
                   content:
@@ -693,7 +719,7 @@ enum OpenAPIDocument {
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
                 "403":
-                  description: "The payee cannot pay its own session (problem types: own-session)"
+                  description: "The payee cannot pay its own session, and an API key cannot send money (problem types: own-session, forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }

@@ -198,6 +198,30 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("oidc-issuer"),
+        help: ArgumentHelp(
+            "Also accept RS256/ES256 access tokens of this OpenID Connect issuer (exactly its iss claim); needs --oidc-audience. Its users are provisioned on first use.",
+            valueName: "url"
+        )
+    )
+    var oidcIssuer: String?
+
+    @Option(
+        name: .customLong("oidc-audience"),
+        help: ArgumentHelp("The audience (aud) the issuer's tokens must name.", valueName: "audience")
+    )
+    var oidcAudience: String?
+
+    @Option(
+        name: .customLong("oidc-jwks-url"),
+        help: ArgumentHelp(
+            "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
+            valueName: "url"
+        )
+    )
+    var oidcJWKSURL: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
@@ -242,6 +266,7 @@ struct ServerCommand: AsyncParsableCommand {
         try check("idle-timeout", idleTimeout, Bounds.timeout)
         try check("read-timeout", readTimeout, Bounds.timeout)
         try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
+        _ = try identityConfiguration
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
@@ -301,6 +326,7 @@ struct ServerCommand: AsyncParsableCommand {
         logger: Logger
     ) async throws {
         let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
+        let identities = try identityConfiguration.map { OIDCVerifier($0) }
         let host = self.host
         var tls: TLSConfiguration?
         if let tlsCert, let tlsKey {
@@ -316,6 +342,7 @@ struct ServerCommand: AsyncParsableCommand {
         let application = LedgerServer.application(
             store: store,
             tokens: tokens,
+            identities: identities,
             host: host,
             port: port,
             developmentMode: dev,
@@ -359,6 +386,39 @@ struct ServerCommand: AsyncParsableCommand {
                 "max_open_connections": "\(maxOpenConnections)",
             ]
         )
+    }
+
+    /// The external issuer the options trust, if any.
+    var identityConfiguration: OIDCVerifier.Configuration? {
+        get throws {
+            guard let oidcIssuer else {
+                guard oidcAudience == nil, oidcJWKSURL == nil else {
+                    throw ValidationError("--oidc-audience and --oidc-jwks-url need --oidc-issuer")
+                }
+                return nil
+            }
+            guard let oidcAudience, !oidcAudience.isEmpty else {
+                throw ValidationError("--oidc-issuer needs --oidc-audience (the aud its tokens name for this ledger)")
+            }
+            guard Self.isTrustworthy(url: oidcIssuer) else {
+                throw ValidationError("--oidc-issuer must be an https URL (http only on loopback), got '\(oidcIssuer)'")
+            }
+            var configuration = OIDCVerifier.Configuration(issuer: oidcIssuer, audience: oidcAudience)
+            if let oidcJWKSURL {
+                guard Self.isTrustworthy(url: oidcJWKSURL), let url = URL(string: oidcJWKSURL) else {
+                    throw ValidationError(
+                        "--oidc-jwks-url must be an https URL (http only on loopback), got '\(oidcJWKSURL)'"
+                    )
+                }
+                configuration.jwksURL = url
+            }
+            return configuration
+        }
+    }
+
+    /// Whether keys fetched from `text` can be trusted: https, or http to this machine only.
+    static func isTrustworthy(url text: String) -> Bool {
+        URL(string: text).map(OIDCVerifier.isTrustworthy) ?? false
     }
 
     /// The rate and connection limits the options ask for.

@@ -68,6 +68,13 @@ struct ContractTests {
             try await payee.cancel(sid: cancelled.sid)
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
             let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
+            // An API key of the payee's that may only read sessions: refused 403 everywhere else.
+            let readKey = try await ledger.store.createAPIKey(
+                email: "payee@example.com",
+                name: "reader",
+                scopes: [.sessionsRead]
+            ).secret
+            let keyAuth = ["Authorization": "Bearer \(readKey)"]
             let huge = String(repeating: "x", count: 17_000)
             let unknown = "00000000-0000-4000-8000-000000000000"
 
@@ -157,6 +164,21 @@ struct ContractTests {
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,
                     payerAuth.merging(["Idempotency-Key": "r"]) { $1 }
+                ),
+                ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, keyAuth),
+                ("GET", "/wallet/me", "/wallet/me", nil, keyAuth),
+                ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":5}"#, keyAuth),
+                ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, keyAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,
+                    keyAuth.merging(["Idempotency-Key": "key"]) { $1 }
+                ),
+                (
+                    "GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil,
+                    ["Authorization": "Bearer gk_unknown"]
                 ),
             ]
             var exercised = Set<Operation>()

@@ -203,6 +203,19 @@ struct ServerCommandTests {
             (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
             (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
             (["--session-lifetime", "1e16"], "--session-lifetime"),
+            (["--oidc-issuer", "https://id.example.com"], "--oidc-issuer needs --oidc-audience"),
+            (["--oidc-audience", "gotchu"], "--oidc-audience and --oidc-jwks-url need --oidc-issuer"),
+            (
+                ["--oidc-issuer", "http://id.example.com", "--oidc-audience", "gotchu"],
+                "--oidc-issuer must be an https URL"
+            ),
+            (
+                [
+                    "--oidc-issuer", "https://id.example.com", "--oidc-audience", "gotchu", "--oidc-jwks-url",
+                    "file:///etc/passwd",
+                ],
+                "--oidc-jwks-url must be an https URL"
+            ),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {

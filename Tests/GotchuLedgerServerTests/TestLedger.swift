@@ -71,6 +71,7 @@ struct TestLedger: Sendable {
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
         limits: LedgerLimits = .unlimited,
+        identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
         let clock = ManualClock()
@@ -84,6 +85,7 @@ struct TestLedger: Sendable {
             return try await LedgerServer.withRunning(
                 store: store,
                 tokens: tokens,
+                identities: identities?(clock),
                 developmentMode: developmentMode,
                 limits: limits,
                 services: services
