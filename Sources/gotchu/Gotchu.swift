@@ -35,6 +35,7 @@ struct Gotchu: AsyncParsableCommand {
             KioskCommand.self,
             ChargeCommand.self,
             BenchCommand.self,
+            AdminCommand.self,
         ]
     )
 }
