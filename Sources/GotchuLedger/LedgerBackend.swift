@@ -40,8 +40,9 @@ public protocol LedgerBackend: Sendable {
 
     // MARK: Credentials
 
-    /// The API key whose secret hashes to `hash` (``APIKeySecret/hash(_:)``), revoked or not.
-    func apiKey(hash: String) async throws -> APIKey?
+    /// The API key whose secret hashes to `hash` (``APIKeySecret/hash(_:)``), revoked or not, and the store's time
+    /// (read with it: authenticating a key is one round trip).
+    func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)?
 
     /// The API keys of `userID`, or every key when `nil`, oldest first.
     func apiKeys(userID: String?) async throws -> [APIKey]

@@ -70,10 +70,9 @@ extension LedgerEngine {
     public func principal(apiKey secret: String) async throws -> LedgerPrincipal? {
         // Malformed secrets never reach the database.
         guard APIKeySecret.isWellFormed(secret),
-            let key = try await backend.apiKey(hash: APIKeySecret.hash(secret)),
+            let (key, now) = try await backend.apiKey(hash: APIKeySecret.hash(secret)),
             key.revokedAt == nil
         else { return nil }
-        let now = try await backend.now()
         if key.lastUsedAt.map({ now - $0 >= APIKeySecret.lastUsedResolution }) ?? true {
             // Best effort: a busy database delays the record of use, never the request.
             try? await backend.transaction { transaction in try await transaction.update(apiKey: key.id, .used) }

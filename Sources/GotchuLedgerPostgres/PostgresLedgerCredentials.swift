@@ -1,13 +1,34 @@
+import Foundation
 public import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
-    public func apiKey(hash: String) async throws -> APIKey? {
-        try await read { connection in
+    public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
+        // The database's clock in the same statement, so a key costs one round trip.
+        let row = try await read { connection in
             try await connection.rows(
-                "SELECT \(unescaped: Connection.apiKeyColumns) WHERE k.secret_hash = \(hash)"
-            ).first.map(APIKey.init)
+                """
+                SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT,
+                \(unescaped: Connection.apiKeyColumns) WHERE k.secret_hash = \(hash)
+                """
+            ).first
         }
+        guard let row else { return nil }
+        let (now, id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt) = try row.decode(
+            (Int64, String, String, String, String, String, String, Int64, Int64?, Int64?).self
+        )
+        let key = APIKey(
+            id: id,
+            userID: userID,
+            userEmail: email,
+            name: name,
+            hint: hint,
+            storedScopes: scopes,
+            createdAt: createdAt,
+            lastUsedAt: lastUsedAt,
+            revokedAt: revokedAt
+        )
+        return (key, clock.map { LedgerTime.milliseconds($0()) } ?? now)
     }
 
     public func apiKeys(userID: String?) async throws -> [APIKey] {

@@ -70,7 +70,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .heldByTransaction }
     /// The connection pool; it must be running while the backend is used.
     public let client: PostgresClient
-    private let clock: (@Sendable () -> Date)?
+    let clock: (@Sendable () -> Date)?
     private let logger: Logger
 
     /// How many times a transaction that failed with a deadlock or serialization failure is run again.

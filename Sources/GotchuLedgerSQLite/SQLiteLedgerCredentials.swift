@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 public import GotchuLedger
 
@@ -7,14 +8,15 @@ extension SQLiteLedgerBackend {
         FROM api_keys k JOIN users u ON u.id = k.user_id
         """
 
-    public func apiKey(hash: String) async throws -> APIKey? {
-        try await database.read { db in
+    public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
+        let key = try await database.read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT \(Self.apiKeyColumns) WHERE k.secret_hash = ?",
                 arguments: [hash]
             ).map(APIKey.init)
         }
+        return key.map { ($0, LedgerTime.milliseconds(clock())) }
     }
 
     public func apiKeys(userID: String?) async throws -> [APIKey] {

@@ -30,7 +30,7 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 public final class SQLiteLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
     let database: DatabasePool
-    private let clock: @Sendable () -> Date
+    let clock: @Sendable () -> Date
     private let gate = TransactionGate()
 
     /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
