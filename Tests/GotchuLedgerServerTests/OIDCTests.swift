@@ -3,6 +3,7 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerClient
 import GotchuLedgerServer
+import GotchuTesting
 import Hummingbird
 import JWTKit
 import Logging
@@ -214,6 +215,31 @@ struct OIDCTests {
                 #expect(try await wallet(try await rsa.sign(aliceClaims)).status == 401)
                 #expect(issuer.fetchCount == fetchesBefore + 1)
             }
+        }
+    }
+
+    @Test("gotchu server --oidc-issuer --oidc-audience accepts the issuer's tokens, found by discovery")
+    func serverCommand() async throws {
+        let issuer = TestIssuer()
+        let key = try await IssuerKey.ec(kid: "e1")
+        issuer.publish(#"{"keys": [\#(key.jwk)]}"#)
+        try await issuer.serve { issuerURL in
+            let processes = try GotchuProcesses()
+            defer { processes.remove() }
+            let (server, url) = try await processes.startServer([
+                "--oidc-issuer", issuerURL, "--oidc-audience", "gotchu",
+            ])
+            defer { _ = try? server.stopNow() }
+            let token = try await key.sign(AccessClaims(issuer: issuerURL, subject: "carol", now: Date()))
+            let carol = LedgerClient(baseURL: URL(string: url)!, token: token)
+            #expect(try await carol.wallet().availableCents == 0)
+            let stranger = try await key.sign(
+                AccessClaims(issuer: issuerURL, subject: "carol", audience: "another-app", now: Date())
+            )
+            #expect(
+                await problemKind { try await LedgerClient(baseURL: URL(string: url)!, token: stranger).wallet() }
+                    == .unauthorized
+            )
         }
     }
 
