@@ -4,7 +4,6 @@ import GotchuCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// The HTTP routes of the ledger API over a ``LedgerStore``.
 struct LedgerRoutes<Store: LedgerStore>: Sendable {
@@ -13,14 +12,21 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
-    /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
-    private let knownUsers = KnownUsers()
+    let registration: Registration
 
-    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits, metrics: LedgerMetrics?) {
+    init(
+        store: Store,
+        tokens: TokenAuthority,
+        developmentMode: Bool,
+        registration: Registration = .closed,
+        limits: LedgerLimits,
+        metrics: LedgerMetrics?
+    ) {
         self.store = store
         self.metrics = metrics
         self.tokens = tokens
         self.developmentMode = developmentMode
+        self.registration = registration
         self.limiters = AbuseLimiters(limits)
     }
 
@@ -127,12 +133,49 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return response
             }
         }
+        router.post("/auth/login") { request, context in
+            let body = try await decode(PasswordLoginRequest.self, request, context)
+            // Counted by the address as typed, normalized or not, so a malformed one is throttled like any other.
+            let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
+            let address = clientAddress(request, context)
+            try limiters.login?.begin(account: account, address: address)
+            let user = try await store.login(email: body.email, password: body.password)
+            limiters.login?.succeeded(account: account, address: address)
+            return try json(try await session(for: user.id))
+        }
+        router.post("/auth/refresh") { request, context in
+            let body = try await decode(RefreshRequest.self, request, context)
+            let (user, refreshToken) = try await store.refresh(token: body.refreshToken)
+            return try json(
+                LoginResponse(
+                    token: try await tokens.issue(userID: user.id),
+                    userID: user.id,
+                    refreshToken: refreshToken,
+                    expiresIn: Int(tokens.lifetime.components.seconds)
+                )
+            )
+        }
+        router.post("/auth/logout") { request, context in
+            let body = try await decode(RefreshRequest.self, request, context)
+            try await store.logout(refreshToken: body.refreshToken)
+            return try json(OKResponse())
+        }
+        if registration == .open {
+            router.post("/auth/register") { request, context in
+                try limiters.registerPerAddress?.take(clientAddress(request, context))
+                let body = try await decode(PasswordLoginRequest.self, request, context)
+                // Checked here, where the address enters: payers are shown its name part and its domain.
+                let email = try EmailAddress.normalize(body.email)
+                let user = try await store.register(email: email, password: body.password, displayName: nil)
+                return try json(try await session(for: user.id))
+            }
+        }
         if developmentMode {
             router.post("/auth/dev-login") { request, context in
                 let body = try await decode(DevLoginRequest.self, request, context)
                 // Checked here, where the address enters: payers are shown its name part and its domain.
                 let user = try await store.login(email: try EmailAddress.normalize(body.email))
-                return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
+                return try json(try await session(for: user.id))
             }
             router.post("/dev/fund") { request, context in
                 let user = try await authenticate(request)
@@ -151,13 +194,27 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
             ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
             ("/sessions/cancel", .post),
-            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+            ("/sessions/{sid}", .get), ("/wallet/send", .post), ("/auth/login", .post), ("/auth/refresh", .post),
+            ("/auth/logout", .post),
         ]
+        if registration == .open { paths.append(("/auth/register", .post)) }
         if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
         return paths
     }
 
-    /// The user id of a valid bearer token, whose user still exists.
+    /// A new access token and the first refresh token of a new family for `userID`.
+    private func session(for userID: String) async throws -> LoginResponse {
+        LoginResponse(
+            token: try await tokens.issue(userID: userID),
+            userID: userID,
+            refreshToken: try await store.issueRefreshToken(userID: userID),
+            expiresIn: Int(tokens.lifetime.components.seconds)
+        )
+    }
+
+    /// The user id of a valid bearer token, whose user still exists and is not disabled. The user is read on every
+    /// request, not cached: an operator disabling an account (from another process, for every replica) must stop its
+    /// tokens at their next request.
     private func authenticate(_ request: Request) async throws -> String {
         guard let header = request.headers[.authorization] else {
             throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
@@ -168,11 +225,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         guard let userID = await tokens.userID(from: String(header.dropFirst(7))) else {
             throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
         }
-        if knownUsers.contains(userID) { return userID }
-        guard try await store.user(id: userID) != nil else {
+        guard let user = try await store.user(id: userID) else {
             throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
         }
-        knownUsers.insert(userID)
+        guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
         return userID
     }
 
@@ -256,17 +312,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     }
 }
 
-/// A bounded set of user ids known to exist.
-private final class KnownUsers: Sendable {
-    private let ids = Mutex(Set<String>())
-
-    func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
-
-    func insert(_ id: String) {
-        ids.withLock { ids in
-            // Bounded so a flood of valid tokens for many users cannot grow memory without end.
-            if ids.count >= 100_000 { ids.removeAll(keepingCapacity: true) }
-            ids.insert(id)
-        }
-    }
+/// Whether anyone may create an account (`POST /auth/register`), or only an operator (`gotchu admin user add`).
+public enum Registration: String, CaseIterable, Sendable {
+    /// Accounts are made by an operator.
+    case closed
+    /// Anyone may register with an e-mail address and a password.
+    case open
 }

@@ -13,6 +13,7 @@ public enum LedgerServer {
     /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - registration: whether anyone may create an account (`POST /auth/register`).
     ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
@@ -28,6 +29,7 @@ public enum LedgerServer {
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        registration: Registration = .closed,
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -47,6 +49,7 @@ public enum LedgerServer {
             store: store,
             tokens: tokens,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics
         ).register(on: router)
@@ -70,7 +73,7 @@ public enum LedgerServer {
     }
 }
 
-/// Deletes idempotency keys past their retention, at start and then every hour.
+/// Deletes idempotency keys past their retention and expired refresh tokens, at start and then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
     let migration: Migration
@@ -83,6 +86,8 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
                 if pruned > 0 { logger.info("pruned idempotency keys", metadata: ["count": "\(pruned)"]) }
+                let expired = try await store.pruneRefreshTokens()
+                if expired > 0 { logger.info("pruned expired refresh tokens", metadata: ["count": "\(expired)"]) }
             } catch {
                 logger.warning("pruning idempotency keys failed", metadata: ["error": "\(error)"])
             }
@@ -140,6 +145,7 @@ extension LedgerServer {
         _ replicas: [Replica],
         tokens: TokenAuthority,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -153,6 +159,7 @@ extension LedgerServer {
                 tokens: tokens,
                 port: 0,
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
@@ -189,6 +196,7 @@ extension LedgerServer {
         store: some LedgerStore,
         tokens: TokenAuthority,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -200,6 +208,7 @@ extension LedgerServer {
             [Replica(store: store, services: services)],
             tokens: tokens,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics,
             tls: tls,

@@ -23,7 +23,11 @@ struct PostgresMigrationTests {
                 {
                     migrations.append(name)
                 }
-                #expect(migrations.sorted() == ["v1: ledger", "v2: session create keys", "v3: locks by payer"])
+                #expect(
+                    migrations.sorted() == [
+                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
+                    ]
+                )
                 let audit = try await stores[1].audit()
                 #expect(audit.isHealthy && audit.entryCount == 0)
                 // The funding account exists once.

@@ -70,6 +70,7 @@ struct TestLedger: Sendable {
         store kind: StoreKind = .sqlite,
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
@@ -85,6 +86,7 @@ struct TestLedger: Sendable {
                 store: store,
                 tokens: tokens,
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 services: services
             ) { url in
