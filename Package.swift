@@ -45,7 +45,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
     ],
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
@@ -53,9 +54,14 @@ let package = Package(
         // Codable wire types and problem types shared by server and client.
         .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
+        // Passwords are bcrypt hashes and refresh tokens SHA-256 digests, made and checked here once for every store.
         .target(
             name: "GotchuLedger",
-            dependencies: ["GotchuCore", "GotchuAPI", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "GotchuCore", "GotchuAPI",
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The ledger backends: SQL, schema and migrations of one database each.

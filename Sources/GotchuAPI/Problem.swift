@@ -41,6 +41,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case invalidAmount = "invalid-amount"
     case unauthorized
     case forbidden
+    case accountExists = "account-exists"
     case ownSession = "own-session"
     case notFound = "not-found"
     case sessionNotFound = "session-not-found"
@@ -80,7 +81,9 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .forbidden, .ownSession: return 403
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
-        case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight: return 409
+        case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
+            .accountExists:
+            return 409
         case .sessionExpired, .sessionCancelled: return 410
         case .bodyTooLarge: return 413
         case .rateLimited: return 429
@@ -97,6 +100,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .invalidAmount: return "Invalid amount"
         case .unauthorized: return "Unauthorized"
         case .forbidden: return "Forbidden"
+        case .accountExists: return "An account with this e-mail address exists"
         case .ownSession: return "A payee cannot pay its own session"
         case .notFound: return "Not found"
         case .sessionNotFound: return "Session not found"

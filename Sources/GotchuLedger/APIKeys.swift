@@ -45,6 +45,8 @@ public struct APIKey: Sendable, Hashable {
     public var lastUsedAt: Int64?
     /// When it was revoked; `nil` while it works.
     public var revokedAt: Int64?
+    /// Whether an operator disabled its user: then the key works no more than the user's tokens.
+    public var userDisabled: Bool
 
     /// A key as read from the database.
     public init(
@@ -56,7 +58,8 @@ public struct APIKey: Sendable, Hashable {
         scopes: Set<APIKeyScope>,
         createdAt: Int64,
         lastUsedAt: Int64?,
-        revokedAt: Int64?
+        revokedAt: Int64?,
+        userDisabled: Bool = false
     ) {
         self.id = id
         self.userID = userID
@@ -67,6 +70,7 @@ public struct APIKey: Sendable, Hashable {
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
         self.revokedAt = revokedAt
+        self.userDisabled = userDisabled
     }
 
     /// A key as read from the database, its scopes in their stored form.
@@ -79,7 +83,8 @@ public struct APIKey: Sendable, Hashable {
         storedScopes: String,
         createdAt: Int64,
         lastUsedAt: Int64?,
-        revokedAt: Int64?
+        revokedAt: Int64?,
+        userDisabled: Bool = false
     ) {
         self.init(
             id: id,
@@ -90,7 +95,8 @@ public struct APIKey: Sendable, Hashable {
             scopes: APIKeyScope.parse(stored: storedScopes),
             createdAt: createdAt,
             lastUsedAt: lastUsedAt,
-            revokedAt: revokedAt
+            revokedAt: revokedAt,
+            userDisabled: userDisabled
         )
     }
 

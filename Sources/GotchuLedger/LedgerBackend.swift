@@ -29,8 +29,17 @@ public protocol LedgerBackend: Sendable {
     /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
     func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
 
-    /// The newest session that was given `eid`, with its payee's name and e-mail address.
-    func session(eid: EID) async throws -> (session: SessionRow, payeeName: String, payeeEmail: String)?
+    /// The newest session that was given `eid`, with its payee's name, e-mail address and verified name.
+    func session(eid: EID) async throws -> (session: SessionRow, payee: PayeeRow)?
+
+    /// The user with this (normalized) e-mail address and its password hash, if any.
+    func credentials(email: String) async throws -> UserCredentials?
+
+    /// Every user, oldest first.
+    func users() async throws -> [UserSummary]
+
+    /// The newest `limit` audit entries, newest first.
+    func auditLog(limit: Int) async throws -> [AuditEntry]
 
     /// The session with this id, outside a transaction.
     func session(id: String) async throws -> SessionRow?
@@ -76,11 +85,46 @@ public protocol LedgerTransaction {
     /// The user with this (normalized) e-mail address, if any.
     func user(email: String) async throws -> LedgerUser?
 
+    /// The user with this id, if any.
+    func user(id: String) async throws -> LedgerUser?
+
     /// Inserts a user; `false` if the address is taken (a concurrent first login won).
     func insert(user: LedgerUser, email: String) async throws -> Bool
 
     /// Inserts a user's empty wallet.
     func insertWallet(id: String, userID: String) async throws
+
+    /// Sets the user's password hash.
+    func setPassword(userID: String, hash: String) async throws
+
+    /// Marks the user disabled from ``now``.
+    func disable(userID: String) async throws
+
+    /// Sets the user's verified display name.
+    func setVerifiedName(userID: String, name: String) async throws
+
+    // MARK: Refresh tokens and the audit log
+
+    /// Inserts a refresh token.
+    func insert(refreshToken: RefreshTokenRow) async throws
+
+    /// The refresh token with this digest, locked until the transaction ends where the database locks rows.
+    func refreshToken(digest: String) async throws -> RefreshTokenRow?
+
+    /// Marks a refresh token used at ``now``.
+    func markUsed(refreshToken digest: String) async throws
+
+    /// Revokes at ``now`` every unrevoked token of the family.
+    func revokeRefreshTokens(familyID: String) async throws
+
+    /// Revokes at ``now`` every unrevoked token of the user.
+    func revokeRefreshTokens(userID: String) async throws
+
+    /// Deletes refresh tokens that expired before `time`; returns how many.
+    func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int
+
+    /// Appends an entry to the audit log.
+    func insert(audit: AuditEntry) async throws
 
     /// The user's wallet, unlocked.
     func wallet(userID: String) async throws -> WalletRow?

@@ -14,8 +14,8 @@ extension PostgresLedgerBackend {
             ).first
         }
         guard let row else { return nil }
-        let (now, id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt) = try row.decode(
-            (Int64, String, String, String, String, String, String, Int64, Int64?, Int64?).self
+        let (now, id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt, disabled) = try row.decode(
+            (Int64, String, String, String, String, String, String, Int64, Int64?, Int64?, Bool).self
         )
         let key = APIKey(
             id: id,
@@ -26,7 +26,8 @@ extension PostgresLedgerBackend {
             storedScopes: scopes,
             createdAt: createdAt,
             lastUsedAt: lastUsedAt,
-            revokedAt: revokedAt
+            revokedAt: revokedAt,
+            userDisabled: disabled
         )
         return (key, clock.map { LedgerTime.milliseconds($0()) } ?? now)
     }
@@ -49,18 +50,18 @@ extension PostgresLedgerBackend {
 
 extension PostgresLedgerBackend.Connection {
     static let apiKeyColumns = """
-        k.id, k.user_id, u.email, k.name, k.hint, k.scopes, k.created_at, k.last_used_at, k.revoked_at
-        FROM api_keys k JOIN users u ON u.id = k.user_id
+        k.id, k.user_id, u.email, k.name, k.hint, k.scopes, k.created_at, k.last_used_at, k.revoked_at,
+        u.disabled_at IS NOT NULL FROM api_keys k JOIN users u ON u.id = k.user_id
         """
 
     func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await first(
             """
-            SELECT u.id, u.display_name FROM user_identities i JOIN users u ON u.id = i.user_id
-            WHERE i.issuer = \(issuer) AND i.subject = \(subject)
+            SELECT u.id, u.display_name, u.disabled_at IS NOT NULL FROM user_identities i
+            JOIN users u ON u.id = i.user_id WHERE i.issuer = \(issuer) AND i.subject = \(subject)
             """,
-            as: (String, String).self
-        ).map { LedgerUser(id: $0.0, displayName: $0.1) }
+            as: (String, String, Bool).self
+        ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2) }
     }
 }
 
@@ -107,8 +108,8 @@ extension PostgresLedgerBackend.Transaction {
 
 extension APIKey {
     fileprivate init(_ row: PostgresRow) throws {
-        let (id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt) = try row.decode(
-            (String, String, String, String, String, String, Int64, Int64?, Int64?).self
+        let (id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt, disabled) = try row.decode(
+            (String, String, String, String, String, String, Int64, Int64?, Int64?, Bool).self
         )
         self.init(
             id: id,
@@ -119,7 +120,8 @@ extension APIKey {
             storedScopes: scopes,
             createdAt: createdAt,
             lastUsedAt: lastUsedAt,
-            revokedAt: revokedAt
+            revokedAt: revokedAt,
+            userDisabled: disabled
         )
     }
 }

@@ -110,6 +110,40 @@ enum PostgresLedgerSchema {
             ]
         ),
         (
+            // Accounts with passwords (bcrypt), disabled accounts, names an operator verified; refresh tokens stored
+            // as digests; and the log of every operator's change.
+            "v4: credentials",
+            [
+                "ALTER TABLE users ADD COLUMN password_hash TEXT",
+                "ALTER TABLE users ADD COLUMN disabled_at BIGINT",
+                "ALTER TABLE users ADD COLUMN verified_name TEXT",
+                """
+                CREATE TABLE refresh_tokens (
+                    token_hash TEXT NOT NULL PRIMARY KEY,
+                    family_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX refresh_tokens_family ON refresh_tokens (family_id)",
+                "CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id)",
+                "CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at)",
+                """
+                CREATE TABLE admin_audit (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    actor TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    detail TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
+        (
             // API keys (only a hash of each secret is kept) and the users of external identities.
             "v5: api keys and identities",
             [

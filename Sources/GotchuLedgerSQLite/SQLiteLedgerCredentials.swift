@@ -4,8 +4,8 @@ public import GotchuLedger
 
 extension SQLiteLedgerBackend {
     static let apiKeyColumns = """
-        k.id, k.user_id, u.email, k.name, k.hint, k.scopes, k.created_at, k.last_used_at, k.revoked_at
-        FROM api_keys k JOIN users u ON u.id = k.user_id
+        k.id, k.user_id, u.email, k.name, k.hint, k.scopes, k.created_at, k.last_used_at, k.revoked_at,
+        u.disabled_at IS NOT NULL AS user_disabled FROM api_keys k JOIN users u ON u.id = k.user_id
         """
 
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
@@ -37,11 +37,17 @@ extension SQLiteLedgerBackend {
         try Row.fetchOne(
             db,
             sql: """
-                SELECT u.id, u.display_name FROM user_identities i JOIN users u ON u.id = i.user_id
+                SELECT u.id, u.display_name, u.disabled_at FROM user_identities i JOIN users u ON u.id = i.user_id
                 WHERE i.issuer = ? AND i.subject = ?
                 """,
             arguments: [issuer, subject]
-        ).map { LedgerUser(id: $0["id"], displayName: $0["display_name"]) }
+        ).map { row in
+            LedgerUser(
+                id: row["id"],
+                displayName: row["display_name"],
+                disabled: (row["disabled_at"] as Int64?) != nil
+            )
+        }
     }
 }
 
@@ -111,7 +117,8 @@ extension APIKey {
             storedScopes: row["scopes"],
             createdAt: row["created_at"],
             lastUsedAt: row["last_used_at"],
-            revokedAt: row["revoked_at"]
+            revokedAt: row["revoked_at"],
+            userDisabled: row["user_disabled"]
         )
     }
 }

@@ -96,6 +96,37 @@ enum SQLiteLedgerSchema {
                     "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
             )
         }
+        // Accounts with passwords (bcrypt), disabled accounts, names an operator verified; refresh tokens stored
+        // as digests; and the log of every operator's change.
+        migrator.registerMigration("v4: credentials") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN password_hash TEXT;
+                    ALTER TABLE users ADD COLUMN disabled_at INTEGER;
+                    ALTER TABLE users ADD COLUMN verified_name TEXT;
+                    CREATE TABLE refresh_tokens (
+                        token_hash TEXT NOT NULL PRIMARY KEY,
+                        family_id TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER,
+                        revoked_at INTEGER
+                    );
+                    CREATE INDEX refresh_tokens_family ON refresh_tokens (family_id);
+                    CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id);
+                    CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at);
+                    CREATE TABLE admin_audit (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        actor TEXT NOT NULL,
+                        action TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        detail TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    """
+            )
+        }
         // API keys (only a hash of each secret is kept) and the users of external identities.
         migrator.registerMigration("v5: api keys and identities") { db in
             try db.execute(

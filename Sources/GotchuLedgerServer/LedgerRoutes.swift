@@ -4,7 +4,6 @@ import GotchuCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// The HTTP routes of the ledger API over a ``LedgerStore``.
 struct LedgerRoutes<Store: LedgerStore>: Sendable {
@@ -13,18 +12,16 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
+    let registration: Registration
     /// Verifies the access tokens of an external issuer, when one is trusted.
     let identities: OIDCVerifier?
-    /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
-    private let knownUsers = KnownUsers()
-    /// The users of external identities already found or provisioned (links are never deleted either).
-    private let knownIdentities = KnownUsers()
 
     init(
         store: Store,
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,
         developmentMode: Bool,
+        registration: Registration = .closed,
         limits: LedgerLimits,
         metrics: LedgerMetrics?
     ) {
@@ -33,6 +30,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         self.tokens = tokens
         self.identities = identities
         self.developmentMode = developmentMode
+        self.registration = registration
         self.limiters = AbuseLimiters(limits)
     }
 
@@ -139,12 +137,49 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return response
             }
         }
+        router.post("/auth/login") { request, context in
+            let body = try await decode(PasswordLoginRequest.self, request, context)
+            // Counted by the address as typed, normalized or not, so a malformed one is throttled like any other.
+            let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
+            let address = clientAddress(request, context)
+            try limiters.login?.begin(account: account, address: address)
+            let user = try await store.login(email: body.email, password: body.password)
+            limiters.login?.succeeded(account: account, address: address)
+            return try json(try await session(for: user.id))
+        }
+        router.post("/auth/refresh") { request, context in
+            let body = try await decode(RefreshRequest.self, request, context)
+            let (user, refreshToken) = try await store.refresh(token: body.refreshToken)
+            return try json(
+                LoginResponse(
+                    token: try await tokens.issue(userID: user.id),
+                    userID: user.id,
+                    refreshToken: refreshToken,
+                    expiresIn: Int(tokens.lifetime.components.seconds)
+                )
+            )
+        }
+        router.post("/auth/logout") { request, context in
+            let body = try await decode(RefreshRequest.self, request, context)
+            try await store.logout(refreshToken: body.refreshToken)
+            return try json(OKResponse())
+        }
+        if registration == .open {
+            router.post("/auth/register") { request, context in
+                try limiters.registerPerAddress?.take(clientAddress(request, context))
+                let body = try await decode(PasswordLoginRequest.self, request, context)
+                // Checked here, where the address enters: payers are shown its name part and its domain.
+                let email = try EmailAddress.normalize(body.email)
+                let user = try await store.register(email: email, password: body.password, displayName: nil)
+                return try json(try await session(for: user.id))
+            }
+        }
         if developmentMode {
             router.post("/auth/dev-login") { request, context in
                 let body = try await decode(DevLoginRequest.self, request, context)
                 // Checked here, where the address enters: payers are shown its name part and its domain.
                 let user = try await store.login(email: try EmailAddress.normalize(body.email))
-                return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
+                return try json(try await session(for: user.id))
             }
             router.post("/dev/fund") { request, context in
                 let user = try await authenticate(request, for: .fund)
@@ -163,10 +198,22 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
             ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
             ("/sessions/cancel", .post),
-            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+            ("/sessions/{sid}", .get), ("/wallet/send", .post), ("/auth/login", .post), ("/auth/refresh", .post),
+            ("/auth/logout", .post),
         ]
+        if registration == .open { paths.append(("/auth/register", .post)) }
         if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
         return paths
+    }
+
+    /// A new access token and the first refresh token of a new family for `userID`.
+    private func session(for userID: String) async throws -> LoginResponse {
+        LoginResponse(
+            token: try await tokens.issue(userID: userID),
+            userID: userID,
+            refreshToken: try await store.issueRefreshToken(userID: userID),
+            expiresIn: Int(tokens.lifetime.components.seconds)
+        )
     }
 
     /// The user `action` is done as: the principal of the request's credentials, if it may do `action` (401 for
@@ -192,26 +239,29 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             return principal
         }
         if let userID = await tokens.userID(from: token) {
-            if knownUsers.contains(userID) { return .user(userID) }
-            guard try await store.user(id: userID) != nil else {
-                throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
-            }
-            knownUsers.insert(userID)
-            return .user(userID)
+            return .user(try await enabledUser(userID).id)
         }
         if let identities, let identity = await identities.identity(from: token) {
-            // Tab separates: it cannot occur in an issuer URL.
-            let link = identity.issuer + "\t" + identity.subject
-            if let userID = knownIdentities.user(for: link) { return .user(userID) }
             let user = try await store.user(
                 issuer: identity.issuer,
                 subject: identity.subject,
                 displayName: String(identity.displayName.prefix(EmailAddress.maximumNameLength))
             )
-            knownIdentities.insert(user.id, for: link)
+            guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
             return .user(user.id)
         }
         throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
+    }
+
+    /// The user with this id, which must exist and not be disabled. The user is read on every request, not cached:
+    /// an operator disabling an account (from another process, for every replica) must stop its tokens at their
+    /// next request.
+    private func enabledUser(_ userID: String) async throws -> LedgerUser {
+        guard let user = try await store.user(id: userID) else {
+            throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
+        }
+        guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
+        return user
     }
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
@@ -294,19 +344,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     }
 }
 
-/// A bounded set of user ids known to exist, each under a key (its id, or an external identity).
-private final class KnownUsers: Sendable {
-    private let ids = Mutex([String: String]())
-
-    func contains(_ id: String) -> Bool { user(for: id) != nil }
-
-    func user(for key: String) -> String? { ids.withLock { $0[key] } }
-
-    func insert(_ id: String, for key: String? = nil) {
-        ids.withLock { ids in
-            // Bounded so a flood of valid tokens for many users cannot grow memory without end.
-            if ids.count >= 100_000 { ids.removeAll(keepingCapacity: true) }
-            ids[key ?? id] = id
-        }
-    }
+/// Whether anyone may create an account (`POST /auth/register`), or only an operator (`gotchu admin user add`).
+public enum Registration: String, CaseIterable, Sendable {
+    /// Accounts are made by an operator.
+    case closed
+    /// Anyone may register with an e-mail address and a password.
+    case open
 }

@@ -13,6 +13,7 @@ public enum LedgerServer {
     /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - registration: whether anyone may create an account (`POST /auth/register`).
     ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
@@ -30,6 +31,7 @@ public enum LedgerServer {
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        registration: Registration = .closed,
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -50,6 +52,7 @@ public enum LedgerServer {
             tokens: tokens,
             identities: identities,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics
         ).register(on: router)
@@ -73,7 +76,7 @@ public enum LedgerServer {
     }
 }
 
-/// Deletes idempotency keys past their retention, at start and then every hour.
+/// Deletes idempotency keys past their retention and expired refresh tokens, at start and then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
     let migration: Migration
@@ -86,6 +89,8 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
                 if pruned > 0 { logger.info("pruned idempotency keys", metadata: ["count": "\(pruned)"]) }
+                let expired = try await store.pruneRefreshTokens()
+                if expired > 0 { logger.info("pruned expired refresh tokens", metadata: ["count": "\(expired)"]) }
             } catch {
                 logger.warning("pruning idempotency keys failed", metadata: ["error": "\(error)"])
             }
@@ -144,6 +149,7 @@ extension LedgerServer {
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -158,6 +164,7 @@ extension LedgerServer {
                 identities: identities,
                 port: 0,
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
@@ -195,6 +202,7 @@ extension LedgerServer {
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -207,6 +215,7 @@ extension LedgerServer {
             tokens: tokens,
             identities: identities,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics,
             tls: tls,

@@ -11,7 +11,11 @@ enum OpenAPIDocument {
             Every error is an RFC 9457 problem (application/problem+json) whose `type` is `urn:gotchu:problem:<name>`;
             clients must tell problems apart by type, not by status (two kinds of 409 exist).
             Amounts are integer cents from 1 to the server's cap (default 100000000000).
-            `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev.
+            `/auth/dev-login` and `/dev/fund` exist only on a server started with --dev, `/auth/register` only on one
+            started with --registration open. `/auth/login` gives a short-lived access token (the bearer token of
+            every other call) and a refresh token, which `/auth/refresh` exchanges once for the next pair: presenting
+            a used one again revokes every token of that login. `/auth/login` backs off per client address and per
+            account after a few failures (429 with Retry-After), and never says which of e-mail or password was wrong.
             `/sessions/resolve` (per client address), `/sessions/lock` (per client address and per user) and
             `/wallet/send` (per user) are rate limited: a refused request gets 429 with a Retry-After header in seconds. Each server process counts on its
             own, so behind a load balancer a client gets up to the limit once per replica.
@@ -34,7 +38,7 @@ enum OpenAPIDocument {
               properties:
                 type:
                   type: string
-                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:lock-limit-reached", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:rate-limited", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
+                  enum: ["urn:gotchu:problem:bad-request", "urn:gotchu:problem:invalid-amount", "urn:gotchu:problem:unauthorized", "urn:gotchu:problem:forbidden", "urn:gotchu:problem:account-exists", "urn:gotchu:problem:own-session", "urn:gotchu:problem:not-found", "urn:gotchu:problem:session-not-found", "urn:gotchu:problem:session-expired", "urn:gotchu:problem:session-cancelled", "urn:gotchu:problem:session-locked", "urn:gotchu:problem:lock-limit-reached", "urn:gotchu:problem:session-already-paid", "urn:gotchu:problem:lock-required", "urn:gotchu:problem:insufficient-funds", "urn:gotchu:problem:idempotency-key-missing", "urn:gotchu:problem:idempotency-key-reused", "urn:gotchu:problem:idempotency-in-flight", "urn:gotchu:problem:method-not-allowed", "urn:gotchu:problem:body-too-large", "urn:gotchu:problem:rate-limited", "urn:gotchu:problem:internal-error", "urn:gotchu:problem:unavailable"]
                 title: { type: string }
                 status: { type: integer }
                 detail: { type: string }
@@ -72,8 +76,26 @@ enum OpenAPIDocument {
               type: object
               required: [token, user_id]
               properties:
-                token: { type: string }
+                token: { type: string, description: "The access token for Authorization: Bearer." }
                 user_id: { type: string }
+                refresh_token:
+                  type: string
+                  description: "Exchanged once at /auth/refresh for the next pair; starts with grt_."
+                expires_in: { type: integer, minimum: 1, description: "Seconds the access token is valid." }
+            PasswordLoginRequest:
+              type: object
+              required: [email, password]
+              properties:
+                email: { type: string, maxLength: 254 }
+                password:
+                  type: string
+                  description: |
+                    At least the server's minimum length (12 characters by default), at most 72 bytes, no NUL.
+            RefreshRequest:
+              type: object
+              required: [refresh_token]
+              properties:
+                refresh_token: { type: string }
             AmountRequest:
               type: object
               required: [amount_cents]
@@ -137,6 +159,11 @@ enum OpenAPIDocument {
                       description: |
                         The domain of the payee's e-mail address, which tells apart payees of one name (bob of
                         example.com and bob of attacker.test). Optional: older servers do not send it.
+                    verified:
+                      type: boolean
+                      description: |
+                        True when name is the payee's name as the ledger's operator verified it; false when the
+                        payee chose it. Optional: older servers do not send it.
             OKResponse:
               type: object
               required: [ok]
@@ -210,6 +237,184 @@ enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/LoginResponse" }
                 "400":
                   description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /auth/login:
+            post:
+              operationId: login
+              summary: Log in with e-mail and password; an access token and a refresh token.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/PasswordLoginRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/LoginResponse" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "401":
+                  description: "Wrong e-mail address or password, the same answer for either (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The account is disabled; said only once the password was right (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "Too many failed logins from this address or for this account; retry after Retry-After seconds, which grows with every failure (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /auth/refresh:
+            post:
+              operationId: refresh
+              summary: Exchange a refresh token for the next access token and refresh token. A used one revokes its whole login.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/RefreshRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/LoginResponse" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "401":
+                  description: "Unknown, expired, revoked or already used refresh token, or a disabled account (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /auth/logout:
+            post:
+              operationId: logout
+              summary: Revoke a refresh token and every other token of its login. An unknown token is ignored.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/RefreshRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/OKResponse" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "413":
+                  description: "Body over 16 KiB (problem types: body-too-large)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+          /auth/register:
+            post:
+              operationId: register
+              summary: Create an account with a password and log it in (only with --registration open).
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: { $ref: "#/components/schemas/PasswordLoginRequest" }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/LoginResponse" }
+                "400":
+                  description: "Malformed JSON or a field of the wrong type (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "409":
+                  description: "An account with this e-mail address exists (problem types: account-exists)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "Too many registrations from this address; retry after Retry-After seconds (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }

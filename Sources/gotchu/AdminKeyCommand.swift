@@ -17,7 +17,7 @@ struct AdminKeyCommand: AsyncParsableCommand {
             A key acts for one payee and can only do what its scopes say: \
             \(APIKeyScope.allCases.map(\.rawValue).joined(separator: ", ")). It can never send money, fund, \
             read the wallet or act for another payee. The key is printed once, when it is created; the \
-            ledger keeps only its hash.
+            ledger keeps only its hash. Creating and revoking keys is recorded in the audit log.
 
             Examples:
               gotchu admin key create --database ledger.sqlite --user shop@example.com \\
@@ -33,7 +33,7 @@ struct AdminKeyCommand: AsyncParsableCommand {
             abstract: "Create a key for a payee and print it (once)."
         )
 
-        @OptionGroup var database: AdminDatabaseOptions
+        @OptionGroup var admin: AdminOptions
 
         @Option(help: ArgumentHelp("The payee's e-mail address.", valueName: "email"))
         var user: String
@@ -74,8 +74,8 @@ struct AdminKeyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let scopes = try parsedScopes
-            let (key, secret) = try await database.withStore { store in
-                try await store.createAPIKey(email: user, name: name, scopes: scopes)
+            let (key, secret) = try await admin.withKeyStore { store in
+                try await store.createAPIKey(email: user, name: name, scopes: scopes, actor: AdminOptions.actor)
             }
             FileHandle.standardError.write(
                 Data(
@@ -92,13 +92,13 @@ struct AdminKeyCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List keys: id, hint, payee, scopes, use.")
 
-        @OptionGroup var database: AdminDatabaseOptions
+        @OptionGroup var admin: AdminOptions
 
         @Option(help: ArgumentHelp("Only this payee's keys.", valueName: "email"))
         var user: String?
 
         func run() async throws {
-            let keys = try await database.withStore { store in try await store.apiKeys(email: user) }
+            let keys = try await admin.withKeyStore { store in try await store.apiKeys(email: user) }
             let console = Console()
             // Columns are separated by two spaces; a name is quoted, so its own spaces stay inside the quotes.
             console.line(
@@ -123,62 +123,27 @@ struct AdminKeyCommand: AsyncParsableCommand {
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a key: it stops working at once.")
 
-        @OptionGroup var database: AdminDatabaseOptions
+        @OptionGroup var admin: AdminOptions
 
         @Argument(help: ArgumentHelp("The key's id, as `key list` shows it.", valueName: "id"))
         var id: String
 
         func run() async throws {
-            let key = try await database.withStore { store in try await store.revokeAPIKey(id: id) }
+            let key = try await admin.withKeyStore { store in
+                try await store.revokeAPIKey(id: id, actor: AdminOptions.actor)
+            }
             Console().line("revoked key \(key.id) (\(key.hint)…) of \(key.userEmail)")
         }
     }
 }
 
-/// `--database` of the admin commands: the ledger's SQLite file or PostgreSQL URL, opened directly (no server).
-struct AdminDatabaseOptions: ParsableArguments {
-    @Option(
-        help: ArgumentHelp(
-            "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or postgres://USER@HOST:PORT/DB URL.",
-            valueName: "path-or-url"
-        )
-    )
-    var database: String?
-
-    /// Runs `body` with the store, its schema brought up to date, and stops what it needs afterwards. Refusals come back as a
-    /// ``CLIError`` with the ledger's reason.
-    func withStore<T: Sendable>(_ body: @Sendable (any LedgerStore) async throws -> T) async throws -> T {
+extension AdminOptions {
+    /// ``withStore(policy:_:)``, with the ledger's refusals (an unknown user or key, a bad name) said plainly.
+    func withKeyStore<T: Sendable>(_ body: @Sendable (any LedgerStore) async throws -> T) async throws -> T {
         do {
-            if let database, PostgresURL.isPostgresURL(database) {
-                let logger = Logger(label: "gotchu.admin") { _ in SwiftLogNoOpLogHandler() }
-                let store = PostgresLedgerStore(url: try PostgresURL(database), maximumConnections: 2, logger: logger)
-                return try await withThrowingTaskGroup(of: Void.self) { tasks in
-                    tasks.addTask { await store.client.run() }
-                    defer { tasks.cancelAll() }
-                    try await store.backend.migrate()
-                    return try await body(store)
-                }
-            }
-            let path = database ?? Paths.dataHome.appendingPathComponent("ledger.sqlite").path
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw CLIError("no ledger database at \(path); pass --database")
-            }
-            let store = try SQLiteLedgerStore(path: path)
-            // The schema only: the store's own start-up work (releasing the payments a crash left in flight) belongs
-            // to the server, which may be running beside this command.
-            try await store.backend.migrate()
-            return try await body(store)
+            return try await withStore(body)
         } catch let refusal as LedgerError {
             throw CLIError(refusal.detail)
         }
     }
-}
-
-/// `gotchu admin`: operator commands run on the server machine against the database.
-struct AdminCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "admin",
-        abstract: "Operator commands, run on the server machine against --database (no HTTP).",
-        subcommands: [AdminKeyCommand.self]
-    )
 }

@@ -1,5 +1,6 @@
 // Types of other modules used as option values.
 public import ArgumentParser
+public import GotchuLedgerServer
 public import GotchuLogging
 public import GotchuSimulatedRadio
 public import Logging
@@ -9,3 +10,5 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 extension Scenario.Layout: ExpressibleByArgument {}
 
 extension LogFormat: ExpressibleByArgument {}
+
+extension Registration: ExpressibleByArgument {}

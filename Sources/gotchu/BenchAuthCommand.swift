@@ -53,7 +53,8 @@ struct BenchAuthCommand: AsyncParsableCommand {
             let (key, secret) = try await store.createAPIKey(
                 email: "payee@bench.example",
                 name: "bench",
-                scopes: [.sessionsRead]
+                scopes: [.sessionsRead],
+                actor: "bench"
             )
             _ = key
             let (session, _) = try await store.createSession(

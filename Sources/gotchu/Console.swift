@@ -104,7 +104,10 @@ struct TerminalInteraction: PayerInteraction {
     /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what
     /// is asked.
     func confirm(_ offer: PaymentOffer) async -> Bool {
-        let answer = await ask("Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)? [y/N] ")
+        let verification = offer.payeeVerification.map { ", " + $0 } ?? ""
+        let answer = await ask(
+            "Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)\(verification)? [y/N] "
+        )
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
     }
 

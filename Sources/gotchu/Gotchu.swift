@@ -23,7 +23,9 @@ struct Gotchu: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self,
             ServerCommand.self,
+            AdminCommand.self,
             LoginCommand.self,
+            LogoutCommand.self,
             WalletCommand.self,
             FundCommand.self,
             ReceiveCommand.self,
@@ -35,7 +37,6 @@ struct Gotchu: AsyncParsableCommand {
             KioskCommand.self,
             ChargeCommand.self,
             BenchCommand.self,
-            AdminCommand.self,
         ]
     )
 }

@@ -27,6 +27,8 @@ struct ServerCommand: AsyncParsableCommand {
             Examples:
               gotchu server --dev            # dev login and funding enabled
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
+              gotchu admin user add you@example.com --password-stdin   # the first account, then:
+              gotchu login --email you@example.com
               gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
@@ -54,6 +56,46 @@ struct ServerCommand: AsyncParsableCommand {
             "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database."
     )
     var dev = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Who may create accounts: closed (an operator, with gotchu admin user add) or open (anyone, with POST /auth/register).",
+            valueName: "closed|open"
+        )
+    )
+    var registration: Registration = .closed
+
+    @Option(
+        help: ArgumentHelp(
+            "bcrypt cost of new password hashes, log2 of the rounds (\(Bounds.bcryptCost)); each step doubles the time of a login.",
+            valueName: "cost"
+        )
+    )
+    var bcryptCost = Passwords.defaultCost
+
+    @Option(
+        help: ArgumentHelp(
+            "The fewest characters of a new password (\(Bounds.minPasswordLength)).",
+            valueName: "count"
+        )
+    )
+    var minPasswordLength = Passwords.defaultMinimumLength
+
+    @Option(
+        help: ArgumentHelp(
+            "How long an access token is valid, in seconds (\(Bounds.accessTokenLifetime)); clients refresh it with their refresh token.",
+            valueName: "seconds"
+        )
+    )
+    var accessTokenLifetime = 900
+
+    @Option(
+        help: ArgumentHelp(
+            "How long an unused refresh token stays valid, in seconds (\(Bounds.refreshTokenLifetime)).",
+            valueName: "seconds"
+        )
+    )
+    var refreshTokenLifetime = 30 * 86_400
 
     @Option(
         name: .customLong("jwt-secret"),
@@ -240,6 +282,10 @@ struct ServerCommand: AsyncParsableCommand {
         static let rate = RateLimit.allowedPerSecond
         static let burst = RateLimit.allowedBurst
         static let maxLocksPerPayer = 1...1_000
+        static let bcryptCost = Passwords.allowedCosts
+        static let minPasswordLength = 8...72
+        static let accessTokenLifetime = 60...86_400
+        static let refreshTokenLifetime = 3_600...(365 * 86_400)
     }
 
     func validate() throws {
@@ -266,6 +312,10 @@ struct ServerCommand: AsyncParsableCommand {
         try check("idle-timeout", idleTimeout, Bounds.timeout)
         try check("read-timeout", readTimeout, Bounds.timeout)
         try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
+        try check("bcrypt-cost", bcryptCost, Bounds.bcryptCost)
+        try check("min-password-length", minPasswordLength, Bounds.minPasswordLength)
+        try check("access-token-lifetime", accessTokenLifetime, Bounds.accessTokenLifetime)
+        try check("refresh-token-lifetime", refreshTokenLifetime, Bounds.refreshTokenLifetime)
         _ = try identityConfiguration
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
@@ -289,6 +339,9 @@ struct ServerCommand: AsyncParsableCommand {
         policy.inFlightTimeout = .seconds(inFlightTimeout)
         policy.maximumAmount = maxAmount
         policy.maximumLocksPerPayer = maxLocksPerPayer
+        policy.passwordCost = bcryptCost
+        policy.minimumPasswordLength = minPasswordLength
+        policy.refreshTokenLifetime = .seconds(refreshTokenLifetime)
         if let database, PostgresURL.isPostgresURL(database) {
             let url = try PostgresURL(database)
             let store = PostgresLedgerStore(
@@ -325,7 +378,10 @@ struct ServerCommand: AsyncParsableCommand {
         services: [any Service],
         logger: Logger
     ) async throws {
-        let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
+        let tokens = try await TokenAuthority(
+            secret: try secret(file: secretFile),
+            lifetime: .seconds(accessTokenLifetime)
+        )
         let identities = try identityConfiguration.map { OIDCVerifier($0) }
         let host = self.host
         var tls: TLSConfiguration?
@@ -346,6 +402,7 @@ struct ServerCommand: AsyncParsableCommand {
             host: host,
             port: port,
             developmentMode: dev,
+            registration: registration,
             limits: limits,
             metrics: LedgerMetrics(),
             tls: tls,

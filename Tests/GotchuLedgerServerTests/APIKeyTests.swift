@@ -87,15 +87,17 @@ struct APIKeyTests {
                 credentials[credential] = try await ledger.store.createAPIKey(
                     email: "shop@example.com",
                     name: credential.rawValue,
-                    scopes: [scope]
+                    scopes: [scope],
+                    actor: "test"
                 ).secret
             }
             let revoked = try await ledger.store.createAPIKey(
                 email: "shop@example.com",
                 name: "revoked",
-                scopes: Set(APIKeyScope.allCases)
+                scopes: Set(APIKeyScope.allCases),
+                actor: "test"
             )
-            _ = try await ledger.store.revokeAPIKey(id: revoked.key.id)
+            _ = try await ledger.store.revokeAPIKey(id: revoked.key.id, actor: "test")
             credentials[.revokedKey] = revoked.secret
             credentials[.unknownKey] = APIKeySecret.generate()
             credentials[.garbage] = "not.a.token"
@@ -152,7 +154,8 @@ struct APIKeyTests {
                 let secret = try await ledger.store.createAPIKey(
                     email: "shop@example.com",
                     name: "till",
-                    scopes: Set(APIKeyScope.allCases)
+                    scopes: Set(APIKeyScope.allCases),
+                    actor: "test"
                 ).secret
                 let terminal = LedgerClient(baseURL: ledger.url, token: secret)
                 let created = try await terminal.createSession(amountCents: 700)
@@ -178,7 +181,8 @@ struct APIKeyTests {
                 let (key, secret) = try await ledger.store.createAPIKey(
                     email: "Shop@Example.com",
                     name: "till 1",
-                    scopes: [.sessionsRead, .sessionsCreate]
+                    scopes: [.sessionsRead, .sessionsCreate],
+                    actor: "test"
                 )
                 #expect(secret.hasPrefix("gk_") && APIKeySecret.isWellFormed(secret))
                 #expect(key.hint == String(secret.prefix(10)))
@@ -204,12 +208,43 @@ struct APIKeyTests {
                         == milliseconds(ledger.clock.now())
                 )
 
-                let revoked = try await ledger.store.revokeAPIKey(id: key.id)
+                let revoked = try await ledger.store.revokeAPIKey(id: key.id, actor: "test")
                 #expect(revoked.revokedAt == milliseconds(ledger.clock.now()))
                 #expect(await problemKind { try await terminal.createSession(amountCents: 100) } == .unauthorized)
                 // Revoking again keeps the first time.
                 ledger.clock.advance(seconds: 5)
-                #expect(try await ledger.store.revokeAPIKey(id: key.id).revokedAt == revoked.revokedAt)
+                #expect(try await ledger.store.revokeAPIKey(id: key.id, actor: "test").revokedAt == revoked.revokedAt)
+            }
+        }
+    }
+
+    @Test("Creating and revoking a key is in the audit log (never its secret); a disabled user's keys stop at once")
+    func auditAndDisabledUsers() async throws {
+        for kind in StoreKind.available {
+            try await TestLedger.with(store: kind) { ledger in
+                _ = try await ledger.client("shop@example.com")
+                let (key, secret) = try await ledger.store.createAPIKey(
+                    email: "shop@example.com",
+                    name: "till",
+                    scopes: [.sessionsCreate],
+                    actor: "root (sudo by ana)"
+                )
+                _ = try await ledger.store.revokeAPIKey(id: key.id, actor: "root (sudo by ana)")
+                let entries = try await ledger.store.auditLog(limit: 10)
+                #expect(entries.map(\.action).sorted() == ["key.create", "key.revoke"])
+                #expect(entries.allSatisfy { $0.actor == "root (sudo by ana)" && $0.subject == "shop@example.com" })
+                #expect(entries.allSatisfy { $0.detail.contains(key.id) && !$0.detail.contains(secret) })
+
+                let working = try await ledger.store.createAPIKey(
+                    email: "shop@example.com",
+                    name: "till 2",
+                    scopes: [.sessionsCreate],
+                    actor: "test"
+                ).secret
+                let terminal = LedgerClient(baseURL: ledger.url, token: working)
+                _ = try await terminal.createSession(amountCents: 100)
+                try await ledger.store.disableUser(email: "shop@example.com", actor: "test")
+                #expect(await problemKind { try await terminal.createSession(amountCents: 100) } == .unauthorized)
             }
         }
     }
@@ -219,19 +254,27 @@ struct APIKeyTests {
         try await TestLedger.with { ledger in
             _ = try await ledger.client("shop@example.com")
             await #expect(throws: LedgerError.self) {
-                try await ledger.store.createAPIKey(email: "shop@example.com", name: "x", scopes: [])
+                try await ledger.store.createAPIKey(email: "shop@example.com", name: "x", scopes: [], actor: "test")
             }
             await #expect(throws: LedgerError.self) {
                 try await ledger.store.createAPIKey(
                     email: "shop@example.com",
                     name: "a\u{1B}[2J",
-                    scopes: [.sessionsRead]
+                    scopes: [.sessionsRead],
+                    actor: "test"
                 )
             }
             await #expect(throws: LedgerError.self) {
-                try await ledger.store.createAPIKey(email: "nobody@example.com", name: "x", scopes: [.sessionsRead])
+                try await ledger.store.createAPIKey(
+                    email: "nobody@example.com",
+                    name: "x",
+                    scopes: [.sessionsRead],
+                    actor: "test"
+                )
             }
-            await #expect(throws: LedgerError.self) { try await ledger.store.revokeAPIKey(id: "no-such-key") }
+            await #expect(throws: LedgerError.self) {
+                try await ledger.store.revokeAPIKey(id: "no-such-key", actor: "test")
+            }
             #expect(try await ledger.store.apiKeys(email: nil).isEmpty)
             // A malformed key is refused without a lookup; a well-formed unknown one after it.
             #expect(try await ledger.store.principal(apiKey: "gk_short") == nil)

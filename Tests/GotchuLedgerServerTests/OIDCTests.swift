@@ -164,6 +164,17 @@ struct OIDCTests {
                 let created = try await alice.createSession(amountCents: 450)
                 #expect(try await ledger.anonymous.resolve(eid: created.eid).payeeDisplay.name == "Alice's Bakery")
 
+                // The payer sees the issuer's host as the payee's domain; an operator disables the account by the
+                // address `admin user list` shows, and its tokens stop at once.
+                let resolved = try await ledger.anonymous.resolve(eid: created.eid)
+                #expect(resolved.payeeDisplay.domain == "127.0.0.1")
+                let bobAccount = try #require(
+                    try await ledger.store.users().first { $0.email.hasSuffix("@127.0.0.1") && $0.displayName == "bob" }
+                )
+                try await ledger.store.disableUser(email: bobAccount.email, actor: "test")
+                let bobAgain = try await ec.sign(AccessClaims(issuer: issuerURL, subject: "bob", now: now))
+                #expect(try await wallet(bobAgain).status == 401)
+
                 // Refused: another audience, another issuer, expired, unsigned, and HS256 with the public key as
                 // the secret (an attacker has it).
                 let refused: [(String, String)] = [

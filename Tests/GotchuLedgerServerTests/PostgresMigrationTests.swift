@@ -25,7 +25,8 @@ struct PostgresMigrationTests {
                 }
                 #expect(
                     migrations.sorted() == [
-                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v5: api keys and identities",
+                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
+                        "v5: api keys and identities",
                     ]
                 )
                 let audit = try await stores[1].audit()

@@ -85,8 +85,8 @@ struct SchemaParityTests {
         }
         #expect(
             Set(sqlite.map(\.table)) == [
-                "api_keys", "idempotency_keys", "ledger_entries", "payment_sessions", "session_eids", "user_identities",
-                "users", "wallet_accounts",
+                "admin_audit", "api_keys", "idempotency_keys", "ledger_entries", "payment_sessions", "refresh_tokens",
+                "session_eids", "user_identities", "users", "wallet_accounts",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")

@@ -70,6 +70,7 @@ struct TestLedger: Sendable {
         store kind: StoreKind = .sqlite,
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
@@ -87,6 +88,7 @@ struct TestLedger: Sendable {
                 tokens: tokens,
                 identities: identities?(clock),
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 services: services
             ) { url in
