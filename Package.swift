@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
     ],
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
@@ -52,7 +54,16 @@ let package = Package(
         // Codable wire types and problem types shared by server and client.
         .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
-        .target(name: "GotchuLedger", dependencies: ["GotchuCore", "GotchuAPI"], swiftSettings: swiftSettings),
+        // Passwords are bcrypt hashes and refresh tokens SHA-256 digests, made and checked here once for every store.
+        .target(
+            name: "GotchuLedger",
+            dependencies: [
+                "GotchuCore", "GotchuAPI",
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The ledger backends: SQL, schema and migrations of one database each.
         .target(
             name: "GotchuLedgerSQLite",
@@ -84,6 +95,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             // The API contract, compiled into the binary so an installed server needs no resource bundle.
             resources: [.embedInCode("openapi.yaml")],
@@ -210,6 +223,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -41,6 +41,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case invalidAmount = "invalid-amount"
     case unauthorized
     case forbidden
+    case accountExists = "account-exists"
     case ownSession = "own-session"
     case notFound = "not-found"
     case sessionNotFound = "session-not-found"
@@ -83,7 +84,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
-            .eidLimitReached:
+            .eidLimitReached, .accountExists:
             return 409
         case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
@@ -101,6 +102,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .invalidAmount: return "Invalid amount"
         case .unauthorized: return "Unauthorized"
         case .forbidden: return "Forbidden"
+        case .accountExists: return "An account with this e-mail address exists"
         case .ownSession: return "A payee cannot pay its own session"
         case .notFound: return "Not found"
         case .sessionNotFound: return "Session not found"

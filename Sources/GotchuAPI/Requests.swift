@@ -60,3 +60,39 @@ public struct SessionRequest: Codable, Hashable, Sendable {
         self.sid = try container.decodeStrictString(forKey: .sid)
     }
 }
+
+/// `POST /auth/login` and `POST /auth/register`: an e-mail address and a password.
+public struct PasswordLoginRequest: Codable, Hashable, Sendable {
+    /// The account's e-mail address.
+    public var email: String
+    /// The account's password.
+    public var password: String
+
+    /// Creates a request.
+    public init(email: String, password: String) {
+        self.email = email
+        self.password = password
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.email = try container.decodeStrictString(forKey: .email)
+        self.password = try container.decodeStrictString(forKey: .password)
+    }
+}
+
+/// `POST /auth/refresh` and `POST /auth/logout`: a refresh token.
+public struct RefreshRequest: Codable, Hashable, Sendable {
+    /// The refresh token of the last login or refresh.
+    public var refreshToken: String
+
+    /// Creates a request.
+    public init(refreshToken: String) { self.refreshToken = refreshToken }
+
+    enum CodingKeys: String, CodingKey { case refreshToken = "refresh_token" }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.refreshToken = try container.decodeStrictString(forKey: .refreshToken)
+    }
+}

@@ -5,20 +5,29 @@ public import GotchuCore
 
 /// `POST /auth/dev-login` → a bearer token.
 public struct LoginResponse: Codable, Hashable, Sendable {
-    /// The bearer token for `Authorization: Bearer …`.
+    /// The bearer token for `Authorization: Bearer …` (a short-lived access token).
     public var token: String
     /// The user's id.
     public var userID: String
+    /// The refresh token that gets the next access token (`POST /auth/refresh`), once; absent from servers that
+    /// predate refresh tokens.
+    public var refreshToken: String?
+    /// How many seconds `token` is valid for.
+    public var expiresIn: Int?
 
     /// Creates a response.
-    public init(token: String, userID: String) {
+    public init(token: String, userID: String, refreshToken: String? = nil, expiresIn: Int? = nil) {
         self.token = token
         self.userID = userID
+        self.refreshToken = refreshToken
+        self.expiresIn = expiresIn
     }
 
     enum CodingKeys: String, CodingKey {
         case token
         case userID = "user_id"
+        case refreshToken = "refresh_token"
+        case expiresIn = "expires_in"
     }
 }
 
@@ -168,16 +177,21 @@ public struct EIDRotationResponse: Codable, Hashable, Sendable {
 ///
 /// Both come from the server but are shown to a person: render them with `DisplayText`, never raw.
 public struct PayeeDisplay: Codable, Hashable, Sendable {
-    /// The payee's display name (today the part of its e-mail address before the `@`). Names are not unique.
+    /// The payee's display name: the one an operator verified, else the one it chose (by default the part of its
+    /// e-mail address before the `@`). Chosen names are not unique.
     public var name: String
     /// The domain of the payee's e-mail address (`example.com`), so that `bob` of `example.com` and `bob` of
     /// `attacker.test` differ on the payer's screen; absent from servers that predate it.
     public var domain: String?
+    /// Whether `name` is the payee's name as an operator verified it (`true`), or the name the payee chose for itself
+    /// (`false`); absent from servers that predate verification.
+    public var verified: Bool?
 
     /// Creates a display.
-    public init(name: String, domain: String? = nil) {
+    public init(name: String, domain: String? = nil, verified: Bool? = nil) {
         self.name = name
         self.domain = domain
+        self.verified = verified
     }
 }
 

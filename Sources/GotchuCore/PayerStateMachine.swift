@@ -11,17 +11,34 @@ public struct PaymentOffer: Hashable, Sendable {
     public var payeeName: String
     /// The domain that tells payees of one name apart (``DisplayText`` too), when the ledger gives one.
     public var payeeDomain: String?
+    /// Whether the ledger's operator verified the payee's name (`true`) or the payee chose it (`false`); `nil` when
+    /// the ledger does not say.
+    public var payeeVerified: Bool?
 
     /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
     public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
 
     /// Creates an offer.
-    public init(eid: EID, sessionID: String, amountCents: Int64, payeeName: String, payeeDomain: String? = nil) {
+    public init(
+        eid: EID,
+        sessionID: String,
+        amountCents: Int64,
+        payeeName: String,
+        payeeDomain: String? = nil,
+        payeeVerified: Bool? = nil
+    ) {
         self.eid = eid
         self.sessionID = sessionID
         self.amountCents = amountCents
         self.payeeName = payeeName
         self.payeeDomain = payeeDomain
+        self.payeeVerified = payeeVerified
+    }
+
+    /// What the payer is told of the name before it confirms: verified by the ledger's operator, or chosen by the
+    /// payee itself; `nil` when the ledger does not say.
+    public var payeeVerification: String? {
+        payeeVerified.map { $0 ? "verified merchant" : "name chosen by the payee, not verified" }
     }
 
     /// The payee for a person to read: the name quoted and escaped, then the domain, such as
@@ -109,7 +126,13 @@ public struct PayerStateMachine: Sendable {
         /// The user picked a candidate from the presented list.
         case chose(EID)
         /// The ledger resolved the EID.
-        case resolved(sessionID: String, amountCents: Int64, payeeName: String, payeeDomain: String? = nil)
+        case resolved(
+            sessionID: String,
+            amountCents: Int64,
+            payeeName: String,
+            payeeDomain: String? = nil,
+            payeeVerified: Bool? = nil
+        )
         /// The ledger could not resolve the EID.
         case resolveFailed(ResolveFailure)
         /// The user accepted the confirmation question.
@@ -283,13 +306,17 @@ public struct PayerStateMachine: Sendable {
         case (.choosing, .cancel):
             return finish(.failed(.cancelled))
 
-        case (.resolving(let eid), .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain)):
+        case (
+            .resolving(let eid),
+            .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain, let payeeVerified)
+        ):
             let offer = PaymentOffer(
                 eid: eid,
                 sessionID: sessionID,
                 amountCents: amountCents,
                 payeeName: payeeName,
-                payeeDomain: payeeDomain
+                payeeDomain: payeeDomain,
+                payeeVerified: payeeVerified
             )
             if let limit = configuration.maximumAmountCents, amountCents > limit {
                 return finish(.failed(.amountAboveLimit(offer, limitCents: limit)))

@@ -121,9 +121,10 @@ public struct KioskConfiguration: Hashable, Sendable {
 
     /// Reads the config file and the environment, lays `flags` over them, and checks the result.
     ///
-    /// A relative path in the file (`token_file`, `ca_file`, `air`, `state_directory`) is taken from the file's directory; one
-    /// from the environment or a flag, from the working directory. A credential is one setting: the highest layer
-    /// that sets `email` or `token_file` decides, and a layer that sets both is an error.
+    /// A relative path in the file (`token_file`, `api_key_file`, `ca_file`, `air`, `state_directory`) is taken from
+    /// the file's directory; one from the environment or a flag, from the working directory. A credential is one
+    /// setting: the highest layer that sets `email`, `token_file` or `api_key_file` decides, and a layer that sets
+    /// more than one is an error.
     ///
     /// - Parameters:
     ///   - file: The config file; `.toml` or `.json`.
@@ -357,34 +358,45 @@ private struct Resolver {
     }
 
     /// The highest layer that names a credential decides, so `--token-file` replaces the file's `email`; one layer
-    /// naming both is ambiguous.
+    /// naming two is ambiguous.
     private func credentials() throws(KioskConfigurationError) -> KioskConfiguration.Credentials {
-        guard let layer = layers.first(where: { $0.settings.email != nil || $0.settings.tokenFile != nil }) else {
+        let fields: [KeyPath<KioskSettings, String?>] = [\.email, \.tokenFile, \.apiKeyFile]
+        let names = ["email", "token_file", "api_key_file"]
+        guard let layer = layers.first(where: { layer in fields.contains { layer.settings[keyPath: $0] != nil } })
+        else {
             throw KioskConfigurationError(
-                "no credentials for the ledger: set email = \"…\" (the account to log in as) or token_file = \"…\" "
-                    + "(a file holding a bearer token) in \(file.path), "
-                    + "\(KioskSettings.environmentVariable(for: "email")) or "
-                    + "\(KioskSettings.environmentVariable(for: "token_file")), or "
-                    + "\(KioskSettings.flag(for: "email")) or \(KioskSettings.flag(for: "token_file"))"
+                "no credentials for the ledger: set api_key_file = \"…\" (a file holding the payee's API key), "
+                    + "token_file = \"…\" (a file holding a bearer token) or email = \"…\" (the account to log in "
+                    + "as) in \(file.path), "
+                    + names.map { KioskSettings.environmentVariable(for: $0) }.joined(separator: ", ") + ", or "
+                    + names.map { KioskSettings.flag(for: $0) }.joined(separator: ", ")
             )
         }
-        switch (layer.settings.email, layer.settings.tokenFile) {
-        case (let email?, nil):
+        switch (layer.settings.email, layer.settings.tokenFile, layer.settings.apiKeyFile) {
+        case (let email?, nil, nil):
             do {
                 return .email(try Self.email(email))
             } catch {
                 throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.email)): \(error.text)")
             }
-        case (nil, let tokenFile?):
+        case (nil, let tokenFile?, nil):
             do {
                 return .tokenFile(try Self.path(tokenFile, layer.origin))
             } catch {
                 throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.tokenFile)): \(error.text)")
             }
+        case (nil, nil, let apiKeyFile?):
+            do {
+                return .apiKeyFile(try Self.path(apiKeyFile, layer.origin))
+            } catch {
+                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.apiKeyFile)): \(error.text)")
+            }
         default:
+            let set = fields.filter { layer.settings[keyPath: $0] != nil }.map { layer.origin.name($0) }
             throw KioskConfigurationError(
-                "both \(layer.origin.name(\KioskSettings.email)) and \(layer.origin.name(\KioskSettings.tokenFile)) are set; "
-                    + "set only one: email to log in, or token_file to use a token an operator provides"
+                (set.count == 2 ? "both " : "") + set.dropLast().joined(separator: ", ") + " and " + (set.last ?? "")
+                    + " are set; set only one: api_key_file for a key an operator "
+                    + "created, token_file for a token an operator provides, or email to log in"
             )
         }
     }

@@ -35,6 +35,9 @@ public actor KioskLedger: KioskLedgerService {
         case email(String)
         /// Read the bearer token from this file, again whenever the ledger rejects it (so an operator can rotate it).
         case tokenFile(URL)
+        /// Read the payee's API key (`gk_…`) from this file, again whenever the ledger rejects it (so an operator
+        /// can revoke a key and install a new one without restarting the kiosk).
+        case apiKeyFile(URL)
     }
 
     /// The server's base URL.
@@ -71,18 +74,37 @@ public actor KioskLedger: KioskLedgerService {
         case .email(let email):
             client.token = try await client.devLogin(email: email).token
         case .tokenFile(let url):
-            let text: String
-            do {
-                text = try String(contentsOf: url, encoding: .utf8)
-            } catch {
-                throw .problem(Problem(.unauthorized, detail: "cannot read the token file \(url.path): \(error)"))
+            client.token = try Self.read(url, what: "token file")
+        case .apiKeyFile(let url):
+            let key = try Self.read(url, what: "API key file")
+            guard key.hasPrefix(Self.apiKeyPrefix) else {
+                throw .problem(
+                    Problem(
+                        .unauthorized,
+                        detail: "the API key file \(url.path) does not hold an API key (\(Self.apiKeyPrefix)…)"
+                    )
+                )
             }
-            let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !token.isEmpty else {
-                throw .problem(Problem(.unauthorized, detail: "the token file \(url.path) is empty"))
-            }
-            client.token = token
+            client.token = key
         }
+    }
+
+    /// The prefix of every API key the ledger makes.
+    static let apiKeyPrefix = "gk_"
+
+    /// The credential in `url`: its text without surrounding white space, which must not be empty.
+    private static func read(_ url: URL, what: String) throws(LedgerClientError) -> String {
+        let text: String
+        do {
+            text = try String(contentsOf: url, encoding: .utf8)
+        } catch {
+            throw .problem(Problem(.unauthorized, detail: "cannot read the \(what) \(url.path): \(error)"))
+        }
+        let credential = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !credential.isEmpty else {
+            throw .problem(Problem(.unauthorized, detail: "the \(what) \(url.path) is empty"))
+        }
+        return credential
     }
 
     public func createSession(

@@ -14,6 +14,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var email: String?
     /// `token_file`: a file holding a bearer token, read again whenever the ledger refuses the token.
     public var tokenFile: String?
+    /// `api_key_file`: a file holding the payee's API key (`gk_…`), read again whenever the ledger refuses it.
+    public var apiKeyFile: String?
     /// `ca_file`: a PEM file of the private CA that signed an `https` ledger's certificate.
     public var caFile: String?
     /// `payee_name`: the name shown on the customer display.
@@ -47,6 +49,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         server: String? = nil,
         email: String? = nil,
         tokenFile: String? = nil,
+        apiKeyFile: String? = nil,
         caFile: String? = nil,
         payeeName: String? = nil,
         radio: String? = nil,
@@ -64,6 +67,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.server = server
         self.email = email
         self.tokenFile = tokenFile
+        self.apiKeyFile = apiKeyFile
         self.caFile = caFile
         self.payeeName = payeeName
         self.radio = radio
@@ -142,6 +146,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         Declaration("server", .text(\.server, builtIn: nil), "a string (a URL)"),
         Declaration("email", .text(\.email, builtIn: nil), "a string"),
         Declaration("token_file", .text(\.tokenFile, builtIn: nil), "a string (a path)"),
+        Declaration("api_key_file", .text(\.apiKeyFile, builtIn: nil), "a string (a path)"),
         Declaration("ca_file", .text(\.caFile, builtIn: nil), "a string (a path)"),
         Declaration("payee_name", .text(\.payeeName, builtIn: "Gotchu"), "a string"),
         Declaration("radio", .text(\.radio, builtIn: "bluez"), "a string (\"bluez\" or \"sim\")"),

@@ -63,6 +63,13 @@ public struct KioskOptions: ParsableArguments {
     var tokenFile: String?
     @Option(
         help: ArgumentHelp(
+            "File holding the payee's API key (gk_…), re-read when the ledger rejects it.",
+            valueName: "path"
+        )
+    )
+    var apiKeyFile: String?
+    @Option(
+        help: ArgumentHelp(
             "PEM file of the private CA that signed an https ledger's certificate (default: the system's CAs).",
             valueName: "path"
         )
@@ -139,6 +146,7 @@ public struct KioskOptions: ParsableArguments {
             server: server,
             email: email,
             tokenFile: tokenFile,
+            apiKeyFile: apiKeyFile,
             caFile: caFile,
             payeeName: payeeName,
             radio: radio,

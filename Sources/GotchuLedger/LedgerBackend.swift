@@ -29,16 +29,37 @@ public protocol LedgerBackend: Sendable {
     /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
     func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
 
-    /// The session that was given `eid`, with its payee's name and e-mail address and when the EID was rotated away
-    /// (`nil` while it is the session's current one). EIDs are never given twice; of rows written before that rule,
-    /// the newest session's.
+    /// The session that was given `eid`, with its payee's name, e-mail address and verified name, and when the EID
+    /// was rotated away (`nil` while it is the session's current one). EIDs are never given twice; of rows written
+    /// before that rule, the newest session's.
     func session(eid: EID) async throws -> EIDSession?
+
+    /// The user with this (normalized) e-mail address and its password hash, if any.
+    func credentials(email: String) async throws -> UserCredentials?
+
+    /// Every user, oldest first.
+    func users() async throws -> [UserSummary]
+
+    /// The newest `limit` audit entries, newest first.
+    func auditLog(limit: Int) async throws -> [AuditEntry]
 
     /// The session with this id, outside a transaction.
     func session(id: String) async throws -> SessionRow?
 
     /// Recomputes the invariants from the entries, in one snapshot.
     func audit() async throws -> LedgerAudit
+
+    // MARK: Credentials
+
+    /// The API key whose secret hashes to `hash` (``APIKeySecret/hash(_:)``), revoked or not, and the store's time
+    /// (read with it: authenticating a key is one round trip).
+    func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)?
+
+    /// The API keys of `userID`, or every key when `nil`, oldest first.
+    func apiKeys(userID: String?) async throws -> [APIKey]
+
+    /// The user provisioned for the external identity `subject` at `issuer`, if any.
+    func user(issuer: String, subject: String) async throws -> LedgerUser?
 
     /// Checks the database answers.
     func ping() async throws
@@ -66,11 +87,46 @@ public protocol LedgerTransaction {
     /// The user with this (normalized) e-mail address, if any.
     func user(email: String) async throws -> LedgerUser?
 
+    /// The user with this id, if any.
+    func user(id: String) async throws -> LedgerUser?
+
     /// Inserts a user; `false` if the address is taken (a concurrent first login won).
     func insert(user: LedgerUser, email: String) async throws -> Bool
 
     /// Inserts a user's empty wallet.
     func insertWallet(id: String, userID: String) async throws
+
+    /// Sets the user's password hash.
+    func setPassword(userID: String, hash: String) async throws
+
+    /// Marks the user disabled from ``now``.
+    func disable(userID: String) async throws
+
+    /// Sets the user's verified display name.
+    func setVerifiedName(userID: String, name: String) async throws
+
+    // MARK: Refresh tokens and the audit log
+
+    /// Inserts a refresh token.
+    func insert(refreshToken: RefreshTokenRow) async throws
+
+    /// The refresh token with this digest, locked until the transaction ends where the database locks rows.
+    func refreshToken(digest: String) async throws -> RefreshTokenRow?
+
+    /// Marks a refresh token used at ``now``.
+    func markUsed(refreshToken digest: String) async throws
+
+    /// Revokes at ``now`` every unrevoked token of the family.
+    func revokeRefreshTokens(familyID: String) async throws
+
+    /// Revokes at ``now`` every unrevoked token of the user.
+    func revokeRefreshTokens(userID: String) async throws
+
+    /// Deletes refresh tokens that expired before `time`; returns how many.
+    func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int
+
+    /// Appends an entry to the audit log.
+    func insert(audit: AuditEntry) async throws
 
     /// The user's wallet, unlocked.
     func wallet(userID: String) async throws -> WalletRow?
@@ -149,24 +205,46 @@ public protocol LedgerTransaction {
 
     /// Deletes keys created before `time`; returns how many.
     func deleteKeys(createdBefore time: Int64) async throws -> Int
+
+    // MARK: Credentials
+
+    /// Inserts an API key, created at ``now``, whose secret hashes to `hash`.
+    func insert(apiKey: APIKey, hash: String) async throws
+
+    /// The API key with this id, if any.
+    func apiKey(id: String) async throws -> APIKey?
+
+    /// Writes a change of an API key at ``now``.
+    func update(apiKey id: String, _ change: APIKeyChange) async throws
+
+    /// The user provisioned for the external identity `subject` at `issuer`, if any.
+    func user(issuer: String, subject: String) async throws -> LedgerUser?
+
+    /// Links the external identity to `userID`; `false` if it is linked already (a concurrent first use won).
+    func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool
+}
+
+/// A change of an API key's stored state, at the transaction's time.
+public enum APIKeyChange: Sendable, Hashable {
+    /// It authenticated a request.
+    case used
+    /// It was revoked (kept only when not revoked already).
+    case revoked
 }
 
 /// A session found by one of its EIDs.
 public struct EIDSession: Sendable, Hashable {
     /// The session.
     public var session: SessionRow
-    /// The payee's display name.
-    public var payeeName: String
-    /// The payee's e-mail address as stored.
-    public var payeeEmail: String
+    /// Its payee as payers are shown it.
+    public var payee: PayeeRow
     /// When the EID was rotated away; `nil` while current.
     public var retiredAt: Int64?
 
     /// A row as read from the database.
-    public init(session: SessionRow, payeeName: String, payeeEmail: String, retiredAt: Int64?) {
+    public init(session: SessionRow, payee: PayeeRow, retiredAt: Int64?) {
         self.session = session
-        self.payeeName = payeeName
-        self.payeeEmail = payeeEmail
+        self.payee = payee
         self.retiredAt = retiredAt
     }
 }

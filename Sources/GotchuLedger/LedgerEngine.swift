@@ -45,7 +45,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return try await backend.transaction { transaction in
             // Two first logins with one address race on the unique e-mail: the loser reads the winner's row.
             for _ in 0..<2 {
-                if let user = try await transaction.user(email: normalized) { return user }
+                if let user = try await transaction.user(email: normalized) {
+                    guard !user.disabled else { throw Self.accountDisabled }
+                    return user
+                }
                 let user = LedgerUser(id: Self.newID(), displayName: displayName)
                 guard try await transaction.insert(user: user, email: normalized) else { continue }
                 try await transaction.insertWallet(id: Self.newID(), userID: user.id)
@@ -151,7 +154,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return ResolveResponse(
             sid: found.session.id,
             amountCents: found.session.amount,
-            payeeDisplay: PayeeDisplay(name: found.payeeName, domain: LedgerUser.domain(ofEmail: found.payeeEmail))
+            payeeDisplay: PayeeDisplay(
+                name: found.payee.verifiedName ?? found.payee.name,
+                domain: LedgerUser.domain(ofEmail: found.payee.email),
+                verified: found.payee.verifiedName != nil
+            )
         )
     }
 

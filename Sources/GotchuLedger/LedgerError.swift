@@ -13,8 +13,10 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case invalidAmount = "invalid-amount"
         /// The user (or its wallet) does not exist.
         case unknownUser = "unauthorized"
-        /// The user may not do this to this session.
+        /// The user may not do this to this session, or its account is disabled.
         case forbidden
+        /// An account with this e-mail address exists already.
+        case accountExists = "account-exists"
         /// The payee tried to lock or pay its own session.
         case ownSession = "own-session"
         /// No such session, or none the user may see.

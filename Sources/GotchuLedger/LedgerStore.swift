@@ -24,6 +24,13 @@ public struct LedgerPolicy: Sendable, Hashable {
     /// How many EIDs one session may be given in all (its first included), so a payee rotating in a loop cannot
     /// grow the table without end. A session rotated every 5 s for its default 5 minutes needs 61.
     public var maximumEIDsPerSession: Int = 100
+    /// The bcrypt cost (log2 of the rounds) of new password hashes: each step doubles the time a login and a guess
+    /// take. Must be in ``Passwords/allowedCosts``.
+    public var passwordCost: Int = Passwords.defaultCost
+    /// The fewest characters a new password may have.
+    public var minimumPasswordLength: Int = Passwords.defaultMinimumLength
+    /// How long a refresh token stays usable if it is not used; each refresh starts the time again.
+    public var refreshTokenLifetime: Duration = .seconds(30 * 86_400)
 
     /// The default policy.
     public init() {}
@@ -45,11 +52,14 @@ public struct LedgerUser: Sendable, Hashable {
     public var id: String
     /// The name shown to payers.
     public var displayName: String
+    /// Whether an operator disabled the account: it cannot log in, and its tokens are refused.
+    public var disabled: Bool
 
     /// A user as read from the database.
-    public init(id: String, displayName: String) {
+    public init(id: String, displayName: String, disabled: Bool = false) {
         self.id = id
         self.displayName = displayName
+        self.disabled = disabled
     }
 }
 
@@ -168,8 +178,49 @@ public protocol LedgerStore: Sendable {
     /// a store that only one process uses also releases the idempotency keys a crash left in flight then.
     func migrate() async throws
 
-    /// Finds or creates the user with this e-mail address, with a wallet.
+    /// Finds or creates the user with this e-mail address, with a wallet (development login). A disabled user is
+    /// refused.
     func login(email: String) async throws -> LedgerUser
+
+    /// The user with this e-mail address and password. Every refusal says the same (`unknownUser`), whichever of
+    /// the two was wrong, and takes as long: an unknown address is checked against a hash of the same cost. A
+    /// disabled account is refused (`forbidden`) only once its password was right.
+    func login(email: String, password: String) async throws -> LedgerUser
+
+    /// Creates a user with a password and a wallet (open registration, or an operator); `accountExists` if the
+    /// address is taken.
+    func register(email: String, password: String, displayName: String?) async throws -> LedgerUser
+
+    /// A new refresh token for `userID`, the first of a new family; only its digest is stored.
+    func issueRefreshToken(userID: String) async throws -> String
+
+    /// Exchanges a refresh token for its user and the next token of its family. A token used before (or revoked)
+    /// revokes its whole family: someone holds a copy. Unknown, expired, reused and revoked tokens and disabled users
+    /// are all refused `unknownUser`.
+    func refresh(token: String) async throws -> (user: LedgerUser, refreshToken: String)
+
+    /// Revokes the family of a refresh token (logout); an unknown token is ignored.
+    func logout(refreshToken: String) async throws
+
+    // MARK: Administration (every change recorded in the audit log with its actor)
+
+    /// Creates a user with a password and a wallet, as `actor`.
+    func addUser(email: String, displayName: String?, password: String, actor: String) async throws -> LedgerUser
+
+    /// Every user, oldest first.
+    func users() async throws -> [UserSummary]
+
+    /// Disables the user with this address and revokes its refresh tokens, as `actor`.
+    func disableUser(email: String, actor: String) async throws
+
+    /// Sets a new password for the user with this address and revokes its refresh tokens, as `actor`.
+    func resetPassword(email: String, password: String, actor: String) async throws
+
+    /// Sets the display name payers see as verified for the payee with this address, as `actor`.
+    func verifyMerchant(email: String, name: String, actor: String) async throws
+
+    /// The newest `limit` entries of the audit log, newest first.
+    func auditLog(limit: Int) async throws -> [AuditEntry]
 
     /// The user with this id, if it exists.
     func user(id: String) async throws -> LedgerUser?
@@ -238,11 +289,44 @@ public protocol LedgerStore: Sendable {
     /// Deletes idempotency keys older than the retention; returns how many.
     func pruneIdempotencyKeys() async throws -> Int
 
+    /// Deletes refresh tokens that have expired; returns how many.
+    func pruneRefreshTokens() async throws -> Int
+
     /// Recomputes the invariants from the entries.
     func audit() async throws -> LedgerAudit
 
     /// Checks the store answers.
     func ping() async throws
+
+    // MARK: Credentials
+
+    /// Creates an API key acting for the user with the e-mail address `email` within `scopes`, as `actor` (recorded
+    /// in the audit log). The secret is returned here and nowhere else: the store keeps only its hash.
+    func createAPIKey(
+        email: String,
+        name: String,
+        scopes: Set<APIKeyScope>,
+        actor: String
+    ) async throws -> (key: APIKey, secret: String)
+
+    /// The API keys of the user with this e-mail address, or every key when `nil`, oldest first.
+    func apiKeys(email: String?) async throws -> [APIKey]
+
+    /// Revokes the API key with this id (again, if revoked already), as `actor` (recorded in the audit log); it
+    /// authenticates nothing from now on.
+    func revokeAPIKey(id: String, actor: String) async throws -> APIKey
+
+    /// Who an API key's secret acts as: `nil` for a secret that is unknown, malformed or revoked, or whose user is
+    /// disabled. Records the key's
+    /// use (at most once per ``APIKeySecret/lastUsedResolution``).
+    func principal(apiKey secret: String) async throws -> LedgerPrincipal?
+
+    /// The user of an external identity (`subject` at `issuer`), provisioned with a wallet on first use.
+    func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser
+
+    /// The session as `principal` sees it: a user as ``session(sid:viewerID:)`` says, an API key only its payee's
+    /// sessions (with the `sessions:read` scope).
+    func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse
 }
 
 extension LedgerStore {

@@ -18,6 +18,9 @@ public struct LedgerClient: Sendable {
     public var token: String?
     /// The private CA trusted for the server's certificate instead of the system's; `nil` for the system's.
     public let trust: LedgerTrust?
+    /// The login's tokens, refreshed when the server refuses the access token; when set, its access token is sent
+    /// instead of ``token``.
+    public var credentials: LedgerLogin?
     private let session: URLSession
     private let timeout: TimeInterval
 
@@ -41,6 +44,46 @@ public struct LedgerClient: Sendable {
     /// `POST /auth/dev-login`: a token for `email` (development servers only).
     public func devLogin(email: String) async throws(LedgerClientError) -> LoginResponse {
         try await request("POST", "/auth/dev-login", body: DevLoginRequest(email: email), authenticated: false)
+    }
+
+    /// `POST /auth/login`: an access token and a refresh token for an account with a password.
+    public func login(email: String, password: String) async throws(LedgerClientError) -> LoginResponse {
+        try await request(
+            "POST",
+            "/auth/login",
+            body: PasswordLoginRequest(email: email, password: password),
+            authenticated: false
+        )
+    }
+
+    /// `POST /auth/register` (servers with open registration): creates the account and logs it in.
+    public func register(email: String, password: String) async throws(LedgerClientError) -> LoginResponse {
+        try await request(
+            "POST",
+            "/auth/register",
+            body: PasswordLoginRequest(email: email, password: password),
+            authenticated: false
+        )
+    }
+
+    /// `POST /auth/refresh`: the next access token and refresh token; the one given is used up.
+    public func refresh(refreshToken: String) async throws(LedgerClientError) -> LoginResponse {
+        try await request(
+            "POST",
+            "/auth/refresh",
+            body: RefreshRequest(refreshToken: refreshToken),
+            authenticated: false
+        )
+    }
+
+    /// `POST /auth/logout`: revokes the refresh token and every other of its login.
+    public func logout(refreshToken: String) async throws(LedgerClientError) {
+        let _: OKResponse = try await request(
+            "POST",
+            "/auth/logout",
+            body: RefreshRequest(refreshToken: refreshToken),
+            authenticated: false
+        )
     }
 
     /// `GET /wallet/me`.
@@ -167,6 +210,30 @@ public struct LedgerClient: Sendable {
         headers: [String: String],
         authenticated: Bool
     ) async throws(LedgerClientError) -> (Data, HTTPURLResponse) {
+        guard authenticated else {
+            return try await transmit(method, path, body: body, headers: headers, bearer: nil)
+        }
+        guard let credentials else {
+            guard let token else { throw .notLoggedIn }
+            return try await transmit(method, path, body: body, headers: headers, bearer: token)
+        }
+        let sent = await credentials.accessToken
+        let first = try await transmit(method, path, body: body, headers: headers, bearer: sent)
+        // A refused access token (expired, typically) is refreshed once and the request sent again; a request
+        // refused 401 never ran, so sending it again is safe.
+        guard first.1.statusCode == 401, let fresh = await credentials.refreshed(after: sent, with: self) else {
+            return first
+        }
+        return try await transmit(method, path, body: body, headers: headers, bearer: fresh)
+    }
+
+    private func transmit<Body: Encodable>(
+        _ method: String,
+        _ path: String,
+        body: Body?,
+        headers: [String: String],
+        bearer: String?
+    ) async throws(LedgerClientError) -> (Data, HTTPURLResponse) {
         guard let url = URL(string: path, relativeTo: baseURL) else { throw .invalidURL(baseURL.absoluteString + path) }
         var request = URLRequest(url: url, timeoutInterval: timeout)
         request.httpMethod = method
@@ -179,10 +246,7 @@ public struct LedgerClient: Sendable {
                 throw .transport("could not encode the request: \(error)")
             }
         }
-        if authenticated {
-            guard let token else { throw .notLoggedIn }
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        }
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let trust {
             do {
@@ -250,6 +314,51 @@ public struct LedgerClient: Sendable {
             return detail
         }
         return "\(error)"
+    }
+}
+
+/// A login's access and refresh tokens, shared by copies of a ``LedgerClient``: when the server refuses the access
+/// token, the refresh token gets a new pair, once for every request that was refused meanwhile.
+public actor LedgerLogin {
+    /// The access token sent as `Authorization: Bearer`.
+    public private(set) var accessToken: String
+    /// The refresh token for the next pair (each is used once).
+    public private(set) var refreshToken: String
+    private let onRefresh: @Sendable (LoginResponse) -> Void
+    private var refreshing: Task<String?, Never>?
+
+    /// A login's tokens; `onRefresh` is told every new pair (to keep it on disk).
+    public init(accessToken: String, refreshToken: String, onRefresh: @escaping @Sendable (LoginResponse) -> Void) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.onRefresh = onRefresh
+    }
+
+    /// A fresh access token after the server refused `refused`, or `nil` if the refresh token was refused too (log
+    /// in again). Requests refused at once share one refresh: a second use of the refresh token would revoke it.
+    func refreshed(after refused: String, with client: LedgerClient) async -> String? {
+        if accessToken != refused { return accessToken }
+        if let refreshing { return await refreshing.value }
+        var plain = client
+        plain.credentials = nil
+        let token = refreshToken
+        let task = Task<String?, Never> {
+            guard let pair = try? await plain.refresh(refreshToken: token), let next = pair.refreshToken else {
+                return nil
+            }
+            self.store(pair, next)
+            return pair.token
+        }
+        refreshing = task
+        let result = await task.value
+        refreshing = nil
+        return result
+    }
+
+    private func store(_ pair: LoginResponse, _ next: String) {
+        accessToken = pair.token
+        refreshToken = next
+        onRefresh(pair)
     }
 }
 

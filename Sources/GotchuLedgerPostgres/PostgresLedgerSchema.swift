@@ -110,9 +110,72 @@ enum PostgresLedgerSchema {
             ]
         ),
         (
+            // Accounts with passwords (bcrypt), disabled accounts, names an operator verified; refresh tokens stored
+            // as digests; and the log of every operator's change.
+            "v4: credentials",
+            [
+                "ALTER TABLE users ADD COLUMN password_hash TEXT",
+                "ALTER TABLE users ADD COLUMN disabled_at BIGINT",
+                "ALTER TABLE users ADD COLUMN verified_name TEXT",
+                """
+                CREATE TABLE refresh_tokens (
+                    token_hash TEXT NOT NULL PRIMARY KEY,
+                    family_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX refresh_tokens_family ON refresh_tokens (family_id)",
+                "CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id)",
+                "CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at)",
+                """
+                CREATE TABLE admin_audit (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    actor TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    detail TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
+        (
+            // API keys (only a hash of each secret is kept) and the users of external identities.
+            "v5: api keys and identities",
+            [
+                """
+                CREATE TABLE api_keys (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    name TEXT NOT NULL,
+                    secret_hash TEXT NOT NULL UNIQUE,
+                    hint TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX api_keys_user ON api_keys (user_id)",
+                """
+                CREATE TABLE user_identities (
+                    issuer TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (issuer, subject)
+                )
+                """,
+            ]
+        ),
+        (
             // Rotation: a session's EIDs over time. An EID rotated away resolves for a grace after `retired_at`;
             // rotation finds a session's EIDs by the session.
-            "v4: EID rotation",
+            "v6: EID rotation",
             [
                 "ALTER TABLE session_eids ADD COLUMN retired_at BIGINT",
                 "CREATE INDEX session_eids_session ON session_eids (session_id)",

@@ -70,7 +70,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .heldByTransaction }
     /// The connection pool; it must be running while the backend is used.
     public let client: PostgresClient
-    private let clock: (@Sendable () -> Date)?
+    let clock: (@Sendable () -> Date)?
     private let logger: Logger
 
     /// How many times a transaction that failed with a deadlock or serialization failure is run again.
@@ -147,7 +147,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     }
 
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
-    private func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await body(Connection(connection: connection, logger: logger))
         }
@@ -167,9 +167,58 @@ public struct PostgresLedgerBackend: LedgerBackend {
     }
 
     public func user(id: String) async throws -> LedgerUser? {
+        try await read { connection in try await connection.user(id: id) }
+    }
+
+    public func credentials(email: String) async throws -> UserCredentials? {
         try await read { connection in
-            try await connection.first("SELECT id, display_name FROM users WHERE id = \(id)", as: (String, String).self)
-                .map { LedgerUser(id: $0.0, displayName: $0.1) }
+            try await connection.first(
+                "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = \(email)",
+                as: (String, String, Int64?, String?).self
+            ).map {
+                UserCredentials(
+                    user: LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil),
+                    passwordHash: $0.3
+                )
+            }
+        }
+    }
+
+    public func users() async throws -> [UserSummary] {
+        try await read { connection in
+            try await connection.rows(
+                """
+                SELECT id, email, display_name, verified_name, password_hash IS NOT NULL, disabled_at IS NOT NULL,
+                created_at FROM users ORDER BY created_at, id
+                """
+            ).map { row in
+                let (id, email, name, verified, hasPassword, disabled, created) = try row.decode(
+                    (String, String, String, String?, Bool, Bool, Int64).self
+                )
+                return UserSummary(
+                    id: id,
+                    email: email,
+                    displayName: name,
+                    verifiedName: verified,
+                    hasPassword: hasPassword,
+                    disabled: disabled,
+                    createdAt: created
+                )
+            }
+        }
+    }
+
+    public func auditLog(limit: Int) async throws -> [AuditEntry] {
+        try await read { connection in
+            try await connection.rows(
+                """
+                SELECT actor, action, subject, detail, created_at FROM admin_audit ORDER BY seq DESC
+                LIMIT \(Int64(limit))
+                """
+            ).map { row in
+                let (actor, action, subject, detail, at) = try row.decode((String, String, String, String, Int64).self)
+                return AuditEntry(actor: actor, action: action, subject: subject, detail: detail, at: at)
+            }
         }
     }
 
@@ -205,7 +254,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
             guard
                 let row = try await connection.rows(
                     """
-                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email, e.retired_at
+                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email, u.verified_name, e.retired_at
                     FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                     WHERE e.eid = \(eid.rawValue) ORDER BY s.created_at DESC, s.seq DESC LIMIT 1
@@ -215,8 +264,11 @@ public struct PostgresLedgerBackend: LedgerBackend {
             let columns = row.makeRandomAccess()
             return EIDSession(
                 session: try SessionRow(row),
-                payeeName: try columns["display_name"].decode(String.self),
-                payeeEmail: try columns["email"].decode(String.self),
+                payee: PayeeRow(
+                    name: try columns["display_name"].decode(String.self),
+                    email: try columns["email"].decode(String.self),
+                    verifiedName: try columns["verified_name"].decode(String?.self)
+                ),
                 retiredAt: try columns["retired_at"].decode(Int64?.self)
             )
         }
@@ -310,6 +362,13 @@ extension PostgresLedgerBackend {
             ).first.map { try SessionRow($0) }
         }
 
+        func user(id: String) async throws -> LedgerUser? {
+            try await first(
+                "SELECT id, display_name, disabled_at FROM users WHERE id = \(id)",
+                as: (String, String, Int64?).self
+            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil) }
+        }
+
         func wallet(userID: String, forUpdate: Bool) async throws -> WalletRow? {
             try await rows(
                 """
@@ -327,9 +386,93 @@ extension PostgresLedgerBackend {
 
         public func user(email: String) async throws -> LedgerUser? {
             try await connection.first(
-                "SELECT id, display_name FROM users WHERE email = \(email)",
-                as: (String, String).self
-            ).map { LedgerUser(id: $0.0, displayName: $0.1) }
+                "SELECT id, display_name, disabled_at FROM users WHERE email = \(email)",
+                as: (String, String, Int64?).self
+            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil) }
+        }
+
+        public func user(id: String) async throws -> LedgerUser? {
+            try await connection.user(id: id)
+        }
+
+        public func setPassword(userID: String, hash: String) async throws {
+            try await connection.execute("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)")
+        }
+
+        public func disable(userID: String) async throws {
+            try await connection.execute("UPDATE users SET disabled_at = \(now) WHERE id = \(userID)")
+        }
+
+        public func setVerifiedName(userID: String, name: String) async throws {
+            try await connection.execute("UPDATE users SET verified_name = \(name) WHERE id = \(userID)")
+        }
+
+        public func insert(refreshToken row: RefreshTokenRow) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO refresh_tokens (token_hash, family_id, user_id, created_at, expires_at)
+                VALUES (\(row.digest), \(row.familyID), \(row.userID), \(now), \(row.expiresAt))
+                """
+            )
+        }
+
+        /// The token's row, locked until the transaction ends: two refreshes with one token are serialized, so the
+        /// second sees it used.
+        public func refreshToken(digest: String) async throws -> RefreshTokenRow? {
+            try await connection.first(
+                """
+                SELECT token_hash, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens
+                WHERE token_hash = \(digest) FOR UPDATE
+                """,
+                as: (String, String, String, Int64, Int64?, Int64?).self
+            ).map {
+                RefreshTokenRow(
+                    digest: $0.0,
+                    familyID: $0.1,
+                    userID: $0.2,
+                    expiresAt: $0.3,
+                    usedAt: $0.4,
+                    revokedAt: $0.5
+                )
+            }
+        }
+
+        public func markUsed(refreshToken digest: String) async throws {
+            try await connection.execute("UPDATE refresh_tokens SET used_at = \(now) WHERE token_hash = \(digest)")
+        }
+
+        public func revokeRefreshTokens(familyID: String) async throws {
+            try await connection.execute(
+                """
+                UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(familyID) AND revoked_at IS NULL
+                """
+            )
+        }
+
+        public func revokeRefreshTokens(userID: String) async throws {
+            try await connection.execute(
+                "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(userID) AND revoked_at IS NULL"
+            )
+        }
+
+        public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
+            let count = try await connection.value(
+                """
+                WITH pruned AS (DELETE FROM refresh_tokens WHERE expires_at < \(time) RETURNING 1)
+                SELECT COUNT(*) FROM pruned
+                """,
+                as: Int64.self
+            )
+            return Int(count ?? 0)
+        }
+
+        public func insert(audit entry: AuditEntry) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO admin_audit (actor, action, subject, detail, created_at)
+                VALUES (\(entry.actor), \(entry.action), \(entry.subject), \(entry.detail), \(entry.at))
+                """
+            )
         }
 
         public func insert(user: LedgerUser, email: String) async throws -> Bool {

@@ -96,9 +96,66 @@ enum SQLiteLedgerSchema {
                     "CREATE INDEX payment_sessions_locked_by ON payment_sessions (locked_by) WHERE locked_by IS NOT NULL"
             )
         }
+        // Accounts with passwords (bcrypt), disabled accounts, names an operator verified; refresh tokens stored
+        // as digests; and the log of every operator's change.
+        migrator.registerMigration("v4: credentials") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN password_hash TEXT;
+                    ALTER TABLE users ADD COLUMN disabled_at INTEGER;
+                    ALTER TABLE users ADD COLUMN verified_name TEXT;
+                    CREATE TABLE refresh_tokens (
+                        token_hash TEXT NOT NULL PRIMARY KEY,
+                        family_id TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER,
+                        revoked_at INTEGER
+                    );
+                    CREATE INDEX refresh_tokens_family ON refresh_tokens (family_id);
+                    CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id);
+                    CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at);
+                    CREATE TABLE admin_audit (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        actor TEXT NOT NULL,
+                        action TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        detail TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    """
+            )
+        }
+        // API keys (only a hash of each secret is kept) and the users of external identities.
+        migrator.registerMigration("v5: api keys and identities") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE api_keys (
+                        id TEXT PRIMARY KEY,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        name TEXT NOT NULL,
+                        secret_hash TEXT NOT NULL UNIQUE,
+                        hint TEXT NOT NULL,
+                        scopes TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        last_used_at INTEGER,
+                        revoked_at INTEGER
+                    );
+                    CREATE INDEX api_keys_user ON api_keys (user_id);
+                    CREATE TABLE user_identities (
+                        issuer TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (issuer, subject)
+                    );
+                    """
+            )
+        }
         // Rotation: a session's EIDs over time. An EID rotated away resolves for a grace after `retired_at`; rotation
         // finds a session's EIDs by the session.
-        migrator.registerMigration("v4: EID rotation") { db in
+        migrator.registerMigration("v6: EID rotation") { db in
             try db.execute(
                 sql: """
                     ALTER TABLE session_eids ADD COLUMN retired_at INTEGER;

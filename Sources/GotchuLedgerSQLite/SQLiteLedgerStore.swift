@@ -29,8 +29,8 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 /// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
 public final class SQLiteLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
-    private let database: DatabasePool
-    private let clock: @Sendable () -> Date
+    let database: DatabasePool
+    let clock: @Sendable () -> Date
     private let gate = TransactionGate()
 
     /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
@@ -91,9 +91,55 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     public func user(id: String) async throws -> LedgerUser? {
+        try await database.read { db in try Self.user(column: "id", id, db) }
+    }
+
+    public func credentials(email: String) async throws -> UserCredentials? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE id = ?", arguments: [id]).map {
-                LedgerUser(id: $0["id"], displayName: $0["display_name"])
+            try Row.fetchOne(
+                db,
+                sql: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
+                arguments: [email]
+            ).map { UserCredentials(user: LedgerUser($0), passwordHash: $0["password_hash"]) }
+        }
+    }
+
+    public func users() async throws -> [UserSummary] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, email, display_name, verified_name, password_hash IS NOT NULL AS has_password,
+                    disabled_at IS NOT NULL AS disabled, created_at FROM users ORDER BY created_at, id
+                    """
+            ).map { row in
+                UserSummary(
+                    id: row["id"],
+                    email: row["email"],
+                    displayName: row["display_name"],
+                    verifiedName: row["verified_name"],
+                    hasPassword: row["has_password"],
+                    disabled: row["disabled"],
+                    createdAt: row["created_at"]
+                )
+            }
+        }
+    }
+
+    public func auditLog(limit: Int) async throws -> [AuditEntry] {
+        try await database.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT actor, action, subject, detail, created_at FROM admin_audit ORDER BY seq DESC LIMIT ?",
+                arguments: [limit]
+            ).map { row in
+                AuditEntry(
+                    actor: row["actor"],
+                    action: row["action"],
+                    subject: row["subject"],
+                    detail: row["detail"],
+                    at: row["created_at"]
+                )
             }
         }
     }
@@ -128,7 +174,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
             try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT s.*, u.display_name, u.email, e.retired_at AS eid_retired_at FROM session_eids e
+                    SELECT s.*, u.display_name, u.email, u.verified_name, e.retired_at AS eid_retired_at FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                     WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
                     """,
@@ -136,8 +182,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
             ).map { row in
                 EIDSession(
                     session: try SessionRow(row),
-                    payeeName: row["display_name"],
-                    payeeEmail: row["email"],
+                    payee: PayeeRow(name: row["display_name"], email: row["email"], verifiedName: row["verified_name"]),
                     retiredAt: row["eid_retired_at"]
                 )
             }
@@ -194,6 +239,14 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
+    fileprivate static func user(column: String, _ value: String, _ db: Database) throws -> LedgerUser? {
+        try Row.fetchOne(
+            db,
+            sql: "SELECT id, display_name, disabled_at FROM users WHERE \(column) = ?",
+            arguments: [value]
+        ).map { LedgerUser($0) }
+    }
+
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
         try Row.fetchOne(db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
             try WalletRow($0)
@@ -211,7 +264,7 @@ extension SQLiteLedgerBackend {
     /// A transaction on the writer connection: each primitive is one access to it, inside the transaction the
     /// backend opened.
     public struct Transaction: LedgerTransaction {
-        fileprivate let database: DatabasePool
+        let database: DatabasePool
         public let now: Int64
 
         private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
@@ -231,10 +284,81 @@ extension SQLiteLedgerBackend {
         }
 
         public func user(email: String) async throws -> LedgerUser? {
+            try await write { db in try SQLiteLedgerBackend.user(column: "email", email, db) }
+        }
+
+        public func user(id: String) async throws -> LedgerUser? {
+            try await write { db in try SQLiteLedgerBackend.user(column: "id", id, db) }
+        }
+
+        public func setPassword(userID: String, hash: String) async throws {
+            try await execute("UPDATE users SET password_hash = ? WHERE id = ?", [hash, userID])
+        }
+
+        public func disable(userID: String) async throws {
+            try await execute("UPDATE users SET disabled_at = ? WHERE id = ?", [now, userID])
+        }
+
+        public func setVerifiedName(userID: String, name: String) async throws {
+            try await execute("UPDATE users SET verified_name = ? WHERE id = ?", [name, userID])
+        }
+
+        public func insert(refreshToken row: RefreshTokenRow) async throws {
+            try await execute(
+                """
+                INSERT INTO refresh_tokens (token_hash, family_id, user_id, created_at, expires_at)
+                VALUES (?, ?, ?, ?, ?)
+                """,
+                [row.digest, row.familyID, row.userID, now, row.expiresAt]
+            )
+        }
+
+        public func refreshToken(digest: String) async throws -> RefreshTokenRow? {
             try await write { db in
-                try Row.fetchOne(db, sql: "SELECT id, display_name FROM users WHERE email = ?", arguments: [email])
-                    .map { LedgerUser(id: $0["id"], displayName: $0["display_name"]) }
+                try Row.fetchOne(db, sql: "SELECT * FROM refresh_tokens WHERE token_hash = ?", arguments: [digest])
+                    .map { row in
+                        RefreshTokenRow(
+                            digest: row["token_hash"],
+                            familyID: row["family_id"],
+                            userID: row["user_id"],
+                            expiresAt: row["expires_at"],
+                            usedAt: row["used_at"],
+                            revokedAt: row["revoked_at"]
+                        )
+                    }
             }
+        }
+
+        public func markUsed(refreshToken digest: String) async throws {
+            try await execute("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", [now, digest])
+        }
+
+        public func revokeRefreshTokens(familyID: String) async throws {
+            try await execute(
+                "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL",
+                [now, familyID]
+            )
+        }
+
+        public func revokeRefreshTokens(userID: String) async throws {
+            try await execute(
+                "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                [now, userID]
+            )
+        }
+
+        public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
+            try await write { db in
+                try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [time])
+                return db.changesCount
+            }
+        }
+
+        public func insert(audit entry: AuditEntry) async throws {
+            try await execute(
+                "INSERT INTO admin_audit (actor, action, subject, detail, created_at) VALUES (?, ?, ?, ?, ?)",
+                [entry.actor, entry.action, entry.subject, entry.detail, entry.at]
+            )
         }
 
         public func insert(user: LedgerUser, email: String) async throws -> Bool {
@@ -525,6 +649,12 @@ extension SessionRow {
             paidBy: row["paid_by"],
             paidAt: row["paid_at"]
         )
+    }
+}
+
+extension LedgerUser {
+    fileprivate init(_ row: Row) {
+        self.init(id: row["id"], displayName: row["display_name"], disabled: row["disabled_at"] as Int64? != nil)
     }
 }
 

@@ -1,10 +1,10 @@
 import Foundation
-import GotchuAPI
+package import GotchuAPI
 import GotchuCore
 
 /// The checks an e-mail address passes where it enters the ledger, because payers are shown parts of it: the part
 /// before the `@` becomes the display name, the domain tells payees of one name apart.
-enum EmailAddress {
+package enum EmailAddress {
     /// The longest name part, in Unicode scalars (RFC 5321 allows 64 octets; scalars keep non-ASCII names usable).
     static let maximumNameLength = 64
     /// The longest address, in Unicode scalars.
@@ -16,7 +16,7 @@ enum EmailAddress {
     /// character (so a name cannot rewrite or reorder what a payer reads) and no white space. The domain is ASCII
     /// letters, digits, hyphens and dots (an internationalised domain in its `xn--` form), so it cannot imitate
     /// another with look-alike letters.
-    static func normalize(_ text: String) throws(Problem) -> String {
+    package static func normalize(_ text: String) throws(Problem) -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let email = trimmed.precomposedStringWithCanonicalMapping
         let scalars = Array(email.unicodeScalars)
@@ -56,12 +56,32 @@ enum EmailAddress {
         return email
     }
 
+    /// A display name an operator gives (`gotchu admin user add --name`, `merchant verify --name`), trimmed and in
+    /// NFC, or a 400 problem: 1 to 64 characters, none of them control, format, bidi, invisible or look-alike blank
+    /// (spaces are fine: "Corner Shop").
+    package static func displayName(_ text: String) throws(Problem) -> String {
+        let name = text.trimmingCharacters(in: .whitespaces).precomposedStringWithCanonicalMapping
+        let scalars = Array(name.unicodeScalars)
+        guard (1...maximumNameLength).contains(scalars.count) else {
+            throw Problem(.badRequest, detail: "a name must be 1 to \(maximumNameLength) characters long")
+        }
+        if let bad = scalars.first(where: { $0 != " " && (isForbidden($0) || $0.properties.isWhitespace) }) {
+            throw Problem(
+                .badRequest,
+                detail: "a name must not contain control, format, bidi, invisible or blank look-alike characters "
+                    + "(it contains U+\(hex(bad)))"
+            )
+        }
+        return name
+    }
+
     /// `display` as it may leave the server: a name or domain stored before these checks existed has each
     /// forbidden character replaced by U+FFFD and is cut to the longest name allowed now.
     static func cleaned(_ display: PayeeDisplay) -> PayeeDisplay {
         PayeeDisplay(
             name: cleaned(display.name, limit: maximumNameLength),
-            domain: display.domain.map { cleaned($0, limit: maximumLength) }
+            domain: display.domain.map { cleaned($0, limit: maximumLength) },
+            verified: display.verified
         )
     }
 

@@ -14,6 +14,10 @@ public struct LedgerLimits: Sendable {
     /// Payments per user. Each needs a lock, so honest payers stay far below it even with retries; it bounds how
     /// fast one account can make the store write idempotency keys.
     public var sendPerUser: RateLimit? = RateLimit(perSecond: 5, burst: 10)
+    /// The back-off of `POST /auth/login` per client address and per account.
+    public var loginBackoff: LoginBackoff? = LoginBackoff()
+    /// `POST /auth/register` per client address (when registration is open): each costs a password hash.
+    public var registerPerAddress: RateLimit? = RateLimit(perSecond: 0.1, burst: 5)
     /// Takes the client address from the last `X-Forwarded-For` entry (the one the proxy in front added) instead of
     /// the peer address. Only behind a proxy that sets it: anyone else can write any address there.
     public var trustForwardedFor = false
@@ -51,6 +55,8 @@ public struct LedgerLimits: Sendable {
         limits.lockPerAddress = nil
         limits.lockPerUser = nil
         limits.sendPerUser = nil
+        limits.loginBackoff = nil
+        limits.registerPerAddress = nil
         return limits
     }
 }
@@ -69,6 +75,8 @@ struct AbuseLimiters: Sendable {
     let lockPerAddress: RateLimiter?
     let lockPerUser: RateLimiter?
     let sendPerUser: RateLimiter?
+    let registerPerAddress: RateLimiter?
+    let login: LoginThrottle?
     let trustForwardedFor: Bool
     let resolveAccess: ResolveAccess
 
@@ -80,6 +88,10 @@ struct AbuseLimiters: Sendable {
         lockPerAddress = limiter(limits.lockPerAddress)
         lockPerUser = limiter(limits.lockPerUser)
         sendPerUser = limiter(limits.sendPerUser)
+        registerPerAddress = limiter(limits.registerPerAddress)
+        login = limits.loginBackoff.map {
+            LoginThrottle(backoff: $0, capacity: limits.trackedClients, clock: limits.clock)
+        }
         trustForwardedFor = limits.trustForwardedFor
         resolveAccess = limits.resolveAccess
     }

@@ -13,16 +13,28 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
-    /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
-    private let knownUsers = KnownUsers()
     /// The OpenAPI document, rendered from the route table when the routes are registered.
     private let servedDocument = ServedDocument()
 
-    init(store: Store, tokens: TokenAuthority, developmentMode: Bool, limits: LedgerLimits, metrics: LedgerMetrics?) {
+    let registration: Registration
+    /// Verifies the access tokens of an external issuer, when one is trusted.
+    let identities: OIDCVerifier?
+
+    init(
+        store: Store,
+        tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
+        developmentMode: Bool,
+        registration: Registration = .closed,
+        limits: LedgerLimits,
+        metrics: LedgerMetrics?
+    ) {
         self.store = store
         self.metrics = metrics
         self.tokens = tokens
+        self.identities = identities
         self.developmentMode = developmentMode
+        self.registration = registration
         self.limiters = AbuseLimiters(limits)
     }
 
@@ -71,11 +83,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: document)))
             },
             LedgerRoute(.get, "/wallet/me", "wallet") { request, _ in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .readWallet)
                 return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
             },
             LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .createSession)
                 let key = try idempotencyKey(request)
                 let body = try await decode(AmountRequest.self, request, context)
                 try store.policy.validate(amount: body.amountCents)
@@ -94,7 +106,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 }
                 // After the shape checks, which tell anyone what is wrong with a request, and before the store is
                 // asked: without a login no EID says anything.
-                if limiters.resolveAccess == .requiresLogin { _ = try await authenticate(request) }
+                if limiters.resolveAccess == .requiresLogin { _ = try await principal(request) }
                 var resolved = try await store.resolve(eid: eid)
                 // Names stored before they were checked at login still reach payers only cleaned.
                 resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
@@ -102,26 +114,26 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             },
             LedgerRoute(.post, "/sessions/lock", "lockSession") { request, context in
                 try limiters.lockPerAddress?.take(clientAddress(request, context))
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .lock)
                 try limiters.lockPerUser?.take(user)
                 let sid = try await sessionID(request, context)
                 try await store.lock(sid: sid, payerID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/unlock", "unlockSession") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .unlock)
                 let sid = try await sessionID(request, context)
                 try await store.unlock(sid: sid, payerID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/cancel", "cancelSession") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .cancelSession)
                 let sid = try await sessionID(request, context)
                 try await store.cancel(sid: sid, payeeID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/{sid}/eids", "rotateEID") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .rotateEID)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 let rotation = try await store.rotateEID(sid: sid, payeeID: user)
                 return try json(
@@ -134,12 +146,12 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 )
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
-                let user = try await authenticate(request)
+                let principal = try await principal(request)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
-                return try json(try await store.session(sid: sid, viewerID: user))
+                return try json(try await store.session(sid: sid, principal: principal))
             },
             LedgerRoute(.post, "/wallet/send", "send") { request, context in
-                let user = try await authenticate(request)
+                let user = try await authenticate(request, for: .send)
                 // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
                 try limiters.sendPerUser?.take(user)
                 let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
@@ -161,6 +173,47 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 }
             },
         ]
+        routes += [
+            LedgerRoute(.post, "/auth/login", "login") { request, context in
+                let body = try await decode(PasswordLoginRequest.self, request, context)
+                // Counted by the address as typed, normalized or not, so a malformed one is throttled like any other.
+                let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
+                let address = clientAddress(request, context)
+                try limiters.login?.begin(account: account, address: address)
+                let user = try await store.login(email: body.email, password: body.password)
+                limiters.login?.succeeded(account: account, address: address)
+                return try json(try await session(for: user.id))
+            },
+            LedgerRoute(.post, "/auth/refresh", "refresh") { request, context in
+                let body = try await decode(RefreshRequest.self, request, context)
+                let (user, refreshToken) = try await store.refresh(token: body.refreshToken)
+                return try json(
+                    LoginResponse(
+                        token: try await tokens.issue(userID: user.id),
+                        userID: user.id,
+                        refreshToken: refreshToken,
+                        expiresIn: Int(tokens.lifetime.components.seconds)
+                    )
+                )
+            },
+            LedgerRoute(.post, "/auth/logout", "logout") { request, context in
+                let body = try await decode(RefreshRequest.self, request, context)
+                try await store.logout(refreshToken: body.refreshToken)
+                return try json(OKResponse())
+            },
+        ]
+        if registration == .open {
+            routes.append(
+                LedgerRoute(.post, "/auth/register", "register") { request, context in
+                    try limiters.registerPerAddress?.take(clientAddress(request, context))
+                    let body = try await decode(PasswordLoginRequest.self, request, context)
+                    // Checked here, where the address enters: payers are shown its name part and its domain.
+                    let email = try EmailAddress.normalize(body.email)
+                    let user = try await store.register(email: email, password: body.password, displayName: nil)
+                    return try json(try await session(for: user.id))
+                }
+            )
+        }
         if let metrics {
             routes.append(
                 LedgerRoute(.get, "/metrics", "metrics") { _, _ in
@@ -180,10 +233,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     let body = try await decode(DevLoginRequest.self, request, context)
                     // Checked here, where the address enters: payers are shown its name part and its domain.
                     let user = try await store.login(email: try EmailAddress.normalize(body.email))
-                    return try json(LoginResponse(token: try await tokens.issue(userID: user.id), userID: user.id))
+                    return try json(try await session(for: user.id))
                 },
                 LedgerRoute(.post, "/dev/fund", "devFund") { request, context in
-                    let user = try await authenticate(request)
+                    let user = try await authenticate(request, for: .fund)
                     let body = try await decode(AmountRequest.self, request, context)
                     try store.policy.validate(amount: body.amountCents)
                     return try json(
@@ -197,23 +250,62 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         return routes
     }
 
-    /// The user id of a valid bearer token, whose user still exists.
-    private func authenticate(_ request: Request) async throws -> String {
+    /// A new access token and the first refresh token of a new family for `userID`.
+    private func session(for userID: String) async throws -> LoginResponse {
+        LoginResponse(
+            token: try await tokens.issue(userID: userID),
+            userID: userID,
+            refreshToken: try await store.issueRefreshToken(userID: userID),
+            expiresIn: Int(tokens.lifetime.components.seconds)
+        )
+    }
+
+    /// The user `action` is done as: the principal of the request's credentials, if it may do `action` (401 for
+    /// missing or invalid credentials, 403 for a key without the scope).
+    private func authenticate(_ request: Request, for action: LedgerAction) async throws -> String {
+        try await principal(request).user(for: action)
+    }
+
+    /// Who the request's bearer credentials act as: an API key (`gk_…`), one of this server's tokens, or with an
+    /// external issuer configured one of its access tokens.
+    private func principal(_ request: Request) async throws -> LedgerPrincipal {
         guard let header = request.headers[.authorization] else {
             throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw Problem(.unauthorized, detail: "the Authorization header must be a Bearer token")
         }
-        guard let userID = await tokens.userID(from: String(header.dropFirst(7))) else {
-            throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
+        let token = String(header.dropFirst(7))
+        if APIKeySecret.isAPIKey(token) {
+            guard let principal = try await store.principal(apiKey: token) else {
+                throw Problem(.unauthorized, detail: "the API key is unknown or revoked")
+            }
+            return principal
         }
-        if knownUsers.contains(userID) { return userID }
-        guard try await store.user(id: userID) != nil else {
+        if let userID = await tokens.userID(from: token) {
+            return .user(try await enabledUser(userID).id)
+        }
+        if let identities, let identity = await identities.identity(from: token) {
+            let user = try await store.user(
+                issuer: identity.issuer,
+                subject: identity.subject,
+                displayName: String(identity.displayName.prefix(EmailAddress.maximumNameLength))
+            )
+            guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
+            return .user(user.id)
+        }
+        throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
+    }
+
+    /// The user with this id, which must exist and not be disabled. The user is read on every request, not cached:
+    /// an operator disabling an account (from another process, for every replica) must stop its tokens at their
+    /// next request.
+    private func enabledUser(_ userID: String) async throws -> LedgerUser {
+        guard let user = try await store.user(id: userID) else {
             throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
         }
-        knownUsers.insert(userID)
-        return userID
+        guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
+        return user
     }
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
@@ -325,17 +417,10 @@ private final class ServedDocument: Sendable {
     let text = Mutex("")
 }
 
-/// A bounded set of user ids known to exist.
-private final class KnownUsers: Sendable {
-    private let ids = Mutex(Set<String>())
-
-    func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
-
-    func insert(_ id: String) {
-        ids.withLock { ids in
-            // Bounded so a flood of valid tokens for many users cannot grow memory without end.
-            if ids.count >= 100_000 { ids.removeAll(keepingCapacity: true) }
-            ids.insert(id)
-        }
-    }
+/// Whether anyone may create an account (`POST /auth/register`), or only an operator (`gotchu admin user add`).
+public enum Registration: String, CaseIterable, Sendable {
+    /// Accounts are made by an operator.
+    case closed
+    /// Anyone may register with an e-mail address and a password.
+    case open
 }

@@ -13,6 +13,7 @@ public enum LedgerServer {
     /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
+    ///   - registration: whether anyone may create an account (`POST /auth/register`).
     ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
@@ -21,13 +22,16 @@ public enum LedgerServer {
     ///     Prometheus text format; no metrics and no such route when `nil`.
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
+    ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         host: String = "127.0.0.1",
         port: Int = 8080,
         developmentMode: Bool = false,
+        registration: Registration = .closed,
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -46,7 +50,9 @@ public enum LedgerServer {
         LedgerRoutes(
             store: store,
             tokens: tokens,
+            identities: identities,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics
         ).register(on: router)
@@ -70,7 +76,7 @@ public enum LedgerServer {
     }
 }
 
-/// Deletes idempotency keys past their retention, at start and then every hour.
+/// Deletes idempotency keys past their retention and expired refresh tokens, at start and then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
     let migration: Migration
@@ -83,6 +89,8 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
             do {
                 let pruned = try await store.pruneIdempotencyKeys()
                 if pruned > 0 { logger.info("pruned idempotency keys", metadata: ["count": "\(pruned)"]) }
+                let expired = try await store.pruneRefreshTokens()
+                if expired > 0 { logger.info("pruned expired refresh tokens", metadata: ["count": "\(expired)"]) }
             } catch {
                 logger.warning("pruning idempotency keys failed", metadata: ["error": "\(error)"])
             }
@@ -139,7 +147,9 @@ extension LedgerServer {
     public static func withRunning<Result: Sendable>(
         _ replicas: [Replica],
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -151,8 +161,10 @@ extension LedgerServer {
             application(
                 store: replica.store,
                 tokens: tokens,
+                identities: identities,
                 port: 0,
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
@@ -188,7 +200,9 @@ extension LedgerServer {
     public static func withRunning<Result: Sendable>(
         store: some LedgerStore,
         tokens: TokenAuthority,
+        identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -199,7 +213,9 @@ extension LedgerServer {
         try await withRunning(
             [Replica(store: store, services: services)],
             tokens: tokens,
+            identities: identities,
             developmentMode: developmentMode,
+            registration: registration,
             limits: limits,
             metrics: metrics,
             tls: tls,

@@ -111,6 +111,7 @@ extension Problem {
             case .invalidAmount: .invalidAmount
             case .unknownUser: .unauthorized
             case .forbidden: .forbidden
+            case .accountExists: .accountExists
             case .ownSession: .ownSession
             case .sessionNotFound: .sessionNotFound
             case .sessionExpired: .sessionExpired

@@ -17,7 +17,8 @@ public struct TokenAuthority: Sendable {
     public static let leewaySeconds: Double = 60
 
     private let keys: JWTKeyCollection
-    private let lifetime: Duration
+    /// How long an issued token is valid.
+    public let lifetime: Duration
     private let clock: @Sendable () -> Date
 
     /// Creates an authority for `secret` (at least 32 bytes).

@@ -269,7 +269,8 @@ public struct Payer: Sendable {
                 sessionID: resolved.sid,
                 amountCents: resolved.amountCents,
                 payeeName: resolved.payeeDisplay.name,
-                payeeDomain: resolved.payeeDisplay.domain
+                payeeDomain: resolved.payeeDisplay.domain,
+                payeeVerified: resolved.payeeDisplay.verified
             )
         } catch {
             switch error.problemKind {

@@ -14,15 +14,27 @@ public final class RunningCommand: @unchecked Sendable {
     /// Pipes whose reader has not reached their end yet.
     private var openPipes = 2
 
-    /// Starts `executable` with `arguments` and extra `environment` variables.
-    public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable` with `arguments` and extra `environment` variables; `input`, if given, is its standard
+    /// input (then closed), else it reads an empty one.
+    public init(
+        _ executable: URL,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        input: Data? = nil
+    ) throws {
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = output
         process.standardError = error
-        process.standardInput = FileHandle.nullDevice
+        let inputPipe = input.map { _ in Pipe() }
+        process.standardInput = inputPipe ?? FileHandle.nullDevice
         try process.run()
+        if let inputPipe, let input {
+            // Small inputs fit the pipe's buffer; closing the write end gives the program its end of file.
+            inputPipe.fileHandleForWriting.write(input)
+            try inputPipe.fileHandleForWriting.close()
+        }
         // One reader thread per pipe, each to the pipe's end: after the exit, waiting for both ends is all it takes
         // to have every byte, with no handler still holding a chunk it has read but not yet stored.
         Self.read(output.fileHandleForReading) { [weak self] data in

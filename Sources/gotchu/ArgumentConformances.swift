@@ -12,3 +12,4 @@ extension Scenario.Layout: ExpressibleByArgument {}
 extension LogFormat: ExpressibleByArgument {}
 
 extension ResolveAccess: ExpressibleByArgument {}
+extension Registration: ExpressibleByArgument {}

@@ -117,8 +117,9 @@ struct TerminalInteraction: PayerInteraction {
     /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what
     /// is asked. The code is the one the terminal shows, so the payer can check it is the one in front of them.
     func confirm(_ offer: PaymentOffer) async -> Bool {
+        let verification = offer.payeeVerification.map { ", " + $0 } ?? ""
         let answer = await ask(
-            "Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription), code \(offer.confirmationCode)? [y/N] "
+            "Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)\(verification), code \(offer.confirmationCode)? [y/N] "
         )
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
     }

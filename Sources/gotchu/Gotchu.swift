@@ -23,7 +23,9 @@ struct Gotchu: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self,
             ServerCommand.self,
+            AdminCommand.self,
             LoginCommand.self,
+            LogoutCommand.self,
             WalletCommand.self,
             FundCommand.self,
             ReceiveCommand.self,

@@ -27,6 +27,8 @@ struct ServerCommand: AsyncParsableCommand {
             Examples:
               gotchu server --dev            # dev login and funding enabled
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
+              gotchu admin user add you@example.com --password-stdin   # the first account, then:
+              gotchu login --email you@example.com
               gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
@@ -54,6 +56,46 @@ struct ServerCommand: AsyncParsableCommand {
             "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database."
     )
     var dev = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Who may create accounts: closed (an operator, with gotchu admin user add) or open (anyone, with POST /auth/register).",
+            valueName: "closed|open"
+        )
+    )
+    var registration: Registration = .closed
+
+    @Option(
+        help: ArgumentHelp(
+            "bcrypt cost of new password hashes, log2 of the rounds (\(Bounds.bcryptCost)); each step doubles the time of a login.",
+            valueName: "cost"
+        )
+    )
+    var bcryptCost = Passwords.defaultCost
+
+    @Option(
+        help: ArgumentHelp(
+            "The fewest characters of a new password (\(Bounds.minPasswordLength)).",
+            valueName: "count"
+        )
+    )
+    var minPasswordLength = Passwords.defaultMinimumLength
+
+    @Option(
+        help: ArgumentHelp(
+            "How long an access token is valid, in seconds (\(Bounds.accessTokenLifetime)); clients refresh it with their refresh token.",
+            valueName: "seconds"
+        )
+    )
+    var accessTokenLifetime = 900
+
+    @Option(
+        help: ArgumentHelp(
+            "How long an unused refresh token stays valid, in seconds (\(Bounds.refreshTokenLifetime)).",
+            valueName: "seconds"
+        )
+    )
+    var refreshTokenLifetime = 30 * 86_400
 
     @Option(
         name: .customLong("jwt-secret"),
@@ -214,6 +256,30 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("oidc-issuer"),
+        help: ArgumentHelp(
+            "Also accept RS256/ES256 access tokens of this OpenID Connect issuer (exactly its iss claim); needs --oidc-audience. Its users are provisioned on first use.",
+            valueName: "url"
+        )
+    )
+    var oidcIssuer: String?
+
+    @Option(
+        name: .customLong("oidc-audience"),
+        help: ArgumentHelp("The audience (aud) the issuer's tokens must name.", valueName: "audience")
+    )
+    var oidcAudience: String?
+
+    @Option(
+        name: .customLong("oidc-jwks-url"),
+        help: ArgumentHelp(
+            "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
+            valueName: "url"
+        )
+    )
+    var oidcJWKSURL: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
@@ -233,6 +299,10 @@ struct ServerCommand: AsyncParsableCommand {
         static let burst = RateLimit.allowedBurst
         static let maxLocksPerPayer = 1...1_000
         static let eidGrace = 0...3_600
+        static let bcryptCost = Passwords.allowedCosts
+        static let minPasswordLength = 8...72
+        static let accessTokenLifetime = 60...86_400
+        static let refreshTokenLifetime = 3_600...(365 * 86_400)
     }
 
     func validate() throws {
@@ -260,6 +330,11 @@ struct ServerCommand: AsyncParsableCommand {
         try check("read-timeout", readTimeout, Bounds.timeout)
         try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
         try check("eid-grace", eidGrace, Bounds.eidGrace)
+        try check("bcrypt-cost", bcryptCost, Bounds.bcryptCost)
+        try check("min-password-length", minPasswordLength, Bounds.minPasswordLength)
+        try check("access-token-lifetime", accessTokenLifetime, Bounds.accessTokenLifetime)
+        try check("refresh-token-lifetime", refreshTokenLifetime, Bounds.refreshTokenLifetime)
+        _ = try identityConfiguration
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
@@ -283,6 +358,9 @@ struct ServerCommand: AsyncParsableCommand {
         policy.maximumAmount = maxAmount
         policy.maximumLocksPerPayer = maxLocksPerPayer
         policy.eidGrace = .seconds(eidGrace)
+        policy.passwordCost = bcryptCost
+        policy.minimumPasswordLength = minPasswordLength
+        policy.refreshTokenLifetime = .seconds(refreshTokenLifetime)
         if let database, PostgresURL.isPostgresURL(database) {
             let url = try PostgresURL(database)
             let store = PostgresLedgerStore(
@@ -319,7 +397,11 @@ struct ServerCommand: AsyncParsableCommand {
         services: [any Service],
         logger: Logger
     ) async throws {
-        let tokens = try await TokenAuthority(secret: try secret(file: secretFile))
+        let tokens = try await TokenAuthority(
+            secret: try secret(file: secretFile),
+            lifetime: .seconds(accessTokenLifetime)
+        )
+        let identities = try identityConfiguration.map { OIDCVerifier($0) }
         let host = self.host
         var tls: TLSConfiguration?
         if let tlsCert, let tlsKey {
@@ -335,9 +417,11 @@ struct ServerCommand: AsyncParsableCommand {
         let application = LedgerServer.application(
             store: store,
             tokens: tokens,
+            identities: identities,
             host: host,
             port: port,
             developmentMode: dev,
+            registration: registration,
             limits: limits,
             metrics: LedgerMetrics(),
             tls: tls,
@@ -378,6 +462,39 @@ struct ServerCommand: AsyncParsableCommand {
                 "max_open_connections": "\(maxOpenConnections)",
             ]
         )
+    }
+
+    /// The external issuer the options trust, if any.
+    var identityConfiguration: OIDCVerifier.Configuration? {
+        get throws {
+            guard let oidcIssuer else {
+                guard oidcAudience == nil, oidcJWKSURL == nil else {
+                    throw ValidationError("--oidc-audience and --oidc-jwks-url need --oidc-issuer")
+                }
+                return nil
+            }
+            guard let oidcAudience, !oidcAudience.isEmpty else {
+                throw ValidationError("--oidc-issuer needs --oidc-audience (the aud its tokens name for this ledger)")
+            }
+            guard Self.isTrustworthy(url: oidcIssuer) else {
+                throw ValidationError("--oidc-issuer must be an https URL (http only on loopback), got '\(oidcIssuer)'")
+            }
+            var configuration = OIDCVerifier.Configuration(issuer: oidcIssuer, audience: oidcAudience)
+            if let oidcJWKSURL {
+                guard Self.isTrustworthy(url: oidcJWKSURL), let url = URL(string: oidcJWKSURL) else {
+                    throw ValidationError(
+                        "--oidc-jwks-url must be an https URL (http only on loopback), got '\(oidcJWKSURL)'"
+                    )
+                }
+                configuration.jwksURL = url
+            }
+            return configuration
+        }
+    }
+
+    /// Whether keys fetched from `text` can be trusted: https, or http to this machine only.
+    static func isTrustworthy(url text: String) -> Bool {
+        URL(string: text).map(OIDCVerifier.isTrustworthy) ?? false
     }
 
     /// The rate and connection limits the options ask for.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GotchuAPI
 import GotchuLedgerClient
 
 /// `--server` for commands that talk to a ledger, with the token cached by `gotchu login`.
@@ -78,14 +79,27 @@ struct ServerOptions: ParsableArguments {
         return name
     }
 
-    /// A client for the server, logged in if a token is cached.
+    /// A client for the server, logged in if a token is cached; with a cached refresh token it refreshes the access
+    /// token when the server refuses it, and keeps the new pair in the cache.
     func client(requireLogin: Bool = true) throws -> LedgerClient {
         let url = try baseURL
-        let token = try? JSONDecoder().decode(CachedToken.self, from: Data(contentsOf: tokenFile)).token
-        if requireLogin && token == nil {
+        let file = try tokenFile
+        let cached = try? JSONDecoder().decode(CachedToken.self, from: Data(contentsOf: file))
+        if requireLogin && cached == nil {
             throw CLIError("not logged in to \(url.absoluteString): run `gotchu login --email you@example.com`")
         }
-        return LedgerClient(baseURL: url, token: token, trust: try trust)
+        var client = LedgerClient(baseURL: url, token: cached?.token, trust: try trust)
+        if let cached, let refreshToken = cached.refreshToken {
+            client.credentials = LedgerLogin(accessToken: cached.token, refreshToken: refreshToken) { pair in
+                var updated = cached
+                updated.token = pair.token
+                updated.refreshToken = pair.refreshToken
+                // A failed write leaves the old pair, whose refresh token is now used up: the next command asks
+                // for a new login rather than guessing.
+                try? Paths.writePrivate(try JSONEncoder().encode(updated), to: file)
+            }
+        }
+        return client
     }
 
     func saveToken(_ token: CachedToken) throws {
@@ -98,6 +112,8 @@ struct CachedToken: Codable {
     var token: String
     var userID: String
     var email: String
+    /// The refresh token of the login (absent for logins cached before refresh tokens).
+    var refreshToken: String?
 }
 
 extension String {

@@ -20,7 +20,7 @@ private let deploy = URL(fileURLWithPath: #filePath)
             flags: KioskSettings()
         )
         #expect(configuration.server.absoluteString == "https://ledger.example.com")
-        #expect(configuration.credentials == .email("terminal@example.com"))
+        #expect(configuration.credentials == .apiKeyFile(URL(fileURLWithPath: "/etc/gotchu/api-key")))
         #expect(configuration.file == exampleConfig)
     }
 
@@ -30,21 +30,29 @@ private let deploy = URL(fileURLWithPath: #filePath)
         let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
             line.wholeMatch(of: /# ([a-z_]+ = .*)/).map { String($0.1) } ?? String(line)
         }
-        var settings = try KioskSettings.decode(
+        let settings = try KioskSettings.decode(
             Data(uncommented.joined(separator: "\n").utf8),
             file: URL(fileURLWithPath: "/etc/gotchu/kiosk.toml")
         )
         let encoded = try JSONSerialization.jsonObject(with: JSONEncoder().encode(settings)) as? [String: Any]
         #expect(Set(encoded?.keys.map { $0 } ?? []) == Set(KioskSettings.keys))
-        // Only one credential at a time: check the token file's example on its own.
-        settings.email = nil
-        let configuration = try KioskConfiguration.resolve(
-            file: deploy.appendingPathComponent("absent.toml"),
-            fileIsExplicit: false,
-            environment: [:],
-            flags: settings
-        )
-        #expect(configuration.credentials == .tokenFile(URL(fileURLWithPath: "/etc/gotchu/token")))
+        // Only one credential at a time: check each example on its own.
+        let examples: [(WritableKeyPath<KioskSettings, String?>, KioskConfiguration.Credentials)] = [
+            (\.apiKeyFile, .apiKeyFile(URL(fileURLWithPath: "/etc/gotchu/api-key"))),
+            (\.tokenFile, .tokenFile(URL(fileURLWithPath: "/etc/gotchu/token"))),
+            (\.email, .email("terminal@example.com")),
+        ]
+        for (kept, expected) in examples {
+            var one = settings
+            for (field, _) in examples where field != kept { one[keyPath: field] = nil }
+            let configuration = try KioskConfiguration.resolve(
+                file: deploy.appendingPathComponent("absent.toml"),
+                fileIsExplicit: false,
+                environment: [:],
+                flags: one
+            )
+            #expect(configuration.credentials == expected)
+        }
     }
 
     /// The confinement both services run under.

@@ -371,7 +371,7 @@ private let minimalEnvironment = [
                 )
             }
         )
-        #expect(text.contains("email") && text.contains("token_file"), "\(text)")
+        #expect(text.contains("email") && text.contains("token_file") && text.contains("api_key_file"), "\(text)")
     }
 
     @Test func bothCredentialsInOneLayerIsAnError() throws {
@@ -390,6 +390,33 @@ private let minimalEnvironment = [
             }
         )
         #expect(flagText.contains("--email") && flagText.contains("--token-file"), "\(flagText)")
+    }
+
+    @Test func apiKeyFileIsACredentialTakenFromTheFilesDirectory() throws {
+        let directory = try ConfigDirectory()
+        let file = try directory.write("kiosk.toml", "server = \"http://a.test\"\napi_key_file = \"api-key\"\n")
+        let configuration = try resolve(file: file)
+        #expect(
+            configuration.credentials
+                == .apiKeyFile(directory.url.appendingPathComponent("api-key").standardizedFileURL)
+        )
+        // A higher layer's key replaces the file's; a layer naming a key and another credential is refused.
+        let flagged = try resolve(file: file, flags: KioskSettings(email: "a@b.c"))
+        #expect(flagged.credentials == .email("a@b.c"))
+        let text = try #require(
+            message { () throws(KioskConfigurationError) in
+                try resolve(
+                    file: directory.missing,
+                    explicit: false,
+                    environment: minimalEnvironment,
+                    flags: KioskSettings(email: "a@b.c", tokenFile: "/t", apiKeyFile: "/k")
+                )
+            }
+        )
+        #expect(
+            text.contains("--email, --token-file and --api-key-file are set") && text.contains("set only one"),
+            "\(text)"
+        )
     }
 
     @Test func aHigherLayersCredentialReplacesALowerOnes() throws {

@@ -587,6 +587,57 @@ struct KioskLedgerTests {
         #expect(try await shop.session(sid: created.sid).amountCents == 400)
     }
 
+    @Test("A key from `gotchu admin key create` works; once revoked, the kiosk re-reads its key file for a new one")
+    func apiKeyFileRotation() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let database = processes.directory.url.appendingPathComponent("ledger.sqlite").path
+        var shop = LedgerClient(baseURL: URL(string: url)!)
+        shop.token = try await shop.devLogin(email: "shop@example.com").token
+        func createKey() async throws -> String {
+            let lines = try await processes.run(
+                [
+                    "admin", "key", "create", "--database", database, "--user", "shop@example.com", "--scope",
+                    "sessions:create", "--scope", "sessions:read", "--scope", "sessions:cancel",
+                ],
+                user: "operator"
+            )
+            return try #require(lines.last)
+        }
+        let keyFile = processes.directory.url.appendingPathComponent("api-key")
+        try (try await createKey() + "\n").write(to: keyFile, atomically: true, encoding: .utf8)
+        let ledger = KioskLedger(baseURL: URL(string: url)!, credentials: .apiKeyFile(keyFile))
+        let first = try await ledger.createSession(amountCents: 400, idempotencyKey: "k-1")
+        #expect(try await shop.session(sid: first.sid).amountCents == 400)
+        #expect(try await ledger.sessionStatus(sid: first.sid).isLive)
+
+        // Revoked: refused while the file holds the revoked key, working again once it holds a new one.
+        let listed = try await processes.run(["admin", "key", "list", "--database", database], user: "operator")
+        let id = try #require(listed.dropFirst().first?.split(separator: " ").first.map(String.init))
+        try await processes.run(["admin", "key", "revoke", "--database", database, id], user: "operator")
+        do {
+            try await ledger.cancelSession(sid: first.sid)
+            Issue.record("a revoked key was accepted")
+        } catch {
+            #expect(error.problemKind == .unauthorized)
+        }
+        try (try await createKey()).write(to: keyFile, atomically: true, encoding: .utf8)
+        try await ledger.cancelSession(sid: first.sid)
+        #expect(try await shop.session(sid: first.sid).status == .cancelled)
+
+        // A file that holds something else than a key is refused before anything is sent.
+        try "eyJhbGciOiJIUzI1NiJ9.e30.x".write(to: keyFile, atomically: true, encoding: .utf8)
+        let other = KioskLedger(baseURL: URL(string: url)!, credentials: .apiKeyFile(keyFile))
+        do {
+            _ = try await other.sessionStatus(sid: first.sid)
+            Issue.record("a token in the API key file was sent")
+        } catch {
+            #expect(error.problemKind == .unauthorized && "\(error)".contains("does not hold an API key"))
+        }
+    }
+
     @Test("An unreachable ledger is a transport error, not a refusal")
     func unreachable() async throws {
         let port = try freeLoopbackPort()

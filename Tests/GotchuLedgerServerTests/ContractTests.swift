@@ -65,7 +65,13 @@ struct ContractTests {
         limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 6)
         limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 6)
         limits.sendPerUser = RateLimit(perSecond: 0.001, burst: 6)
-        try await TestLedger.with(store: store, policy: policy, limits: limits) { ledger in
+        // Two wrong passwords for one account, then it must wait; three registrations from this address, then wait.
+        var backoff = LoginBackoff()
+        backoff.freeFailuresPerAccount = 2
+        limits.loginBackoff = backoff
+        limits.registerPerAddress = RateLimit(perSecond: 0.001, burst: 3)
+        policy.passwordCost = 4
+        try await TestLedger.with(store: store, policy: policy, registration: .open, limits: limits) { ledger in
             let yaml = try await ledger.raw("GET", "/openapi.yaml")
             #expect(yaml.status == 200)
             let contract = try Contract(yaml: String(decoding: yaml.body, as: UTF8.self))
@@ -79,8 +85,27 @@ struct ContractTests {
             let rotated = try await payee.createSession(amountCents: 400)
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
             let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
+            // An API key of the payee's that may only read sessions: refused 403 everywhere else.
+            let readKey = try await ledger.store.createAPIKey(
+                email: "payee@example.com",
+                name: "reader",
+                scopes: [.sessionsRead],
+                actor: "test"
+            ).secret
+            let keyAuth = ["Authorization": "Bearer \(readKey)"]
             let huge = String(repeating: "x", count: 17_000)
             let unknown = "00000000-0000-4000-8000-000000000000"
+            let password = "correct horse battery"
+            for email in ["pw@example.com", "off@example.com"] {
+                _ = try await ledger.store.addUser(email: email, displayName: nil, password: password, actor: "test")
+            }
+            try await ledger.store.disableUser(email: "off@example.com", actor: "test")
+            let refresh = try #require(
+                try await ledger.anonymous.login(email: "pw@example.com", password: password).refreshToken
+            )
+            let logoutToken = try #require(
+                try await ledger.anonymous.login(email: "pw@example.com", password: password).refreshToken
+            )
 
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
@@ -89,6 +114,30 @@ struct ContractTests {
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", huge, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"\#(password)"}"#, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":1}"#, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":"off@example.com","password":"\#(password)"}"#, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"wrong one"}"#, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"wrong two"}"#, [:]),
+                ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"\#(password)"}"#, [:]),
+                ("POST", "/auth/refresh", "/auth/refresh", #"{"refresh_token":"\#(refresh)"}"#, [:]),
+                ("POST", "/auth/refresh", "/auth/refresh", #"{"refresh_token":"\#(refresh)"}"#, [:]),
+                ("POST", "/auth/refresh", "/auth/refresh", #"{"refresh_token":5}"#, [:]),
+                ("POST", "/auth/logout", "/auth/logout", #"{"refresh_token":"\#(logoutToken)"}"#, [:]),
+                ("POST", "/auth/logout", "/auth/logout", #"{}"#, [:]),
+                (
+                    "POST", "/auth/register", "/auth/register", #"{"email":"r@example.com","password":"\#(password)"}"#,
+                    [:]
+                ),
+                (
+                    "POST", "/auth/register", "/auth/register", #"{"email":"r@example.com","password":"\#(password)"}"#,
+                    [:]
+                ),
+                ("POST", "/auth/register", "/auth/register", #"{"email":"s@example.com","password":"short"}"#, [:]),
+                (
+                    "POST", "/auth/register", "/auth/register", #"{"email":"t@example.com","password":"\#(password)"}"#,
+                    [:]
+                ),
                 ("GET", "/wallet/me", "/wallet/me", nil, payerAuth),
                 ("GET", "/wallet/me", "/wallet/me", nil, [:]),
                 ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":5}"#, payerAuth),
@@ -176,6 +225,21 @@ struct ContractTests {
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,
                     payerAuth.merging(["Idempotency-Key": "r"]) { $1 }
                 ),
+                ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, keyAuth),
+                ("GET", "/wallet/me", "/wallet/me", nil, keyAuth),
+                ("POST", "/dev/fund", "/dev/fund", #"{"amount_cents":5}"#, keyAuth),
+                ("POST", "/sessions/create", "/sessions/create", #"{"amount_cents":5}"#, keyAuth),
+                ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                ("POST", "/sessions/unlock", "/sessions/unlock", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                ("POST", "/sessions/cancel", "/sessions/cancel", #"{"sid":"\#(other.sid)"}"#, keyAuth),
+                (
+                    "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(other.sid)"}"#,
+                    keyAuth.merging(["Idempotency-Key": "key"]) { $1 }
+                ),
+                (
+                    "GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil,
+                    ["Authorization": "Bearer gk_unknown"]
+                ),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()
@@ -211,7 +275,7 @@ struct ContractTests {
 
     @Test("A method a documented path does not serve gets 405 method-not-allowed with Allow, not 404")
     func otherMethods() async throws {
-        try await TestLedger.with { ledger in
+        try await TestLedger.with(registration: .open) { ledger in
             let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
             let contract = try Contract(yaml: yaml)
             for operation in contract.responses.keys {

@@ -25,7 +25,8 @@ struct PostgresMigrationTests {
                 }
                 #expect(
                     migrations.sorted() == [
-                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: EID rotation",
+                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
+                        "v5: api keys and identities", "v6: EID rotation",
                     ]
                 )
                 let audit = try await stores[1].audit()

@@ -86,7 +86,8 @@ struct SchemaParityTests {
         }
         #expect(
             Set(sqlite.map(\.table)) == [
-                "idempotency_keys", "ledger_entries", "payment_sessions", "session_eids", "users", "wallet_accounts",
+                "admin_audit", "api_keys", "idempotency_keys", "ledger_entries", "payment_sessions", "refresh_tokens",
+                "session_eids", "user_identities", "users", "wallet_accounts",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")

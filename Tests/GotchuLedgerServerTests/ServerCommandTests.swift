@@ -206,6 +206,19 @@ struct ServerCommandTests {
             (["--eid-grace", "3601"], "--eid-grace must be 0...3600"),
             (["--eid-grace=-1"], "--eid-grace must be 0...3600"),
             (["--resolve", "open"], "--resolve"),
+            (["--oidc-issuer", "https://id.example.com"], "--oidc-issuer needs --oidc-audience"),
+            (["--oidc-audience", "gotchu"], "--oidc-audience and --oidc-jwks-url need --oidc-issuer"),
+            (
+                ["--oidc-issuer", "http://id.example.com", "--oidc-audience", "gotchu"],
+                "--oidc-issuer must be an https URL"
+            ),
+            (
+                [
+                    "--oidc-issuer", "https://id.example.com", "--oidc-audience", "gotchu", "--oidc-jwks-url",
+                    "file:///etc/passwd",
+                ],
+                "--oidc-jwks-url must be an https URL"
+            ),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {

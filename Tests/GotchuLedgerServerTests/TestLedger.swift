@@ -70,7 +70,9 @@ struct TestLedger: Sendable {
         store kind: StoreKind = .sqlite,
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
+        registration: Registration = .closed,
         limits: LedgerLimits = .unlimited,
+        identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
         let clock = ManualClock()
@@ -84,7 +86,9 @@ struct TestLedger: Sendable {
             return try await LedgerServer.withRunning(
                 store: store,
                 tokens: tokens,
+                identities: identities?(clock),
                 developmentMode: developmentMode,
+                registration: registration,
                 limits: limits,
                 services: services
             ) { url in

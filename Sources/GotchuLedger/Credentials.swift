@@ -1,0 +1,211 @@
+import Crypto
+import Dispatch
+import Foundation
+import HummingbirdBcrypt
+import Synchronization
+
+/// Password hashing: bcrypt, run off the cooperative thread pool (a hash takes a sizeable fraction of a second by
+/// design, and would otherwise stall every request sharing the pool's threads).
+public enum Passwords {
+    /// The default cost: 2^12 rounds, a few hundred milliseconds on a small server.
+    public static let defaultCost = 12
+    /// The costs a server or an operator may choose. Below 10 a stolen hash is guessed too cheaply; above 16 one
+    /// login costs seconds. (Tests pass lower costs to the engine directly.)
+    public static let allowedCosts: ClosedRange<Int> = 10...16
+    /// The costs bcrypt itself takes.
+    public static let bcryptCosts: ClosedRange<Int> = 4...31
+    /// The fewest characters of a password, by default.
+    public static let defaultMinimumLength = 12
+    /// The most bytes of a password: bcrypt reads no further, so a longer one would be cut without a word.
+    public static let maximumBytes = 72
+
+    /// Refuses a password shorter than `minimumLength` characters, longer than bcrypt reads, or holding NUL (which
+    /// would end it early).
+    public static func validate(_ password: String, minimumLength: Int) throws(LedgerError) {
+        guard password.count >= minimumLength else {
+            throw LedgerError(.invalidInput, detail: "the password must be at least \(minimumLength) characters long")
+        }
+        guard password.utf8.count <= maximumBytes else {
+            throw LedgerError(.invalidInput, detail: "the password must be at most \(maximumBytes) bytes long")
+        }
+        guard !password.utf8.contains(0) else {
+            throw LedgerError(.invalidInput, detail: "the password must not contain NUL characters")
+        }
+    }
+
+    /// A bcrypt hash of `password` at `cost`.
+    public static func hash(_ password: String, cost: Int) async -> String {
+        precondition(bcryptCosts.contains(cost), "bcrypt costs are 4 to 31")
+        return await offPool { Bcrypt.hash(password, cost: UInt8(cost)) }
+    }
+
+    /// Whether `password` matches the bcrypt `hash` (bcrypt compares the digests in constant time).
+    public static func verify(_ password: String, hash: String) async -> Bool {
+        await offPool { Bcrypt.verify(password, hash: hash) }
+    }
+
+    /// A hash of a password nobody knows, at `cost`, made once per cost: checked against when the address is
+    /// unknown, so the answer takes as long as for a known one.
+    static func decoyHash(cost: Int) async -> String {
+        if let known = decoys.withLock({ $0[cost] }) { return known }
+        let made = await hash(RefreshTokens.randomToken(prefix: ""), cost: cost)
+        return decoys.withLock { decoys in
+            if let known = decoys[cost] { return known }
+            decoys[cost] = made
+            return made
+        }
+    }
+
+    private static let decoys = Mutex<[Int: String]>([:])
+
+    private static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: work()) }
+        }
+    }
+}
+
+/// Refresh tokens: 256 random bits, handed out once and stored only as their SHA-256 digest, so a copy of the
+/// database lets nobody refresh.
+public enum RefreshTokens {
+    /// The prefix of every refresh token, so secret scanners can tell one.
+    public static let prefix = "grt_"
+
+    /// `prefix` and 32 random bytes in unpadded base64url.
+    static func randomToken(prefix: String) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let base64 = Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        return prefix + base64
+    }
+
+    /// A new refresh token.
+    static func make() -> String { randomToken(prefix: prefix) }
+
+    /// The stored form of a token: its SHA-256 digest in lowercase hex. Tokens are looked up by digest, so no
+    /// comparison of the secret itself ever runs.
+    public static func digest(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// What a login needs of a user, read by e-mail address.
+public struct UserCredentials: Sendable, Hashable {
+    /// The user.
+    public var user: LedgerUser
+    /// The bcrypt hash of its password; `nil` for an account without one (made by development login).
+    public var passwordHash: String?
+
+    /// A row as read from the database.
+    public init(user: LedgerUser, passwordHash: String?) {
+        self.user = user
+        self.passwordHash = passwordHash
+    }
+}
+
+/// A user as `gotchu admin user list` shows it.
+public struct UserSummary: Sendable, Hashable {
+    public var id: String
+    public var email: String
+    public var displayName: String
+    /// The name an operator verified, if any.
+    public var verifiedName: String?
+    public var hasPassword: Bool
+    public var disabled: Bool
+    /// Milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// A row as read from the database.
+    public init(
+        id: String,
+        email: String,
+        displayName: String,
+        verifiedName: String?,
+        hasPassword: Bool,
+        disabled: Bool,
+        createdAt: Int64
+    ) {
+        self.id = id
+        self.email = email
+        self.displayName = displayName
+        self.verifiedName = verifiedName
+        self.hasPassword = hasPassword
+        self.disabled = disabled
+        self.createdAt = createdAt
+    }
+}
+
+/// An `admin_audit` row: who did what to whom, when.
+public struct AuditEntry: Sendable, Hashable {
+    /// Who did it: the operating-system user that ran the command.
+    public var actor: String
+    /// What was done, such as `user.add`.
+    public var action: String
+    /// To whom or what, such as an e-mail address.
+    public var subject: String
+    /// Anything more worth keeping (never a secret).
+    public var detail: String
+    /// Milliseconds since 1970 on the store's clock.
+    public var at: Int64
+
+    /// An entry.
+    public init(actor: String, action: String, subject: String, detail: String = "", at: Int64) {
+        self.actor = actor
+        self.action = action
+        self.subject = subject
+        self.detail = detail
+        self.at = at
+    }
+}
+
+/// A `refresh_tokens` row.
+public struct RefreshTokenRow: Sendable, Hashable {
+    /// The SHA-256 digest of the token (``RefreshTokens/digest(_:)``).
+    public var digest: String
+    /// The login the token descends from: every rotation keeps it, and a reuse revokes all of it.
+    public var familyID: String
+    public var userID: String
+    public var expiresAt: Int64
+    /// When it was exchanged for its successor; a used token presented again is a replayed copy.
+    public var usedAt: Int64?
+    public var revokedAt: Int64?
+
+    /// A row as read from the database (or about to be inserted).
+    public init(
+        digest: String,
+        familyID: String,
+        userID: String,
+        expiresAt: Int64,
+        usedAt: Int64? = nil,
+        revokedAt: Int64? = nil
+    ) {
+        self.digest = digest
+        self.familyID = familyID
+        self.userID = userID
+        self.expiresAt = expiresAt
+        self.usedAt = usedAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// What resolve shows of a payee: its chosen name, its address, and the name an operator verified, if any.
+public struct PayeeRow: Sendable, Hashable {
+    public var name: String
+    public var email: String
+    public var verifiedName: String?
+
+    /// A row as read from the database.
+    public init(name: String, email: String, verifiedName: String?) {
+        self.name = name
+        self.email = email
+        self.verifiedName = verifiedName
+    }
+}
+
+/// What a refresh's transaction decided; a refusal that revoked the family must commit before it is thrown.
+enum RefreshDecision: Sendable {
+    case rotated(LedgerUser)
+    case refused(String)
+}

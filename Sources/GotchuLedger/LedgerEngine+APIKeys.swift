@@ -1,0 +1,144 @@
+import Foundation
+public import GotchuAPI
+
+extension LedgerEngine {
+    /// The longest API key name, in characters.
+    public static var maximumKeyNameLength: Int { 100 }
+
+    public func createAPIKey(
+        email: String,
+        name: String,
+        scopes: Set<APIKeyScope>,
+        actor: String
+    ) async throws -> (key: APIKey, secret: String) {
+        let (normalized, _) = try LedgerUser.normalize(email: email)
+        guard !scopes.isEmpty else {
+            throw LedgerError(.invalidInput, detail: "an API key needs at least one scope")
+        }
+        let name = name.trimmingCharacters(in: .whitespaces)
+        guard (1...Self.maximumKeyNameLength).contains(name.count),
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{7F}" })
+        else {
+            throw LedgerError(
+                .invalidInput,
+                detail:
+                    "a key's name must be 1 to \(Self.maximumKeyNameLength) characters, none of them control characters"
+            )
+        }
+        let secret = APIKeySecret.generate()
+        let key = try await backend.transaction { transaction in
+            guard let user = try await transaction.user(email: normalized) else {
+                throw LedgerError(.unknownUser, detail: "no user has the e-mail address \(normalized)")
+            }
+            let key = APIKey(
+                id: Self.newID(),
+                userID: user.id,
+                userEmail: normalized,
+                name: name,
+                hint: APIKeySecret.hint(secret),
+                scopes: scopes,
+                createdAt: transaction.now,
+                lastUsedAt: nil,
+                revokedAt: nil
+            )
+            try await transaction.insert(apiKey: key, hash: APIKeySecret.hash(secret))
+            try await transaction.insert(audit: key.audit(actor: actor, action: "key.create", at: transaction.now))
+            return key
+        }
+        return (key, secret)
+    }
+
+    public func apiKeys(email: String?) async throws -> [APIKey] {
+        guard let email else { return try await backend.apiKeys(userID: nil) }
+        let (normalized, _) = try LedgerUser.normalize(email: email)
+        let user = try await backend.transaction { transaction in try await transaction.user(email: normalized) }
+        guard let user else { throw LedgerError(.unknownUser, detail: "no user has the e-mail address \(normalized)") }
+        return try await backend.apiKeys(userID: user.id)
+    }
+
+    public func revokeAPIKey(id: String, actor: String) async throws -> APIKey {
+        try await backend.transaction { transaction in
+            guard var key = try await transaction.apiKey(id: id) else {
+                throw LedgerError(.invalidInput, detail: "no API key has the id \(id)")
+            }
+            if key.revokedAt == nil {
+                try await transaction.update(apiKey: id, .revoked)
+                key.revokedAt = transaction.now
+            }
+            try await transaction.insert(audit: key.audit(actor: actor, action: "key.revoke", at: transaction.now))
+            return key
+        }
+    }
+
+    public func principal(apiKey secret: String) async throws -> LedgerPrincipal? {
+        // Malformed secrets never reach the database.
+        guard APIKeySecret.isWellFormed(secret),
+            let (key, now) = try await backend.apiKey(hash: APIKeySecret.hash(secret)),
+            key.revokedAt == nil, !key.userDisabled
+        else { return nil }
+        if key.lastUsedAt.map({ now - $0 >= APIKeySecret.lastUsedResolution }) ?? true {
+            // Best effort: a busy database delays the record of use, never the request.
+            try? await backend.transaction { transaction in try await transaction.update(apiKey: key.id, .used) }
+        }
+        return .apiKey(id: key.id, userID: key.userID, scopes: key.scopes)
+    }
+
+    public func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser {
+        // Two first requests with one identity race on its primary key: the loser rolls back its user and reads the
+        // winner's.
+        for _ in 0..<3 {
+            if let user = try await backend.user(issuer: issuer, subject: subject) { return user }
+            do {
+                return try await backend.transaction { transaction in
+                    if let user = try await transaction.user(issuer: issuer, subject: subject) { return user }
+                    let user = LedgerUser(id: Self.newID(), displayName: displayName)
+                    // The user's id at the issuer's host: unique, never an address anyone can register first (the id
+                    // is new), with no password to log in with, and what an operator names to disable the account.
+                    guard try await transaction.insert(user: user, email: Self.externalEmail(user.id, issuer)) else {
+                        throw IdentityTaken()
+                    }
+                    try await transaction.insertWallet(id: Self.newID(), userID: user.id)
+                    guard try await transaction.insertIdentity(issuer: issuer, subject: subject, userID: user.id)
+                    else { throw IdentityTaken() }
+                    return user
+                }
+            } catch is IdentityTaken {
+                continue
+            }
+        }
+        throw LedgerError(.unavailable, detail: "could not create the user; try again")
+    }
+
+    /// The stored address of an external identity's user: its id at the issuer's host, which payers see as its
+    /// domain.
+    static func externalEmail(_ userID: String, _ issuer: String) -> String {
+        let host = URLComponents(string: issuer)?.host?.lowercased() ?? ""
+        return "\(userID)@\(host.contains(".") ? host : "external.invalid")"
+    }
+
+    public func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse {
+        let viewerID = try principal.user(for: .readSession)
+        guard case .apiKey = principal else { return try await session(sid: sid, viewerID: viewerID) }
+        let now = try await backend.now()
+        guard let session = try await backend.session(id: sid), session.payeeID == viewerID else {
+            throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to this key")
+        }
+        return session.response(now: now)
+    }
+}
+
+extension APIKey {
+    /// The audit log's entry for `action` on this key: its id, hint, name and scopes, never its secret.
+    fileprivate func audit(actor: String, action: String, at time: Int64) -> AuditEntry {
+        AuditEntry(
+            actor: actor,
+            action: action,
+            subject: userEmail,
+            detail: "key \(id) (\(hint)…) \"\(name)\", scopes: \(storedScopes)",
+            at: time
+        )
+    }
+}
+
+/// A concurrent first use of an external identity linked it first.
+private struct IdentityTaken: Error {}

@@ -1,0 +1,210 @@
+import Foundation
+
+// Accounts, passwords, refresh tokens and the operator's changes, written once over the backend primitives. No
+// bcrypt ever runs inside a transaction: a hash takes a sizeable fraction of a second, and a transaction holds the
+// writer (SQLite) or row locks (PostgreSQL) for as long as it is open.
+extension LedgerEngine {
+    public func login(email: String, password: String) async throws -> LedgerUser {
+        // A malformed address is refused like a wrong one, after the same work, so the answer tells nothing.
+        var credentials: UserCredentials?
+        if let normalized = try? LedgerUser.normalize(email: email).email {
+            credentials = try await backend.credentials(email: normalized)
+        }
+        guard let credentials, let hash = credentials.passwordHash else {
+            _ = await Passwords.verify(password, hash: await Passwords.decoyHash(cost: policy.passwordCost))
+            throw Self.wrongCredentials
+        }
+        guard await Passwords.verify(password, hash: hash) else { throw Self.wrongCredentials }
+        guard !credentials.user.disabled else { throw Self.accountDisabled }
+        return credentials.user
+    }
+
+    public func register(email: String, password: String, displayName: String?) async throws -> LedgerUser {
+        try await createUser(email: email, displayName: displayName, password: password, audit: nil)
+    }
+
+    public func issueRefreshToken(userID: String) async throws -> String {
+        let token = RefreshTokens.make()
+        let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
+        try await backend.transaction { transaction in
+            try await transaction.insert(
+                refreshToken: RefreshTokenRow(
+                    digest: RefreshTokens.digest(token),
+                    familyID: Self.newID(),
+                    userID: userID,
+                    expiresAt: transaction.now + lifetime
+                )
+            )
+        }
+        return token
+    }
+
+    public func refresh(token: String) async throws -> (user: LedgerUser, refreshToken: String) {
+        let next = RefreshTokens.make()
+        let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
+        let decision: RefreshDecision = try await backend.transaction { transaction in
+            guard let row = try await transaction.refreshToken(digest: RefreshTokens.digest(token)) else {
+                return .refused("the refresh token is not valid; log in again")
+            }
+            guard row.revokedAt == nil else { return .refused("the refresh token was revoked; log in again") }
+            guard row.usedAt == nil else {
+                // A used token again: a copy exists. Whichever of the two holders is honest, the family ends here.
+                try await transaction.revokeRefreshTokens(familyID: row.familyID)
+                return .refused("the refresh token was used before; every token of this login is revoked")
+            }
+            guard transaction.now < row.expiresAt else {
+                return .refused("the refresh token has expired; log in again")
+            }
+            guard let user = try await transaction.user(id: row.userID), !user.disabled else {
+                try await transaction.revokeRefreshTokens(familyID: row.familyID)
+                return .refused("the account is disabled")
+            }
+            try await transaction.markUsed(refreshToken: row.digest)
+            try await transaction.insert(
+                refreshToken: RefreshTokenRow(
+                    digest: RefreshTokens.digest(next),
+                    familyID: row.familyID,
+                    userID: row.userID,
+                    expiresAt: transaction.now + lifetime
+                )
+            )
+            return .rotated(user)
+        }
+        switch decision {
+        case .rotated(let user): return (user, next)
+        case .refused(let detail): throw LedgerError(.unknownUser, detail: detail)
+        }
+    }
+
+    public func pruneRefreshTokens() async throws -> Int {
+        try await backend.transaction { transaction in
+            try await transaction.deleteRefreshTokens(expiredBefore: transaction.now)
+        }
+    }
+
+    public func logout(refreshToken: String) async throws {
+        try await backend.transaction { transaction in
+            guard let row = try await transaction.refreshToken(digest: RefreshTokens.digest(refreshToken)) else {
+                return
+            }
+            try await transaction.revokeRefreshTokens(familyID: row.familyID)
+        }
+    }
+
+    // MARK: Administration
+
+    public func addUser(
+        email: String,
+        displayName: String?,
+        password: String,
+        actor: String
+    ) async throws
+        -> LedgerUser
+    {
+        try await createUser(
+            email: email,
+            displayName: displayName,
+            password: password,
+            audit: (actor, "user.add", displayName.map { "name: \($0)" } ?? "")
+        )
+    }
+
+    public func users() async throws -> [UserSummary] { try await backend.users() }
+
+    public func disableUser(email: String, actor: String) async throws {
+        let normalized = try LedgerUser.normalize(email: email).email
+        try await recordingAudit(actor: actor, action: "user.disable", subject: normalized) { transaction in
+            let user = try await Self.existingUser(normalized, transaction)
+            if !user.disabled { try await transaction.disable(userID: user.id) }
+            try await transaction.revokeRefreshTokens(userID: user.id)
+        }
+    }
+
+    public func resetPassword(email: String, password: String, actor: String) async throws {
+        let normalized = try LedgerUser.normalize(email: email).email
+        try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
+        let hash = await Passwords.hash(password, cost: policy.passwordCost)
+        try await recordingAudit(actor: actor, action: "user.reset-password", subject: normalized) { transaction in
+            let user = try await Self.existingUser(normalized, transaction)
+            try await transaction.setPassword(userID: user.id, hash: hash)
+            // Whoever knew the old password may hold a session: it ends with it.
+            try await transaction.revokeRefreshTokens(userID: user.id)
+        }
+    }
+
+    public func verifyMerchant(email: String, name: String, actor: String) async throws {
+        let normalized = try LedgerUser.normalize(email: email).email
+        try await recordingAudit(actor: actor, action: "merchant.verify", subject: normalized, detail: "name: \(name)")
+        {
+            transaction in
+            let user = try await Self.existingUser(normalized, transaction)
+            try await transaction.setVerifiedName(userID: user.id, name: name)
+        }
+    }
+
+    public func auditLog(limit: Int) async throws -> [AuditEntry] { try await backend.auditLog(limit: limit) }
+
+    /// Runs `body` in one transaction with an audit entry of `actor` doing `action` to `subject`, so the change and
+    /// its record commit together or not at all. Every operator's change goes through here.
+    public func recordingAudit<T: Sendable>(
+        actor: String,
+        action: String,
+        subject: String,
+        detail: String = "",
+        _ body: (Backend.Transaction) async throws -> T
+    ) async throws -> T {
+        try await backend.transaction { transaction in
+            let result = try await body(transaction)
+            try await transaction.insert(
+                audit: AuditEntry(actor: actor, action: action, subject: subject, detail: detail, at: transaction.now)
+            )
+            return result
+        }
+    }
+
+    // MARK: Internals
+
+    /// Creates a user with a password and a wallet; the hash is made before the transaction opens.
+    private func createUser(
+        email: String,
+        displayName: String?,
+        password: String,
+        audit: (actor: String, action: String, detail: String)?
+    ) async throws -> LedgerUser {
+        let (normalized, nameFromEmail) = try LedgerUser.normalize(email: email)
+        try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
+        let hash = await Passwords.hash(password, cost: policy.passwordCost)
+        let user = LedgerUser(id: Self.newID(), displayName: displayName ?? nameFromEmail)
+        let create: (Backend.Transaction) async throws -> LedgerUser = { transaction in
+            guard try await transaction.insert(user: user, email: normalized) else {
+                throw LedgerError(.accountExists, detail: "an account with this e-mail address exists")
+            }
+            try await transaction.setPassword(userID: user.id, hash: hash)
+            try await transaction.insertWallet(id: Self.newID(), userID: user.id)
+            return user
+        }
+        guard let audit else { return try await backend.transaction(create) }
+        return try await recordingAudit(
+            actor: audit.actor,
+            action: audit.action,
+            subject: normalized,
+            detail: audit.detail,
+            create
+        )
+    }
+
+    private static func existingUser(_ email: String, _ transaction: Backend.Transaction) async throws -> LedgerUser {
+        guard let user = try await transaction.user(email: email) else {
+            throw LedgerError(.unknownUser, detail: "no user has the address \(email)")
+        }
+        return user
+    }
+
+    private static var wrongCredentials: LedgerError {
+        LedgerError(.unknownUser, detail: "wrong e-mail address or password")
+    }
+
+    static var accountDisabled: LedgerError {
+        LedgerError(.forbidden, detail: "this account is disabled; ask the ledger's operator")
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+public import GotchuLedger
+import PostgresNIO
+
+extension PostgresLedgerBackend {
+    public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
+        // The database's clock in the same statement, so a key costs one round trip.
+        let row = try await read { connection in
+            try await connection.rows(
+                """
+                SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT,
+                \(unescaped: Connection.apiKeyColumns) WHERE k.secret_hash = \(hash)
+                """
+            ).first
+        }
+        guard let row else { return nil }
+        let (now, id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt, disabled) = try row.decode(
+            (Int64, String, String, String, String, String, String, Int64, Int64?, Int64?, Bool).self
+        )
+        let key = APIKey(
+            id: id,
+            userID: userID,
+            userEmail: email,
+            name: name,
+            hint: hint,
+            storedScopes: scopes,
+            createdAt: createdAt,
+            lastUsedAt: lastUsedAt,
+            revokedAt: revokedAt,
+            userDisabled: disabled
+        )
+        return (key, clock.map { LedgerTime.milliseconds($0()) } ?? now)
+    }
+
+    public func apiKeys(userID: String?) async throws -> [APIKey] {
+        try await read { connection in
+            try await connection.rows(
+                """
+                SELECT \(unescaped: Connection.apiKeyColumns)
+                WHERE \(userID)::TEXT IS NULL OR k.user_id = \(userID) ORDER BY k.created_at, k.id
+                """
+            ).map(APIKey.init)
+        }
+    }
+
+    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+        try await read { connection in try await connection.user(issuer: issuer, subject: subject) }
+    }
+}
+
+extension PostgresLedgerBackend.Connection {
+    static let apiKeyColumns = """
+        k.id, k.user_id, u.email, k.name, k.hint, k.scopes, k.created_at, k.last_used_at, k.revoked_at,
+        u.disabled_at IS NOT NULL FROM api_keys k JOIN users u ON u.id = k.user_id
+        """
+
+    func user(issuer: String, subject: String) async throws -> LedgerUser? {
+        try await first(
+            """
+            SELECT u.id, u.display_name, u.disabled_at IS NOT NULL FROM user_identities i
+            JOIN users u ON u.id = i.user_id WHERE i.issuer = \(issuer) AND i.subject = \(subject)
+            """,
+            as: (String, String, Bool).self
+        ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2) }
+    }
+}
+
+extension PostgresLedgerBackend.Transaction {
+    public func insert(apiKey key: APIKey, hash: String) async throws {
+        try await connection.execute(
+            """
+            INSERT INTO api_keys (id, user_id, name, secret_hash, hint, scopes, created_at)
+            VALUES (\(key.id), \(key.userID), \(key.name), \(hash), \(key.hint), \(key.storedScopes), \(now))
+            """
+        )
+    }
+
+    public func apiKey(id: String) async throws -> APIKey? {
+        try await connection.rows(
+            "SELECT \(unescaped: PostgresLedgerBackend.Connection.apiKeyColumns) WHERE k.id = \(id) FOR UPDATE OF k"
+        ).first.map(APIKey.init)
+    }
+
+    public func update(apiKey id: String, _ change: APIKeyChange) async throws {
+        switch change {
+        case .used:
+            try await connection.execute("UPDATE api_keys SET last_used_at = \(now) WHERE id = \(id)")
+        case .revoked:
+            try await connection.execute(
+                "UPDATE api_keys SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL"
+            )
+        }
+    }
+
+    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+        try await connection.user(issuer: issuer, subject: subject)
+    }
+
+    public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
+        try await !connection.rows(
+            """
+            INSERT INTO user_identities (issuer, subject, user_id, created_at)
+            VALUES (\(issuer), \(subject), \(userID), \(now)) ON CONFLICT (issuer, subject) DO NOTHING RETURNING 1
+            """
+        ).isEmpty
+    }
+}
+
+extension APIKey {
+    fileprivate init(_ row: PostgresRow) throws {
+        let (id, userID, email, name, hint, scopes, createdAt, lastUsedAt, revokedAt, disabled) = try row.decode(
+            (String, String, String, String, String, String, Int64, Int64?, Int64?, Bool).self
+        )
+        self.init(
+            id: id,
+            userID: userID,
+            userEmail: email,
+            name: name,
+            hint: hint,
+            storedScopes: scopes,
+            createdAt: createdAt,
+            lastUsedAt: lastUsedAt,
+            revokedAt: revokedAt,
+            userDisabled: disabled
+        )
+    }
+}
