@@ -190,6 +190,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case unlock
     case send
     case rotateEID
+    case resolve
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -197,7 +198,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .createSession, .rotateEID: .sessionsCreate
         case .readSession: .sessionsRead
         case .cancelSession: .sessionsCancel
-        case .readWallet, .fund, .lock, .unlock, .send: nil
+        case .readWallet, .fund, .lock, .unlock, .send, .resolve: nil
         }
     }
 
@@ -212,6 +213,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .unlock: "unlock sessions"
         case .send: "send money"
         case .rotateEID: "rotate session EIDs"
+        case .resolve: "resolve EIDs"
         }
     }
 }

@@ -105,8 +105,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
                 }
                 // After the shape checks, which tell anyone what is wrong with a request, and before the store is
-                // asked: without a login no EID says anything.
-                if limiters.resolveAccess == .requiresLogin { _ = try await principal(request) }
+                // asked: without a login no EID says anything. Resolving is a payer's act: a terminal's key may not.
+                if limiters.resolveAccess == .requiresLogin { _ = try await authenticate(request, for: .resolve) }
                 var resolved = try await store.resolve(eid: eid)
                 // Names stored before they were checked at login still reach payers only cleaned.
                 resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)

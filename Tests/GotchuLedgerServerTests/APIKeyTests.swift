@@ -67,7 +67,13 @@ struct TestRoute: Sendable, CustomTestStringConvertible {
             action: .send
         ),
         TestRoute(method: "POST", path: "/dev/fund", body: { _ in #"{"amount_cents": 100}"# }, action: .fund),
-        TestRoute(method: "POST", path: "/sessions/resolve", body: { _ in #"{"eid": "0000000000"}"# }, action: nil),
+        TestRoute(
+            method: "POST",
+            path: "/sessions/resolve",
+            body: { _ in #"{"eid": "0000000000"}"# },
+            action: .resolve
+        ),
+        TestRoute(method: "POST", path: "/sessions/{sid}/eids", body: { _ in nil }, action: .rotateEID),
         TestRoute(method: "GET", path: "/healthz", body: { _ in nil }, action: nil),
         TestRoute(
             method: "POST",

@@ -284,9 +284,10 @@ struct CredentialTests {
             try await ledger.store.verifyMerchant(email: "shop@example.com", name: "Corner Shop Ltd", actor: "operator")
             let shopSession = try await shop.createSession(amountCents: 100)
             let bobSession = try await bob.createSession(amountCents: 100)
-            let verified = try await ledger.anonymous.resolve(eid: shopSession.eid).payeeDisplay
+            let payer = try await ledger.client("payer@example.com")
+            let verified = try await payer.resolve(eid: shopSession.eid).payeeDisplay
             #expect(verified == PayeeDisplay(name: "Corner Shop Ltd", domain: "example.com", verified: true))
-            let chosen = try await ledger.anonymous.resolve(eid: bobSession.eid).payeeDisplay
+            let chosen = try await payer.resolve(eid: bobSession.eid).payeeDisplay
             #expect(chosen == PayeeDisplay(name: "bob", domain: "example.com", verified: false))
             await #expect(throws: LedgerError.self) {
                 try await ledger.store.verifyMerchant(email: "nobody@example.com", name: "X", actor: "operator")
