@@ -65,7 +65,7 @@ struct CredentialTests {
     )
     func passwordRules(store: StoreKind) async throws {
         try await TestLedger.with(store: store, policy: Self.policy) { ledger in
-            for bad in ["short", String(repeating: "é", count: 40), "twelve chars\u{0}!"] {
+            for bad in ["short", String(repeating: "x", count: 73), "twelve chars\u{0}!"] {
                 await #expect(throws: LedgerError.self) {
                     try await ledger.store.addUser(email: "a@example.com", displayName: nil, password: bad, actor: "t")
                 }
@@ -74,6 +74,25 @@ struct CredentialTests {
             let log = try await ledger.store.auditLog(limit: 10)
             #expect(users.isEmpty)
             #expect(log.isEmpty)
+        }
+    }
+
+    @Test(
+        "A password of 72 characters beyond bcrypt's 72 bytes counts to its last byte",
+        arguments: StoreKind.available
+    )
+    func longPasswords(store: StoreKind) async throws {
+        try await TestLedger.with(store: store, policy: Self.policy) { ledger in
+            // 72 characters, 144 bytes: bcrypt alone would read only the first 36.
+            let long = String(repeating: "é", count: 71) + "a"
+            _ = try await ledger.store.addUser(email: "a@example.com", displayName: nil, password: long, actor: "t")
+            let client = ledger.anonymous
+            #expect(try await client.login(email: "a@example.com", password: long).userID.isEmpty == false)
+            let sameStart = String(repeating: "é", count: 71) + "b"
+            #expect(
+                await problemKind { try await client.login(email: "a@example.com", password: sameStart) }
+                    == .unauthorized
+            )
         }
     }
 
