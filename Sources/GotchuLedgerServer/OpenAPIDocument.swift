@@ -252,6 +252,11 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The account is disabled (problem types: forbidden)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
                 "413":
                   description: "Body over 16 KiB (problem types: body-too-large)"
                   content:

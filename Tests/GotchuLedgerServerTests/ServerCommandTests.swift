@@ -203,6 +203,12 @@ struct ServerCommandTests {
             (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
             (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
             (["--session-lifetime", "1e16"], "--session-lifetime"),
+            (["--bcrypt-cost", "9"], "--bcrypt-cost must be 10...16"),
+            (["--bcrypt-cost", "31"], "--bcrypt-cost must be 10...16"),
+            (["--min-password-length", "7"], "--min-password-length must be 8...72"),
+            (["--access-token-lifetime", "0"], "--access-token-lifetime must be 60...86400"),
+            (["--refresh-token-lifetime", "60"], "--refresh-token-lifetime must be 3600...31536000"),
+            (["--registration", "sometimes"], "--registration"),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {
