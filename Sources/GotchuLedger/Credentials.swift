@@ -41,10 +41,19 @@ public enum Passwords {
         return await offPool { Bcrypt.hash(input, cost: UInt8(cost)) }
     }
 
-    /// Whether `password` matches the bcrypt `hash` (bcrypt compares the digests in constant time).
+    /// Whether `password` matches the bcrypt `hash`. (HummingbirdBcrypt compares the two bcrypt outputs with
+    /// `memcmp`; what its timing could tell is how far a guess's output matches the stored one, which is of no use
+    /// without the stored salt, and whoever has that can test guesses offline anyway.)
     public static func verify(_ password: String, hash: String) async -> Bool {
         let input = bcryptInput(password)
         return await offPool { Bcrypt.verify(input, hash: hash) }
+    }
+
+    /// The cost a bcrypt hash was made with (`$2b$12$…` → 12), if it reads as one.
+    static func cost(of hash: String) -> Int? {
+        let parts = hash.split(separator: "$", omittingEmptySubsequences: true)
+        guard parts.count >= 3 else { return nil }
+        return Int(parts[1])
     }
 
     /// What bcrypt is given for `password`. bcrypt reads at most 72 bytes and stops at a NUL: a password that is
