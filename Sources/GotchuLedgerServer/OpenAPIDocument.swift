@@ -86,11 +86,29 @@ enum OpenAPIDocument {
               type: object
               required: [email, password]
               properties:
-                email: { type: string, maxLength: 254 }
+                email: { type: string, description: "Any text: an address no account has is answered like a wrong password." }
+                password: { type: string }
+            RegisterRequest:
+              type: object
+              required: [email, password]
+              properties:
+                email:
+                  type: string
+                  maxLength: 254
+                  description: |
+                    Trimmed, lowercased and normalised to NFC. The part before the @ (at most 64 characters) becomes
+                    the display name payers see: it may not hold white space or control, format (Cf), bidi,
+                    invisible or blank look-alike characters (such as U+202E, U+200B, U+2800). The domain is ASCII
+                    letters, digits, hyphens and dots (an internationalised domain in its xn-- form). Other
+                    addresses get 400 bad-request saying what is wrong.
+                  pattern: "^[^@\\s\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u2800\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63})+$"
                 password:
                   type: string
+                  minLength: 12
+                  maxLength: 72
+                  pattern: "^[^\\x00]*$"
                   description: |
-                    At least the server's minimum length (12 characters by default), at most 72 bytes, no NUL.
+                    12 to 72 characters (the minimum is the server's --min-password-length, 12 by default), no NUL.
             RefreshRequest:
               type: object
               required: [refresh_token]
@@ -237,6 +255,11 @@ enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/LoginResponse" }
                 "400":
                   description: "Malformed JSON or a field of the wrong type (problem types: bad-request, invalid-amount)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "403":
+                  description: "The account is disabled (problem types: forbidden)"
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
@@ -392,7 +415,7 @@ enum OpenAPIDocument {
                 required: true
                 content:
                   application/json:
-                    schema: { $ref: "#/components/schemas/PasswordLoginRequest" }
+                    schema: { $ref: "#/components/schemas/RegisterRequest" }
               responses:
                 "200":
                   description: OK

@@ -103,6 +103,7 @@ struct ContractTests {
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", huge, [:]),
+                ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"off@example.com"}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"\#(password)"}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":"off@example.com","password":"\#(password)"}"#, [:]),
