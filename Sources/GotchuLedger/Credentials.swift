@@ -16,17 +16,18 @@ public enum Passwords {
     public static let bcryptCosts: ClosedRange<Int> = 4...31
     /// The fewest characters of a password, by default.
     public static let defaultMinimumLength = 12
-    /// The most bytes of a password: bcrypt reads no further, so a longer one would be cut without a word.
-    public static let maximumBytes = 72
+    /// The most characters (Unicode scalars, as JSON Schema counts them) of a password.
+    public static let maximumLength = 72
 
-    /// Refuses a password shorter than `minimumLength` characters, longer than bcrypt reads, or holding NUL (which
-    /// would end it early).
+    /// Refuses a password shorter than `minimumLength` or longer than ``maximumLength`` characters, or holding NUL.
+    /// Characters are Unicode scalars, as JSON Schema's `minLength` counts them.
     public static func validate(_ password: String, minimumLength: Int) throws(LedgerError) {
-        guard password.count >= minimumLength else {
+        let length = password.unicodeScalars.count
+        guard length >= minimumLength else {
             throw LedgerError(.invalidInput, detail: "the password must be at least \(minimumLength) characters long")
         }
-        guard password.utf8.count <= maximumBytes else {
-            throw LedgerError(.invalidInput, detail: "the password must be at most \(maximumBytes) bytes long")
+        guard length <= maximumLength else {
+            throw LedgerError(.invalidInput, detail: "the password must be at most \(maximumLength) characters long")
         }
         guard !password.utf8.contains(0) else {
             throw LedgerError(.invalidInput, detail: "the password must not contain NUL characters")
@@ -36,12 +37,31 @@ public enum Passwords {
     /// A bcrypt hash of `password` at `cost`.
     public static func hash(_ password: String, cost: Int) async -> String {
         precondition(bcryptCosts.contains(cost), "bcrypt costs are 4 to 31")
-        return await offPool { Bcrypt.hash(password, cost: UInt8(cost)) }
+        let input = bcryptInput(password)
+        return await offPool { Bcrypt.hash(input, cost: UInt8(cost)) }
     }
 
-    /// Whether `password` matches the bcrypt `hash` (bcrypt compares the digests in constant time).
+    /// Whether `password` matches the bcrypt `hash`. (HummingbirdBcrypt compares the two bcrypt outputs with
+    /// `memcmp`; what its timing could tell is how far a guess's output matches the stored one, which is of no use
+    /// without the stored salt, and whoever has that can test guesses offline anyway.)
     public static func verify(_ password: String, hash: String) async -> Bool {
-        await offPool { Bcrypt.verify(password, hash: hash) }
+        let input = bcryptInput(password)
+        return await offPool { Bcrypt.verify(input, hash: hash) }
+    }
+
+    /// The cost a bcrypt hash was made with (`$2b$12$…` → 12), if it reads as one.
+    static func cost(of hash: String) -> Int? {
+        let parts = hash.split(separator: "$", omittingEmptySubsequences: true)
+        guard parts.count >= 3 else { return nil }
+        return Int(parts[1])
+    }
+
+    /// What bcrypt is given for `password`. bcrypt reads at most 72 bytes and stops at a NUL: a password that is
+    /// longer in UTF-8 (72 characters may take 288 bytes) or holds a NUL is given as the base64 of its SHA-256
+    /// digest instead (44 bytes), so every byte of it counts.
+    static func bcryptInput(_ password: String) -> String {
+        guard password.utf8.count > 72 || password.utf8.contains(0) else { return password }
+        return Data(SHA256.hash(data: Data(password.utf8))).base64EncodedString()
     }
 
     /// A hash of a password nobody knows, at `cost`, made once per cost: checked against when the address is

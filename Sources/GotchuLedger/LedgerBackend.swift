@@ -99,6 +99,9 @@ public protocol LedgerTransaction {
     /// Sets the user's password hash.
     func setPassword(userID: String, hash: String) async throws
 
+    /// Sets the user's password hash to `new` if it is still `old`.
+    func replacePassword(userID: String, hash old: String, with new: String) async throws
+
     /// Marks the user disabled from ``now``.
     func disable(userID: String) async throws
 

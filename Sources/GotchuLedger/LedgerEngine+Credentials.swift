@@ -16,6 +16,15 @@ extension LedgerEngine {
         }
         guard await Passwords.verify(password, hash: hash) else { throw Self.wrongCredentials }
         guard !credentials.user.disabled else { throw Self.accountDisabled }
+        if Passwords.cost(of: hash) != policy.passwordCost {
+            // The operator changed --bcrypt-cost: the hash follows at the next login, the one time the password is
+            // known. Only if it is still the hash just checked, so a reset meanwhile is not undone.
+            let upgraded = await Passwords.hash(password, cost: policy.passwordCost)
+            let userID = credentials.user.id
+            try await backend.transaction { transaction in
+                try await transaction.replacePassword(userID: userID, hash: hash, with: upgraded)
+            }
+        }
         return credentials.user
     }
 

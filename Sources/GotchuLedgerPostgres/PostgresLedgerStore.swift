@@ -399,6 +399,12 @@ extension PostgresLedgerBackend {
             try await connection.execute("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)")
         }
 
+        public func replacePassword(userID: String, hash old: String, with new: String) async throws {
+            try await connection.execute(
+                "UPDATE users SET password_hash = \(new) WHERE id = \(userID) AND password_hash = \(old)"
+            )
+        }
+
         public func disable(userID: String) async throws {
             try await connection.execute("UPDATE users SET disabled_at = \(now) WHERE id = \(userID)")
         }

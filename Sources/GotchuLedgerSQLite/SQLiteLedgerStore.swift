@@ -295,6 +295,13 @@ extension SQLiteLedgerBackend {
             try await execute("UPDATE users SET password_hash = ? WHERE id = ?", [hash, userID])
         }
 
+        public func replacePassword(userID: String, hash old: String, with new: String) async throws {
+            try await execute(
+                "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?",
+                [new, userID, old]
+            )
+        }
+
         public func disable(userID: String) async throws {
             try await execute("UPDATE users SET disabled_at = ? WHERE id = ?", [now, userID])
         }

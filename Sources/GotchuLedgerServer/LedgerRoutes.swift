@@ -205,10 +205,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if registration == .open {
             routes.append(
                 LedgerRoute(.post, "/auth/register", "register") { request, context in
-                    try limiters.registerPerAddress?.take(clientAddress(request, context))
                     let body = try await decode(PasswordLoginRequest.self, request, context)
                     // Checked here, where the address enters: payers are shown its name part and its domain.
                     let email = try EmailAddress.normalize(body.email)
+                    // Counted once the request is well-formed, before the password is hashed (what the limit spares).
+                    try limiters.registerPerAddress?.take(clientAddress(request, context))
                     let user = try await store.register(email: email, password: body.password, displayName: nil)
                     return try json(try await session(for: user.id))
                 }

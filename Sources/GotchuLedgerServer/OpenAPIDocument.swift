@@ -20,6 +20,8 @@ enum OpenAPIDocument {
                 "recent_entry_count": String(recentEntryCount),
                 "lock_lifetime_seconds": String(policy.lockLifetime.components.seconds),
                 "maximum_locks_per_payer": String(policy.maximumLocksPerPayer),
+                "minimum_password_length": String(policy.minimumPasswordLength),
+                "maximum_password_length": String(Passwords.maximumLength),
             ]
         }
     }

@@ -114,6 +114,7 @@ struct ContractTests {
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", huge, [:]),
+                ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"off@example.com"}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":"pw@example.com","password":"\#(password)"}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/login", "/auth/login", #"{"email":"off@example.com","password":"\#(password)"}"#, [:]),
@@ -322,6 +323,7 @@ struct ContractTests {
         policy.maximumLocksPerPayer = 7
         policy.lockLifetime = .seconds(45)
         policy.maximumAmount = 123_456
+        policy.minimumPasswordLength = 20
         let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("l.sqlite").path, policy: policy)
         let routes = LedgerRoutes(
             store: store,
@@ -343,6 +345,7 @@ struct ContractTests {
         #expect(yaml.contains("at most 7 live locks"))
         #expect(yaml.contains("lapses after 45 s"))
         #expect(yaml.contains("maximum: 123456"))
+        #expect(yaml.contains("minLength: 20"))
         #expect(yaml.contains("Body over \(LedgerRequestContext.maximumBodySize) bytes"))
     }
 

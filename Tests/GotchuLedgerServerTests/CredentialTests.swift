@@ -2,8 +2,11 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -65,7 +68,7 @@ struct CredentialTests {
     )
     func passwordRules(store: StoreKind) async throws {
         try await TestLedger.with(store: store, policy: Self.policy) { ledger in
-            for bad in ["short", String(repeating: "é", count: 40), "twelve chars\u{0}!"] {
+            for bad in ["short", String(repeating: "x", count: 73), "twelve chars\u{0}!"] {
                 await #expect(throws: LedgerError.self) {
                     try await ledger.store.addUser(email: "a@example.com", displayName: nil, password: bad, actor: "t")
                 }
@@ -74,6 +77,25 @@ struct CredentialTests {
             let log = try await ledger.store.auditLog(limit: 10)
             #expect(users.isEmpty)
             #expect(log.isEmpty)
+        }
+    }
+
+    @Test(
+        "A password of 72 characters beyond bcrypt's 72 bytes counts to its last byte",
+        arguments: StoreKind.available
+    )
+    func longPasswords(store: StoreKind) async throws {
+        try await TestLedger.with(store: store, policy: Self.policy) { ledger in
+            // 72 characters, 144 bytes: bcrypt alone would read only the first 36.
+            let long = String(repeating: "é", count: 71) + "a"
+            _ = try await ledger.store.addUser(email: "a@example.com", displayName: nil, password: long, actor: "t")
+            let client = ledger.anonymous
+            #expect(try await client.login(email: "a@example.com", password: long).userID.isEmpty == false)
+            let sameStart = String(repeating: "é", count: 71) + "b"
+            #expect(
+                await problemKind { try await client.login(email: "a@example.com", password: sameStart) }
+                    == .unauthorized
+            )
         }
     }
 
@@ -352,5 +374,44 @@ struct CredentialTests {
             let pair = try #require(saved.withLock { $0.first })
             #expect(await client.credentials?.refreshToken == pair.refreshToken)
         }
+    }
+
+    @Test(
+        "A hash made at another cost is remade at the configured one at the next login",
+        arguments: StoreKind.available
+    )
+    func costUpgrade(store: StoreKind) async throws {
+        try await TestLedger.withStore(store, policy: Self.policy, clock: ManualClock()) { store, _, services in
+            try await withServices(services) {
+                try await store.migrate()
+                switch store {
+                case let sqlite as SQLiteLedgerStore: try await Self.checkCostUpgrade(sqlite)
+                case let postgres as PostgresLedgerStore: try await Self.checkCostUpgrade(postgres)
+                default: Issue.record("an unknown store")
+                }
+            }
+        }
+    }
+
+    static func checkCostUpgrade<Backend: LedgerBackend>(_ engine: LedgerEngine<Backend>) async throws {
+        _ = try await engine.addUser(email: "a@example.com", displayName: nil, password: password, actor: "t")
+        let backend: Backend = engine.backend
+        func storedHash() async throws -> String {
+            let found: UserCredentials? = try await backend.credentials(email: "a@example.com")
+            guard let hash = found?.passwordHash else { throw TestPostgresError("the user has no password hash") }
+            return hash
+        }
+        #expect(try await storedHash().contains("$04$"))
+        var stronger = engine.policy
+        stronger.passwordCost = 5
+        let upgraded = LedgerEngine(backend: engine.backend, policy: stronger)
+        await #expect(throws: LedgerError.self) { try await upgraded.login(email: "a@example.com", password: "wrong!") }
+        #expect(try await storedHash().contains("$04$"), "a wrong password changes nothing")
+        _ = try await upgraded.login(email: "a@example.com", password: password)
+        #expect(try await storedHash().contains("$05$"))
+        // The new hash still takes the password, at either policy.
+        _ = try await upgraded.login(email: "a@example.com", password: password)
+        _ = try await engine.login(email: "a@example.com", password: password)
+        #expect(try await storedHash().contains("$04$"))
     }
 }

@@ -119,6 +119,50 @@ struct PayPromptTests {
     }
 }
 
+@Suite("gotchu pay's question says whether the payee's name is verified")
+struct VerifiedPayeePromptTests {
+    @Test("A verified merchant is asked for as one; any other payee's name is said to be its own choice")
+    func verifiedAndNot() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        try await TestLedger.with { ledger in
+            let url = ledger.url.absoluteString
+            let shop = try await ledger.client("shop@example.com")
+            let bob = try await ledger.client("bob@example.com")
+            try await ledger.store.verifyMerchant(email: "shop@example.com", name: "Corner Shop Ltd", actor: "operator")
+            try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
+            for (payee, expected) in [
+                (shop, #"Pay $1.00 to "Corner Shop Ltd" (example.com), verified merchant? [y/N] "#),
+                (bob, #"Pay $1.00 to "bob" (example.com), name chosen by the payee, not verified? [y/N] "#),
+            ] {
+                let session = try await payee.createSession(amountCents: 100)
+                let payer = try await advertising(session.eid, processes) { () async throws -> RunningCommand in
+                    let command = try processes.start(["pay", "--radio", "sim", "--server", url], user: "alice")
+                    // Standard input is empty: the question is asked, then declined.
+                    _ = try await command.waitForExit()
+                    return command
+                }
+                #expect(payer.lines.first { $0.hasPrefix("Pay ") } == expected, "\(payer.lines)")
+            }
+        }
+    }
+
+    /// Advertises `eid` on the shared air of `processes` while `body` runs.
+    private func advertising<T: Sendable>(
+        _ eid: EID,
+        _ processes: GotchuProcesses,
+        _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        let air = processes.directory.url.appendingPathComponent("runtime").appendingPathComponent("gotchu-air")
+        let terminal = try await SharedAirRadio(
+            directory: air,
+            peer: SimulatedPeer(name: "terminal", at: Position(x: 0, y: 0)),
+            seed: 5
+        )
+        return try await terminal.withAdvertisement(Advertisement(eid: eid)) { _ in try await body() }
+    }
+}
+
 @Suite("gotchu wallet shows a server's strings escaped")
 struct WalletOutputTests {
     @Test("Entry types, references and the wallet id from a hostile server cannot rewrite the terminal")

@@ -219,6 +219,12 @@ struct ServerCommandTests {
                 ],
                 "--oidc-jwks-url must be an https URL"
             ),
+            (["--bcrypt-cost", "9"], "--bcrypt-cost must be 10...16"),
+            (["--bcrypt-cost", "31"], "--bcrypt-cost must be 10...16"),
+            (["--min-password-length", "7"], "--min-password-length must be 8...72"),
+            (["--access-token-lifetime", "0"], "--access-token-lifetime must be 60...86400"),
+            (["--refresh-token-lifetime", "60"], "--refresh-token-lifetime must be 3600...31536000"),
+            (["--registration", "sometimes"], "--registration"),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {
