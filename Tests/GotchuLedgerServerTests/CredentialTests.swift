@@ -135,6 +135,35 @@ struct CredentialTests {
         }
     }
 
+    @Test(
+        "Two refreshes racing with one token: one gets the next token, and the reuse then revokes it too",
+        arguments: StoreKind.available
+    )
+    func concurrentRefresh(store: StoreKind) async throws {
+        try await TestLedger.with(store: store, policy: Self.policy) { ledger in
+            _ = try await ledger.store.addUser(
+                email: "a@example.com",
+                displayName: nil,
+                password: Self.password,
+                actor: "t"
+            )
+            let client = ledger.anonymous
+            let token = try #require(
+                try await client.login(email: "a@example.com", password: Self.password).refreshToken
+            )
+            let results = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<2 { group.addTask { try? await client.refresh(refreshToken: token).refreshToken } }
+                var results: [String?] = []
+                for try await result in group { results.append(result) }
+                return results
+            }
+            let winners = results.compactMap { $0 }
+            #expect(winners.count == 1, "\(results)")
+            let next = try #require(winners.first)
+            #expect(await problemKind { try await client.refresh(refreshToken: next) } == .unauthorized)
+        }
+    }
+
     @Test("Logout revokes the login's refresh tokens", arguments: StoreKind.available)
     func logout(store: StoreKind) async throws {
         try await TestLedger.with(store: store, policy: Self.policy) { ledger in
