@@ -193,6 +193,20 @@ public final class LoopbackConnection {
         return Data(unread)
     }
 
+    /// Waits until the raw bytes not yet read hold `text` `occurrences` times (a streamed body has no end to wait
+    /// for). For connections whose head is not read with ``readHead(timeout:)``.
+    public func waitFor(_ text: String, occurrences: Int = 1, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        let needle = Array(text.utf8)
+        while unread.ranges(of: needle).count < occurrences {
+            guard try await receive(until: deadline) else {
+                throw LoopbackConnectionError(
+                    "closed before \(occurrences) × \(text); got \(String(decoding: unread, as: UTF8.self))"
+                )
+            }
+        }
+    }
+
     /// Waits for bytes and decodes what it can of a body; returns `false` once the server has closed the connection.
     private func receive(until deadline: ContinuousClock.Instant) async throws -> Bool {
         guard !closedByServer else { return false }
