@@ -40,6 +40,14 @@ public protocol LedgerBackend: Sendable {
 
     /// Checks the database answers.
     func ping() async throws
+
+    /// Publishes into `changes` the session changes other servers on this database commit, until cancelled; returns
+    /// at once where the database is this process's alone (the engine publishes its own changes).
+    func relayChanges(to changes: SessionChanges) async throws
+}
+
+extension LedgerBackend {
+    public func relayChanges(to changes: SessionChanges) async throws {}
 }
 
 /// How a database keeps an admitted payment's idempotency key in flight, and so how a key left by a request that
@@ -140,6 +148,14 @@ public protocol LedgerTransaction {
 
     /// Deletes keys created before `time`; returns how many.
     func deleteKeys(createdBefore time: Int64) async throws -> Int
+
+    /// Tells the other servers on this database, if the transaction commits, that session `sid` may have changed
+    /// (no-op where the database is this process's alone).
+    func announce(sid: String, _ notice: SessionNotice) async throws
+}
+
+extension LedgerTransaction {
+    public func announce(sid: String, _ notice: SessionNotice) async throws {}
 }
 
 /// The ledger's system accounts, which every schema creates.

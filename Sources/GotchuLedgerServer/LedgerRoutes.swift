@@ -13,6 +13,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
+    let limits: LedgerLimits
+    /// The event streams open on this server, per user.
+    let eventStreams: EventStreamSlots
     /// Users already found in the store. Users are never deleted, so a token's user need be looked up only once.
     private let knownUsers = KnownUsers()
 
@@ -22,6 +25,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         self.tokens = tokens
         self.developmentMode = developmentMode
         self.limiters = AbuseLimiters(limits)
+        self.limits = limits
+        self.eventStreams = EventStreamSlots(maximumPerUser: limits.eventStreamsPerUser)
     }
 
     /// How many entries `GET /wallet/me` lists.
@@ -105,6 +110,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             let sid = try SessionID.validate(try context.parameters.require("sid"))
             return try json(try await store.session(sid: sid, viewerID: user))
         }
+        router.get("/sessions/{sid}/events") { request, context in
+            try await sessionEvents(user: try await authenticate(request), request, context)
+        }
         router.post("/wallet/send") { request, context in
             let user = try await authenticate(request)
             // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
@@ -151,7 +159,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ("/healthz", .get), ("/openapi.yaml", .get), ("/wallet/me", .get), ("/sessions/create", .post),
             ("/sessions/resolve", .post), ("/sessions/lock", .post), ("/sessions/unlock", .post),
             ("/sessions/cancel", .post),
-            ("/sessions/{sid}", .get), ("/wallet/send", .post),
+            ("/sessions/{sid}", .get), ("/sessions/{sid}/events", .get), ("/wallet/send", .post),
         ]
         if developmentMode { paths += [("/auth/dev-login", .post), ("/dev/fund", .post)] }
         return paths

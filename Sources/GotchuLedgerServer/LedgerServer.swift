@@ -66,7 +66,35 @@ public enum LedgerServer {
         application.addServices(services)
         application.beforeServerStarts { try await migration.run() }
         application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
+        application.addServices(SessionChangeRelay(store: store, migration: migration, logger: logger))
         return application
+    }
+}
+
+/// Relays the session changes other servers on the same database commit to this server's event streams, until
+/// graceful shutdown (see ``LedgerStore/relayChanges()``).
+struct SessionChangeRelay<Store: LedgerStore>: Service {
+    let store: Store
+    let migration: Migration
+    let logger: Logger
+
+    func run() async throws {
+        try await migration.run()
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await store.relayChanges()
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("relaying session changes failed", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .seconds(1))
+                    continue
+                }
+                // Nothing to relay (a database this process alone uses): wait for the shutdown.
+                try await Task.sleep(for: .seconds(86_400 * 365))
+            }
+        }
     }
 }
 

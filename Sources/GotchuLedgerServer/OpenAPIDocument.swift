@@ -659,6 +659,73 @@ enum OpenAPIDocument {
                   content:
                     application/problem+json:
                       schema: { $ref: "#/components/schemas/Problem" }
+          /sessions/{sid}/events:
+            get:
+              operationId: sessionEvents
+              summary: The session's changes as server-sent events, for its payee only.
+              description: |
+                A text/event-stream (WHATWG server-sent events). Each event's `event` field names what happened
+                (advertising, locked, unlocked, paid, expired, cancelled, eid-rotated), its `data` is one line of
+                JSON, the session's SessionStatusResponse after the change, and its `id` names that state. The stream
+                carries states, not a log: the first event is the current state, unless the request's Last-Event-ID
+                names it (then nothing is sent until the state moves on), and changes nobody was listening for arrive
+                as the state they led to. The stream ends after paid, expired or cancelled. An idle stream sends a
+                comment line (`: keep-alive`) at least every 15 s by default, and starts with `retry: 2000`. A change
+                committed through any server on the same database is delivered (PostgreSQL LISTEN/NOTIFY); a stream
+                also re-reads its session every 30 s by default, so a lost notification only delays an event. Each
+                user may hold a few streams open at once per server (4 by default); past that the request is refused
+                429 rate-limited.
+              security: [{ bearer: [] }]
+              parameters:
+                - name: sid
+                  in: path
+                  required: true
+                  schema: { $ref: "#/components/schemas/SessionID" }
+                - name: Last-Event-ID
+                  in: header
+                  required: false
+                  description: The id of the last event received; ids the server did not make are ignored.
+                  schema: { type: string, maxLength: 64 }
+              responses:
+                "200":
+                  description: OK
+                  content:
+                    text/event-stream:
+                      schema: { type: string }
+                "400":
+                  description: "The sid is not a session id (problem types: bad-request)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "401":
+                  description: "Missing, malformed, forged or expired token (problem types: unauthorized)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "404":
+                  description: "No such session of the caller's (problem types: session-not-found)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "429":
+                  description: "The user holds the most event streams allowed at once on this server; close one, retry after Retry-After seconds (problem types: rate-limited)"
+                  headers:
+                    Retry-After:
+                      required: true
+                      schema: { type: integer, minimum: 1 }
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "500":
+                  description: "Server failure (problem types: internal-error)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
+                "503":
+                  description: "Store unavailable (problem types: unavailable)"
+                  content:
+                    application/problem+json:
+                      schema: { $ref: "#/components/schemas/Problem" }
           /wallet/send:
             post:
               operationId: send

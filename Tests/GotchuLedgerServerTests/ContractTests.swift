@@ -114,6 +114,11 @@ struct ContractTests {
                 ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(unknown)", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
+                // A cancelled session's stream sends its state and ends, so it can be read to its end.
+                ("GET", "/sessions/{sid}/events", "/sessions/\(cancelled.sid)/events", nil, payeeAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/\(cancelled.sid)/events", nil, payerAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/nope/events", nil, payeeAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/\(session.sid)/events", nil, [:]),
                 ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#,
