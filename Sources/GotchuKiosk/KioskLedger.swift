@@ -16,6 +16,16 @@ public protocol KioskLedgerService: Sendable {
     func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus
     /// Cancels the session; refused with a problem when it is already paid, expired or cancelled.
     func cancelSession(sid: String) async throws(LedgerClientError)
+    /// The session's next status other than `after`, from its event stream (see
+    /// ``LedgerClient/nextSessionStatus(sid:after:quietLimit:)``).
+    func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus
+}
+
+extension KioskLedgerService {
+    /// A service without event streams: the kiosk polls ``sessionStatus(sid:)`` instead.
+    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+        throw .problem(Problem(.notFound, detail: "this ledger service has no event streams"))
+    }
 }
 
 /// The kiosk's way to the ledger: a client logged in as the payee that logs in again when its token is rejected.
@@ -93,5 +103,11 @@ public actor KioskLedger: KioskLedgerService {
 
     public func cancelSession(sid: String) async throws(LedgerClientError) {
         try await perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
+    }
+
+    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+        try await perform { client throws(LedgerClientError) in
+            try await client.nextSessionStatus(sid: sid, after: after)
+        }.status
     }
 }
