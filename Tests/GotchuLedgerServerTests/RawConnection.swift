@@ -115,6 +115,19 @@ final class RawConnection {
         return Data(unread)
     }
 
+    /// Waits until what arrived holds `text` `occurrences` times (a streamed body has no end to wait for).
+    func waitFor(_ text: String, occurrences: Int = 1, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        let needle = Array(text.utf8)
+        while unread.ranges(of: needle).count < occurrences {
+            guard try await receive(until: deadline) else {
+                throw RawConnectionError(
+                    "closed before \(occurrences) × \(text); got \(String(decoding: unread, as: UTF8.self))"
+                )
+            }
+        }
+    }
+
     /// Waits for bytes; returns `false` once the server has closed the connection.
     private func receive(until deadline: ContinuousClock.Instant) async throws -> Bool {
         guard !closedByServer else { return false }

@@ -4,7 +4,9 @@ import GotchuCore
 import GotchuLedger
 import GotchuLedgerClient
 import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
+import GotchuTesting
 import Logging
 import Synchronization
 import Testing
@@ -196,19 +198,73 @@ struct SessionEventTests {
         }
     }
 
-    @Test("Heartbeats keep a quiet stream alive past the client's silence limit")
+    @Test("A quiet stream sends heartbeats, and stays the same stream through them")
     func heartbeats() async throws {
         var limits = Self.noticesOnly
-        limits.eventHeartbeat = .milliseconds(100)
+        limits.eventHeartbeat = .milliseconds(50)
         try await TestLedger.with(limits: limits) { ledger in
             let payee = try await ledger.client("shop@example.com")
             let session = try await payee.createSession(amountCents: 300)
-            let events = EventReader(payee.sessionEvents(sid: session.sid, quietLimit: .milliseconds(500)))
-            #expect(try await events.next()?.kind == .advertising)
-            // Two seconds of nothing but heartbeats, then a change: the stream is still the same one.
-            try await Task.sleep(for: .seconds(2))
+            let connection = try RawConnection(port: try #require(ledger.url.port))
+            try connection.send(
+                "GET /sessions/\(session.sid)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    + "Authorization: Bearer \(try #require(payee.token))\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            try await connection.waitFor("event: advertising")
+            try await connection.waitFor(": keep-alive", occurrences: 3)
             try await payee.cancel(sid: session.sid)
-            #expect(try await events.next()?.kind == .cancelled)
+            try await connection.waitFor("event: cancelled")
+        }
+    }
+
+    @Test("The client takes a stream silent past its limit for lost")
+    func silenceIsLoss() async throws {
+        var limits = Self.noticesOnly
+        limits.eventHeartbeat = .seconds(3_600)
+        try await TestLedger.with(limits: limits) { ledger in
+            let payee = try await ledger.client("shop@example.com")
+            let session = try await payee.createSession(amountCents: 300)
+            let events = EventReader(payee.sessionEvents(sid: session.sid, quietLimit: .milliseconds(300)))
+            #expect(try await events.next()?.kind == .advertising)
+            do {
+                let next = try await events.next()
+                Issue.record("a silent stream went on: \(String(describing: next))")
+            } catch let error as LedgerClientError {
+                #expect(error.description.contains("silent"))
+            }
+        }
+    }
+
+    @Test("A change whose notice never comes is found by the safety poll: two servers on one SQLite file")
+    func convergesWithoutNotice() async throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-events")
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("ledger.sqlite").path
+        // Two stores, two broadcasters, nothing relaying between them: only reading again tells one of the other.
+        let stores = try (0..<2).map { _ in try SQLiteLedgerStore(path: path) }
+        try await stores[0].migrate()
+        var limits = LedgerLimits.unlimited
+        limits.eventSafetyPoll = .milliseconds(200)
+        let tokens = try await TokenAuthority(secret: TestLedger.secret)
+        try await LedgerServer.withRunning(
+            stores.map { LedgerServer.Replica(store: $0) },
+            tokens: tokens,
+            limits: limits
+        ) { urls in
+            var payee = LedgerClient(baseURL: urls[0])
+            payee.token = try await payee.devLogin(email: "shop@example.com").token
+            var payer = LedgerClient(baseURL: urls[1])
+            payer.token = try await payer.devLogin(email: "payer@example.com").token
+            _ = try await payer.fund(amountCents: 1_000)
+            let session = try await payee.createSession(amountCents: 400)
+            let events = EventReader(payee.sessionEvents(sid: session.sid))
+            #expect(try await events.next()?.kind == .advertising)
+            try await payer.lock(sid: session.sid)
+            _ = try await payer.send(sid: session.sid, idempotencyKey: UUID().uuidString)
+            // The lock may fall between two reads and never be seen; the payment is final and must be.
+            var last: SessionEvent?
+            while let event = try await events.next() { last = event }
+            #expect(last?.kind == .paid)
         }
     }
 
