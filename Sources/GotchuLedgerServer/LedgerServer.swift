@@ -36,6 +36,10 @@ public enum LedgerServer {
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
+        precondition(
+            limits.eventStreamsPerUser >= 1 && limits.eventHeartbeat > .zero && limits.eventSafetyPoll > .zero,
+            "event streams need room for one per user and positive heartbeat and safety-poll intervals"
+        )
         // HEAD is answered as GET without the body.
         let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let metrics {

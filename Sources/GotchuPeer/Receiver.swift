@@ -192,9 +192,14 @@ public struct Receiver: Sendable {
             case .awaitChange(let timeout):
                 // The machine's local expiry check needs a word by expiry and its grace, stream or not.
                 let untilTick = session.expiresAt + options.flow.expiryGrace - (await radio.now())
-                (outcome, status) = await nextStatus(session.sessionID, after: known, timeout: min(timeout, untilTick))
-                if outcome == .streamFailed, !Task.isCancelled {
-                    progress(.ledgerUnreachable("the event stream broke"))
+                let failure: String?
+                (outcome, status, failure) = await nextStatus(
+                    session.sessionID,
+                    after: known,
+                    timeout: min(timeout, untilTick)
+                )
+                if let failure, outcome == .streamFailed, !Task.isCancelled {
+                    progress(.ledgerUnreachable("the session's event stream failed: \(failure)"))
                 }
             case .read(let delay):
                 if delay > .zero {
@@ -234,27 +239,28 @@ public struct Receiver: Sendable {
         return .cancel
     }
 
-    /// The session's next status other than `known` from its event stream, or how waiting for it went: at most
-    /// `timeout` on the radio's clock.
+    /// The session's next status other than `known` from its event stream, or how waiting for it went (with why
+    /// the stream failed): at most `timeout` on the radio's clock.
     private func nextStatus(
         _ sid: String,
         after known: SessionStatus?,
         timeout: Duration
-    ) async -> (StatusWatch.Outcome, SessionStatusResponse?) {
+    ) async -> (StatusWatch.Outcome, SessionStatusResponse?, String?) {
         let (ledger, radio) = (self.ledger, self.radio)
-        return await withTaskGroup(of: (StatusWatch.Outcome, SessionStatusResponse?).self) { group in
+        return await withTaskGroup(of: (StatusWatch.Outcome, SessionStatusResponse?, String?).self) { group in
             group.addTask {
                 do throws(LedgerClientError) {
-                    return (.changed, try await ledger.nextSessionStatus(sid: sid, after: known))
+                    return (.changed, try await ledger.nextSessionStatus(sid: sid, after: known), nil)
                 } catch {
-                    return (LedgerClient.eventStreamsUnsupported(error) ? .streamUnsupported : .streamFailed, nil)
+                    let unsupported = LedgerClient.eventStreamsUnsupported(error)
+                    return (unsupported ? .streamUnsupported : .streamFailed, nil, "\(error)")
                 }
             }
             group.addTask {
                 try? await radio.sleep(for: max(timeout, .zero))
-                return (.timedOut, nil)
+                return (.timedOut, nil, nil)
             }
-            let first = await group.next() ?? (.timedOut, nil)
+            let first = await group.next() ?? (.timedOut, nil, nil)
             group.cancelAll()
             return first
         }

@@ -187,7 +187,9 @@ struct SessionEventTests {
             // The client lets go of one; the server notices at its next heartbeat and the place is free again.
             _ = consume first
             var reopened: SessionEvent?
-            for _ in 0..<300 where reopened == nil {
+            // The deadline only bounds a hang.
+            let deadline = ContinuousClock.now + .seconds(90)
+            while reopened == nil, ContinuousClock.now < deadline {
                 do {
                     reopened = try await EventReader(payee.sessionEvents(sid: session.sid)).next()
                 } catch let error as LedgerClientError where error.problemKind == .rateLimited {
@@ -225,13 +227,15 @@ struct SessionEventTests {
             let payee = try await ledger.client("shop@example.com")
             let session = try await payee.createSession(amountCents: 300)
             let events = EventReader(payee.sessionEvents(sid: session.sid, quietLimit: .milliseconds(300)))
-            #expect(try await events.next()?.kind == .advertising)
+            // However slow the machine, the stream ends in a silence failure, with nothing but the first state before.
+            var kinds: [SessionEventKind] = []
             do {
-                let next = try await events.next()
-                Issue.record("a silent stream went on: \(String(describing: next))")
+                while let event = try await events.next() { kinds.append(event.kind) }
+                Issue.record("a silent stream ended without failing")
             } catch let error as LedgerClientError {
                 #expect(error.description.contains("silent"))
             }
+            #expect(kinds.allSatisfy { $0 == .advertising })
         }
     }
 
