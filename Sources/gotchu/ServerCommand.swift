@@ -125,6 +125,14 @@ struct ServerCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "The most session event streams (GET /sessions/{sid}/events) one user may hold open at once on this server (\(Bounds.maxEventStreams)); the next is answered 429.",
+            valueName: "count"
+        )
+    )
+    var maxEventStreams = LedgerLimits().eventStreamsPerUser
+
+    @Option(
+        help: ArgumentHelp(
             "POST /sessions/resolve per client address: requests per second (0: no limit, else \(Bounds.rate)).",
             valueName: "per-second"
         )
@@ -216,6 +224,7 @@ struct ServerCommand: AsyncParsableCommand {
         static let rate = RateLimit.allowedPerSecond
         static let burst = RateLimit.allowedBurst
         static let maxLocksPerPayer = 1...1_000
+        static let maxEventStreams = 1...1_000
     }
 
     func validate() throws {
@@ -242,6 +251,7 @@ struct ServerCommand: AsyncParsableCommand {
         try check("idle-timeout", idleTimeout, Bounds.timeout)
         try check("read-timeout", readTimeout, Bounds.timeout)
         try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
+        try check("max-event-streams", maxEventStreams, Bounds.maxEventStreams)
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
@@ -375,6 +385,7 @@ struct ServerCommand: AsyncParsableCommand {
         limits.maximumOpenConnections = maxOpenConnections
         limits.idleTimeout = .seconds(idleTimeout)
         limits.readTimeout = .seconds(readTimeout)
+        limits.eventStreamsPerUser = maxEventStreams
         return limits
     }
 

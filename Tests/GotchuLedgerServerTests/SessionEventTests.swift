@@ -8,6 +8,7 @@ import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
 import Logging
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -236,6 +237,35 @@ struct SessionEventTests {
                 #expect(error.description.contains("silent"))
             }
             #expect(kinds.allSatisfy { $0 == .advertising })
+        }
+    }
+
+    @Test(
+        "An EID rotation notice becomes an eid-rotated event with the state unchanged",
+        arguments: StoreKind.available
+    )
+    func eidRotated(kind: StoreKind) async throws {
+        try await TestLedger.with(store: kind, limits: Self.noticesOnly) { ledger in
+            let payee = try await ledger.client("shop@example.com")
+            let session = try await payee.createSession(amountCents: 300)
+            let events = EventReader(payee.sessionEvents(sid: session.sid))
+            let first = try #require(try await events.next())
+            switch ledger.database {
+            case .sqlite:
+                ledger.store.changes.publish(sid: session.sid, .eidRotated)
+            case .postgres(let url):
+                // As another server's rotation would announce it: a notification on the channel, heard by LISTEN.
+                let payload = SessionNotice.payload(sid: session.sid, .eidRotated)
+                try await TestPostgres.withClient(url) { client in
+                    _ = try await client.query(
+                        "SELECT pg_notify(\(PostgresLedgerBackend.changeChannel), \(payload))"
+                    ).collect()
+                }
+            }
+            let rotated = try #require(try await events.next())
+            #expect(rotated.kind == .eidRotated)
+            #expect(rotated.id == first.id)
+            #expect(rotated.session == first.session)
         }
     }
 
