@@ -400,6 +400,16 @@ struct ServerSentEventParserTests {
         }
     }
 
+    @Test("A server without the route is told apart from a refusal of this stream")
+    func unsupported() {
+        #expect(LedgerClient.eventStreamsUnsupported(.problem(Problem(.notFound))))
+        #expect(LedgerClient.eventStreamsUnsupported(.problem(Problem(.methodNotAllowed))))
+        #expect(LedgerClient.eventStreamsUnsupported(.unexpectedResponse(status: 404, body: "")))
+        #expect(!LedgerClient.eventStreamsUnsupported(.problem(Problem(.sessionNotFound))))
+        #expect(!LedgerClient.eventStreamsUnsupported(.problem(Problem(.rateLimited))))
+        #expect(!LedgerClient.eventStreamsUnsupported(.transport("connection refused")))
+    }
+
     @Test("Notification payloads: ours are read, anything else is not")
     func payloads() {
         let sid = "0f8fad5b-d9cb-469f-a165-70867728950e"
