@@ -275,6 +275,31 @@ public actor Kiosk: KioskStatusSource {
                         return .statusFailed(Self.problem(error))
                     }
                 }
+            case .awaitStatusChange(let sid, let after, let timeout):
+                startLedgerCall { [radio] ledger async -> KioskChargeMachine.Event in
+                    await Self.firstOf(
+                        {
+                            do throws(LedgerClientError) {
+                                return .statusSeen(try await ledger.nextStatus(sid: sid, after: after))
+                            } catch {
+                                if LedgerClient.eventStreamsUnsupported(error) { return .statusStreamUnsupported }
+                                return .statusFailed(Self.problem(error))
+                            }
+                        },
+                        {
+                            // The safety read: a change whose event was lost is seen by now.
+                            do { try await radio.sleep(for: timeout) } catch { return nil }
+                            do throws(LedgerClientError) {
+                                return .statusSeen(try await ledger.sessionStatus(sid: sid))
+                            } catch {
+                                return .statusFailed(Self.problem(error))
+                            }
+                        }
+                    )
+                }
+            case .stopAwaitingStatus:
+                ledgerCall?.cancel()
+                ledgerCall = nil
             case .cancelSession(let sid):
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
@@ -356,6 +381,22 @@ public actor Kiosk: KioskStatusSource {
     }
 
     // MARK: Helpers
+
+    /// The event of whichever of `a` and `b` ends first with one (`b` may end without one); the other is cancelled.
+    private static func firstOf(
+        _ a: @escaping @Sendable () async -> KioskChargeMachine.Event,
+        _ b: @escaping @Sendable () async -> KioskChargeMachine.Event?
+    ) async -> KioskChargeMachine.Event {
+        await withTaskGroup(of: KioskChargeMachine.Event?.self) { group in
+            group.addTask { await a() }
+            group.addTask { await b() }
+            var result: KioskChargeMachine.Event?
+            while result == nil, let next = await group.next() { result = next }
+            group.cancelAll()
+            // Only reachable when both ended without an event: the task was cancelled, and nothing is reported.
+            return result ?? .statusFailed(.ledgerUnreachable("cancelled"))
+        }
+    }
 
     /// The date now, on the radio's clock.
     private func date() async -> Date {

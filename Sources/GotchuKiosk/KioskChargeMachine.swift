@@ -28,8 +28,13 @@ public struct KioskChargeMachine: Sendable {
         public var sessionLifetime: Duration
         /// When the ledger's session expires before the charge's lifetime is over, advertise a new one.
         public var renewExpiredSessions: Bool
-        /// How often a session's status is asked while all is well.
+        /// How often a session's status is asked while all is well, when the ledger has no event streams (or
+        /// `liveStatus` is off).
         public var statusInterval: Duration
+        /// Wait on the session's event stream for its next status instead of asking at every `statusInterval`.
+        public var liveStatus: Bool
+        /// The longest wait on the event stream before the status is read anyway.
+        public var safetyInterval: Duration
         /// Delays between retries while the ledger or the radio fails.
         public var retry: Backoff
         /// How long the end of a charge is shown before the kiosk reads idle again.
@@ -43,6 +48,8 @@ public struct KioskChargeMachine: Sendable {
             sessionLifetime: Duration = .seconds(300),
             renewExpiredSessions: Bool = true,
             statusInterval: Duration = .milliseconds(500),
+            liveStatus: Bool = true,
+            safetyInterval: Duration = .seconds(30),
             retry: Backoff = Backoff(),
             idleAfter: Duration = .seconds(60),
             rotateEvery: Duration? = nil
@@ -50,6 +57,8 @@ public struct KioskChargeMachine: Sendable {
             self.sessionLifetime = sessionLifetime
             self.renewExpiredSessions = renewExpiredSessions
             self.statusInterval = statusInterval
+            self.liveStatus = liveStatus
+            self.safetyInterval = safetyInterval
             self.retry = retry
             self.idleAfter = idleAfter
             self.rotateEvery = rotateEvery
@@ -95,8 +104,10 @@ public struct KioskChargeMachine: Sendable {
         case rotateFailed(KioskProblem)
         /// The ledger reported the status of the session asked about.
         case statusSeen(SessionStatus)
-        /// Reading the session's status failed.
+        /// Reading the session's status failed, or its event stream broke.
         case statusFailed(KioskProblem)
+        /// The ledger has no event streams (it predates them): the status is polled from now on.
+        case statusStreamUnsupported
         /// The ledger cancelled the session.
         case sessionCancelled
         /// The ledger refused the cancel because the session is already over (paid, expired or cancelled).
@@ -128,6 +139,12 @@ public struct KioskChargeMachine: Sendable {
         case rotateEID(sessionID: String)
         /// Read the session's status; report ``Event/statusSeen(_:)`` or ``Event/statusFailed(_:)``.
         case fetchStatus(sessionID: String)
+        /// Wait on the session's event stream for a status other than `after` and report it as
+        /// ``Event/statusSeen(_:)``; after `timeout` read the status and report that. Report
+        /// ``Event/statusFailed(_:)`` if the stream breaks, ``Event/statusStreamUnsupported`` if the ledger has none.
+        case awaitStatusChange(sessionID: String, after: SessionStatus, timeout: Duration)
+        /// Stop waiting on the event stream; its result, if any still arrives, is not reported.
+        case stopAwaitingStatus
         /// Cancel the session on the ledger; report ``Event/sessionCancelled``, ``Event/sessionAlreadyOver`` or
         /// ``Event/cancelFailed(_:)``.
         case cancelSession(sessionID: String)
@@ -173,6 +190,10 @@ public struct KioskChargeMachine: Sendable {
         var failures = 0
         /// Consecutive failed status reads while advertising.
         var statusFailures = 0
+        /// The status call under way waits on the event stream.
+        var awaitingChange = false
+        /// The ledger has no event streams: poll.
+        var polling = false
         var nextToken = 0
         /// Since when the current EID is on the air, for its rotation.
         var eidSince: Date?
@@ -226,9 +247,10 @@ public struct KioskChargeMachine: Sendable {
         case .sessionCreated, .createFailed:
             guard core.call == .create else { return false }
             core.call = nil
-        case .statusSeen, .statusFailed:
+        case .statusSeen, .statusFailed, .statusStreamUnsupported:
             guard core.call == .status else { return false }
             core.call = nil
+            core.awaitingChange = false
         case .sessionCancelled, .sessionAlreadyOver, .cancelFailed:
             guard core.call == .cancel else { return false }
             core.call = nil
@@ -316,6 +338,8 @@ public struct KioskChargeMachine: Sendable {
             proceed()
 
         case .advertisingFailed(_, let problem):
+            // The stream may wait long; the radio is brought back without waiting for it.
+            stopAwaitingChange()
             if !isActive || core.settling != nil || core.record?.cancelRequested == true {
                 proceed()
             } else {
@@ -354,6 +378,11 @@ public struct KioskChargeMachine: Sendable {
                 setProblem(problem)
                 watch(after: configuration.retry.delay(attempt: core.statusFailures))
             }
+
+        case .statusStreamUnsupported:
+            // A status was read just before the wait: the polling cycle goes on from there.
+            core.polling = true
+            watch(after: configuration.statusInterval)
 
         case .sessionCancelled:
             if let settling = core.settling { finish(settling.outcome, reason: settling.reason) }
@@ -405,7 +434,9 @@ public struct KioskChargeMachine: Sendable {
         guard let current = core.record, current.charge.id == id else { return refuse(.notFound(id: id)) }
         guard !current.charge.state.isFinal else { return refuse(.alreadyFinal(current.charge)) }
         update { $0.cancelRequested = true }
-        // Cut short what is waiting; a ledger call under way is let finish, and its result leads to the cancel.
+        // Cut short what is waiting; a ledger call under way is let finish, and its result leads to the cancel. A
+        // wait on the event stream is no call to finish.
+        stopAwaitingChange()
         stopTimer()
         stopAdvertising()
         proceed()
@@ -473,8 +504,38 @@ public struct KioskChargeMachine: Sendable {
         case .expired: finish(.expired)
         case .locked, .created, .advertising:
             update { $0.charge.state = status == .locked ? .locked : .advertising }
-            watch(after: configuration.statusInterval)
+            if configuration.liveStatus && !core.polling {
+                awaitChange(after: status)
+            } else {
+                watch(after: configuration.statusInterval)
+            }
         }
+    }
+
+    /// Waits on the event stream for the next status while advertising (no longer than the safety interval, nor
+    /// past the charge's lifetime).
+    private mutating func awaitChange(after status: SessionStatus) {
+        guard let current = core.record, core.advertising != nil, !current.cancelRequested,
+            let sessionID = current.charge.sessionID
+        else { return proceed() }
+        let remaining = duration(from: now, to: lifetimeEnd(of: current.charge))
+        guard remaining > .zero else { return watch(after: .zero) }
+        core.awaitingChange = true
+        call(
+            .status,
+            .awaitStatusChange(
+                sessionID: sessionID,
+                after: status,
+                timeout: min(configuration.safetyInterval, remaining)
+            )
+        )
+    }
+
+    private mutating func stopAwaitingChange() {
+        guard core.awaitingChange, core.call == .status else { return }
+        core.awaitingChange = false
+        core.call = nil
+        effects.append(.stopAwaitingStatus)
     }
 
     /// Asks the status again after `delay` while advertising (sooner if the charge's lifetime ends first).

@@ -18,9 +18,17 @@ public protocol KioskLedgerService: Sendable {
     func cancelSession(sid: String) async throws(LedgerClientError)
     /// Gives the session a new EID; the one it replaces resolves for the ledger's grace.
     func rotateEID(sid: String) async throws(LedgerClientError) -> EID
+    /// The session's next status other than `after`, from its event stream (see
+    /// ``LedgerClient/nextSessionStatus(sid:after:quietLimit:)``).
+    func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus
 }
 
 extension KioskLedgerService {
+    /// A service without event streams: the kiosk polls ``sessionStatus(sid:)`` instead.
+    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+        throw .problem(Problem(.notFound, detail: "this ledger service has no event streams"))
+    }
+
     /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
     public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
         throw .problem(Problem(.notFound, detail: "this ledger does not rotate EIDs"))
@@ -128,5 +136,11 @@ public actor KioskLedger: KioskLedgerService {
 
     public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
         try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }.eid
+    }
+
+    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+        try await perform { client throws(LedgerClientError) in
+            try await client.nextSessionStatus(sid: sid, after: after)
+        }.status
     }
 }

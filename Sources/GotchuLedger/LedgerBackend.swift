@@ -63,6 +63,14 @@ public protocol LedgerBackend: Sendable {
 
     /// Checks the database answers.
     func ping() async throws
+
+    /// Publishes into `changes` the session changes other servers on this database commit, until cancelled; returns
+    /// at once where the database is this process's alone (the engine publishes its own changes).
+    func relayChanges(to changes: SessionChanges) async throws
+}
+
+extension LedgerBackend {
+    public func relayChanges(to changes: SessionChanges) async throws {}
 }
 
 /// How a database keeps an admitted payment's idempotency key in flight, and so how a key left by a request that
@@ -225,6 +233,13 @@ public protocol LedgerTransaction {
 
     /// Links the external identity to `userID`; `false` if it is linked already (a concurrent first use won).
     func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool
+    /// Tells the other servers on this database, if the transaction commits, that session `sid` may have changed
+    /// (no-op where the database is this process's alone).
+    func announce(sid: String, _ notice: SessionNotice) async throws
+}
+
+extension LedgerTransaction {
+    public func announce(sid: String, _ notice: SessionNotice) async throws {}
 }
 
 /// A change of an API key's stored state, at the transaction's time.

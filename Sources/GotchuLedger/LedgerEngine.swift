@@ -13,11 +13,18 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public let policy: LedgerPolicy
     /// The database primitives.
     public let backend: Backend
+    /// Where the changes this engine commits are published, for the event streams of this server.
+    public let changes: SessionChanges
 
     /// The engine over `backend`, enforcing `policy`.
     public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
         self.backend = backend
         self.policy = policy
+        self.changes = SessionChanges()
+    }
+
+    public func relayChanges() async throws {
+        try await backend.relayChanges(to: changes)
     }
 
     public func migrate() async throws {
@@ -165,7 +172,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func rotateEID(sid: String, payeeID: String) async throws -> EIDRotation {
         let grace = LedgerTime.milliseconds(policy.eidGrace)
         let maximum = policy.maximumEIDsPerSession
-        return try await backend.transaction { transaction in
+        return try await changingSession(sid, .eidRotated) { transaction in
             // The session first, then the EID locks: the one order every transaction takes them in.
             let session = try await Self.session(sid, forUpdate: true, transaction)
             guard session.payeeID == payeeID else {
@@ -195,7 +202,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func lock(sid: String, payerID: String) async throws {
         let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
         let maximumLocks = policy.maximumLocksPerPayer
-        try await backend.transaction { transaction in
+        try await changingSession(sid) { transaction in
             try await transaction.lockPayer(payerID)
             let session = try await Self.session(sid, forUpdate: true, transaction)
             try session.requireLockable(by: payerID, now: transaction.now)
@@ -209,7 +216,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func unlock(sid: String, payerID: String) async throws {
-        try await backend.transaction { transaction in
+        try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             guard try session.requireUnlockable(by: payerID, now: transaction.now) else { return }
             try await transaction.update(session: sid, .unlock)
@@ -226,8 +233,23 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return session.response(now: now)
     }
 
+    public func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession {
+        let now = try await backend.now()
+        guard let session = try await backend.session(id: sid), session.payeeID == payeeID else {
+            throw LedgerError(.sessionNotFound, detail: "no session \(sid) of yours")
+        }
+        let status = session.status(now: now)
+        let lockUntil = status == .locked ? session.lockExpiresAt : nil
+        return WatchedSession(
+            status: session.response(now: now),
+            now: LedgerTime.date(now),
+            nextLapse: status.isLive ? LedgerTime.date(min(lockUntil ?? session.expiresAt, session.expiresAt)) : nil,
+            stateID: WatchedSession.stateID(status, lockUntil: lockUntil)
+        )
+    }
+
     public func cancel(sid: String, payeeID: String) async throws {
-        try await backend.transaction { transaction in
+        try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             guard session.payeeID == payeeID else {
                 throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
@@ -256,7 +278,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             return try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
         }
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        return try await backend.transaction { transaction in
+        return try await changingSession(sid) { transaction in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
             let admission = try await Self.admit(
                 sid: sid,
@@ -286,7 +308,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
-        try await backend.transaction { transaction in
+        try await changingSession(sid) { transaction in
             try await Self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction)
         }
     }
@@ -434,6 +456,25 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func ping() async throws { try await backend.ping() }
 
     // MARK: Internals
+
+    /// Runs `body` in one transaction that may change session `sid`, then tells the session's watchers: inside the
+    /// transaction through the backend (a database notification, delivered to every server only if it commits) and,
+    /// once it has committed, to this server's watchers directly. Every write to a session goes through here; a
+    /// change watchers are told of by kind (a new EID: `.eidRotated`) passes its ``SessionNotice``. A notice for a
+    /// transaction that changed nothing after all (a refused payment, a repeated unlock) costs each watcher one read.
+    private func changingSession<T: Sendable>(
+        _ sid: String,
+        _ notice: SessionNotice = .changed,
+        _ body: (Backend.Transaction) async throws -> T
+    ) async throws -> T {
+        let result = try await backend.transaction { transaction in
+            let result = try await body(transaction)
+            try await transaction.announce(sid: sid, notice)
+            return result
+        }
+        changes.publish(sid: sid, notice)
+        return result
+    }
 
     private static func session(
         _ sid: String,

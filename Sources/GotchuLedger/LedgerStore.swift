@@ -286,6 +286,17 @@ public protocol LedgerStore: Sendable {
     /// Cancels a live session; payee only.
     func cancel(sid: String, payeeID: String) async throws
 
+    /// Where this store publishes the session changes it commits (and those it relays from other servers), for
+    /// event streams.
+    var changes: SessionChanges { get }
+
+    /// The session as its event stream reads it; 404 `session-not-found` for anyone but its payee.
+    func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession
+
+    /// Publishes into ``changes`` the changes other servers on the same database commit, until cancelled; returns at
+    /// once for a database only this process uses.
+    func relayChanges() async throws
+
     /// Deletes idempotency keys older than the retention; returns how many.
     func pruneIdempotencyKeys() async throws -> Int
 

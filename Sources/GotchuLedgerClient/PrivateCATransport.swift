@@ -15,7 +15,7 @@ import Synchronization
 public struct LedgerTrust: Sendable {
     /// The PEM file the certificates were read from.
     public let caFile: URL
-    fileprivate let client: HTTPClient
+    let client: HTTPClient
     private let certificates: [NIOSSLCertificate]
 
     /// Reads the PEM certificates of `caFile`.

@@ -320,6 +320,42 @@ public struct PostgresLedgerBackend: LedgerBackend {
     public func ping() async throws {
         try await read { connection in try await connection.execute("SELECT 1") }
     }
+
+    /// The notification channel session changes are announced on.
+    public static let changeChannel = "gotchu_session_changes"
+
+    /// `LISTEN`s on ``changeChannel`` over one connection of the pool, held for as long as it lasts, and publishes each
+    /// notice; reconnects with backoff when the connection fails. Every time listening (re)starts, every watcher is
+    /// woken to re-read, since changes committed while nobody listened were not heard.
+    public func relayChanges(to changes: SessionChanges) async throws {
+        var failures = 0
+        while !Task.isCancelled {
+            let started = ContinuousClock.now
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.changeChannel) { notifications in
+                        changes.publishAll()
+                        for try await notification in notifications {
+                            guard let (sid, notice) = SessionNotice.parse(payload: notification.payload) else {
+                                continue
+                            }
+                            changes.publish(sid: sid, notice)
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { break }
+                // A connection that listened for a while before failing starts the backoff over.
+                failures = ContinuousClock.now - started > .seconds(10) ? 1 : failures + 1
+                logger.warning(
+                    "listening for session changes failed; event streams fall back to their safety poll",
+                    metadata: ["error": "\(String(reflecting: error))"]
+                )
+            }
+            // The sequence also ends when the connection closes; wait before listening again either way.
+            try await Task.sleep(for: .milliseconds(min(200 << min(failures, 5), 5000)))
+        }
+    }
 }
 
 extension PostgresLedgerBackend {
@@ -728,6 +764,15 @@ extension PostgresLedgerBackend {
                 as: Int64.self
             )
             return Int(count ?? 0)
+        }
+
+        /// `pg_notify` inside the transaction: PostgreSQL delivers it to every listener when, and only if, the
+        /// transaction commits.
+        public func announce(sid: String, _ notice: SessionNotice) async throws {
+            let payload = SessionNotice.payload(sid: sid, notice)
+            try await connection.execute(
+                "SELECT pg_notify(\(PostgresLedgerBackend.changeChannel), \(payload))"
+            )
         }
     }
 }

@@ -41,6 +41,16 @@ public struct LedgerLimits: Sendable {
     /// Must be positive.
     public var readTimeout: Duration = .seconds(10)
 
+    /// How many event streams (`GET /sessions/{sid}/events`) one user may hold open at once on one server; the next
+    /// is refused 429 `rate-limited`. Each holds a connection, so this keeps one account from taking them all.
+    public var eventStreamsPerUser = 4
+    /// How long an event stream may go without writing before it sends a comment line: proxies keep the connection,
+    /// a client notices a dead one, and a write finds a client that went away (its slot is freed then).
+    public var eventHeartbeat: Duration = .seconds(15)
+    /// How often an event stream reads its session even without a change notice, so a lost notice delays an event
+    /// by at most this.
+    public var eventSafetyPoll: Duration = .seconds(30)
+
     /// The connection caps a server accepts.
     public static let allowedOpenConnections = 1...100_000
 

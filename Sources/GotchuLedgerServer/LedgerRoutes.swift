@@ -13,6 +13,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let developmentMode: Bool
     let limiters: AbuseLimiters
     let metrics: LedgerMetrics?
+    let limits: LedgerLimits
+    /// The event streams open on this server, per user.
+    let eventStreams: EventStreamSlots
     /// The OpenAPI document, rendered from the route table when the routes are registered.
     private let servedDocument = ServedDocument()
 
@@ -36,6 +39,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         self.developmentMode = developmentMode
         self.registration = registration
         self.limiters = AbuseLimiters(limits)
+        self.limits = limits
+        self.eventStreams = EventStreamSlots(maximumPerUser: limits.eventStreamsPerUser)
     }
 
     /// How many entries `GET /wallet/me` lists.
@@ -64,7 +69,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         .init(
             policy: store.policy,
             maximumBodyBytes: LedgerRequestContext.maximumBodySize,
-            recentEntryCount: Self.recentEntryCount
+            recentEntryCount: Self.recentEntryCount,
+            eventStreamsPerUser: limits.eventStreamsPerUser
         )
     }
 
@@ -149,6 +155,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let principal = try await principal(request)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 return try json(try await store.session(sid: sid, principal: principal))
+            },
+            LedgerRoute(.get, "/sessions/{sid}/events", "sessionEvents") { request, context in
+                try await sessionEvents(user: try await authenticate(request, for: .readSession), request, context)
             },
             LedgerRoute(.post, "/wallet/send", "send") { request, context in
                 let user = try await authenticate(request, for: .send)

@@ -40,6 +40,10 @@ public enum LedgerServer {
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
+        precondition(
+            limits.eventStreamsPerUser >= 1 && limits.eventHeartbeat > .zero && limits.eventSafetyPoll > .zero,
+            "event streams need room for one per user and positive heartbeat and safety-poll intervals"
+        )
         // HEAD is answered as GET without the body.
         let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let metrics {
@@ -72,7 +76,35 @@ public enum LedgerServer {
         application.addServices(services)
         application.beforeServerStarts { try await migration.run() }
         application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
+        application.addServices(SessionChangeRelay(store: store, migration: migration, logger: logger))
         return application
+    }
+}
+
+/// Relays the session changes other servers on the same database commit to this server's event streams, until
+/// graceful shutdown (see ``LedgerStore/relayChanges()``).
+struct SessionChangeRelay<Store: LedgerStore>: Service {
+    let store: Store
+    let migration: Migration
+    let logger: Logger
+
+    func run() async throws {
+        try await migration.run()
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await store.relayChanges()
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("relaying session changes failed", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .seconds(1))
+                    continue
+                }
+                // Nothing to relay (a database this process alone uses): wait for the shutdown.
+                try await Task.sleep(for: .seconds(86_400 * 365))
+            }
+        }
     }
 }
 

@@ -11,6 +11,7 @@ enum OpenAPIDocument {
         var policy: LedgerPolicy
         var maximumBodyBytes: Int
         var recentEntryCount: Int
+        var eventStreamsPerUser: Int
 
         /// Each `${name}` of the resource and its value.
         var placeholders: [String: String] {
@@ -18,6 +19,7 @@ enum OpenAPIDocument {
                 "maximum_amount_cents": String(policy.maximumAmount),
                 "maximum_body_bytes": String(maximumBodyBytes),
                 "recent_entry_count": String(recentEntryCount),
+                "event_streams_per_user": String(eventStreamsPerUser),
                 "lock_lifetime_seconds": String(policy.lockLifetime.components.seconds),
                 "maximum_locks_per_payer": String(policy.maximumLocksPerPayer),
                 "minimum_password_length": String(policy.minimumPasswordLength),

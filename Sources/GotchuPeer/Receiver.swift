@@ -12,8 +12,12 @@ public struct Receiver: Sendable {
         public var amountCents: Cents
         /// The service UUID advertised.
         public var serviceUUID: BluetoothUUID
-        /// How often the session's status is polled.
+        /// How often the session's status is polled when the ledger has no event streams (or `liveStatus` is off).
         public var statusInterval: Duration
+        /// Learn the session's status from its event stream (`GET /sessions/{sid}/events`) instead of polling.
+        public var liveStatus: Bool
+        /// The longest wait on the event stream before the status is read anyway.
+        public var safetyInterval: Duration
         /// The flow's rules (re-create on expiry, at most N sessions).
         public var flow: ReceiverStateMachine.Configuration
         /// How long one EID stays on the air before the session is given a new one (on the radio's clock); `nil`
@@ -25,12 +29,16 @@ public struct Receiver: Sendable {
             amountCents: Cents,
             serviceUUID: BluetoothUUID = .gotchu,
             statusInterval: Duration = .milliseconds(250),
+            liveStatus: Bool = true,
+            safetyInterval: Duration = .seconds(30),
             flow: ReceiverStateMachine.Configuration = .init(),
             rotateEvery: Duration? = nil
         ) {
             self.amountCents = amountCents
             self.serviceUUID = serviceUUID
             self.statusInterval = statusInterval
+            self.liveStatus = liveStatus
+            self.safetyInterval = safetyInterval
             self.flow = flow
             self.rotateEvery = rotateEvery
         }
@@ -213,6 +221,8 @@ public struct Receiver: Sendable {
         }
     }
 
+    /// Watches the session's status until it ends the advertisement: on its event stream, re-reading the status
+    /// when the stream breaks or stays quiet, polling a ledger without event streams (``StatusWatch`` decides).
     private func watch(
         _ session: ReceiverSession,
         _ options: Options,
@@ -220,9 +230,46 @@ public struct Receiver: Sendable {
     ) async -> ReceiverStateMachine.Event {
         var locked = false
         var firstRead = true
+        var known: SessionStatus?
+        var policy = StatusWatch(
+            configuration: .init(
+                live: options.liveStatus,
+                pollInterval: options.statusInterval,
+                safetyInterval: options.safetyInterval
+            )
+        )
+        var step = policy.first
         while !Task.isCancelled {
-            do {
-                let status = try await ledger.session(sid: session.sessionID)
+            let outcome: StatusWatch.Outcome
+            var status: SessionStatusResponse?
+            switch step {
+            case .awaitChange(let timeout):
+                // The machine's local expiry check needs a word by expiry and its grace, stream or not.
+                let untilTick = session.expiresAt + options.flow.expiryGrace - (await radio.now())
+                let failure: String?
+                (outcome, status, failure) = await nextStatus(
+                    session.sessionID,
+                    after: known,
+                    timeout: min(timeout, untilTick)
+                )
+                if let failure, outcome == .streamFailed, !Task.isCancelled {
+                    progress(.ledgerUnreachable("the session's event stream failed: \(failure)"))
+                }
+            case .read(let delay):
+                if delay > .zero {
+                    do { try await Task.sleep(for: delay) } catch { return .cancel }
+                }
+                do {
+                    status = try await ledger.session(sid: session.sessionID)
+                    outcome = .read
+                } catch {
+                    if Task.isCancelled { return .cancel }
+                    progress(.ledgerUnreachable("\(error)"))
+                    outcome = .readFailed
+                }
+            }
+            if let status {
+                known = status.status
                 switch status.status {
                 case .paid: return .status(sessionID: session.sessionID, .paid)
                 case .expired: return .status(sessionID: session.sessionID, .expired)
@@ -233,23 +280,44 @@ public struct Receiver: Sendable {
                         progress(locked ? .locked : .unlocked)
                     }
                 }
-            } catch {
-                if Task.isCancelled { break }
-                progress(.ledgerUnreachable("\(error)"))
             }
-            if firstRead {
+            if Task.isCancelled { break }
+            if firstRead, status != nil {
                 firstRead = false
                 await FaultInjection.holdIfRequested(at: .holdWatching) { await Self.untilCancelled() }
             }
             // The ledger judges expiry; past the grace period the machine ends the session even without its word.
             if await radio.now() >= session.expiresAt + options.flow.expiryGrace { return .tick }
-            do {
-                try await Task.sleep(for: options.statusInterval)
-            } catch {
-                break
-            }
+            step = policy.next(after: outcome)
         }
         return .cancel
+    }
+
+    /// The session's next status other than `known` from its event stream, or how waiting for it went (with why
+    /// the stream failed): at most `timeout` on the radio's clock.
+    private func nextStatus(
+        _ sid: String,
+        after known: SessionStatus?,
+        timeout: Duration
+    ) async -> (StatusWatch.Outcome, SessionStatusResponse?, String?) {
+        let (ledger, radio) = (self.ledger, self.radio)
+        return await withTaskGroup(of: (StatusWatch.Outcome, SessionStatusResponse?, String?).self) { group in
+            group.addTask {
+                do throws(LedgerClientError) {
+                    return (.changed, try await ledger.nextSessionStatus(sid: sid, after: known), nil)
+                } catch {
+                    let unsupported = LedgerClient.eventStreamsUnsupported(error)
+                    return (unsupported ? .streamUnsupported : .streamFailed, nil, "\(error)")
+                }
+            }
+            group.addTask {
+                try? await radio.sleep(for: max(timeout, .zero))
+                return (.timedOut, nil, nil)
+            }
+            let first = await group.next() ?? (.timedOut, nil, nil)
+            group.cancelAll()
+            return first
+        }
     }
 
     private static func untilCancelled() async {

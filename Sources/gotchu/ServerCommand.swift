@@ -167,6 +167,14 @@ struct ServerCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "The most session event streams (GET /sessions/{sid}/events) one user may hold open at once on this server (\(Bounds.maxEventStreams)); the next is answered 429.",
+            valueName: "count"
+        )
+    )
+    var maxEventStreams = LedgerLimits().eventStreamsPerUser
+
+    @Option(
+        help: ArgumentHelp(
             "POST /sessions/resolve per client address: requests per second (0: no limit, else \(Bounds.rate)).",
             valueName: "per-second"
         )
@@ -303,6 +311,7 @@ struct ServerCommand: AsyncParsableCommand {
         static let minPasswordLength = 8...72
         static let accessTokenLifetime = 60...86_400
         static let refreshTokenLifetime = 3_600...(365 * 86_400)
+        static let maxEventStreams = 1...1_000
     }
 
     func validate() throws {
@@ -335,6 +344,7 @@ struct ServerCommand: AsyncParsableCommand {
         try check("access-token-lifetime", accessTokenLifetime, Bounds.accessTokenLifetime)
         try check("refresh-token-lifetime", refreshTokenLifetime, Bounds.refreshTokenLifetime)
         _ = try identityConfiguration
+        try check("max-event-streams", maxEventStreams, Bounds.maxEventStreams)
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
@@ -512,6 +522,7 @@ struct ServerCommand: AsyncParsableCommand {
         limits.maximumOpenConnections = maxOpenConnections
         limits.idleTimeout = .seconds(idleTimeout)
         limits.readTimeout = .seconds(readTimeout)
+        limits.eventStreamsPerUser = maxEventStreams
         return limits
     }
 

@@ -12,6 +12,8 @@ private struct Bench {
         sessionLifetime: .seconds(60),
         renewExpiredSessions: true,
         statusInterval: .seconds(1),
+        // The polling rules; the event stream's are tested with `Bench.live`.
+        liveStatus: false,
         retry: Backoff(initial: .seconds(1), maximum: .seconds(8), jitter: 1...1),
         idleAfter: .seconds(10)
     )
@@ -524,4 +526,86 @@ extension KioskChargeMachine.Action {
 
 private func seconds(_ duration: Duration) -> TimeInterval {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+@Suite("The kiosk's charge flow on the session's event stream")
+struct KioskChargeMachineLiveStatusTests {
+    static var live: KioskChargeMachine.Configuration {
+        var configuration = Bench.configuration
+        configuration.liveStatus = true
+        configuration.safetyInterval = .seconds(20)
+        return configuration
+    }
+
+    @Test("After a status, the next is awaited on the stream, not polled; locked then paid end the charge")
+    func awaitsChanges() {
+        var bench = Bench.advertising(configuration: Self.live)
+        let seen = bench.send(.statusSeen(.advertising))
+        #expect(seen == [.awaitStatusChange(sessionID: "s-1", after: .advertising, timeout: .seconds(20))])
+        let locked = bench.send(.statusSeen(.locked))
+        #expect(bench.charge.state == .locked)
+        #expect(locked.last == .awaitStatusChange(sessionID: "s-1", after: .locked, timeout: .seconds(20)))
+        #expect(!locked.contains { if case .retryAfter = $0 { true } else { false } })
+        _ = bench.send(.statusSeen(.paid))
+        #expect(bench.charge.state == .paid)
+    }
+
+    @Test("The wait ends by the charge's lifetime")
+    func waitBoundedByLifetime() {
+        var bench = Bench.advertising(configuration: Self.live)
+        bench.advance(50)
+        // Advertising since 0.5 s into a 60 s lifetime: 9.5 s are left.
+        #expect(
+            bench.send(.statusSeen(.advertising)) == [
+                .awaitStatusChange(sessionID: "s-1", after: .advertising, timeout: .milliseconds(9_500))
+            ]
+        )
+    }
+
+    @Test("A ledger without event streams is polled from then on")
+    func fallsBackToPolling() {
+        var bench = Bench.advertising(configuration: Self.live)
+        _ = bench.send(.statusSeen(.advertising))
+        // The status was read just before the wait: the next read is one poll interval later.
+        let unsupported = bench.send(.statusStreamUnsupported)
+        guard case .retryAfter(let delay, let token) = unsupported.first, unsupported.count == 1 else {
+            Issue.record("expected a poll timer, got \(unsupported)")
+            return
+        }
+        #expect(delay == .seconds(1))
+        #expect(bench.send(.timerFired(token: token)) == [.fetchStatus(sessionID: "s-1")])
+        let polled = bench.send(.statusSeen(.advertising))
+        guard case .retryAfter(.seconds(1), _) = polled.first, polled.count == 1 else {
+            Issue.record("expected polling to go on, got \(polled)")
+            return
+        }
+    }
+
+    @Test("A broken stream backs off, then the status is read again before waiting anew")
+    func brokenStream() {
+        var bench = Bench.advertising(configuration: Self.live)
+        _ = bench.send(.statusSeen(.advertising))
+        let failed = bench.send(.statusFailed(.ledgerUnreachable("connection reset")))
+        guard case .retryAfter(let delay, let token) = failed.last else {
+            Issue.record("expected a backoff, got \(failed)")
+            return
+        }
+        #expect(delay == .seconds(1))
+        #expect(bench.send(.timerFired(token: token)) == [.fetchStatus(sessionID: "s-1")])
+        #expect(
+            bench.send(.statusSeen(.advertising)).last
+                == .awaitStatusChange(sessionID: "s-1", after: .advertising, timeout: .seconds(20))
+        )
+    }
+
+    @Test("A cancel stops the wait at once and cancels the session")
+    func cancelStopsWaiting() {
+        var bench = Bench.advertising(configuration: Self.live)
+        _ = bench.send(.statusSeen(.advertising))
+        let actions = bench.send(.cancelRequested(id: "c-1"))
+        #expect(actions.contains(.stopAwaitingStatus))
+        #expect(actions.last == .cancelSession(sessionID: "s-1"))
+        // A late result of the stopped wait is not taken for the cancel's answer.
+        #expect(bench.send(.statusSeen(.paid)).isEmpty)
+    }
 }

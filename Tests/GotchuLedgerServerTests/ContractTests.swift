@@ -182,6 +182,11 @@ struct ContractTests {
                 ("GET", "/sessions/{sid}", "/sessions/nope", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(unknown)", nil, payeeAuth),
                 ("GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil, [:]),
+                // A cancelled session's stream sends its state and ends, so it can be read to its end.
+                ("GET", "/sessions/{sid}/events", "/sessions/\(cancelled.sid)/events", nil, payeeAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/\(cancelled.sid)/events", nil, payerAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/nope/events", nil, payeeAuth),
+                ("GET", "/sessions/{sid}/events", "/sessions/\(session.sid)/events", nil, [:]),
                 ("POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#, payerAuth),
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(session.sid)"}"#,
@@ -351,7 +356,12 @@ struct ContractTests {
 
     @Test("A route the document does not describe, or describes under another operationId, is found")
     func undocumentedRoute() throws {
-        let settings = OpenAPIDocument.Settings(policy: LedgerPolicy(), maximumBodyBytes: 1, recentEntryCount: 1)
+        let settings = OpenAPIDocument.Settings(
+            policy: LedgerPolicy(),
+            maximumBodyBytes: 1,
+            recentEntryCount: 1,
+            eventStreamsPerUser: 1
+        )
         let health = OpenAPIDocument.Operation(method: "GET", path: "/healthz", operationID: "health")
         #expect(throws: Never.self) { try OpenAPIDocument.render(routes: [health], settings: settings) }
         for wrong in [

@@ -202,6 +202,7 @@ struct ServerCommandTests {
             (["--max-open-connections", "9223372036854775807"], "--max-open-connections must be 1...100000"),
             (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
             (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
+            (["--max-event-streams", "0"], "--max-event-streams must be 1...1000"),
             (["--session-lifetime", "1e16"], "--session-lifetime"),
             (["--eid-grace", "3601"], "--eid-grace must be 0...3600"),
             (["--eid-grace=-1"], "--eid-grace must be 0...3600"),
