@@ -45,14 +45,25 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Ed25519 and SHA-256 for receipts and the ledger's hash chain; the version jwt-kit already resolves to.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
         .target(name: "GotchuCore", swiftSettings: swiftSettings),
-        // Codable wire types and problem types shared by server and client.
-        .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
+        // Codable wire types and problem types shared by server and client, and signed receipts (their canonical
+        // bytes and verification, once for the server and every client).
+        .target(
+            name: "GotchuAPI",
+            dependencies: ["GotchuCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
-        .target(name: "GotchuLedger", dependencies: ["GotchuCore", "GotchuAPI"], swiftSettings: swiftSettings),
+        .target(
+            name: "GotchuLedger",
+            dependencies: ["GotchuCore", "GotchuAPI", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         // The ledger backends: SQL, schema and migrations of one database each.
         .target(
             name: "GotchuLedgerSQLite",

@@ -16,6 +16,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var tokenFile: String?
     /// `ca_file`: a PEM file of the private CA that signed an `https` ledger's certificate.
     public var caFile: String?
+    /// `receipt_keys_file`: the ledger's receipt keys (JWKS) that a payment's receipt must verify against; without
+    /// it, the keys the ledger publishes at first contact are pinned in the state directory.
+    public var receiptKeysFile: String?
     /// `payee_name`: the name shown on the customer display.
     public var payeeName: String?
     /// `radio`: `bluez` or `sim`.
@@ -45,6 +48,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         email: String? = nil,
         tokenFile: String? = nil,
         caFile: String? = nil,
+        receiptKeysFile: String? = nil,
         payeeName: String? = nil,
         radio: String? = nil,
         bluezBus: String? = nil,
@@ -61,6 +65,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.email = email
         self.tokenFile = tokenFile
         self.caFile = caFile
+        self.receiptKeysFile = receiptKeysFile
         self.payeeName = payeeName
         self.radio = radio
         self.bluezBus = bluezBus
@@ -138,6 +143,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         Declaration("email", .text(\.email, builtIn: nil), "a string"),
         Declaration("token_file", .text(\.tokenFile, builtIn: nil), "a string (a path)"),
         Declaration("ca_file", .text(\.caFile, builtIn: nil), "a string (a path)"),
+        Declaration("receipt_keys_file", .text(\.receiptKeysFile, builtIn: nil), "a string (a path)"),
         Declaration("payee_name", .text(\.payeeName, builtIn: "Gotchu"), "a string"),
         Declaration("radio", .text(\.radio, builtIn: "bluez"), "a string (\"bluez\" or \"sim\")"),
         Declaration(

@@ -4,6 +4,6 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure throughput figures (not tests: run on a quiet machine and compare ratios).",
-        subcommands: [BenchLedgerCommand.self, BenchDBusCommand.self]
+        subcommands: [BenchLedgerCommand.self, BenchDBusCommand.self, BenchReceiptsCommand.self]
     )
 }

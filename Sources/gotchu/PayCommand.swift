@@ -16,6 +16,10 @@ struct PayCommand: AsyncParsableCommand {
             idempotency key before it is sent. If a previous run was interrupted, `gotchu pay` first \
             finishes those payments with their own keys, so each ends exactly once, and stops there.
 
+            "paid" is printed only once the ledger's signed receipt verifies against its receipt keys: \
+            those pinned for the server at first contact (beside the login token), or those in \
+            --receipt-keys FILE.
+
             Ctrl-C before the payment is sent stops it (a lock taken is released). Once the payment is \
             on its way it cannot be called back: its outcome is settled with the ledger and reported.
 
@@ -42,6 +46,14 @@ struct PayCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Give up after this many seconds with no terminal near.", valueName: "seconds"))
     var timeout = 15
+
+    @Option(
+        help: ArgumentHelp(
+            "Check receipts against the keys in this file (JWKS) instead of those pinned for the server.",
+            valueName: "path"
+        )
+    )
+    var receiptKeys: String?
 
     @OptionGroup var radio: RadioOptions
     @OptionGroup var server: ServerOptions
@@ -76,8 +88,13 @@ struct PayCommand: AsyncParsableCommand {
         )
         let radio = try await self.radio.makeRadio(role: .payer)
         let outcome = try await withTaskCancellationOnSignals {
-            try await Payer(radio: radio, ledger: ledger, journal: journal)
-                .run(options, interaction: TerminalInteraction(console: output))
+            try await Payer(
+                radio: radio,
+                ledger: ledger,
+                journal: journal,
+                receiptTrust: try server.receiptTrust(keysFile: receiptKeys)
+            )
+            .run(options, interaction: TerminalInteraction(console: output))
         }
         switch outcome {
         case .paid(let offer, let balance):
