@@ -72,6 +72,27 @@ struct AuditTests {
         }
     }
 
+    @Test("Entries written before the chain existed are chained, oldest first, when the store next migrates")
+    func backfill() async throws {
+        try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+            _ = try await Self.fill(store, payments: 2)
+            guard case .sqlite(let path) = database else { throw AuditTestError("not SQLite") }
+            // As a ledger upgraded from before the chain holds them.
+            try await DatabaseQueue(path: path).write { db in
+                try db.execute(sql: "UPDATE ledger_entries SET hash = NULL")
+                try db.execute(
+                    sql: "UPDATE ledger_chain SET head_hash = ?, entry_count = 0",
+                    arguments: [LedgerChain.genesis]
+                )
+            }
+            #expect(try await store.verify().failure?.hasPrefix("entry seq 1 ") == true)
+            try await store.migrate()
+            let verification = try await store.verify()
+            #expect(verification.isValid, "\(verification)")
+            #expect(verification.passed.first?.hasPrefix("hash chain: 6 entries") == true)
+        }
+    }
+
     @Test("A balance edited by hand fails the balance check, naming the wallet")
     func editedBalance() async throws {
         try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in

@@ -23,7 +23,19 @@ struct PostgresMigrationTests {
                 {
                     migrations.append(name)
                 }
-                #expect(migrations.sorted() == ["v1: ledger", "v2: session create keys", "v3: locks by payer"])
+                #expect(
+                    migrations.sorted() == [
+                        "v1: ledger", "v2: session create keys", "v3: locks by payer", "v6: receipts and chain",
+                    ]
+                )
+                // The four made one receipt key between them.
+                var keys = 0
+                for try await count in try await stores[0].client.query("SELECT COUNT(*) FROM receipt_keys")
+                    .decode(Int64.self)
+                {
+                    keys = Int(count)
+                }
+                #expect(keys == 1)
                 let audit = try await stores[1].audit()
                 #expect(audit.isHealthy && audit.entryCount == 0)
                 // The funding account exists once.

@@ -85,7 +85,8 @@ struct SchemaParityTests {
         }
         #expect(
             Set(sqlite.map(\.table)) == [
-                "idempotency_keys", "ledger_entries", "payment_sessions", "session_eids", "users", "wallet_accounts",
+                "idempotency_keys", "ledger_chain", "ledger_entries", "payment_sessions", "receipt_keys", "receipts",
+                "session_eids", "users", "wallet_accounts",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
