@@ -69,7 +69,9 @@ struct PayCommand: AsyncParsableCommand {
         let output = Console()
         let ledger = try server.client()
         let journal = try PaymentJournal(path: Paths.stateHome.appendingPathComponent("journal.sqlite").path)
-        let resumed = try await PaymentResumer(ledger: ledger, journal: journal).resumeAll()
+        let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
+        let resumed = try await PaymentResumer(ledger: ledger, journal: journal, receiptTrust: receiptTrust)
+            .resumeAll()
         if !resumed.isEmpty {
             for result in resumed { output.resumed(result) }
             if resumed.contains(where: { if case .stillPending = $0 { true } else { false } }) {
@@ -92,7 +94,7 @@ struct PayCommand: AsyncParsableCommand {
                 radio: radio,
                 ledger: ledger,
                 journal: journal,
-                receiptTrust: try server.receiptTrust(keysFile: receiptKeys)
+                receiptTrust: receiptTrust
             )
             .run(options, interaction: TerminalInteraction(console: output))
         }
