@@ -51,8 +51,13 @@ let package = Package(
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
         .target(name: "GotchuCore", swiftSettings: swiftSettings),
-        // Codable wire types and problem types shared by server and client.
-        .target(name: "GotchuAPI", dependencies: ["GotchuCore"], swiftSettings: swiftSettings),
+        // Codable wire types and problem types shared by server and client, and signed receipts (their canonical
+        // bytes and verification, once for the server and every client).
+        .target(
+            name: "GotchuAPI",
+            dependencies: ["GotchuCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
         // Passwords are bcrypt hashes and refresh tokens SHA-256 digests, made and checked here once for every store.
         .target(

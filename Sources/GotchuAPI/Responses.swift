@@ -240,15 +240,18 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
     public var ok: Bool
     /// The caller's balance after the transfer.
     public var newBalanceCents: Cents
+    /// The payment's signed receipt (`POST /wallet/send`, replays included).
+    public var receipt: Receipt?
 
     /// Creates a response.
-    public init(newBalanceCents: Cents) {
+    public init(newBalanceCents: Cents, receipt: Receipt? = nil) {
         self.ok = true
         self.newBalanceCents = newBalanceCents
+        self.receipt = receipt
     }
 
     enum CodingKeys: String, CodingKey {
-        case ok
+        case ok, receipt
         case newBalanceCents = "new_balance_cents"
     }
 
@@ -256,6 +259,7 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.ok = try container.decode(Bool.self, forKey: .ok)
         self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
+        self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
     }
 }
 
@@ -284,18 +288,28 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     public var expiresAt: Date
     /// When it was paid, if it was.
     public var paidAt: Date?
+    /// The ledger's signed receipt of the payment, once paid (absent from servers that predate receipts).
+    public var receipt: Receipt?
 
     /// Creates a response.
-    public init(sid: String, status: SessionStatus, amountCents: Cents, expiresAt: Date, paidAt: Date?) {
+    public init(
+        sid: String,
+        status: SessionStatus,
+        amountCents: Cents,
+        expiresAt: Date,
+        paidAt: Date?,
+        receipt: Receipt? = nil
+    ) {
         self.sid = sid
         self.status = status
         self.amountCents = amountCents
         self.expiresAt = expiresAt
         self.paidAt = paidAt
+        self.receipt = receipt
     }
 
     enum CodingKeys: String, CodingKey {
-        case sid, status
+        case sid, status, receipt
         case amountCents = "amount_cents"
         case expiresAt = "exp_at"
         case paidAt = "paid_at"
@@ -308,6 +322,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
         self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         self.paidAt = try container.decodeIfPresent(Date.self, forKey: .paidAt)
+        self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
     }
 }
 

@@ -46,6 +46,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var credentials: Credentials
     /// The private CA trusted for an `https` ledger's certificate instead of the system's; `nil` for the system's.
     public var caFile: URL?
+    /// The ledger's receipt keys to verify payments against; `nil` pins those it publishes at first contact.
+    public var receiptKeysFile: URL?
     /// The name shown on the customer display.
     public var payeeName: String
     /// Which radio advertises the charges.
@@ -78,6 +80,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         server: URL,
         credentials: Credentials,
         caFile: URL? = nil,
+        receiptKeysFile: URL? = nil,
         payeeName: String = "Gotchu",
         radio: RadioKind = .bluez,
         bluezBus: DBusConnection.Bus = .system,
@@ -95,6 +98,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         self.server = server
         self.credentials = credentials
         self.caFile = caFile
+        self.receiptKeysFile = receiptKeysFile
         self.payeeName = payeeName
         self.radio = radio
         self.bluezBus = bluezBus
@@ -300,6 +304,7 @@ private struct Resolver {
             server: server,
             credentials: try credentials(),
             caFile: try value(\.caFile, Self.path),
+            receiptKeysFile: try value(\.receiptKeysFile, Self.path),
             payeeName: try required(\.payeeName, Self.payeeName),
             radio: try required(\.radio, Self.radio),
             bluezBus: try required(\.bluezBus, Self.bus),

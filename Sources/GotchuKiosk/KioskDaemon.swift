@@ -76,9 +76,26 @@ public enum KioskDaemon {
                 throw Failure("ca_file: \(error)")
             }
         }
+        let receiptTrust: ReceiptTrust
+        if let file = settings.receiptKeysFile {
+            do {
+                receiptTrust = try ReceiptTrust.keyFile(file)
+            } catch {
+                throw Failure("receipt_keys_file: \(error)")
+            }
+        } else {
+            receiptTrust = ReceiptTrust(
+                .pinned(file: settings.stateDirectory.appendingPathComponent("receipt-keys.json"))
+            )
+        }
         let kiosk = try Kiosk(
             store: store,
-            ledger: KioskLedger(baseURL: settings.server, credentials: settings.credentials, trust: trust),
+            ledger: KioskLedger(
+                baseURL: settings.server,
+                credentials: settings.credentials,
+                trust: trust,
+                receiptTrust: receiptTrust
+            ),
             radio: radio,
             options: Kiosk.Options(
                 payeeName: settings.payeeName,

@@ -52,13 +52,23 @@ public actor KioskLedger: KioskLedgerService {
     public nonisolated let baseURL: URL
     private let credentials: Credentials
     private var client: LedgerClient
+    private let receiptTrust: ReceiptTrust?
 
     /// Creates a ledger connection; nothing is sent until the first call.
     /// - Parameter trust: a private CA for an `https` ledger whose certificate it signed.
-    public init(baseURL: URL, credentials: Credentials, timeout: TimeInterval = 10, trust: LedgerTrust? = nil) {
+    /// - Parameter receiptTrust: the keys a paid session's receipt must verify against before the session counts
+    ///   as paid; `nil` believes the ledger's status as it is.
+    public init(
+        baseURL: URL,
+        credentials: Credentials,
+        timeout: TimeInterval = 10,
+        trust: LedgerTrust? = nil,
+        receiptTrust: ReceiptTrust? = nil
+    ) {
         self.baseURL = baseURL
         self.credentials = credentials
         self.client = LedgerClient(baseURL: baseURL, timeout: timeout, trust: trust)
+        self.receiptTrust = receiptTrust
     }
 
     /// Runs `call` with a logged-in client. If the ledger rejects the token, logs in (or re-reads the token file)
@@ -126,8 +136,27 @@ public actor KioskLedger: KioskLedgerService {
         }
     }
 
+    /// The session's status; `paid` only once its receipt verifies (when receipts are checked). A receipt that does
+    /// not is reported as a failed status read, so the charge keeps waiting and says why instead of reporting a
+    /// payment the ledger's signature does not back.
     public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
-        try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }.status
+        let session = try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
+        if session.status == .paid, let receiptTrust {
+            do {
+                try await receiptTrust.verify(
+                    session.receipt,
+                    sessionID: sid,
+                    amountCents: session.amountCents,
+                    ledger: client
+                )
+            } catch {
+                throw .unexpectedResponse(
+                    status: 200,
+                    body: "the session is paid but its receipt does not verify: \(error)"
+                )
+            }
+        }
+        return session.status
     }
 
     public func cancelSession(sid: String) async throws(LedgerClientError) {

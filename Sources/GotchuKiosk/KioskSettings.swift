@@ -18,6 +18,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var apiKeyFile: String?
     /// `ca_file`: a PEM file of the private CA that signed an `https` ledger's certificate.
     public var caFile: String?
+    /// `receipt_keys_file`: the ledger's receipt keys (JWKS) that a payment's receipt must verify against; without
+    /// it, the keys the ledger publishes at first contact are pinned in the state directory.
+    public var receiptKeysFile: String?
     /// `payee_name`: the name shown on the customer display.
     public var payeeName: String?
     /// `radio`: `bluez` or `sim`.
@@ -51,6 +54,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         tokenFile: String? = nil,
         apiKeyFile: String? = nil,
         caFile: String? = nil,
+        receiptKeysFile: String? = nil,
         payeeName: String? = nil,
         radio: String? = nil,
         bluezBus: String? = nil,
@@ -69,6 +73,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.tokenFile = tokenFile
         self.apiKeyFile = apiKeyFile
         self.caFile = caFile
+        self.receiptKeysFile = receiptKeysFile
         self.payeeName = payeeName
         self.radio = radio
         self.bluezBus = bluezBus
@@ -148,6 +153,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         Declaration("token_file", .text(\.tokenFile, builtIn: nil), "a string (a path)"),
         Declaration("api_key_file", .text(\.apiKeyFile, builtIn: nil), "a string (a path)"),
         Declaration("ca_file", .text(\.caFile, builtIn: nil), "a string (a path)"),
+        Declaration("receipt_keys_file", .text(\.receiptKeysFile, builtIn: nil), "a string (a path)"),
         Declaration("payee_name", .text(\.payeeName, builtIn: "Gotchu"), "a string"),
         Declaration("radio", .text(\.radio, builtIn: "bluez"), "a string (\"bluez\" or \"sim\")"),
         Declaration(

@@ -75,6 +75,13 @@ public struct KioskOptions: ParsableArguments {
         )
     )
     var caFile: String?
+    @Option(
+        help: ArgumentHelp(
+            "The ledger's receipt keys (JWKS) to verify payments against (default: pinned at first contact).",
+            valueName: "path"
+        )
+    )
+    var receiptKeysFile: String?
     @Option(help: ArgumentHelp("Name shown to customers on the display.", valueName: "name")) var payeeName: String?
     @Option(help: ArgumentHelp("bluez (default) or sim.", valueName: "radio")) var radio: String?
     @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
@@ -148,6 +155,7 @@ public struct KioskOptions: ParsableArguments {
             tokenFile: tokenFile,
             apiKeyFile: apiKeyFile,
             caFile: caFile,
+            receiptKeysFile: receiptKeysFile,
             payeeName: payeeName,
             radio: radio,
             bluezBus: bluezBus,

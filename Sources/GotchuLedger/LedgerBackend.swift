@@ -1,3 +1,4 @@
+import Foundation
 public import GotchuAPI
 public import GotchuCore
 
@@ -60,6 +61,15 @@ public protocol LedgerBackend: Sendable {
 
     /// The user provisioned for the external identity `subject` at `issuer`, if any.
     func user(issuer: String, subject: String) async throws -> LedgerUser?
+
+    /// Every row `gotchu ledger verify` checks, read in one snapshot.
+    func snapshot() async throws -> LedgerSnapshot
+
+    /// The receipt of this kind stored for the session (the first, where a kind may have several), if any.
+    func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt?
+
+    /// Every receipt key, newest first.
+    func receiptKeys() async throws -> [ReceiptKeyRow]
 
     /// Checks the database answers.
     func ping() async throws
@@ -236,6 +246,36 @@ public protocol LedgerTransaction {
     /// Tells the other servers on this database, if the transaction commits, that session `sid` may have changed
     /// (no-op where the database is this process's alone).
     func announce(sid: String, _ notice: SessionNotice) async throws
+
+    // MARK: Hash chain and receipts
+
+    /// The chain's head, locked until the transaction ends: every transfer reads it here, after its wallets, so
+    /// concurrent transfers chain one after another and no two take the same previous hash.
+    func chainHeadForUpdate() async throws -> ChainHead
+
+    /// Moves the chain's head.
+    func setChainHead(_ head: ChainHead) async throws
+
+    /// Up to `limit` entries written before the chain existed (no hash yet), oldest first.
+    func unchainedEntries(limit: Int) async throws -> [StoredEntry]
+
+    /// Stores the chain hashes of entries written before the chain existed.
+    func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws
+
+    /// Serializes the creation and rotation of receipt keys (no-op where the database has one writer).
+    func lockReceiptKeys() async throws
+
+    /// Every receipt key, newest first.
+    func receiptKeys() async throws -> [ReceiptKeyRow]
+
+    /// Inserts a receipt key.
+    func insert(receiptKey: ReceiptKeyRow) async throws
+
+    /// Retires every key but `keyID` at ``now`` and erases their private halves; their public halves stay.
+    func retireReceiptKeys(except keyID: String) async throws
+
+    /// Inserts a signed receipt.
+    func insert(receipt: StoredReceipt) async throws
 }
 
 extension LedgerTransaction {
@@ -278,6 +318,32 @@ public struct SessionEID: Sendable, Hashable {
     public init(eid: String, retiredAt: Int64?) {
         self.eid = eid
         self.retiredAt = retiredAt
+    }
+}
+
+/// A `receipt_keys` row.
+public struct ReceiptKeyRow: Sendable, Hashable {
+    /// The key id (``ReceiptPublicKey/keyID(rawPublicKey:)``).
+    public var id: String
+    /// The raw public key, base64url.
+    public var publicKey: String
+    /// The raw private key, base64url; `nil` once the key is retired.
+    public var privateKey: String?
+    public var createdAt: Int64
+    public var retiredAt: Int64?
+
+    /// A row as read from the database.
+    public init(id: String, publicKey: String, privateKey: String?, createdAt: Int64, retiredAt: Int64?) {
+        self.id = id
+        self.publicKey = publicKey
+        self.privateKey = privateKey
+        self.createdAt = createdAt
+        self.retiredAt = retiredAt
+    }
+
+    /// The published half.
+    public var published: ReceiptPublicKey {
+        ReceiptPublicKey(rawPublicKey: Base64URL.decode(publicKey) ?? Data(), keyID: id)
     }
 }
 
@@ -340,7 +406,13 @@ public struct EntryRow: Sendable, Hashable {
     public var type: String
     public var refType: String
     public var refID: String
+    /// When it is written: the transaction's ``LedgerTransaction/now``.
+    public var createdAt: Int64
+    /// Its chain hash (``LedgerChain``).
+    public var hash: String
 }
+
+extension EntryRow: ChainedFields {}
 
 /// A change of a session's stored state.
 public enum SessionChange: Sendable, Hashable {

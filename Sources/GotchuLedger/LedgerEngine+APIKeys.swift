@@ -123,7 +123,7 @@ extension LedgerEngine {
         guard let session = try await backend.session(id: sid), session.payeeID == viewerID else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to this key")
         }
-        return session.response(now: now)
+        return try await statusResponse(session, now: now)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 public import GotchuAPI
 public import GotchuCore
+import Synchronization
 
 /// The ledger's operations, each written once: what is read, what is checked in which order, and what is written,
 /// over a ``LedgerBackend`` that supplies the database primitives. ``SQLiteLedgerStore`` and
@@ -15,6 +16,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public let backend: Backend
     /// Where the changes this engine commits are published, for the event streams of this server.
     public let changes: SessionChanges
+    /// The signing key last loaded, so a payment reads no key.
+    private let signerCache = SignerCache()
 
     /// The engine over `backend`, enforcing `policy`.
     public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
@@ -31,6 +34,30 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         try await backend.migrate()
         if backend.inFlightKeys == .committedReleasedAtStart {
             try await releaseInterruptedSends()
+        }
+        try await chainUnchainedEntries()
+        try await backend.transaction { transaction in _ = try await Self.currentSigner(transaction) }
+    }
+
+    /// Chains the entries written before the chain existed, oldest first, in batches; the chain of a ledger upgraded
+    /// to it starts from the upgrade's snapshot of those rows.
+    private func chainUnchainedEntries() async throws {
+        while true {
+            let more = try await backend.transaction { transaction in
+                var head = try await transaction.chainHeadForUpdate()
+                let entries = try await transaction.unchainedEntries(limit: 1_000)
+                guard !entries.isEmpty else { return false }
+                var hashes: [(seq: Int64, hash: String)] = []
+                for entry in entries {
+                    head.hash = LedgerChain.hash(previous: head.hash, entry: entry)
+                    head.count += 1
+                    hashes.append((entry.seq, head.hash))
+                }
+                try await transaction.setHashes(hashes)
+                try await transaction.setChainHead(head)
+                return true
+            }
+            if !more { return }
         }
     }
 
@@ -230,7 +257,14 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         guard viewers.contains(viewerID) else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
         }
-        return session.response(now: now)
+        return try await statusResponse(session, now: now)
+    }
+
+    /// The session's status as its viewers are answered it: with the payment's signed receipt once it is paid.
+    func statusResponse(_ session: SessionRow, now: Int64) async throws -> SessionStatusResponse {
+        var response = session.response(now: now)
+        if session.storedStatus == .paid { response.receipt = try await receipt(sessionID: session.id) }
+        return response
     }
 
     public func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession {
@@ -241,7 +275,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         let status = session.status(now: now)
         let lockUntil = status == .locked ? session.lockExpiresAt : nil
         return WatchedSession(
-            status: session.response(now: now),
+            status: try await statusResponse(session, now: now),
             now: LedgerTime.date(now),
             nextLapse: status.isLive ? LedgerTime.date(min(lockUntil ?? session.expiresAt, session.expiresAt)) : nil,
             stateID: WatchedSession.stateID(status, lockUntil: lockUntil)
@@ -289,7 +323,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             )
             if case .replay(let outcome) = admission { return (outcome, true) }
             return (
-                try await Self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction), false
+                try await complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction), false
             )
         }
     }
@@ -309,7 +343,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
         try await changingSession(sid) { transaction in
-            try await Self.complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction)
+            try await complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction)
         }
     }
 
@@ -347,7 +381,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// The payment of an admitted key inside the caller's transaction, and its outcome written with the key (or the
     /// key released, for an outcome not to replay).
-    private static func complete(
+    private func complete(
         sid: String,
         payerID: String,
         idempotencyKey: String,
@@ -373,20 +407,113 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return outcome
     }
 
-    /// The payment itself, inside the caller's transaction. Throws a ``LedgerError`` for every business refusal.
-    private static func pay(sid: String, payerID: String, _ transaction: Backend.Transaction) async throws -> Cents {
-        let session = try await session(sid, forUpdate: true, transaction)
+    /// The payment itself, inside the caller's transaction, signed with its receipt in the same transaction. Throws
+    /// a ``LedgerError`` for every business refusal.
+    private func pay(sid: String, payerID: String, _ transaction: Backend.Transaction) async throws -> Cents {
+        let session = try await Self.session(sid, forUpdate: true, transaction)
         try session.requirePayable(by: payerID, now: transaction.now)
-        let balances = try await transfer(
+        // Before anything is written: a refusal thrown after the transfer would be recorded as if nothing moved.
+        let signer = policy.signsReceipts ? try await signer(transaction) : nil
+        let result = try await Self.transfer(
             transaction,
             from: .user(payerID),
             to: .user(session.payeeID),
             amount: session.amount,
-            kinds: ("SEND_P2P", "RECEIVE_P2P"),
+            kinds: (LedgerVerifier.paymentTypes.debit, LedgerVerifier.paymentTypes.credit),
             reference: ("session", sid)
         )
         try await transaction.update(session: sid, .paid(payerID: payerID))
-        return balances.from
+        if let signer {
+            let receiptID = Self.newID()
+            let receipt = try signer.sign(
+                Receipt(
+                    id: receiptID,
+                    kind: .payment,
+                    sessionID: sid,
+                    amountCents: session.amount,
+                    currency: policy.currency,
+                    payeeID: session.payeeID,
+                    payerReference: Receipt.payerReference(receiptID: receiptID, payerID: payerID),
+                    entryIDs: result.entries.map(\.id),
+                    issuedAtMilliseconds: transaction.now,
+                    keyID: ""
+                )
+            )
+            let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
+            try await transaction.insert(
+                receipt: StoredReceipt(id: receiptID, kind: receipt.kind.rawValue, sessionID: sid, body: body)
+            )
+        }
+        return result.from
+    }
+
+    // MARK: Receipts
+
+    /// The current signing key: the cached one while it is fresh, else the newest from the database.
+    private func signer(_ transaction: Backend.Transaction) async throws -> ReceiptSigner {
+        let refresh = LedgerTime.milliseconds(policy.receiptKeyRefresh)
+        if let signer = signerCache.signer(at: transaction.now, maximumAge: refresh) { return signer }
+        let signer = try await Self.currentSigner(transaction)
+        signerCache.store(signer, at: transaction.now)
+        return signer
+    }
+
+    /// The newest key with its private half, made first if there is none (a new ledger).
+    private static func currentSigner(_ transaction: Backend.Transaction) async throws -> ReceiptSigner {
+        if let signer = try await usableSigner(transaction) { return signer }
+        try await transaction.lockReceiptKeys()
+        // Another server may have made one while this one waited.
+        if let signer = try await usableSigner(transaction) { return signer }
+        return try await insertNewKey(transaction)
+    }
+
+    private static func usableSigner(_ transaction: Backend.Transaction) async throws -> ReceiptSigner? {
+        guard let row = try await transaction.receiptKeys().first(where: { $0.retiredAt == nil }),
+            let privateKey = row.privateKey
+        else { return nil }
+        guard let raw = Base64URL.decode(privateKey), let signer = try? ReceiptSigner(rawPrivateKey: raw),
+            signer.keyID == row.id
+        else {
+            throw LedgerError(.inconsistent, detail: "receipt key \(row.id) has an unusable private key")
+        }
+        return signer
+    }
+
+    private static func insertNewKey(_ transaction: Backend.Transaction) async throws -> ReceiptSigner {
+        let (signer, raw) = ReceiptSigner.generate()
+        try await transaction.insert(
+            receiptKey: ReceiptKeyRow(
+                id: signer.keyID,
+                publicKey: signer.publicKey.x,
+                privateKey: Base64URL.encode(raw),
+                createdAt: transaction.now,
+                retiredAt: nil
+            )
+        )
+        return signer
+    }
+
+    public func receipt(sessionID: String) async throws -> Receipt? {
+        try await backend.receipt(sessionID: sessionID, kind: .payment)?.receipt()
+    }
+
+    public func receiptKeys() async throws -> ReceiptKeySet {
+        ReceiptKeySet(keys: try await backend.receiptKeys().map(\.published))
+    }
+
+    public func rotateReceiptKey() async throws -> ReceiptPublicKey {
+        let signer = try await backend.transaction { transaction in
+            try await transaction.lockReceiptKeys()
+            let signer = try await Self.insertNewKey(transaction)
+            try await transaction.retireReceiptKeys(except: signer.keyID)
+            return signer
+        }
+        signerCache.clear()
+        return signer.publicKey
+    }
+
+    public func verify() async throws -> LedgerVerification {
+        LedgerVerifier.verify(try await backend.snapshot())
     }
 
     /// Moves `amount` between two wallets: both locked in id order, balances checked and computed here with
@@ -398,7 +525,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         amount: Cents,
         kinds: (debit: String, credit: String),
         reference: (type: String, id: String)
-    ) async throws -> (from: Cents, to: Cents) {
+    ) async throws -> (from: Cents, to: Cents, entries: [EntryRow]) {
         let (accountIDs, userIDs) = WalletOwner.split([from, to])
         let wallets = try await transaction.walletsForUpdate(accountIDs: accountIDs, userIDs: userIDs)
         guard let source = wallets.first(where: from.owns), let target = wallets.first(where: to.owns) else {
@@ -417,7 +544,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         try await transaction.setBalances([(source.id, newSource), (target.id, newTarget)])
         let transferID = newID()
-        try await transaction.insert(entries: [
+        var entries = [
             EntryRow(
                 id: newID(),
                 transferID: transferID,
@@ -426,7 +553,9 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 amount: amount,
                 type: kinds.debit,
                 refType: reference.type,
-                refID: reference.id
+                refID: reference.id,
+                createdAt: transaction.now,
+                hash: ""
             ),
             EntryRow(
                 id: newID(),
@@ -436,10 +565,22 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 amount: amount,
                 type: kinds.credit,
                 refType: reference.type,
-                refID: reference.id
+                refID: reference.id,
+                createdAt: transaction.now,
+                hash: ""
             ),
-        ])
-        return (newSource, newTarget)
+        ]
+        // Last of the transfer's locks (after the wallets, in every transfer), held to commit: the chain grows one
+        // transfer at a time, each on the head the previous one committed.
+        var head = try await transaction.chainHeadForUpdate()
+        for index in entries.indices {
+            head.hash = LedgerChain.hash(previous: head.hash, entry: entries[index])
+            head.count += 1
+            entries[index].hash = head.hash
+        }
+        try await transaction.insert(entries: entries)
+        try await transaction.setChainHead(head)
+        return (newSource, newTarget, entries)
     }
 
     // MARK: Maintenance
@@ -496,4 +637,20 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     static func newID() -> String { UUID().uuidString.lowercased() }
+}
+
+/// The signing key an engine loaded, and when (on the store's clock).
+private final class SignerCache: Sendable {
+    private let loaded = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
+
+    func signer(at now: Int64, maximumAge: Int64) -> ReceiptSigner? {
+        loaded.withLock { loaded in
+            guard let loaded, now >= loaded.at, now - loaded.at < maximumAge else { return nil }
+            return loaded.signer
+        }
+    }
+
+    func store(_ signer: ReceiptSigner, at now: Int64) { loaded.withLock { $0 = (signer, now) } }
+
+    func clear() { loaded.withLock { $0 = nil } }
 }

@@ -31,6 +31,13 @@ public struct LedgerPolicy: Sendable, Hashable {
     public var minimumPasswordLength: Int = Passwords.defaultMinimumLength
     /// How long a refresh token stays usable if it is not used; each refresh starts the time again.
     public var refreshTokenLifetime: Duration = .seconds(30 * 86_400)
+    /// The ISO 4217 currency of every amount, as receipts state it.
+    public var currency: String = "USD"
+    /// Whether payments are signed (a receipt each). Always on in a server; off only to measure what signing costs.
+    public var signsReceipts: Bool = true
+    /// How long a server keeps using the signing key it loaded before it looks for a newer one (another replica may
+    /// have rotated it; the old key stays published, so its receipts still verify meanwhile).
+    public var receiptKeyRefresh: Duration = .seconds(60)
 
     /// The default policy.
     public init() {}
@@ -305,6 +312,21 @@ public protocol LedgerStore: Sendable {
 
     /// Recomputes the invariants from the entries.
     func audit() async throws -> LedgerAudit
+
+    /// Checks the whole ledger from its rows: the hash chain, each transfer, every balance, the sum over all
+    /// accounts, sessions against their entries, and receipts against their payments and keys; stops at the first
+    /// broken row.
+    func verify() async throws -> LedgerVerification
+
+    /// The signed receipt of the session's payment, if it was paid (and signed).
+    func receipt(sessionID: String) async throws -> Receipt?
+
+    /// Every public receipt key, the current one first: old keys stay, so old receipts still verify.
+    func receiptKeys() async throws -> ReceiptKeySet
+
+    /// Makes a new signing key current and retires the others (their private halves are erased, their public
+    /// halves stay published); returns the new key.
+    func rotateReceiptKey() async throws -> ReceiptPublicKey
 
     /// Checks the store answers.
     func ping() async throws

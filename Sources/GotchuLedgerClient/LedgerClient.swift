@@ -161,7 +161,27 @@ public struct LedgerClient: Sendable {
         )
         let balance: BalanceResponse = try decodeBody(data, response)
         let replayed = response.value(forHTTPHeaderField: APIHeader.idempotentReplayed)?.lowercased() == "true"
-        return SendResult(newBalanceCents: balance.newBalanceCents, replayed: replayed)
+        return SendResult(newBalanceCents: balance.newBalanceCents, replayed: replayed, receipt: balance.receipt)
+    }
+
+    /// `GET /.well-known/gotchu-receipt-keys` (no token needed): the keys the server signs receipts with.
+    public func receiptKeys() async throws(LedgerClientError) -> ReceiptKeySet {
+        let (data, response) = try await perform(
+            "GET",
+            "/.well-known/gotchu-receipt-keys",
+            body: Optional<AmountRequest>.none,
+            headers: [:],
+            authenticated: false
+        )
+        guard (200..<300).contains(response.statusCode) else {
+            let _: OKResponse = try decodeBody(data, response)
+            throw .unexpectedResponse(status: response.statusCode, body: "")
+        }
+        do {
+            return try ReceiptKeySet.decode(data)
+        } catch {
+            throw .unexpectedResponse(status: response.statusCode, body: error.description)
+        }
     }
 
     /// `GET /healthz`.
@@ -368,11 +388,14 @@ public struct SendResult: Sendable, Hashable {
     public var newBalanceCents: Cents
     /// Whether the server replayed the stored outcome of an earlier request with the same key.
     public var replayed: Bool
+    /// The ledger's signed receipt of the payment (not yet checked: see ``ReceiptTrust``).
+    public var receipt: Receipt?
 
     /// Creates a result.
-    public init(newBalanceCents: Cents, replayed: Bool) {
+    public init(newBalanceCents: Cents, replayed: Bool, receipt: Receipt? = nil) {
         self.newBalanceCents = newBalanceCents
         self.replayed = replayed
+        self.receipt = receipt
     }
 }
 

@@ -6,6 +6,8 @@ import GotchuLedger
 enum PostgresLedgerSchema {
     /// Serializes migrations when several servers start at once on one database.
     static let migrationLockKey: Int64 = 0x676F_7463_6875  // "gotchu"
+    /// Serializes the creation and rotation of receipt keys.
+    static let receiptKeyLockKey: Int64 = 0x676F_7463_6875_6B  // "gotchuk"
 
     static let migrations: [(name: String, statements: [String])] = [
         (
@@ -179,6 +181,43 @@ enum PostgresLedgerSchema {
             [
                 "ALTER TABLE session_eids ADD COLUMN retired_at BIGINT",
                 "CREATE INDEX session_eids_session ON session_eids (session_id)",
+            ]
+        ),
+        (
+            // Signed receipts, their keys, and the entries' hash chain (hashed by the engine after migrating, oldest
+            // entry first, for entries written before this).
+            "v7: receipts and chain",
+            [
+                "ALTER TABLE ledger_entries ADD COLUMN hash TEXT",
+                "CREATE INDEX ledger_entries_unchained ON ledger_entries (seq) WHERE hash IS NULL",
+                """
+                CREATE TABLE ledger_chain (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    head_hash TEXT NOT NULL,
+                    entry_count BIGINT NOT NULL
+                )
+                """,
+                "INSERT INTO ledger_chain (id, head_hash, entry_count) VALUES (1, '\(LedgerChain.genesis)', 0)",
+                """
+                CREATE TABLE receipt_keys (
+                    id TEXT PRIMARY KEY,
+                    public_key TEXT NOT NULL,
+                    private_key TEXT,
+                    created_at BIGINT NOT NULL,
+                    retired_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE receipts (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                    body TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX receipts_payment ON receipts (session_id) WHERE kind = 'payment'",
+                "CREATE INDEX receipts_session ON receipts (session_id, kind)",
             ]
         ),
     ]

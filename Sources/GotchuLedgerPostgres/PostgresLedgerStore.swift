@@ -317,6 +317,50 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
+    public func snapshot() async throws -> LedgerSnapshot {
+        // One snapshot for every table, so concurrent payments cannot make a sound ledger look broken.
+        try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
+            let wallets = try await connection.rows(
+                "SELECT id, user_id, available_cents, kind FROM wallet_accounts ORDER BY id"
+            ).map { try WalletRow($0) }
+            let entries = try await connection.rows(
+                "SELECT \(unescaped: Connection.entryColumns) FROM ledger_entries ORDER BY seq"
+            ).map { try StoredEntry($0) }
+            let sessions = try await connection.rows(
+                "SELECT \(unescaped: Connection.sessionColumns) FROM payment_sessions s ORDER BY s.id"
+            ).map { try SessionRow($0) }
+            let receipts = try await connection.rows("SELECT id, kind, session_id, body FROM receipts ORDER BY id").map
+            {
+                let (id, kind, sessionID, body) = try $0.decode((String, String, String, String).self)
+                return StoredReceipt(id: id, kind: kind, sessionID: sessionID, body: body)
+            }
+            return LedgerSnapshot(
+                wallets: wallets,
+                entries: entries,
+                chainHead: try await connection.chainHead(forUpdate: false),
+                sessions: sessions,
+                receipts: receipts,
+                receiptKeys: try await connection.receiptKeys().map { ($0.published, $0.createdAt) }
+            )
+        }
+    }
+
+    public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
+        try await read { connection in
+            try await connection.first(
+                """
+                SELECT id, kind, session_id, body FROM receipts WHERE session_id = \(sessionID) AND kind = \(kind.rawValue)
+                ORDER BY created_at, id LIMIT 1
+                """,
+                as: (String, String, String, String).self
+            ).map { StoredReceipt(id: $0.0, kind: $0.1, sessionID: $0.2, body: $0.3) }
+        }
+    }
+
+    public func receiptKeys() async throws -> [ReceiptKeyRow] {
+        try await read { connection in try await connection.receiptKeys() }
+    }
+
     public func ping() async throws {
         try await read { connection in try await connection.execute("SELECT 1") }
     }
@@ -403,6 +447,42 @@ extension PostgresLedgerBackend {
                 "SELECT id, display_name, disabled_at FROM users WHERE id = \(id)",
                 as: (String, String, Int64?).self
             ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil) }
+        }
+
+        static let entryColumns =
+            "seq, id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash"
+
+        func chainHead(forUpdate: Bool) async throws -> ChainHead {
+            guard
+                let (hash, count) = try await first(
+                    """
+                    SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1
+                    \(unescaped: forUpdate ? "FOR UPDATE" : "")
+                    """,
+                    as: (String, Int64).self
+                )
+            else { throw LedgerError(.inconsistent, detail: "the ledger has no chain head") }
+            return ChainHead(hash: hash, count: count)
+        }
+
+        func receiptKeys() async throws -> [ReceiptKeyRow] {
+            try await rows(
+                """
+                SELECT id, public_key, private_key, created_at, retired_at FROM receipt_keys
+                ORDER BY created_at DESC, id DESC
+                """
+            ).map { row in
+                let (id, publicKey, privateKey, createdAt, retiredAt) = try row.decode(
+                    (String, String, String?, Int64, Int64?).self
+                )
+                return ReceiptKeyRow(
+                    id: id,
+                    publicKey: publicKey,
+                    privateKey: privateKey,
+                    createdAt: createdAt,
+                    retiredAt: retiredAt
+                )
+            }
         }
 
         func wallet(userID: String, forUpdate: Bool) async throws -> WalletRow? {
@@ -563,9 +643,12 @@ extension PostgresLedgerBackend {
             try await connection.execute(
                 """
                 INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
-                created_at) SELECT *, \(now) FROM UNNEST(\(entries.map(\.id)), \(entries.map(\.transferID)),
+                created_at, hash) SELECT e.id, e.transfer_id, e.wallet_id, e.direction, e.amount_cents, e.type,
+                e.ref_type, e.ref_id, e.created_at, e.hash FROM UNNEST(\(entries.map(\.id)), \(entries.map(\.transferID)),
                 \(entries.map(\.walletID)), \(entries.map(\.direction.rawValue)), \(entries.map(\.amount)),
-                \(entries.map(\.type)), \(entries.map(\.refType)), \(entries.map(\.refID)))
+                \(entries.map(\.type)), \(entries.map(\.refType)), \(entries.map(\.refID)),
+                \(entries.map(\.createdAt)), \(entries.map(\.hash))) WITH ORDINALITY AS e(id, transfer_id, wallet_id,
+                direction, amount_cents, type, ref_type, ref_id, created_at, hash, position) ORDER BY e.position
                 """
             )
         }
@@ -755,6 +838,72 @@ extension PostgresLedgerBackend {
             )
         }
 
+        /// The head row locked until commit: a concurrent transfer waits here (after its wallets, the last lock it
+        /// takes) and then reads the head this one committed, so each transfer chains on the one before it.
+        public func chainHeadForUpdate() async throws -> ChainHead {
+            try await connection.chainHead(forUpdate: true)
+        }
+
+        public func setChainHead(_ head: ChainHead) async throws {
+            try await connection.execute(
+                "UPDATE ledger_chain SET head_hash = \(head.hash), entry_count = \(head.count) WHERE id = 1"
+            )
+        }
+
+        public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
+            try await connection.rows(
+                """
+                SELECT \(unescaped: Connection.entryColumns) FROM ledger_entries WHERE hash IS NULL ORDER BY seq
+                LIMIT \(Int64(limit))
+                """
+            ).map { try StoredEntry($0) }
+        }
+
+        public func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
+            try await connection.execute(
+                """
+                UPDATE ledger_entries e SET hash = h.hash FROM UNNEST(\(hashes.map(\.seq)), \(hashes.map(\.hash)))
+                AS h(seq, hash) WHERE e.seq = h.seq
+                """
+            )
+        }
+
+        /// Servers starting together on a new database make one key between them.
+        public func lockReceiptKeys() async throws {
+            try await connection.execute("SELECT pg_advisory_xact_lock(\(PostgresLedgerSchema.receiptKeyLockKey))")
+        }
+
+        public func receiptKeys() async throws -> [ReceiptKeyRow] {
+            try await connection.receiptKeys()
+        }
+
+        public func insert(receiptKey: ReceiptKeyRow) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO receipt_keys (id, public_key, private_key, created_at, retired_at) VALUES (\(receiptKey.id),
+                \(receiptKey.publicKey), \(receiptKey.privateKey), \(receiptKey.createdAt), \(receiptKey.retiredAt))
+                """
+            )
+        }
+
+        public func retireReceiptKeys(except keyID: String) async throws {
+            try await connection.execute(
+                """
+                UPDATE receipt_keys SET retired_at = COALESCE(retired_at, \(now)), private_key = NULL
+                WHERE id <> \(keyID)
+                """
+            )
+        }
+
+        public func insert(receipt: StoredReceipt) async throws {
+            try await connection.execute(
+                """
+                INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (\(receipt.id), \(receipt.kind),
+                \(receipt.sessionID), \(receipt.body), \(now))
+                """
+            )
+        }
+
         public func deleteKeys(createdBefore time: Int64) async throws -> Int {
             let count = try await connection.value(
                 """
@@ -792,6 +941,27 @@ extension SessionRow {
             lockExpiresAt: lockExpiresAt,
             paidBy: paidBy,
             paidAt: paidAt
+        )
+    }
+}
+
+extension StoredEntry {
+    init(_ row: PostgresRow) throws {
+        let (seq, id, transferID, walletID, direction, amount, type, refType, refID, createdAt, hash) = try row.decode(
+            (Int64, String, String, String, String, Int64, String, String, String, Int64, String?).self
+        )
+        try self.init(
+            seq: seq,
+            id: id,
+            transferID: transferID,
+            walletID: walletID,
+            direction: direction,
+            amount: amount,
+            type: type,
+            refType: refType,
+            refID: refID,
+            createdAt: createdAt,
+            hash: hash
         )
     }
 }

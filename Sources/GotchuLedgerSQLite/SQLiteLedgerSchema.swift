@@ -163,6 +163,41 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // Signed receipts, their keys, and the entries' hash chain (hashed by the engine after migrating, oldest
+        // entry first, for entries written before this).
+        migrator.registerMigration("v7: receipts and chain") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE ledger_entries ADD COLUMN hash TEXT;
+                    CREATE INDEX ledger_entries_unchained ON ledger_entries (seq) WHERE hash IS NULL;
+                    CREATE TABLE ledger_chain (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        head_hash TEXT NOT NULL,
+                        entry_count INTEGER NOT NULL
+                    );
+                    CREATE TABLE receipt_keys (
+                        id TEXT PRIMARY KEY,
+                        public_key TEXT NOT NULL,
+                        private_key TEXT,
+                        created_at INTEGER NOT NULL,
+                        retired_at INTEGER
+                    );
+                    CREATE TABLE receipts (
+                        id TEXT PRIMARY KEY,
+                        kind TEXT NOT NULL,
+                        session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                        body TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX receipts_payment ON receipts (session_id) WHERE kind = 'payment';
+                    CREATE INDEX receipts_session ON receipts (session_id, kind);
+                    """
+            )
+            try db.execute(
+                sql: "INSERT INTO ledger_chain (id, head_hash, entry_count) VALUES (1, ?, 0)",
+                arguments: [LedgerChain.genesis]
+            )
+        }
         return migrator
     }
 }

@@ -235,6 +235,64 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
+    public func snapshot() async throws -> LedgerSnapshot {
+        // One read transaction: one snapshot of every table.
+        try await database.read { db in
+            LedgerSnapshot(
+                wallets: try Row.fetchAll(db, sql: "SELECT * FROM wallet_accounts ORDER BY id").map {
+                    try WalletRow($0)
+                },
+                entries: try Row.fetchAll(db, sql: "SELECT * FROM ledger_entries ORDER BY seq").map {
+                    try StoredEntry($0)
+                },
+                chainHead: try Self.chainHead(db),
+                sessions: try Row.fetchAll(db, sql: "SELECT * FROM payment_sessions ORDER BY id").map {
+                    try SessionRow($0)
+                },
+                receipts: try Row.fetchAll(db, sql: "SELECT id, kind, session_id, body FROM receipts ORDER BY id").map {
+                    StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"])
+                },
+                receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) }
+            )
+        }
+    }
+
+    public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
+        try await database.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT id, kind, session_id, body FROM receipts WHERE session_id = ? AND kind = ?
+                    ORDER BY created_at, id LIMIT 1
+                    """,
+                arguments: [sessionID, kind.rawValue]
+            ).map { StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"]) }
+        }
+    }
+
+    public func receiptKeys() async throws -> [ReceiptKeyRow] {
+        try await database.read { db in try Self.receiptKeys(db) }
+    }
+
+    fileprivate static func receiptKeys(_ db: Database) throws -> [ReceiptKeyRow] {
+        try Row.fetchAll(db, sql: "SELECT * FROM receipt_keys ORDER BY created_at DESC, id DESC").map {
+            ReceiptKeyRow(
+                id: $0["id"],
+                publicKey: $0["public_key"],
+                privateKey: $0["private_key"],
+                createdAt: $0["created_at"],
+                retiredAt: $0["retired_at"]
+            )
+        }
+    }
+
+    fileprivate static func chainHead(_ db: Database) throws -> ChainHead {
+        guard let row = try Row.fetchOne(db, sql: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1") else {
+            throw LedgerError(.inconsistent, detail: "the ledger has no chain head")
+        }
+        return ChainHead(hash: row["head_hash"], count: row["entry_count"])
+    }
+
     public func ping() async throws {
         _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
@@ -411,11 +469,11 @@ extension SQLiteLedgerBackend {
                 try await execute(
                     """
                     INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
-                    created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     [
                         entry.id, entry.transferID, entry.walletID, entry.direction.rawValue, entry.amount, entry.type,
-                        entry.refType, entry.refID, now,
+                        entry.refType, entry.refID, entry.createdAt, entry.hash,
                     ]
                 )
             }
@@ -613,6 +671,69 @@ extension SQLiteLedgerBackend {
             }
         }
 
+        /// The write lock already serializes every transfer: the head read here cannot move before commit.
+        public func chainHeadForUpdate() async throws -> ChainHead {
+            try await write { db in try SQLiteLedgerBackend.chainHead(db) }
+        }
+
+        public func setChainHead(_ head: ChainHead) async throws {
+            try await execute(
+                "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1",
+                [head.hash, head.count]
+            )
+        }
+
+        public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
+            try await write { db in
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM ledger_entries WHERE hash IS NULL ORDER BY seq LIMIT ?",
+                    arguments: [limit]
+                ).map { try StoredEntry($0) }
+            }
+        }
+
+        public func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
+            try await write { db in
+                for (seq, hash) in hashes {
+                    try db.execute(sql: "UPDATE ledger_entries SET hash = ? WHERE seq = ?", arguments: [hash, seq])
+                }
+            }
+        }
+
+        /// The write lock already serializes key creation.
+        public func lockReceiptKeys() async throws {}
+
+        public func receiptKeys() async throws -> [ReceiptKeyRow] {
+            try await write { db in try SQLiteLedgerBackend.receiptKeys(db) }
+        }
+
+        public func insert(receiptKey: ReceiptKeyRow) async throws {
+            try await execute(
+                "INSERT INTO receipt_keys (id, public_key, private_key, created_at, retired_at) VALUES (?, ?, ?, ?, ?)",
+                [
+                    receiptKey.id, receiptKey.publicKey, receiptKey.privateKey, receiptKey.createdAt,
+                    receiptKey.retiredAt,
+                ]
+            )
+        }
+
+        public func retireReceiptKeys(except keyID: String) async throws {
+            try await execute(
+                """
+                UPDATE receipt_keys SET retired_at = COALESCE(retired_at, ?), private_key = NULL WHERE id <> ?
+                """,
+                [now, keyID]
+            )
+        }
+
+        public func insert(receipt: StoredReceipt) async throws {
+            try await execute(
+                "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",
+                [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]
+            )
+        }
+
         /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
         private static func placeholders(_ count: Int) -> String {
             Array(repeating: "?", count: count).joined(separator: ", ")
@@ -662,6 +783,24 @@ extension SessionRow {
 extension LedgerUser {
     fileprivate init(_ row: Row) {
         self.init(id: row["id"], displayName: row["display_name"], disabled: row["disabled_at"] as Int64? != nil)
+    }
+}
+
+extension StoredEntry {
+    init(_ row: Row) throws {
+        try self.init(
+            seq: row["seq"],
+            id: row["id"],
+            transferID: row["transfer_id"],
+            walletID: row["wallet_id"],
+            direction: row["direction"],
+            amount: row["amount_cents"],
+            type: row["type"],
+            refType: row["ref_type"],
+            refID: row["ref_id"],
+            createdAt: row["created_at"],
+            hash: row["hash"]
+        )
     }
 }
 

@@ -88,6 +88,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let document = servedDocument.text.withLock { $0 }
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: document)))
             },
+            LedgerRoute(.get, "/.well-known/gotchu-receipt-keys", "receiptKeys") { _, _ in
+                // Public by design: whoever holds a receipt checks it against these, without an account.
+                try json(try await store.receiptKeys())
+            },
             LedgerRoute(.get, "/wallet/me", "wallet") { request, _ in
                 let user = try await authenticate(request, for: .readWallet)
                 return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
@@ -174,7 +178,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 }
                 switch outcome {
                 case .paid(let balance):
-                    return try json(BalanceResponse(newBalanceCents: balance), headers: headers)
+                    // Read back, so a replay carries the same receipt the first answer did.
+                    let receipt = try await store.receipt(sessionID: sid)
+                    return try json(BalanceResponse(newBalanceCents: balance, receipt: receipt), headers: headers)
                 case .refused(let refusal):
                     var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: Problem(refusal))
                     response.headers.append(contentsOf: headers)

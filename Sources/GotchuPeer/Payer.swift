@@ -70,12 +70,16 @@ public struct Payer: Sendable {
     private let radio: any Radio
     private let ledger: LedgerClient
     private let journal: PaymentJournal
+    private let receiptTrust: ReceiptTrust?
 
     /// Creates a payer scanning on `radio` and paying through `ledger` (logged in), journaling to `journal`.
-    public init(radio: any Radio, ledger: LedgerClient, journal: PaymentJournal) {
+    /// - Parameter receiptTrust: the keys a payment's receipt must verify against before it counts as paid; `nil`
+    ///   believes the ledger's answer as it is.
+    public init(radio: any Radio, ledger: LedgerClient, journal: PaymentJournal, receiptTrust: ReceiptTrust? = nil) {
         self.radio = radio
         self.ledger = ledger
         self.journal = journal
+        self.receiptTrust = receiptTrust
     }
 
     /// What reaches the flow's loop: an event for the machine, or an I/O step's error that ends the flow.
@@ -183,7 +187,7 @@ public struct Payer: Sendable {
                 guard let entry else { return .failed(.cancelled) }
                 perform(input) {
                     await FaultInjection.holdIfRequested(at: .holdBeforeSend) { await interrupted.wait() }
-                    return try await send(sid: sid, key: entry.key)
+                    return try await send(sid: sid, entry: entry)
                 }
             case .retrySend(let sid, let delay):
                 guard let entry else { return .failed(.cancelled) }
@@ -191,7 +195,7 @@ public struct Payer: Sendable {
                 let radio = self.radio
                 perform(input) {
                     try? await radio.sleep(for: delay)
-                    return try await send(sid: sid, key: entry.key)
+                    return try await send(sid: sid, entry: entry)
                 }
             case .settle(let offer):
                 interaction.settling(offer)
@@ -300,11 +304,27 @@ public struct Payer: Sendable {
         return .locked
     }
 
-    /// Sends once with the journaled key and records a definite answer; the server runs the key at most once.
-    private func send(sid: String, key: String) async throws -> PayerStateMachine.Event {
+    /// Sends once with the journaled key and records a definite answer; the server runs the key at most once. A
+    /// success counts only with a receipt that verifies, when receipts are checked.
+    private func send(sid: String, entry: PaymentJournal.Entry) async throws -> PayerStateMachine.Event {
+        let key = entry.key
         do {
             let result = try await ledger.send(sid: sid, idempotencyKey: key)
             FaultInjection.crashIfRequested(at: .afterSend)
+            if let receiptTrust {
+                do {
+                    try await receiptTrust.verify(
+                        result.receipt,
+                        sessionID: sid,
+                        amountCents: entry.amountCents,
+                        ledger: ledger
+                    )
+                } catch {
+                    let reason = "the ledger answered paid, but its receipt does not verify: \(error)"
+                    try journal.markFailed(key: key, reason: reason)
+                    return .sendFailed(reason: reason)
+                }
+            }
             try journal.markPaid(key: key, newBalanceCents: result.newBalanceCents)
             return .sent(newBalanceCents: result.newBalanceCents)
         } catch let error where PaymentResumer.isFinal(error) {

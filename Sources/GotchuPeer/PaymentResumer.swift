@@ -18,11 +18,21 @@ public struct PaymentResumer: Sendable {
 
     private let ledger: LedgerClient
     private let journal: PaymentJournal
+    private let receiptTrust: ReceiptTrust?
 
     /// Creates a resumer for the journal's entries on `ledger`'s server.
-    public init(ledger: LedgerClient, journal: PaymentJournal) {
+    /// - Parameter receiptTrust: the keys a payment's receipt must verify against before it counts as paid; `nil`
+    ///   believes the ledger's answer as it is.
+    public init(ledger: LedgerClient, journal: PaymentJournal, receiptTrust: ReceiptTrust? = nil) {
         self.ledger = ledger
         self.journal = journal
+        self.receiptTrust = receiptTrust
+    }
+
+    /// Throws unless the receipt verifies, when receipts are checked.
+    private func checkReceipt(_ receipt: Receipt?, of entry: PaymentJournal.Entry) async throws(ReceiptError) {
+        guard let receiptTrust else { return }
+        try await receiptTrust.verify(receipt, sessionID: entry.sid, amountCents: entry.amountCents, ledger: ledger)
     }
 
     /// Resumes every pending entry for this server.
@@ -37,6 +47,7 @@ public struct PaymentResumer: Sendable {
     private func resume(_ entry: PaymentJournal.Entry) async throws -> Result {
         do {
             let result = try await sendRelockingOnce(entry)
+            try await checkReceipt(result.receipt, of: entry)
             try journal.markPaid(key: entry.key, newBalanceCents: result.newBalanceCents)
             return .paid(entry, newBalanceCents: result.newBalanceCents, replayed: result.replayed)
         } catch let error where (error as? LedgerClientError)?.problemKind == .sessionAlreadyPaid {
@@ -44,11 +55,22 @@ public struct PaymentResumer: Sendable {
             if let status = try? await ledger.session(sid: entry.sid), status.status == .paid,
                 let wallet = try? await ledger.wallet()
             {
+                do {
+                    try await checkReceipt(status.receipt, of: entry)
+                } catch {
+                    let reason = "the ledger says paid, but its receipt does not verify: \(error)"
+                    try journal.markFailed(key: entry.key, reason: reason)
+                    return .failed(entry, reason: reason)
+                }
                 try journal.markPaid(key: entry.key, newBalanceCents: wallet.availableCents)
                 return .paid(entry, newBalanceCents: wallet.availableCents, replayed: true)
             }
             try journal.markFailed(key: entry.key, reason: "\(error)")
             return .failed(entry, reason: "\(error)")
+        } catch let error as ReceiptError {
+            let reason = "the ledger answered paid, but its receipt does not verify: \(error)"
+            try journal.markFailed(key: entry.key, reason: reason)
+            return .failed(entry, reason: reason)
         } catch let error where Self.isFinal(error) {
             try journal.markFailed(key: entry.key, reason: "\(error)")
             await releaseLock(entry.sid, after: error)

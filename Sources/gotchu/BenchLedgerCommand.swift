@@ -84,7 +84,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         return users
     }
 
-    private static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws {
+    static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws {
         let users = try await users(store, pairs: pairs, payments: payments)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (payer, payee) in users {
@@ -171,6 +171,7 @@ enum BenchBackend: CustomStringConvertible {
     /// setup and the final audit are not timed.
     func measure(
         servers: Int,
+        policy: LedgerPolicy = LedgerPolicy(),
         _ body: ([any LedgerStore], TokenAuthority) async throws -> Void
     ) async throws -> Double {
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
@@ -184,7 +185,7 @@ enum BenchBackend: CustomStringConvertible {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let path = directory.appendingPathComponent("ledger.sqlite").path
-            let stores = try (0..<count).map { _ in try SQLiteLedgerStore(path: path) }
+            let stores = try (0..<count).map { _ in try SQLiteLedgerStore(path: path, policy: policy) }
             try await stores[0].migrate()
             return try await Self.time(stores, tokens, body)
         case .postgres(let server):
@@ -192,7 +193,7 @@ enum BenchBackend: CustomStringConvertible {
             try await Self.administer(server, "CREATE DATABASE \(name)", logger: logger)
             do {
                 let stores = (0..<count).map { _ in
-                    PostgresLedgerStore(url: server.with(database: name), logger: logger)
+                    PostgresLedgerStore(url: server.with(database: name), policy: policy, logger: logger)
                 }
                 let seconds = try await withThrowingTaskGroup(of: Void.self) { pools in
                     for store in stores { pools.addTask { await store.client.run() } }

@@ -36,6 +36,8 @@ struct Gotchu: AsyncParsableCommand {
             DoctorCommand.self,
             KioskCommand.self,
             ChargeCommand.self,
+            ReceiptCommand.self,
+            LedgerCommand.self,
             BenchCommand.self,
         ]
     )

@@ -20,6 +20,9 @@ struct PayCommand: AsyncParsableCommand {
             strength), --choose lists every terminal heard, marked so; check the EID on the terminal's \
             screen. Or type that EID with --eid: no scan at all. Either way, the question ends with the \
             code the terminal shows beside its EID: pay only if they match.
+            "paid" is printed only once the ledger's signed receipt verifies against its receipt keys: \
+            those pinned for the server at first contact (beside the login token), or those in \
+            --receipt-keys FILE.
 
             Ctrl-C before the payment is sent stops it (a lock taken is released). Once the payment is \
             on its way it cannot be called back: its outcome is settled with the ledger and reported.
@@ -74,6 +77,14 @@ struct PayCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Give up after this many seconds with no terminal near.", valueName: "seconds"))
     var timeout = 15
 
+    @Option(
+        help: ArgumentHelp(
+            "Check receipts against the keys in this file (JWKS) instead of those pinned for the server.",
+            valueName: "path"
+        )
+    )
+    var receiptKeys: String?
+
     @OptionGroup var radio: RadioOptions
     @OptionGroup var server: ServerOptions
 
@@ -90,7 +101,9 @@ struct PayCommand: AsyncParsableCommand {
         let output = Console()
         let ledger = try server.client()
         let journal = try PaymentJournal(path: Paths.stateHome.appendingPathComponent("journal.sqlite").path)
-        let resumed = try await PaymentResumer(ledger: ledger, journal: journal).resumeAll()
+        let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
+        let resumed = try await PaymentResumer(ledger: ledger, journal: journal, receiptTrust: receiptTrust)
+            .resumeAll()
         if !resumed.isEmpty {
             for result in resumed { output.resumed(result) }
             if resumed.contains(where: { if case .stillPending = $0 { true } else { false } }) {
@@ -111,8 +124,13 @@ struct PayCommand: AsyncParsableCommand {
         // A typed EID needs no radio: the flow only keeps time.
         let radio: any Radio = flow.eid == nil ? try await self.radio.makeRadio(role: .payer) : NoRadio()
         let outcome = try await withTaskCancellationOnSignals {
-            try await Payer(radio: radio, ledger: ledger, journal: journal)
-                .run(options, interaction: TerminalInteraction(console: output))
+            try await Payer(
+                radio: radio,
+                ledger: ledger,
+                journal: journal,
+                receiptTrust: receiptTrust
+            )
+            .run(options, interaction: TerminalInteraction(console: output))
         }
         switch outcome {
         case .paid(let offer, let balance):

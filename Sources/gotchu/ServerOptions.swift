@@ -102,6 +102,20 @@ struct ServerOptions: ParsableArguments {
         return client
     }
 
+    /// The receipt keys to trust for this server: those in `keysFile` if given, else those pinned for its origin at
+    /// first contact (`receipt-keys-SCHEME-HOST-PORT.json` beside the tokens).
+    func receiptTrust(keysFile: String?) throws -> ReceiptTrust {
+        if let keysFile {
+            do {
+                return try ReceiptTrust.keyFile(URL(fileURLWithPath: keysFile))
+            } catch {
+                throw CLIError("--receipt-keys: \(error)")
+            }
+        }
+        let name = "receipt-keys-" + (try Self.tokenFileName(for: try baseURL)).dropFirst("token-".count)
+        return ReceiptTrust(.pinned(file: Paths.configHome.appendingPathComponent(name)))
+    }
+
     func saveToken(_ token: CachedToken) throws {
         try Paths.writePrivate(try JSONEncoder().encode(token), to: tokenFile)
     }

@@ -587,6 +587,42 @@ struct KioskLedgerTests {
         #expect(try await shop.session(sid: created.sid).amountCents == 400)
     }
 
+    @Test("A paid session counts as paid only once its receipt verifies against the trusted keys")
+    func receiptChecked() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let base = URL(string: url)!
+        var payer = LedgerClient(baseURL: base)
+        payer.token = try await payer.devLogin(email: "payer@example.com").token
+        _ = try await payer.fund(amountCents: 1_000)
+        let pinned = processes.directory.url.appendingPathComponent("state/receipt-keys.json")
+        let trusting = KioskLedger(
+            baseURL: base,
+            credentials: .email("shop@example.com"),
+            receiptTrust: ReceiptTrust(.pinned(file: pinned))
+        )
+        let stranger = ReceiptSigner.generate().signer
+        let misled = KioskLedger(
+            baseURL: base,
+            credentials: .email("shop@example.com"),
+            receiptTrust: ReceiptTrust(.fixed(ReceiptKeySet(keys: [stranger.publicKey])))
+        )
+        let created = try await trusting.createSession(amountCents: 300, idempotencyKey: "k-1")
+        #expect(try await misled.sessionStatus(sid: created.sid) == .advertising)
+        try await payer.lock(sid: created.sid)
+        _ = try await payer.send(sid: created.sid, idempotencyKey: "p-1")
+        #expect(try await trusting.sessionStatus(sid: created.sid) == .paid)
+        #expect(FileManager.default.fileExists(atPath: pinned.path))
+        do {
+            _ = try await misled.sessionStatus(sid: created.sid)
+            Issue.record("a receipt signed by an untrusted key was believed")
+        } catch {
+            #expect("\(error)".contains("receipt does not verify"), "\(error)")
+        }
+    }
+
     @Test("A key from `gotchu admin key create` works; once revoked, the kiosk re-reads its key file for a new one")
     func apiKeyFileRotation() async throws {
         let processes = try GotchuProcesses()

@@ -181,7 +181,7 @@ struct AbuseLimitTests {
             // A sid in capitals names the same session.
             try await payer.lock(sid: session.sid.uppercased())
             let paid = try await payer.send(sid: session.sid.uppercased(), idempotencyKey: "upper")
-            #expect(paid == SendResult(newBalanceCents: 900, replayed: false))
+            #expect(paid == SignedAnswer(newBalanceCents: 900, replayed: false))
             #expect(try await ledger.idempotencyKeyCount() == 1)
         }
     }

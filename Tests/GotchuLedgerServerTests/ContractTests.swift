@@ -111,6 +111,7 @@ struct ContractTests {
             let calls: [Call] = [
                 ("GET", "/healthz", "/healthz", nil, [:]),
                 ("GET", "/openapi.yaml", "/openapi.yaml", nil, [:]),
+                ("GET", "/.well-known/gotchu-receipt-keys", "/.well-known/gotchu-receipt-keys", nil, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":1}"#, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", huge, [:]),

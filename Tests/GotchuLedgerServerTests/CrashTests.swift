@@ -120,7 +120,7 @@ struct CrashTests {
             // Retrying with the same keys replays the outcomes; nothing moves twice.
             for payment in payments {
                 let again = try await clients[payment.payer].send(sid: payment.sid, idempotencyKey: payment.key)
-                #expect(again == SendResult(newBalanceCents: payment.balance, replayed: true))
+                #expect(again == SignedAnswer(newBalanceCents: payment.balance, replayed: true))
             }
             for index in 0..<Self.pairs {
                 let mine = payments.filter { $0.payer == index }
@@ -270,7 +270,7 @@ struct InterruptedSendTests {
         (server, _) = try await Self.start(arguments, port: url.port!, environment)
         #expect(
             try await payer.send(sid: session.sid, idempotencyKey: "k")
-                == SendResult(newBalanceCents: 750, replayed: false)
+                == SignedAnswer(newBalanceCents: 750, replayed: false)
         )
         #expect(try await payer.send(sid: session.sid, idempotencyKey: "k").replayed)
         #expect(try await payee.wallet().availableCents == 250)
@@ -332,7 +332,7 @@ struct InterruptedSendTests {
             (server, _) = try await Self.start(arguments, port: url.port!, environment)
             #expect(
                 try await payer.send(sid: session.sid, idempotencyKey: "k")
-                    == SendResult(newBalanceCents: 750, replayed: false)
+                    == SignedAnswer(newBalanceCents: 750, replayed: false)
             )
             #expect(try await payer.send(sid: session.sid, idempotencyKey: "k").replayed)
             #expect(try await payee.wallet().availableCents == 250)

@@ -73,7 +73,7 @@ struct IdempotencyTests {
             let session = try await payee.createSession(amountCents: 100)
             try await other.lock(sid: session.sid)
             let result = try await other.send(sid: session.sid, idempotencyKey: "shared")
-            #expect(result == SendResult(newBalanceCents: 900, replayed: false))
+            #expect(result == SignedAnswer(newBalanceCents: 900, replayed: false))
         }
     }
 
@@ -102,7 +102,7 @@ struct IdempotencyTests {
             try await payer.lock(sid: sid)
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "k")
-                    == SendResult(newBalanceCents: 9_900, replayed: false)
+                    == SignedAnswer(newBalanceCents: 9_900, replayed: false)
             )
             #expect(try await payer.send(sid: sid, idempotencyKey: "k").replayed)
         }
@@ -126,7 +126,7 @@ struct IdempotencyTests {
             try await payer.lock(sid: sid)
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "resume")
-                    == SendResult(newBalanceCents: 9_900, replayed: false)
+                    == SignedAnswer(newBalanceCents: 9_900, replayed: false)
             )
             #expect(try await payer.send(sid: sid, idempotencyKey: "resume").replayed)
             #expect(try await ledger.store.audit().entryCount == 4)
@@ -147,7 +147,7 @@ struct IdempotencyTests {
             try await payer.lock(sid: sid)
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "mine")
-                    == SendResult(newBalanceCents: 900, replayed: false)
+                    == SignedAnswer(newBalanceCents: 900, replayed: false)
             )
         }
     }
@@ -221,7 +221,7 @@ struct IdempotencyTests {
             try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "atomic")
-                    == SendResult(newBalanceCents: 9_900, replayed: false)
+                    == SignedAnswer(newBalanceCents: 9_900, replayed: false)
             )
             #expect(try await ledger.store.audit().isHealthy)
         }
@@ -259,7 +259,7 @@ struct IdempotencyTests {
             }
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "atomic")
-                    == SendResult(newBalanceCents: 9_900, replayed: false)
+                    == SignedAnswer(newBalanceCents: 9_900, replayed: false)
             )
             #expect(try await ledger.store.audit().isHealthy)
         }

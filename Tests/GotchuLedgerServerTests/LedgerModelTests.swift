@@ -9,13 +9,16 @@ import PostgresNIO
 import Testing
 
 /// Random operations against a store and the in-memory ``LedgerModel``: every answer must match the model's, and
-/// after every step the audit must be healthy and every balance equal the model's.
+/// after every step the audit must be healthy and every balance equal the model's; after every batch of
+/// ``verifyBatch`` steps `gotchu ledger verify`'s checks must pass.
 ///
 /// `GOTCHU_MODEL_SEED=N` replays one run (the seed a failure prints; the two concurrent operations may interleave
 /// differently on a replay, everything else repeats); `GOTCHU_MODEL_STEPS` sets its length.
 @Suite("Model-based: random operations against an oracle")
 struct LedgerModelTests {
     static let users = 5
+    /// How many steps run between two whole-ledger verifications.
+    static let verifyBatch = 100
 
     /// Ten independent runs of 1,000 steps each (10,000 operations per store), each on a fresh store so the audit
     /// stays cheap; or the one run named by `GOTCHU_MODEL_SEED`.
@@ -56,6 +59,11 @@ struct LedgerModelTests {
                     do {
                         try await driver.step()
                         try await driver.check()
+                        // The whole-ledger audit after every batch (and the last step): chain, balances from
+                        // entries, sessions against their payments, receipts against their keys.
+                        if step % Self.verifyBatch == Self.verifyBatch - 1 || step == steps - 1 {
+                            try await driver.verify()
+                        }
                     } catch let failure as DriverFailure {
                         throw ModelFailure(step: step, message: failure.message + "\nlast operations:\n" + driver.trace)
                     }
@@ -385,6 +393,12 @@ struct Driver {
 
     private func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
         guard actual == expected else { throw DriverFailure(message: "\(what): store \(actual), model \(expected)") }
+    }
+
+    /// `gotchu ledger verify`'s checks over the whole ledger.
+    func verify() async throws {
+        let verification = try await store.verify()
+        if let failure = verification.failure { throw DriverFailure(message: "verify: \(failure)") }
     }
 
     /// The invariants: a healthy audit, and every balance (read from the wallet rows) equal to the model's.

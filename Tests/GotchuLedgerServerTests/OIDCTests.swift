@@ -162,11 +162,12 @@ struct OIDCTests {
                 // The user acts like any other: a session shows the name the issuer gave.
                 let alice = LedgerClient(baseURL: ledger.url, token: try await rsa.sign(aliceClaims))
                 let created = try await alice.createSession(amountCents: 450)
-                #expect(try await ledger.anonymous.resolve(eid: created.eid).payeeDisplay.name == "Alice's Bakery")
+                let payer = try await ledger.client("payer@example.com")
+                #expect(try await payer.resolve(eid: created.eid).payeeDisplay.name == "Alice's Bakery")
 
                 // The payer sees the issuer's host as the payee's domain; an operator disables the account by the
                 // address `admin user list` shows, and its tokens stop at once.
-                let resolved = try await ledger.anonymous.resolve(eid: created.eid)
+                let resolved = try await payer.resolve(eid: created.eid)
                 #expect(resolved.payeeDisplay.domain == "127.0.0.1")
                 let bobAccount = try #require(
                     try await ledger.store.users().first { $0.email.hasSuffix("@127.0.0.1") && $0.displayName == "bob" }

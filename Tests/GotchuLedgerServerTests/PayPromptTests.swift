@@ -132,8 +132,8 @@ struct VerifiedPayeePromptTests {
             try await ledger.store.verifyMerchant(email: "shop@example.com", name: "Corner Shop Ltd", actor: "operator")
             try await processes.run(["login", "--email", "alice@example.com", "--server", url], user: "alice")
             for (payee, expected) in [
-                (shop, #"Pay $1.00 to "Corner Shop Ltd" (example.com), verified merchant? [y/N] "#),
-                (bob, #"Pay $1.00 to "bob" (example.com), name chosen by the payee, not verified? [y/N] "#),
+                (shop, #"Pay $1.00 to "Corner Shop Ltd" (example.com), verified merchant, code "#),
+                (bob, #"Pay $1.00 to "bob" (example.com), name chosen by the payee, not verified, code "#),
             ] {
                 let session = try await payee.createSession(amountCents: 100)
                 let payer = try await advertising(session.eid, processes) { () async throws -> RunningCommand in
@@ -142,7 +142,8 @@ struct VerifiedPayeePromptTests {
                     _ = try await command.waitForExit()
                     return command
                 }
-                #expect(payer.lines.first { $0.hasPrefix("Pay ") } == expected, "\(payer.lines)")
+                let code = ConfirmationCode.of(sessionID: session.sid)
+                #expect(payer.lines.first { $0.hasPrefix("Pay ") } == expected + "\(code)? [y/N] ", "\(payer.lines)")
             }
         }
     }

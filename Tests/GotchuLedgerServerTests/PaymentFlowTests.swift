@@ -27,7 +27,7 @@ struct PaymentFlowTests {
             try await alice.lock(sid: session.sid)
             let key = UUID().uuidString
             let paid = try await alice.send(sid: session.sid, idempotencyKey: key)
-            #expect(paid == SendResult(newBalanceCents: 5_000, replayed: false))
+            #expect(paid == SignedAnswer(newBalanceCents: 5_000, replayed: false))
 
             let aliceWallet = try await alice.wallet()
             let bobWallet = try await bob.wallet()
@@ -42,7 +42,7 @@ struct PaymentFlowTests {
             #expect(try await bob.session(sid: session.sid).paidAt == ledger.clock.now())
 
             let retried = try await alice.send(sid: session.sid, idempotencyKey: key)
-            #expect(retried == SendResult(newBalanceCents: 5_000, replayed: true))
+            #expect(retried == SignedAnswer(newBalanceCents: 5_000, replayed: true))
             #expect(try await alice.wallet().availableCents == 5_000)
             #expect(try await bob.wallet().availableCents == 5_000)
 

@@ -26,9 +26,17 @@ struct PostgresMigrationTests {
                 #expect(
                     migrations.sorted() == [
                         "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
-                        "v5: api keys and identities", "v6: EID rotation",
+                        "v5: api keys and identities", "v6: EID rotation", "v7: receipts and chain",
                     ]
                 )
+                // The four made one receipt key between them.
+                var keys = 0
+                for try await count in try await stores[0].client.query("SELECT COUNT(*) FROM receipt_keys")
+                    .decode(Int64.self)
+                {
+                    keys = Int(count)
+                }
+                #expect(keys == 1)
                 let audit = try await stores[1].audit()
                 #expect(audit.isHealthy && audit.entryCount == 0)
                 // The funding account exists once.

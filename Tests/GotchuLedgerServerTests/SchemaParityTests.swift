@@ -86,8 +86,9 @@ struct SchemaParityTests {
         }
         #expect(
             Set(sqlite.map(\.table)) == [
-                "admin_audit", "api_keys", "idempotency_keys", "ledger_entries", "payment_sessions", "refresh_tokens",
-                "session_eids", "user_identities", "users", "wallet_accounts",
+                "admin_audit", "api_keys", "idempotency_keys", "ledger_chain", "ledger_entries", "payment_sessions",
+                "receipt_keys", "receipts", "refresh_tokens", "session_eids", "user_identities", "users",
+                "wallet_accounts",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")

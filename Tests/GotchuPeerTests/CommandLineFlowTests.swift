@@ -1,4 +1,5 @@
 import Foundation
+import GotchuAPI
 import GotchuTesting
 import Testing
 
@@ -39,6 +40,25 @@ struct CommandLineFlowTests {
         #expect(try await receiver.waitForExit() == 0)
         #expect(receiver.lines.last?.hasPrefix("paid: $12.50 received") == true)
         #expect(try await balance(processes, "bob", url)?.hasPrefix("balance $12.50") == true)
+    }
+
+    @Test("A receipt that does not verify against the trusted keys is not reported paid (exit 1)")
+    func untrustedReceipt() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, receiver, url) = try await counter(processes)
+        defer { _ = try? server.stopNow() }
+        defer { _ = try? receiver.stopNow() }
+        let keys = processes.directory.url.appendingPathComponent("stranger-keys.json")
+        let stranger = ReceiptSigner.generate().signer
+        try APIJSON.encoder().encode(ReceiptKeySet(keys: [stranger.publicKey])).write(to: keys)
+        let payer = try processes.start(
+            ["pay", "--radio", "sim", "--yes", "--timeout", "60", "--server", url, "--receipt-keys", keys.path],
+            user: "alice"
+        )
+        #expect(try await payer.waitForExit() == 1)
+        #expect(!payer.lines.contains { $0.hasPrefix("paid") }, "\(payer.lines)")
+        #expect(payer.standardError.contains("receipt does not verify"), "\(payer.standardError)")
     }
 
     @Test(

@@ -48,4 +48,30 @@ struct PaymentResumerTests {
         #expect(try await alice.wallet().availableCents == 2_000)
         #expect(try await bob.session(sid: sid).status == .cancelled)
     }
+
+    @Test("A resumed payment counts as paid only with a receipt that verifies against the trusted keys")
+    func resumeChecksTheReceipt() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let bob = try await login(url, "bob@example.com")
+        let alice = try await login(url, "alice@example.com", funded: 5_000)
+        let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("journal.sqlite").path)
+        let stranger = ReceiptSigner.generate().signer
+        let misled = ReceiptTrust(.fixed(ReceiptKeySet(keys: [stranger.publicKey])))
+        let pinned = ReceiptTrust(.pinned(file: processes.directory.url.appendingPathComponent("pins.json")))
+        var outcomes: [PaymentResumer.Result] = []
+        for trust in [misled, pinned] {
+            let sid = try await bob.createSession(amountCents: 1_000).sid
+            _ = try journal.begin(server: alice.baseURL.absoluteString, sid: sid, amountCents: 1_000, payeeName: "bob")
+            try await alice.lock(sid: sid)
+            outcomes += try await PaymentResumer(ledger: alice, journal: journal, receiptTrust: trust).resumeAll()
+        }
+        guard outcomes.count == 2, case .failed(_, let reason) = outcomes[0], case .paid = outcomes[1] else {
+            Issue.record("expected a refused receipt, then a paid resume: \(outcomes)")
+            return
+        }
+        #expect(reason.contains("receipt does not verify"), "\(reason)")
+    }
 }

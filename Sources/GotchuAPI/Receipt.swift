@@ -1,0 +1,345 @@
+public import Crypto
+public import Foundation
+public import GotchuCore
+
+/// A signed receipt: the ledger's statement that money moved, which anyone holding the ledger's public receipt keys
+/// can check without trusting the HTTP answer it came in.
+///
+/// The signature is Ed25519 over ``canonicalBytes``: every field but the signature, in a fixed order, each as a
+/// 4-byte big-endian length followed by its UTF-8 bytes (numbers in decimal ASCII). README.md spells the format out
+/// for other implementations. This type is the one place that format is written: the server signs with it, the
+/// clients and `gotchu receipt verify` check with it.
+public struct Receipt: Codable, Hashable, Sendable {
+    /// The format's version: the first field of the canonical bytes names it.
+    public static let format = "gotchu-receipt-v1"
+
+    /// The receipt's id (a UUID).
+    public var id: String
+    /// What the receipt records.
+    public var kind: ReceiptKind
+    /// The payment session it belongs to.
+    public var sessionID: String
+    /// The amount that moved, in cents (always positive).
+    public var amountCents: Cents
+    /// ISO 4217 code of the amount's currency.
+    public var currency: String
+    /// The payee's user id.
+    public var payeeID: String
+    /// An opaque reference to the payer (``payerReference(receiptID:payerID:)``): the payer can recognise it, no
+    /// one else learns the payer's id from it, and no two receipts share it.
+    public var payerReference: String
+    /// The ledger entries of the transfer, debit first.
+    public var entryIDs: [String]
+    /// When the ledger wrote the transfer, in milliseconds since 1970 on the ledger's clock.
+    public var issuedAtMilliseconds: Int64
+    /// The id (`kid`) of the key that signed it.
+    public var keyID: String
+    /// The Ed25519 signature over ``canonicalBytes``, base64url without padding.
+    public var signature: String
+
+    /// A receipt (signed, or with an empty signature before ``ReceiptSigner/sign(_:)``).
+    public init(
+        id: String,
+        kind: ReceiptKind,
+        sessionID: String,
+        amountCents: Cents,
+        currency: String,
+        payeeID: String,
+        payerReference: String,
+        entryIDs: [String],
+        issuedAtMilliseconds: Int64,
+        keyID: String,
+        signature: String = ""
+    ) {
+        self.id = id
+        self.kind = kind
+        self.sessionID = sessionID
+        self.amountCents = amountCents
+        self.currency = currency
+        self.payeeID = payeeID
+        self.payerReference = payerReference
+        self.entryIDs = entryIDs
+        self.issuedAtMilliseconds = issuedAtMilliseconds
+        self.keyID = keyID
+        self.signature = signature
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, kind, currency, signature
+        case sessionID = "sid"
+        case amountCents = "amount_cents"
+        case payeeID = "payee_id"
+        case payerReference = "payer_ref"
+        case entryIDs = "entry_ids"
+        case issuedAtMilliseconds = "issued_at_ms"
+        case keyID = "kid"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.id = try container.decode(String.self, forKey: .id)
+        self.kind = try container.decode(ReceiptKind.self, forKey: .kind)
+        self.sessionID = try container.decode(String.self, forKey: .sessionID)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.currency = try container.decode(String.self, forKey: .currency)
+        self.payeeID = try container.decode(String.self, forKey: .payeeID)
+        self.payerReference = try container.decode(String.self, forKey: .payerReference)
+        self.entryIDs = try container.decode([String].self, forKey: .entryIDs)
+        self.issuedAtMilliseconds = try container.decodeLenientCents(forKey: .issuedAtMilliseconds)
+        self.keyID = try container.decode(String.self, forKey: .keyID)
+        self.signature = try container.decode(String.self, forKey: .signature)
+    }
+
+    /// The bytes the signature covers: the format name, then id, kind, session id, amount, currency, payee id,
+    /// payer reference, the number of entry ids and each entry id, the time and the key id; each field as a
+    /// 4-byte big-endian byte count and its UTF-8 bytes.
+    public var canonicalBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        let fields =
+            [
+                Self.format, id, kind.rawValue, sessionID, String(amountCents), currency, payeeID, payerReference,
+                String(entryIDs.count),
+            ] + entryIDs + [String(issuedAtMilliseconds), keyID]
+        for field in fields { CanonicalField.append(field, to: &bytes) }
+        return bytes
+    }
+
+    /// The payer reference of receipt `receiptID` paid by `payerID`: base64url (no padding) of
+    /// SHA-256 over the canonical fields `gotchu-payer-ref-v1`, the receipt id and the payer id. A payer recomputes
+    /// it from its own id; user ids are random UUIDs, so no one else can tell whose it is, and the receipt id makes
+    /// every payer's references unlinkable.
+    public static func payerReference(receiptID: String, payerID: String) -> String {
+        var bytes: [UInt8] = []
+        for field in ["gotchu-payer-ref-v1", receiptID, payerID] { CanonicalField.append(field, to: &bytes) }
+        return Base64URL.encode(Data(SHA256.hash(data: bytes)))
+    }
+
+    /// Checks the receipt's shape, then its signature against `keys`: its key must be among them.
+    public func verify(against keys: ReceiptKeySet) throws(ReceiptError) {
+        try validateShape()
+        guard let key = keys.keys.first(where: { $0.keyID == keyID }) else {
+            let known = keys.keys.map(\.keyID).joined(separator: ", ")
+            throw ReceiptError(
+                "the receipt is signed by key \(DisplayText.quoted(keyID)), which is not among the trusted keys"
+                    + " (\(known.isEmpty ? "none" : known))"
+            )
+        }
+        let publicKey = try key.publicKey()
+        guard let signatureBytes = Base64URL.decode(signature), signatureBytes.count == 64 else {
+            throw ReceiptError("the signature is not 64 bytes of base64url")
+        }
+        guard publicKey.isValidSignature(signatureBytes, for: canonicalBytes) else {
+            throw ReceiptError("the signature does not match the receipt: it was altered, or not signed by that key")
+        }
+    }
+
+    /// Checks that the receipt is about what the caller expected: this session, this amount, this kind.
+    public func requireMatches(
+        sessionID: String,
+        amountCents: Cents,
+        kind: ReceiptKind = .payment
+    )
+        throws(ReceiptError)
+    {
+        guard self.sessionID == sessionID else {
+            throw ReceiptError("the receipt is for session \(DisplayText.quoted(self.sessionID)), not \(sessionID)")
+        }
+        guard self.amountCents == amountCents else {
+            throw ReceiptError("the receipt is for \(self.amountCents) cents, not \(amountCents)")
+        }
+        guard self.kind == kind else {
+            throw ReceiptError("the receipt is a \(DisplayText.quoted(self.kind.rawValue)), not a \(kind.rawValue)")
+        }
+    }
+
+    /// Refuses fields no ledger writes, before any of them is used: the receipt comes from elsewhere.
+    func validateShape() throws(ReceiptError) {
+        let texts: [(String, String)] = [
+            ("id", id), ("sid", sessionID), ("payee_id", payeeID), ("payer_ref", payerReference), ("kid", keyID),
+            ("kind", kind.rawValue),
+        ]
+        for (name, value) in texts + entryIDs.map({ ("entry_ids", $0) }) {
+            guard (1...128).contains(value.utf8.count), value.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw ReceiptError("\(name) must be 1 to 128 visible ASCII characters")
+            }
+        }
+        guard (1...16).contains(entryIDs.count) else { throw ReceiptError("entry_ids must list 1 to 16 entries") }
+        guard amountCents > 0 else { throw ReceiptError("amount_cents must be positive") }
+        guard currency.utf8.count == 3, currency.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else {
+            throw ReceiptError("currency must be three capital letters")
+        }
+        guard issuedAtMilliseconds >= 0 else { throw ReceiptError("issued_at_ms must not be negative") }
+    }
+}
+
+/// What a receipt records. Decoding keeps kinds this version does not know, so a newer ledger's receipt is still
+/// checked (and then shown for what it says) instead of failing to parse.
+public struct ReceiptKind: RawRepresentable, Codable, Hashable, Sendable {
+    public var rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A completed payment of a session.
+    public static let payment = ReceiptKind(rawValue: "payment")
+    /// Money returned to the payer of a paid session (one receipt per refund).
+    public static let refund = ReceiptKind(rawValue: "refund")
+
+    public init(from decoder: any Decoder) throws {
+        self.rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// Why a receipt does not verify, for a person.
+public struct ReceiptError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public var description: String
+
+    /// A failure saying `description`.
+    public init(_ description: String) { self.description = description }
+}
+
+/// One published receipt key: a JWK (RFC 8037) of type `OKP` on curve `Ed25519`.
+public struct ReceiptPublicKey: Codable, Hashable, Sendable {
+    /// Always `OKP`.
+    public var keyType: String
+    /// Always `Ed25519`.
+    public var curve: String
+    /// The 32-byte public key, base64url without padding.
+    public var x: String
+    /// The key id receipts name.
+    public var keyID: String
+    /// `sig`.
+    public var use: String?
+    /// `EdDSA`.
+    public var algorithm: String?
+
+    /// The JWK of a raw 32-byte Ed25519 public key.
+    public init(rawPublicKey: Data, keyID: String) {
+        self.keyType = "OKP"
+        self.curve = "Ed25519"
+        self.x = Base64URL.encode(rawPublicKey)
+        self.keyID = keyID
+        self.use = "sig"
+        self.algorithm = "EdDSA"
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case x, use
+        case keyType = "kty"
+        case curve = "crv"
+        case keyID = "kid"
+        case algorithm = "alg"
+    }
+
+    /// The key, checked: an Ed25519 public key of 32 bytes.
+    public func publicKey() throws(ReceiptError) -> Curve25519.Signing.PublicKey {
+        guard keyType == "OKP", curve == "Ed25519" else {
+            throw ReceiptError("key \(DisplayText.quoted(keyID)) is not an OKP Ed25519 key")
+        }
+        guard let raw = Base64URL.decode(x), raw.count == 32,
+            let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw)
+        else {
+            throw ReceiptError("key \(DisplayText.quoted(keyID)) has no valid 32-byte x")
+        }
+        return key
+    }
+
+    /// The key id of a raw public key: the first 8 bytes of its SHA-256 in hex, prefixed `ed25519-`.
+    public static func keyID(rawPublicKey: Data) -> String {
+        "ed25519-" + SHA256.hash(data: rawPublicKey).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// `GET /.well-known/gotchu-receipt-keys`: every key that ever signed a receipt, the current one first (JWKS).
+public struct ReceiptKeySet: Codable, Hashable, Sendable {
+    /// The keys.
+    public var keys: [ReceiptPublicKey]
+
+    /// A key set.
+    public init(keys: [ReceiptPublicKey]) { self.keys = keys }
+
+    /// A key set read from JSON (a file or an answer), with every key checked.
+    public static func decode(_ data: Data) throws(ReceiptError) -> ReceiptKeySet {
+        let set: ReceiptKeySet
+        do {
+            set = try APIJSON.decoder().decode(ReceiptKeySet.self, from: data)
+        } catch {
+            throw ReceiptError("not a receipt key set (a JSON object with \"keys\": [{kty, crv, x, kid}]): \(error)")
+        }
+        for key in set.keys { _ = try key.publicKey() }
+        return set
+    }
+}
+
+/// Signs receipts with one Ed25519 private key.
+public struct ReceiptSigner: Sendable {
+    /// The key id receipts signed by it name.
+    public let keyID: String
+    private let privateKey: Curve25519.Signing.PrivateKey
+
+    /// A signer over a raw 32-byte private key.
+    public init(rawPrivateKey: Data) throws {
+        self.privateKey = try Curve25519.Signing.PrivateKey(rawRepresentation: rawPrivateKey)
+        self.keyID = ReceiptPublicKey.keyID(rawPublicKey: privateKey.publicKey.rawRepresentation)
+    }
+
+    /// A new random key.
+    public static func generate() -> (signer: ReceiptSigner, rawPrivateKey: Data) {
+        let raw = Curve25519.Signing.PrivateKey().rawRepresentation
+        // A fresh key's raw form always parses.
+        return (try! ReceiptSigner(rawPrivateKey: raw), raw)
+    }
+
+    /// The public half, as published.
+    public var publicKey: ReceiptPublicKey {
+        ReceiptPublicKey(rawPublicKey: privateKey.publicKey.rawRepresentation, keyID: keyID)
+    }
+
+    /// `receipt` with this signer's key id and signature.
+    public func sign(_ receipt: Receipt) throws -> Receipt {
+        var signed = receipt
+        signed.keyID = keyID
+        signed.signature = Base64URL.encode(try privateKey.signature(for: signed.canonicalBytes))
+        return signed
+    }
+}
+
+/// The canonical field encoding of receipts and the ledger's hash chain: a 4-byte big-endian byte count, then the
+/// UTF-8 bytes.
+public enum CanonicalField {
+    /// Appends one field.
+    public static func append(_ field: String, to bytes: inout [UInt8]) {
+        append(Array(field.utf8), to: &bytes)
+    }
+
+    /// Appends one field of raw bytes.
+    public static func append(_ field: [UInt8], to bytes: inout [UInt8]) {
+        let count = UInt32(field.count)
+        bytes += [UInt8(count >> 24), UInt8((count >> 16) & 0xFF), UInt8((count >> 8) & 0xFF), UInt8(count & 0xFF)]
+        bytes += field
+    }
+}
+
+/// base64url without padding (RFC 4648 §5), as JWKs and receipts spell bytes.
+public enum Base64URL {
+    /// Encodes `data`.
+    public static func encode(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Decodes `text`; `nil` if it is not base64url.
+    public static func decode(_ text: String) -> Data? {
+        guard text.utf8.allSatisfy({ $0 < 0x80 }), !text.contains("+"), !text.contains("/"), !text.contains("=")
+        else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

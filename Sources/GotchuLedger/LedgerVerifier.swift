@@ -1,0 +1,284 @@
+import Foundation
+public import GotchuAPI
+import GotchuCore
+
+/// Everything `gotchu ledger verify` reads, from one snapshot of the database.
+public struct LedgerSnapshot: Sendable {
+    /// Every wallet and system account.
+    public var wallets: [WalletRow]
+    /// Every entry, in the order they were written (`seq`).
+    public var entries: [StoredEntry]
+    /// The chain's head as stored.
+    public var chainHead: ChainHead
+    /// Every session.
+    public var sessions: [SessionRow]
+    /// Every receipt.
+    public var receipts: [StoredReceipt]
+    /// Every receipt key ever used, public halves, with when each was made.
+    public var receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
+
+    /// A snapshot as a backend read it.
+    public init(
+        wallets: [WalletRow],
+        entries: [StoredEntry],
+        chainHead: ChainHead,
+        sessions: [SessionRow],
+        receipts: [StoredReceipt],
+        receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
+    ) {
+        self.wallets = wallets
+        self.entries = entries
+        self.chainHead = chainHead
+        self.sessions = sessions
+        self.receipts = receipts
+        self.receiptKeys = receiptKeys
+    }
+}
+
+/// A `receipts` row: the signed receipt as JSON, and the columns it is found by.
+public struct StoredReceipt: Sendable, Hashable {
+    public var id: String
+    public var kind: String
+    public var sessionID: String
+    /// The receipt as the API answers it (JSON).
+    public var body: String
+
+    /// A row as read from the database.
+    public init(id: String, kind: String, sessionID: String, body: String) {
+        self.id = id
+        self.kind = kind
+        self.sessionID = sessionID
+        self.body = body
+    }
+
+    /// The receipt, decoded; a row that does not decode is an inconsistency.
+    public func receipt() throws(LedgerError) -> Receipt {
+        do {
+            return try APIJSON.decoder().decode(Receipt.self, from: Data(body.utf8))
+        } catch {
+            throw LedgerError(.inconsistent, detail: "receipt \(id) is not a readable receipt")
+        }
+    }
+}
+
+/// What `gotchu ledger verify` found: each check that passed, and the first broken row, if any.
+public struct LedgerVerification: Sendable, Hashable {
+    /// One line per check that passed, saying what it covered.
+    public var passed: [String]
+    /// The first check that failed, naming the row; `nil` when every check passed.
+    public var failure: String?
+
+    /// Whether every check passed.
+    public var isValid: Bool { failure == nil }
+}
+
+/// The audit of a whole ledger, from its entries up, in a fixed order that stops at the first broken row: the hash
+/// chain, each transfer, every balance recomputed from the entries, the sum over all accounts, sessions against
+/// their entries, and receipts against their payments and keys.
+public enum LedgerVerifier {
+    /// The types of a payment's two entries.
+    static let paymentTypes = (debit: "SEND_P2P", credit: "RECEIVE_P2P")
+
+    /// Checks `snapshot`.
+    public static func verify(_ snapshot: LedgerSnapshot) -> LedgerVerification {
+        var result = LedgerVerification(passed: [], failure: nil)
+        do {
+            try verify(snapshot, into: &result)
+        } catch {
+            result.failure = error.description
+        }
+        return result
+    }
+
+    private struct Broken: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private static func verify(_ snapshot: LedgerSnapshot, into result: inout LedgerVerification) throws(Broken) {
+        // 1. The chain, row by row: the first row whose contents do not hash to what it stores is named.
+        var previous = LedgerChain.genesis
+        for entry in snapshot.entries {
+            guard let stored = entry.hash else {
+                throw Broken("entry seq \(entry.seq) (\(entry.id)) has no chain hash")
+            }
+            let expected = LedgerChain.hash(previous: previous, entry: entry)
+            guard stored == expected else {
+                throw Broken(
+                    "entry seq \(entry.seq) (\(entry.id), wallet \(entry.walletID), \(entry.direction.rawValue) "
+                        + "\(entry.amount) cents): its contents hash to \(expected) but it stores \(stored); the row "
+                        + "was edited, or a row before it was inserted or deleted"
+                )
+            }
+            previous = stored
+        }
+        guard snapshot.chainHead.hash == previous, snapshot.chainHead.count == Int64(snapshot.entries.count) else {
+            throw Broken(
+                "the chain head says \(snapshot.chainHead.count) entries ending in \(snapshot.chainHead.hash), but the "
+                    + "table holds \(snapshot.entries.count) ending in \(previous): entries were deleted or added "
+                    + "outside the ledger"
+            )
+        }
+        result.passed.append("hash chain: \(snapshot.entries.count) entries, each hash recomputed, head matches")
+
+        // 2. Each transfer: one DEBIT and one CREDIT of the same amount.
+        var transfers: [String: [StoredEntry]] = [:]
+        var transferOrder: [String] = []
+        for entry in snapshot.entries {
+            if transfers[entry.transferID] == nil { transferOrder.append(entry.transferID) }
+            transfers[entry.transferID, default: []].append(entry)
+        }
+        for id in transferOrder {
+            let entries = transfers[id] ?? []
+            let debits = entries.filter { $0.direction == .debit }
+            let credits = entries.filter { $0.direction == .credit }
+            guard entries.count == 2, debits.count == 1, credits.count == 1, debits[0].amount == credits[0].amount
+            else {
+                let rows = entries.map { "seq \($0.seq) \($0.direction.rawValue) \($0.amount)" }.joined(separator: ", ")
+                throw Broken("transfer \(id) does not debit what it credits: \(rows)")
+            }
+        }
+        result.passed.append("transfers: \(transferOrder.count), each one debit equal to one credit")
+
+        // 3. Every balance, recomputed from its entries.
+        var sums: [String: Cents] = [:]
+        for entry in snapshot.entries {
+            let (sum, overflow) =
+                entry.direction == .credit
+                ? sums[entry.walletID, default: 0].addingReportingOverflow(entry.amount)
+                : sums[entry.walletID, default: 0].subtractingReportingOverflow(entry.amount)
+            guard !overflow else {
+                throw Broken("the entries of wallet \(entry.walletID) overflow at seq \(entry.seq)")
+            }
+            sums[entry.walletID] = sum
+        }
+        let walletIDs = Set(snapshot.wallets.map(\.id))
+        if let stray = snapshot.entries.first(where: { !walletIDs.contains($0.walletID) }) {
+            throw Broken("entry seq \(stray.seq) (\(stray.id)) names the unknown wallet \(stray.walletID)")
+        }
+        for wallet in snapshot.wallets.sorted(by: { $0.id < $1.id }) {
+            let recomputed = sums[wallet.id] ?? 0
+            guard wallet.balance == recomputed else {
+                throw Broken(
+                    "wallet \(wallet.id): balance \(wallet.balance) cents, but its entries add up to \(recomputed)"
+                )
+            }
+            guard wallet.kind == .system || wallet.balance >= 0 else {
+                throw Broken("wallet \(wallet.id) is a user's and below zero (\(wallet.balance) cents)")
+            }
+        }
+        result.passed.append("balances: \(snapshot.wallets.count) accounts, each equal to the sum of its entries")
+
+        // 4. The sum over all accounts.
+        var total: Cents = 0
+        for wallet in snapshot.wallets {
+            let (sum, overflow) = total.addingReportingOverflow(wallet.balance)
+            guard !overflow else { throw Broken("the sum over all accounts overflows at wallet \(wallet.id)") }
+            total = sum
+        }
+        guard total == 0 else { throw Broken("the sum over all accounts is \(total) cents, not 0") }
+        result.passed.append("sum over all accounts: 0")
+
+        // 5. Sessions against their entries: a PAID session has exactly one payment, of its amount, from its payer
+        // to its payee; no other session has one.
+        let walletOwners = Dictionary(
+            snapshot.wallets.map { ($0.id, $0.userID) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        var payments: [String: [String]] = [:]
+        for id in transferOrder {
+            guard let debit = transfers[id]?.first(where: { $0.direction == .debit }),
+                debit.refType == "session", debit.type == paymentTypes.debit
+            else { continue }
+            payments[debit.refID, default: []].append(id)
+        }
+        let sessions = Dictionary(snapshot.sessions.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        if let stray = payments.keys.sorted().first(where: { sessions[$0] == nil }) {
+            throw Broken("transfer \(payments[stray]![0]) pays the unknown session \(stray)")
+        }
+        var paidCount = 0
+        for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) {
+            let paying = payments[session.id] ?? []
+            guard session.storedStatus == .paid else {
+                guard paying.isEmpty else {
+                    throw Broken(
+                        "session \(session.id) is \(session.storedStatus.rawValue) but transfer \(paying[0]) pays it"
+                    )
+                }
+                continue
+            }
+            paidCount += 1
+            guard paying.count == 1 else {
+                throw Broken("session \(session.id) is PAID but has \(paying.count) payments, not exactly one")
+            }
+            let entries = transfers[paying[0]] ?? []
+            guard let debit = entries.first(where: { $0.direction == .debit }),
+                let credit = entries.first(where: { $0.direction == .credit })
+            else { throw Broken("transfer \(paying[0]) of session \(session.id) lacks a side") }
+            guard debit.amount == session.amount else {
+                throw Broken(
+                    "session \(session.id) asks \(session.amount) cents but transfer \(paying[0]) moved \(debit.amount)"
+                )
+            }
+            guard credit.type == paymentTypes.credit, credit.refType == "session", credit.refID == session.id,
+                walletOwners[credit.walletID] == session.payeeID,
+                walletOwners[debit.walletID] == session.paidBy, session.paidBy != nil
+            else {
+                throw Broken(
+                    "transfer \(paying[0]) of session \(session.id) does not go from its payer's wallet to its payee's"
+                )
+            }
+        }
+        result.passed.append(
+            "sessions: \(snapshot.sessions.count), \(paidCount) paid, each paid exactly once from payer to payee"
+        )
+
+        // 6. Receipts: each verifies against a published key and says what the ledger holds; a session paid since
+        // the first receipt key was made has one.
+        let keys = ReceiptKeySet(keys: snapshot.receiptKeys.map(\.key))
+        let receiptsSince = snapshot.receiptKeys.map(\.createdAt).min()
+        var receiptsBySession: [String: Receipt] = [:]
+        for row in snapshot.receipts {
+            let receipt: Receipt
+            do {
+                receipt = try row.receipt()
+                try receipt.verify(against: keys)
+            } catch {
+                throw Broken("receipt \(row.id) of session \(row.sessionID): \(error)")
+            }
+            guard receipt.id == row.id, receipt.sessionID == row.sessionID, receipt.kind.rawValue == row.kind else {
+                throw Broken("receipt \(row.id) does not match the columns it is stored under")
+            }
+            guard receipt.kind == .payment else { continue }
+            guard receiptsBySession.updateValue(receipt, forKey: row.sessionID) == nil else {
+                throw Broken("session \(row.sessionID) has more than one payment receipt")
+            }
+        }
+        var missing = 0
+        for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) where session.storedStatus == .paid {
+            guard let receipt = receiptsBySession.removeValue(forKey: session.id) else {
+                if let since = receiptsSince, let paidAt = session.paidAt, paidAt >= since {
+                    throw Broken("session \(session.id) was paid after receipts began but has no receipt")
+                }
+                missing += 1
+                continue
+            }
+            let entries = transfers[payments[session.id]?.first ?? ""] ?? []
+            let ordered = entries.filter { $0.direction == .debit } + entries.filter { $0.direction == .credit }
+            guard receipt.amountCents == session.amount, receipt.payeeID == session.payeeID,
+                receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,
+                receipt.payerReference
+                    == Receipt.payerReference(receiptID: receipt.id, payerID: session.paidBy ?? "")
+            else {
+                throw Broken("receipt \(receipt.id) of session \(session.id) does not describe its payment")
+            }
+        }
+        if let orphan = receiptsBySession.keys.sorted().first {
+            throw Broken("session \(orphan) has a payment receipt but is not paid")
+        }
+        result.passed.append(
+            "receipts: \(snapshot.receipts.count), each signature valid with one of \(keys.keys.count) published keys"
+                + " and matching its payment" + (missing > 0 ? "; \(missing) sessions paid before receipts began" : "")
+        )
+    }
+}

@@ -1,0 +1,119 @@
+public import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Which receipt keys a client trusts, and the check of a receipt against them: what a payer or a terminal does
+/// before it believes that a payment was made.
+public struct ReceiptTrust: Sendable {
+    /// Where the trusted keys come from.
+    public enum Source: Sendable, Hashable {
+        /// A key set the user or the operator supplied (a file); never changed by what a server says.
+        case fixed(ReceiptKeySet)
+        /// Keys pinned in `file` at first contact with the server (trust on first use). A receipt signed by a key
+        /// not yet pinned is accepted only if the server still publishes every pinned key (a rotation keeps the old
+        /// keys published); the new keys are then pinned too.
+        case pinned(file: URL)
+    }
+
+    /// Where the keys come from.
+    public let source: Source
+
+    /// Trust in `source`.
+    public init(_ source: Source) { self.source = source }
+
+    /// Trust in the key set in `file` (JWKS, as `GET /.well-known/gotchu-receipt-keys` answers).
+    public static func keyFile(_ file: URL) throws(ReceiptError) -> ReceiptTrust {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw ReceiptError("cannot read the receipt key file \(file.path): \(error.localizedDescription)")
+        }
+        return ReceiptTrust(.fixed(try ReceiptKeySet.decode(data)))
+    }
+
+    /// Checks that `receipt` is signed by a trusted key and is about this session and amount; `ledger` is asked
+    /// for its keys only when pinning needs them.
+    public func verify(
+        _ receipt: Receipt?,
+        sessionID: String,
+        amountCents: Cents,
+        ledger: LedgerClient
+    ) async throws(ReceiptError) {
+        guard let receipt else { throw ReceiptError("the ledger's answer carries no receipt") }
+        try receipt.requireMatches(sessionID: sessionID, amountCents: amountCents)
+        try receipt.verify(against: try await keys(for: receipt.keyID, ledger: ledger))
+    }
+
+    /// The trusted keys, including `keyID` if the pinning rules let it in.
+    public func keys(for keyID: String, ledger: LedgerClient) async throws(ReceiptError) -> ReceiptKeySet {
+        switch source {
+        case .fixed(let keys):
+            return keys
+        case .pinned(let file):
+            let pinned = try Self.read(file)
+            if let pinned, pinned.keys.contains(where: { $0.keyID == keyID }) { return pinned }
+            let published: ReceiptKeySet
+            do {
+                published = try await ledger.receiptKeys()
+            } catch {
+                throw ReceiptError("cannot fetch the ledger's receipt keys: \(error)")
+            }
+            if let pinned {
+                let still = Set(published.keys)
+                guard pinned.keys.allSatisfy(still.contains) else {
+                    throw ReceiptError(
+                        "the ledger no longer publishes the receipt keys pinned for it in \(file.path); if its "
+                            + "operator replaced them, remove that file to pin the new ones"
+                    )
+                }
+            }
+            try Self.write(published, to: file)
+            return published
+        }
+    }
+
+    private static func read(_ file: URL) throws(ReceiptError) -> ReceiptKeySet? {
+        guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw ReceiptError("cannot read the pinned receipt keys \(file.path): \(error.localizedDescription)")
+        }
+        return try ReceiptKeySet.decode(data)
+    }
+
+    private static func write(_ keys: ReceiptKeySet, to file: URL) throws(ReceiptError) {
+        do {
+            try FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(),
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            let data = try APIJSON.encoder().encode(keys)
+            // Written whole, then renamed: a crash leaves the old pins or the new ones, never half a file.
+            let temporary = file.appendingPathExtension("tmp")
+            guard
+                FileManager.default.createFile(
+                    atPath: temporary.path,
+                    contents: data,
+                    attributes: [.posixPermissions: 0o600]
+                )
+            else { throw ReceiptError("cannot write \(temporary.path)") }
+            guard rename(temporary.path, file.path) == 0 else {
+                throw ReceiptError("cannot replace \(file.path): \(String(cString: strerror(errno)))")
+            }
+        } catch let error as ReceiptError {
+            throw error
+        } catch {
+            throw ReceiptError("cannot pin the receipt keys in \(file.path): \(error.localizedDescription)")
+        }
+    }
+}
