@@ -469,7 +469,7 @@ extension PostgresLedgerBackend {
             try await rows(
                 """
                 SELECT id, public_key, private_key, created_at, retired_at FROM receipt_keys
-                ORDER BY created_at DESC, id DESC
+                ORDER BY retired_at IS NOT NULL, retired_at DESC, created_at DESC, id DESC
                 """
             ).map { row in
                 let (id, publicKey, privateKey, createdAt, retiredAt) = try row.decode(
