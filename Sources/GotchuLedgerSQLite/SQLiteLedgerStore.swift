@@ -275,7 +275,14 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func receiptKeys(_ db: Database) throws -> [ReceiptKeyRow] {
-        try Row.fetchAll(db, sql: "SELECT * FROM receipt_keys ORDER BY retired_at IS NOT NULL, retired_at DESC, created_at DESC, id DESC").map {
+        // The current key first, then the retired ones, latest retired first: creation times can tie.
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT * FROM receipt_keys
+                ORDER BY retired_at IS NOT NULL, retired_at DESC, created_at DESC, id DESC
+                """
+        ).map {
             ReceiptKeyRow(
                 id: $0["id"],
                 publicKey: $0["public_key"],
