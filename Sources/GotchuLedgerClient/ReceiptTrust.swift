@@ -91,29 +91,16 @@ public struct ReceiptTrust: Sendable {
     }
 
     private static func write(_ keys: ReceiptKeySet, to file: URL) throws(ReceiptError) {
+        let data: Data
         do {
-            try FileManager.default.createDirectory(
-                at: file.deletingLastPathComponent(),
-                withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700]
-            )
-            let data = try APIJSON.encoder().encode(keys)
-            // Written whole, then renamed: a crash leaves the old pins or the new ones, never half a file.
-            let temporary = file.appendingPathExtension("tmp")
-            guard
-                FileManager.default.createFile(
-                    atPath: temporary.path,
-                    contents: data,
-                    attributes: [.posixPermissions: 0o600]
-                )
-            else { throw ReceiptError("cannot write \(temporary.path)") }
-            guard rename(temporary.path, file.path) == 0 else {
-                throw ReceiptError("cannot replace \(file.path): \(String(cString: strerror(errno)))")
-            }
-        } catch let error as ReceiptError {
-            throw error
+            data = try APIJSON.encoder().encode(keys)
         } catch {
-            throw ReceiptError("cannot pin the receipt keys in \(file.path): \(error.localizedDescription)")
+            throw ReceiptError("cannot encode the receipt keys: \(error.localizedDescription)")
+        }
+        do {
+            try PrivateFile.write(data, to: file)
+        } catch {
+            throw ReceiptError("cannot pin the receipt keys: \(error.description)")
         }
     }
 }

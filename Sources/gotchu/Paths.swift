@@ -1,4 +1,5 @@
 import Foundation
+import GotchuLedgerClient
 
 /// Where the CLI keeps its files, after the XDG base directory specification.
 enum Paths {
@@ -31,17 +32,10 @@ enum Paths {
 
     /// Writes `contents` to `file` readable by its owner only (0600), replacing it atomically.
     static func writePrivate(_ contents: Data, to file: URL) throws {
-        try ensure(file.deletingLastPathComponent())
-        let temporary = file.appendingPathExtension("tmp-\(getpid())")
-        guard
-            FileManager.default.createFile(
-                atPath: temporary.path,
-                contents: contents,
-                attributes: [.posixPermissions: 0o600]
-            )
-        else { throw CLIError("cannot write \(temporary.path)") }
-        guard rename(temporary.path, file.path) == 0 else {
-            throw CLIError("cannot write \(file.path): \(String(cString: strerror(errno)))")
+        do {
+            try PrivateFile.write(contents, to: file)
+        } catch {
+            throw CLIError(error.description)
         }
     }
 }

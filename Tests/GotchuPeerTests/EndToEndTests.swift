@@ -21,21 +21,14 @@ private final class ScriptedPayer: PayerInteraction, @unchecked Sendable {
 
 @Suite("Receiver and payer end to end, over the simulated air and a real ledger server")
 struct EndToEndTests {
-    private func login(_ url: String, _ email: String, funded: Cents = 0) async throws -> LedgerClient {
-        var client = LedgerClient(baseURL: URL(string: url)!)
-        client.token = try await client.devLogin(email: email).token
-        if funded > 0 { _ = try await client.fund(amountCents: funded) }
-        return client
-    }
-
     @Test("A receiver and a payer on one air: PAID, balances right, junk on the air ignored and counted")
     func inProcess() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
         let (server, url) = try await processes.startServer()
         defer { _ = try? server.stopNow() }
-        let bob = try await login(url, "bob@example.com")
-        let alice = try await login(url, "alice@example.com", funded: 5_000)
+        let bob = try await loggedIn(url, "bob@example.com")
+        let alice = try await loggedIn(url, "alice@example.com", funded: 5_000)
 
         let air = SimulatedAir(seed: 7, clock: .realTime)
         let terminal = await air.addPeer(SimulatedPeer(name: "terminal", at: Position(x: 0, y: 0)))

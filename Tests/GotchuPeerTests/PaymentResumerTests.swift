@@ -7,13 +7,6 @@ import Testing
 
 @Suite("Resuming journaled payments against a real ledger server")
 struct PaymentResumerTests {
-    private func login(_ url: String, _ email: String, funded: Int64 = 0) async throws -> LedgerClient {
-        var client = LedgerClient(baseURL: URL(string: url)!)
-        client.token = try await client.devLogin(email: email).token
-        if funded > 0 { _ = try await client.fund(amountCents: funded) }
-        return client
-    }
-
     // A lock now needs funds for every session the payer holds, so a held lock can no longer meet "insufficient
     // funds"; the refusal a crashed run meets is the payee's cancel. Releasing a held lock is covered by the Ctrl-C
     // tests of `gotchu pay`.
@@ -23,8 +16,8 @@ struct PaymentResumerTests {
         defer { processes.remove() }
         let (server, url) = try await processes.startServer()
         defer { _ = try? server.stopNow() }
-        let bob = try await login(url, "bob@example.com")
-        let alice = try await login(url, "alice@example.com", funded: 2_000)
+        let bob = try await loggedIn(url, "bob@example.com")
+        let alice = try await loggedIn(url, "alice@example.com", funded: 2_000)
         let sid = try await bob.createSession(amountCents: 1_250).sid
 
         // A run locked the session and died before sending; meanwhile the payee cancelled it.
@@ -55,8 +48,8 @@ struct PaymentResumerTests {
         defer { processes.remove() }
         let (server, url) = try await processes.startServer()
         defer { _ = try? server.stopNow() }
-        let bob = try await login(url, "bob@example.com")
-        let alice = try await login(url, "alice@example.com", funded: 5_000)
+        let bob = try await loggedIn(url, "bob@example.com")
+        let alice = try await loggedIn(url, "alice@example.com", funded: 5_000)
         let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("journal.sqlite").path)
         let stranger = ReceiptSigner.generate().signer
         let misled = ReceiptTrust(.fixed(ReceiptKeySet(keys: [stranger.publicKey])))
