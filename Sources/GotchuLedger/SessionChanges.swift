@@ -105,7 +105,10 @@ public final class SessionWatcher: Sendable {
         var changed = false
         var eidRotated = false
         var closed = false
-        var waiter: CheckedContinuation<Wake, Never>?
+        var waiter: CheckedContinuation<Void, Never>?
+
+        /// Whether a wait would return now.
+        var isDue: Bool { closed || changed }
     }
 
     /// The session watched.
@@ -138,50 +141,49 @@ public final class SessionWatcher: Sendable {
     }
 
     /// Waits for a notice (returning at once if one came since the last wait), the watcher's closing, or `timeout`.
+    ///
+    /// The notices are consumed only here, after the wait, never by whoever wakes the waiter: a notice that lands
+    /// just as the timeout wins is still returned, by this wait or the next, never lost between the two.
     public func wait(for timeout: Duration) async -> Wake {
-        if let wake = state.withLock({ state in Self.pending(&state) }) { return wake }
-        return await withTaskGroup(of: Wake.self) { group in
+        if let wake = state.withLock({ state in Self.consume(&state) }) { return wake }
+        await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
-                        let ready = self.state.withLock { state -> Wake? in
-                            if let wake = Self.pending(&state) { return wake }
-                            if Task.isCancelled { return .timedOut }
+                        let ready = self.state.withLock { state -> Bool in
+                            if state.isDue || Task.isCancelled { return true }
                             state.waiter = continuation
-                            return nil
+                            return false
                         }
-                        if let ready { continuation.resume(returning: ready) }
+                        if ready { continuation.resume() }
                     }
                 } onCancel: {
-                    let waiter = self.state.withLock { state in
-                        defer { state.waiter = nil }
-                        return state.waiter
-                    }
-                    waiter?.resume(returning: .timedOut)
+                    self.takeWaiter(ifDue: false)?.resume()
                 }
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return .timedOut
-            }
-            let first = await group.next() ?? .timedOut
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
             group.cancelAll()
-            return first
         }
+        return state.withLock { state in Self.consume(&state) } ?? .timedOut
     }
 
     /// Resumes the waiter if something is pending for it.
     private func resumeIfDue() {
-        let due = state.withLock { state -> (CheckedContinuation<Wake, Never>, Wake)? in
-            guard let waiter = state.waiter, let wake = Self.pending(&state) else { return nil }
-            state.waiter = nil
-            return (waiter, wake)
+        takeWaiter(ifDue: true)?.resume()
+    }
+
+    /// The waiter, removed, if there is one (and, with `ifDue`, if a wait would return now).
+    private func takeWaiter(ifDue: Bool) -> CheckedContinuation<Void, Never>? {
+        state.withLock { state in
+            guard !ifDue || state.isDue else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        if let (waiter, wake) = due { waiter.resume(returning: wake) }
     }
 
     /// What a wait returns now, consuming the notices; `nil` if it must wait.
-    private static func pending(_ state: inout State) -> Wake? {
+    private static func consume(_ state: inout State) -> Wake? {
         if state.closed { return .closed }
         guard state.changed else { return nil }
         defer {

@@ -326,6 +326,24 @@ struct SessionEventTests {
         }
         #expect(ended)
     }
+
+    @Test("A notice that lands as a watcher's wait times out is returned by that wait or the next, never lost")
+    func noticeAtTimeoutIsKept() async {
+        let changes = SessionChanges()
+        let watcher = changes.watch(sid: "s")
+        var lost = 0
+        // Each notice is published about when the wait runs out, so the two race in both orders many times.
+        for round in 0..<2_000 {
+            async let waited = watcher.wait(for: .microseconds(200))
+            try? await Task.sleep(for: .microseconds(100 + round % 200))
+            changes.publish(sid: "s")
+            let first = await waited
+            let second = first == .timedOut ? await watcher.wait(for: .milliseconds(50)) : .timedOut
+            if first == .timedOut && second == .timedOut { lost += 1 }
+        }
+        #expect(lost == 0)
+        withExtendedLifetime(watcher) {}
+    }
 }
 
 @Suite(
