@@ -2,14 +2,14 @@ public import Foundation
 
 /// A child process started for a test, stopped by ``terminate()``.
 public final class ChildProcess: Sendable {
-    private let process: Process
+    private let process: SpawnedProcess
 
     /// The process id.
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { process.pid }
     /// Whether it is still running.
     public var isRunning: Bool { process.isRunning }
 
-    private init(process: Process) { self.process = process }
+    private init(process: SpawnedProcess) { self.process = process }
 
     /// Starts `executable` with `arguments`, adding `environment` to this process's environment.
     public static func launch(
@@ -18,30 +18,25 @@ public final class ChildProcess: Sendable {
         environment: [String: String],
         log: URL
     ) throws -> ChildProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        try? handle.close()
+        let process = try SpawnedProcess(
+            executable: executable,
+            arguments: arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            output: .file(log),
+            error: .file(log)
+        )
         return ChildProcess(process: process)
     }
 
-    /// Stops the process and waits for it. SIGKILL, because children inherit the signal mask of the thread that
-    /// spawned them, and the test runner's threads block SIGTERM.
+    /// Stops the process at once (SIGKILL: nothing a test's daemon leaves behind matters) and waits for it.
     public func terminate() {
         guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         process.waitUntilExit()
     }
 
     /// Sends a signal (for example SIGKILL to simulate a crash).
-    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    public func signal(_ number: Int32) { process.signal(number) }
 
     /// The full path of `name` found on `PATH`, or `nil`.
     public static func which(_ name: String) -> String? {
@@ -85,14 +80,8 @@ public enum TestPython {
     /// Whether `code` runs and exits with status 0.
     public static func succeeds(_ code: String) -> Bool {
         guard let executable else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-c", code]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        guard let process = try? SpawnedProcess(executable: executable, arguments: ["-c", code]) else { return false }
+        return process.waitUntilExit() == 0
     }
 
     /// What to install when a fake's modules are missing.

@@ -25,9 +25,7 @@ public enum PrometheusText {
         }
         let input = directory.appendingPathComponent("scrape-\(UUID().uuidString).txt")
         try Data(text.utf8).write(to: input)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [
+        let arguments = [
             "-c",
             """
             import json, sys
@@ -40,15 +38,11 @@ public enum PrometheusText {
             """,
             input.path,
         ]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        // The parser's error output is small: reading standard output to its end first cannot block on it.
+        let process = try SpawnedProcess(executable: python, arguments: arguments, output: .pipe, error: .pipe)
+        let data = process.output?.readToEnd() ?? Data()
+        let errorText = String(decoding: process.error?.readToEnd() ?? Data(), as: UTF8.self)
+        guard process.waitUntilExit() == 0 else {
             throw RunningCommandError("the parser refused the scrape: \(errorText)\n\(text)")
         }
         return try JSONDecoder().decode([Sample].self, from: data)

@@ -3,10 +3,8 @@ public import Foundation
 /// A program the tests start, read from and stop. Its standard output is read line by line; standard error is
 /// collected whole. Its timeouts only bound a hang: they are far longer than anything should take on a busy machine.
 public final class RunningCommand: @unchecked Sendable {
-    // Unchecked: the mutable buffers are guarded by `lock`; `Process` is used from the test's task only.
-    private let process = Process()
-    private let output = Pipe()
-    private let error = Pipe()
+    // Unchecked: the mutable buffers are guarded by `lock`.
+    private let process: SpawnedProcess
     private let lock = NSLock()
     private var outputLines: [String] = []
     private var partialLine = Data()
@@ -22,27 +20,27 @@ public final class RunningCommand: @unchecked Sendable {
         environment: [String: String] = [:],
         input: Data? = nil
     ) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = output
-        process.standardError = error
-        let inputPipe = input.map { _ in Pipe() }
-        process.standardInput = inputPipe ?? FileHandle.nullDevice
-        try process.run()
-        if let inputPipe, let input {
+        process = try SpawnedProcess(
+            executable: executable.path,
+            arguments: arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            input: input == nil ? .null : .pipe,
+            output: .pipe,
+            error: .pipe
+        )
+        if let end = process.input, let input {
             // Small inputs fit the pipe's buffer; closing the write end gives the program its end of file.
-            inputPipe.fileHandleForWriting.write(input)
-            try inputPipe.fileHandleForWriting.close()
+            try end.write(input)
+            end.close()
         }
         // One reader thread per pipe, each to the pipe's end: after the exit, waiting for both ends is all it takes
         // to have every byte, with no handler still holding a chunk it has read but not yet stored.
-        Self.read(output.fileHandleForReading) { [weak self] data in
+        Self.read(process.output) { [weak self] data in
             self?.append(output: data)
         } atEnd: { [weak self] in
             self?.pipeEnded(flushingOutput: true)
         }
-        Self.read(error.fileHandleForReading) { [weak self] data in
+        Self.read(process.error) { [weak self] data in
             guard let self else { return }
             self.lock.withLock { self.errorData.append(data) }
         } atEnd: { [weak self] in
@@ -50,12 +48,8 @@ public final class RunningCommand: @unchecked Sendable {
         }
     }
 
-    deinit {
-        if process.isRunning { process.terminate() }
-    }
-
     /// The process id.
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { process.pid }
 
     /// Whether it is still running.
     public var isRunning: Bool { process.isRunning }
@@ -83,27 +77,26 @@ public final class RunningCommand: @unchecked Sendable {
     /// Sends `signal` and waits for the exit, for at most `timeout`; returns the exit status (or signal number).
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.signal(signal)
         return try await waitForExit(timeout: timeout)
     }
 
     /// Kills the process at once (SIGKILL) without waiting.
     public func stopNow() throws {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 
     /// Waits for the process to exit on its own, and for what it wrote to be read; returns its exit status.
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else {
-                process.terminate()
-                throw RunningCommandError("did not exit within \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        let status: Int32
+        do {
+            status = try await process.exit(timeout: timeout)
+        } catch {
+            process.signal(SIGTERM)
+            throw RunningCommandError("did not exit within \(timeout)")
         }
         await waitForPipes()
-        return process.terminationStatus
+        return status
     }
 
     /// Waits until both readers reached their pipe's end. A process the command started and left running may hold
@@ -125,15 +118,16 @@ public final class RunningCommand: @unchecked Sendable {
         }
     }
 
-    /// Reads `handle` on a thread of its own until its end, handing each chunk to `chunk`.
+    /// Reads `end` on a thread of its own until its end, handing each chunk to `chunk`.
     private static func read(
-        _ handle: FileHandle,
+        _ end: PipeEnd?,
         chunk: @escaping @Sendable (Data) -> Void,
         atEnd: @escaping @Sendable () -> Void
     ) {
+        guard let end else { return atEnd() }
         Thread.detachNewThread {
             while true {
-                let data = handle.availableData
+                let data = end.read()
                 if data.isEmpty { break }
                 chunk(data)
             }

@@ -49,18 +49,14 @@ public struct TestCertificates: Sendable {
     public func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let output = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        let process = try SpawnedProcess(
+            executable: "/usr/bin/openssl",
+            arguments: arguments,
+            directory: directory,
+            error: .pipe
+        )
+        let output = process.error?.readToEnd() ?? Data()
+        guard process.waitUntilExit() == 0 else {
             throw TestCertificatesError(
                 "openssl \(arguments.joined(separator: " ")) failed: \(String(decoding: output, as: UTF8.self))"
             )

@@ -113,43 +113,22 @@ struct TLSTests {
         limits.idleTimeout = .seconds(600)
         try await withHTTPSLedger(certificates, limits: limits) { url in
             // openssl's client completes the handshake, sends half a head, and waits with its input left open.
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = [
-                "s_client", "-quiet", "-connect", "127.0.0.1:\(url.port ?? 0)", "-CAfile", certificates.caFile.path,
-            ]
-            let input = Pipe()
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            let (exits, exited) = AsyncStream.makeStream(of: Void.self)
-            process.terminationHandler = { _ in
-                exited.yield()
-                exited.finish()
-            }
-            try process.run()
-            defer {
-                if process.isRunning { process.terminate() }
-                try? input.fileHandleForWriting.close()
-            }
-            try input.fileHandleForWriting.write(contentsOf: Data("GET /healthz HTTP/1.1\r\nHost: ".utf8))
+            let process = try SpawnedProcess(
+                executable: "/usr/bin/openssl",
+                arguments: [
+                    "s_client", "-quiet", "-connect", "127.0.0.1:\(url.port ?? 0)", "-CAfile",
+                    certificates.caFile.path,
+                ],
+                input: .pipe
+            )
+            defer { process.signal(SIGKILL) }
+            try process.input?.write(Data("GET /healthz HTTP/1.1\r\nHost: ".utf8))
             // The server closing the connection ends the client; the timeout only bounds a hang.
-            let closed = await withTaskGroup(of: Bool.self) { waiters in
-                waiters.addTask {
-                    for await _ in exits { return true }
-                    return true
-                }
-                waiters.addTask {
-                    try? await Task.sleep(for: .seconds(60))
-                    return false
-                }
-                let first = await waiters.next() ?? false
-                waiters.cancelAll()
-                return first
-            }
+            let status = try? await process.exit(timeout: .seconds(60))
+            let closed = status != nil
             #expect(closed, "the half-sent request was not dropped")
             // 0: the handshake succeeded and the server closed the connection (a failed handshake exits 1).
-            if closed { #expect(process.terminationStatus == 0) }
+            if closed { #expect(status == 0) }
         }
     }
 

@@ -247,46 +247,56 @@ struct ResumeExitStatusTests {
 
 /// `gotchu` with a standard input that stays open, its output read raw (a question has no newline).
 private final class PromptedCommand: @unchecked Sendable {
-    // Unchecked: `text` is guarded by `lock`; `Process` is used from the test's task only.
-    private let process = Process()
-    private let input = Pipe()
-    private let outputPipe = Pipe()
+    // Unchecked: `text` is guarded by `lock`.
+    private let process: SpawnedProcess
     private let lock = NSLock()
     private var text = Data()
+    private let reader = NSCondition()
+    private var readerDone = false
 
     init(_ executable: URL, _ arguments: [String], environment: [String: String]) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardInput = input
-        process.standardOutput = outputPipe
-        process.standardError = FileHandle.nullDevice
-        outputPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            self.lock.withLock { self.text.append(data) }
+        process = try SpawnedProcess(
+            executable: executable.path,
+            arguments: arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            input: .pipe,
+            output: .pipe
+        )
+        let output = process.output
+        Thread.detachNewThread { [self] in
+            while let output {
+                let data = output.read()
+                if data.isEmpty { break }
+                lock.withLock { text.append(data) }
+            }
+            reader.withLock {
+                readerDone = true
+                reader.broadcast()
+            }
         }
-        try process.run()
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
     var isRunning: Bool { process.isRunning }
     var output: String { lock.withLock { String(decoding: text, as: UTF8.self) } }
 
     func waitForExit(timeout: Duration) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { throw RunningCommandError("did not exit: \(output)") }
-            try await Task.sleep(for: .milliseconds(20))
+        let status: Int32
+        do {
+            status = try await process.exit(timeout: timeout)
+        } catch {
+            throw RunningCommandError("did not exit: \(output)")
         }
-        outputPipe.fileHandleForReading.readabilityHandler = nil
-        let rest = outputPipe.fileHandleForReading.readDataToEndOfFile()
-        lock.withLock { text.append(rest) }
-        return process.terminationStatus
+        // The rest of its output, up to the pipe's end; bounded only against a descendant holding it open.
+        let deadline = Date().addingTimeInterval(30)
+        reader.withLock {
+            while !readerDone && reader.wait(until: deadline) {}
+        }
+        return status
     }
 
     func close() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        try? input.fileHandleForWriting.close()
+        process.signal(SIGKILL)
+        process.input?.close()
     }
 }
