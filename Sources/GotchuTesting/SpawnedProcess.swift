@@ -57,15 +57,23 @@ public final class SpawnedProcess: Sendable {
             if failed { for descriptor in ours { close(descriptor) } }
         }
         var ends: [PipeEnd?] = []
+        var files: [String: Int32] = [:]
         for (target, stream) in [(Int32(0), input), (1, output), (2, error)] {
             switch stream {
             case .null:
                 posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
                 ends.append(nil)
             case .file(let url):
-                let descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else { throw SpawnError("cannot open \(url.path): \(Self.errnoText())") }
-                theirs.append(descriptor)
+                // One open file description for both streams when they name one file, so they share its offset.
+                let descriptor: Int32
+                if let opened = files[url.path] {
+                    descriptor = opened
+                } else {
+                    descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                    guard descriptor >= 0 else { throw SpawnError("cannot open \(url.path): \(Self.errnoText())") }
+                    theirs.append(descriptor)
+                    files[url.path] = descriptor
+                }
                 posix_spawn_file_actions_adddup2(&actions, descriptor, target)
                 ends.append(nil)
             case .pipe:

@@ -42,4 +42,19 @@ struct SpawnedProcessTests {
         #expect(try await sleeper.exit(timeout: .seconds(60)) == SIGTERM)
         #expect(!sleeper.isRunning)
     }
+
+    @Test("Standard output and standard error sent to one file both land in it, in order")
+    func sharedLog() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let log = directory.url.appendingPathComponent("log")
+        let child = try SpawnedProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "echo one; echo two >&2; echo three"],
+            output: .file(log),
+            error: .file(log)
+        )
+        #expect(child.waitUntilExit() == 0)
+        #expect(try String(contentsOf: log, encoding: .utf8) == "one\ntwo\nthree\n")
+    }
 }
