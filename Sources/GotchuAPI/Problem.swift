@@ -57,6 +57,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case idempotencyKeyMissing = "idempotency-key-missing"
     case idempotencyKeyReused = "idempotency-key-reused"
     case idempotencyInFlight = "idempotency-in-flight"
+    case payoutNotPending = "payout-not-pending"
     case methodNotAllowed = "method-not-allowed"
     case bodyTooLarge = "body-too-large"
     case rateLimited = "rate-limited"
@@ -84,7 +85,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
-            .eidLimitReached, .accountExists:
+            .eidLimitReached, .accountExists, .payoutNotPending:
             return 409
         case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
@@ -118,6 +119,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .idempotencyKeyMissing: return "Idempotency-Key header required"
         case .idempotencyKeyReused: return "Idempotency-Key reused with a different request"
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
+        case .payoutNotPending: return "The payout was settled or failed already"
         case .methodNotAllowed: return "Method not allowed"
         case .bodyTooLarge: return "Request body too large"
         case .rateLimited: return "Too many requests"

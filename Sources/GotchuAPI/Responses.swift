@@ -343,3 +343,40 @@ public enum APIHeader {
     /// A response header set to `true` when the response replays the outcome stored for an idempotency key.
     public static let idempotentReplayed = "Idempotent-Replayed"
 }
+
+/// `POST /wallet/payouts`: a payout request, taken. The amount left the caller's wallet at once and waits, pending,
+/// in the ledger's payouts clearing account until the operator settles it (paid out) or fails it (the money comes
+/// back). A replay under the same `Idempotency-Key` answers exactly this again.
+public struct PayoutResponse: Codable, Hashable, Sendable {
+    /// The payout's id, which the operator settles or fails.
+    public var payoutID: String
+    /// The amount, in cents.
+    public var amountCents: Cents
+    /// `PENDING` when the request was taken.
+    public var status: String
+    /// The caller's balance right after the request.
+    public var newBalanceCents: Cents
+
+    /// Creates a response.
+    public init(payoutID: String, amountCents: Cents, status: String, newBalanceCents: Cents) {
+        self.payoutID = payoutID
+        self.amountCents = amountCents
+        self.status = status
+        self.newBalanceCents = newBalanceCents
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case status
+        case payoutID = "payout_id"
+        case amountCents = "amount_cents"
+        case newBalanceCents = "new_balance_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.payoutID = try container.decode(String.self, forKey: .payoutID)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.status = try container.decode(String.self, forKey: .status)
+        self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
+    }
+}

@@ -199,6 +199,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case send
     case rotateEID
     case resolve
+    case payout
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -206,7 +207,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .createSession, .rotateEID: .sessionsCreate
         case .readSession: .sessionsRead
         case .cancelSession: .sessionsCancel
-        case .readWallet, .fund, .lock, .unlock, .send, .resolve: nil
+        case .readWallet, .fund, .lock, .unlock, .send, .resolve, .payout: nil
         }
     }
 
@@ -222,6 +223,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .send: "send money"
         case .rotateEID: "rotate session EIDs"
         case .resolve: "resolve EIDs"
+        case .payout: "request payouts"
         }
     }
 }

@@ -74,6 +74,9 @@ public protocol LedgerBackend: Sendable {
     /// Checks the database answers.
     func ping() async throws
 
+    /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`, with their users' addresses.
+    func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing]
+
     /// Publishes into `changes` the session changes other servers on this database commit, until cancelled; returns
     /// at once where the database is this process's alone (the engine publishes its own changes).
     func relayChanges(to changes: SessionChanges) async throws
@@ -246,6 +249,34 @@ public protocol LedgerTransaction {
     /// Tells the other servers on this database, if the transaction commits, that session `sid` may have changed
     /// (no-op where the database is this process's alone).
     func announce(sid: String, _ notice: SessionNotice) async throws
+
+    // MARK: Deposits and payouts
+
+    /// The deposit with this external reference, if any.
+    func deposit(reference: String) async throws -> DepositRow?
+
+    /// Inserts a deposit; `false` if its reference is taken (a concurrent first use won: where the database locks
+    /// rows, the insert waits for it to commit).
+    func insert(deposit: DepositRow) async throws -> Bool
+
+    /// The user's payout requested under `key`, if any.
+    func payout(userID: String, key: String) async throws -> PayoutRow?
+
+    /// The payout with this id, locked until the transaction ends when `forUpdate`.
+    func payout(id: String, forUpdate: Bool) async throws -> PayoutRow?
+
+    /// Inserts a payout.
+    func insert(payout: PayoutRow) async throws
+
+    /// Records that a pending payout was settled or failed at ``now``.
+    func resolve(
+        payout id: String,
+        status: PayoutStatus,
+        reference: String?,
+        reason: String?,
+        actor: String
+    )
+        async throws
 
     // MARK: Hash chain and receipts
 

@@ -518,7 +518,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// Moves `amount` between two wallets: both locked in id order, balances checked and computed here with
     /// overflow detection, one DEBIT and one CREDIT written.
-    private static func transfer(
+    static func transfer(
         _ transaction: Backend.Transaction,
         from: WalletOwner,
         to: WalletOwner,
@@ -630,7 +630,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         LedgerError(.sessionNotFound, detail: "no session \(sid)")
     }
 
-    private static var unknownUser: LedgerError { LedgerError(.unknownUser, detail: "unknown user; log in again") }
+    static var unknownUser: LedgerError { LedgerError(.unknownUser, detail: "unknown user; log in again") }
 
     private static var inFlight: LedgerError {
         LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")

@@ -43,6 +43,10 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case idempotencyKeyReused = "idempotency-key-reused"
         /// The first request with an idempotency key is still running.
         case idempotencyInFlight = "idempotency-in-flight"
+        /// No such deposit or payout.
+        case notFound = "not-found"
+        /// The payout was settled or failed already: only a pending one can be either.
+        case payoutNotPending = "payout-not-pending"
         /// The store could not finish the operation this time (a retry may succeed).
         case unavailable
         /// The stored data breaks an invariant the rules rely on.

@@ -331,6 +331,37 @@ public protocol LedgerStore: Sendable {
     /// Checks the store answers.
     func ping() async throws
 
+    // MARK: Deposits and payouts
+
+    /// Credits the user with this e-mail address from the deposits account, as `actor` (recorded in the audit log).
+    /// Idempotent by `reference`: the same reference again with the same user and amount is answered as the
+    /// earlier deposit (``DepositResult/replayed``) and writes nothing; with another user or amount it is refused
+    /// (``LedgerError/Kind/idempotencyKeyReused``).
+    func deposit(email: String, amountCents: Cents, reference: String, actor: String) async throws -> DepositResult
+
+    /// Moves `amountCents` from the user's wallet into the payouts clearing account at once, as a pending payout.
+    /// Idempotent by `idempotencyKey` (scoped to the user): the same key and amount replays the first answer, the
+    /// same key with another amount is refused (``LedgerError/Kind/idempotencyKeyReused``). A refusal (insufficient
+    /// funds) moves nothing and keeps nothing under the key.
+    /// - Returns: the answer and whether it is a replay.
+    func requestPayout(
+        userID: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws -> (payout: PayoutResponse, replayed: Bool)
+
+    /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`.
+    func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing]
+
+    /// Settles a pending payout, as `actor` (recorded in the audit log): its money leaves the clearing account for
+    /// the settled-payouts account, off every wallet. A payout that is not pending is refused
+    /// (``LedgerError/Kind/payoutNotPending``); of two concurrent settles or fails exactly one wins.
+    func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow
+
+    /// Fails a pending payout, as `actor` (recorded in the audit log): its money goes back to the user. A payout
+    /// that is not pending is refused (``LedgerError/Kind/payoutNotPending``).
+    func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow
+
     // MARK: Credentials
 
     /// Creates an API key acting for the user with the e-mail address `email` within `scopes`, as `actor` (recorded

@@ -16,6 +16,10 @@ public struct LedgerSnapshot: Sendable {
     public var receipts: [StoredReceipt]
     /// Every receipt key ever used, public halves, with when each was made.
     public var receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
+    /// Every deposit.
+    public var deposits: [DepositRow]
+    /// Every payout.
+    public var payouts: [PayoutRow]
 
     /// A snapshot as a backend read it.
     public init(
@@ -24,7 +28,9 @@ public struct LedgerSnapshot: Sendable {
         chainHead: ChainHead,
         sessions: [SessionRow],
         receipts: [StoredReceipt],
-        receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
+        receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)],
+        deposits: [DepositRow] = [],
+        payouts: [PayoutRow] = []
     ) {
         self.wallets = wallets
         self.entries = entries
@@ -32,6 +38,8 @@ public struct LedgerSnapshot: Sendable {
         self.sessions = sessions
         self.receipts = receipts
         self.receiptKeys = receiptKeys
+        self.deposits = deposits
+        self.payouts = payouts
     }
 }
 
@@ -279,6 +287,162 @@ public enum LedgerVerifier {
         result.passed.append(
             "receipts: \(snapshot.receipts.count), each signature valid with one of \(keys.keys.count) published keys"
                 + " and matching its payment" + (missing > 0 ? "; \(missing) sessions paid before receipts began" : "")
+        )
+
+        // 7. Deposits and payouts against their entries and the system accounts they move money through.
+        try verifyMoneyInOut(snapshot, transfers: transfers, order: transferOrder, into: &result)
+    }
+}
+
+extension LedgerVerifier {
+    /// Each deposit is one transfer of its amount from the deposits account to its user; each payout one request
+    /// transfer from its user into the payouts clearing account, then, as its status says, nothing more (pending),
+    /// one transfer on to the settled-payouts account (settled) or one back to its user (failed); no transfer names
+    /// a deposit or payout that does not exist; and each of those system accounts holds what the rows say.
+    private static func verifyMoneyInOut(
+        _ snapshot: LedgerSnapshot,
+        transfers: [String: [StoredEntry]],
+        order: [String],
+        into result: inout LedgerVerification
+    ) throws(Broken) {
+        let owners = Dictionary(snapshot.wallets.map { ($0.id, $0.userID) }, uniquingKeysWith: { first, _ in first })
+        var byDeposit: [String: [String]] = [:]
+        var byPayout: [String: [String]] = [:]
+        for id in order {
+            guard let debit = transfers[id]?.first(where: { $0.direction == .debit }) else { continue }
+            switch debit.refType {
+            case MoneyInOutEntries.depositRefType: byDeposit[debit.refID, default: []].append(id)
+            case MoneyInOutEntries.payoutRefType: byPayout[debit.refID, default: []].append(id)
+            default: continue
+            }
+        }
+        /// The one transfer's two sides, if it moved `amount` from `from` to `to` with these entry types.
+        func matches(
+            _ transferID: String,
+            from: (String) -> Bool,
+            to: (String) -> Bool,
+            amount: Cents,
+            kinds: (debit: String, credit: String)
+        ) -> Bool {
+            let entries = transfers[transferID] ?? []
+            guard let debit = entries.first(where: { $0.direction == .debit }),
+                let credit = entries.first(where: { $0.direction == .credit })
+            else { return false }
+            return debit.amount == amount && from(debit.walletID) && to(credit.walletID) && debit.type == kinds.debit
+                && credit.type == kinds.credit && credit.refType == debit.refType && credit.refID == debit.refID
+        }
+        func add(_ sum: Cents, _ amount: Cents) throws(Broken) -> Cents {
+            let (total, overflow) = sum.addingReportingOverflow(amount)
+            guard !overflow else { throw Broken("the deposits or payouts add up past the largest amount") }
+            return total
+        }
+        let isAccount = { (account: String) in { (wallet: String) in wallet == account } }
+        let isUsers = { (user: String) in { (wallet: String) in owners[wallet] == user } }
+
+        var deposited: Cents = 0
+        for deposit in snapshot.deposits.sorted(by: { $0.id < $1.id }) {
+            let moving = byDeposit.removeValue(forKey: deposit.id) ?? []
+            guard moving.count == 1 else {
+                throw Broken("deposit \(deposit.id) has \(moving.count) transfers, not exactly one")
+            }
+            guard
+                matches(
+                    moving[0],
+                    from: isAccount(LedgerAccounts.depositsWalletID),
+                    to: isUsers(deposit.userID),
+                    amount: deposit.amount,
+                    kinds: MoneyInOutEntries.deposit
+                )
+            else {
+                throw Broken(
+                    "transfer \(moving[0]) of deposit \(deposit.id) does not move its \(deposit.amount) cents from the "
+                        + "deposits account to its user"
+                )
+            }
+            deposited = try add(deposited, deposit.amount)
+        }
+        if let stray = byDeposit.keys.sorted().first {
+            throw Broken("transfer \(byDeposit[stray]![0]) names the unknown deposit \(stray)")
+        }
+
+        var pending: Cents = 0
+        var settled: Cents = 0
+        for payout in snapshot.payouts.sorted(by: { $0.id < $1.id }) {
+            let moving = byPayout.removeValue(forKey: payout.id) ?? []
+            let expected = payout.status == .pending ? 1 : 2
+            guard moving.count == expected else {
+                throw Broken(
+                    "payout \(payout.id) is \(payout.status.rawValue) but has \(moving.count) transfers, not \(expected)"
+                )
+            }
+            guard
+                matches(
+                    moving[0],
+                    from: isUsers(payout.userID),
+                    to: isAccount(LedgerAccounts.payoutsWalletID),
+                    amount: payout.amount,
+                    kinds: MoneyInOutEntries.payout
+                )
+            else {
+                throw Broken(
+                    "transfer \(moving[0]) of payout \(payout.id) does not move its \(payout.amount) cents from its "
+                        + "user into the payouts clearing account"
+                )
+            }
+            switch payout.status {
+            case .pending:
+                pending = try add(pending, payout.amount)
+            case .settled:
+                guard
+                    matches(
+                        moving[1],
+                        from: isAccount(LedgerAccounts.payoutsWalletID),
+                        to: isAccount(LedgerAccounts.payoutsSettledWalletID),
+                        amount: payout.amount,
+                        kinds: MoneyInOutEntries.settle
+                    )
+                else {
+                    throw Broken(
+                        "payout \(payout.id) is SETTLED but transfer \(moving[1]) does not move it out of the clearing "
+                            + "account to the settled payouts"
+                    )
+                }
+                settled = try add(settled, payout.amount)
+            case .failed:
+                guard
+                    matches(
+                        moving[1],
+                        from: isAccount(LedgerAccounts.payoutsWalletID),
+                        to: isUsers(payout.userID),
+                        amount: payout.amount,
+                        kinds: MoneyInOutEntries.payoutReturn
+                    )
+                else {
+                    throw Broken(
+                        "payout \(payout.id) is FAILED but transfer \(moving[1]) does not return its money to its user"
+                    )
+                }
+            }
+        }
+        if let stray = byPayout.keys.sorted().first {
+            throw Broken("transfer \(byPayout[stray]![0]) names the unknown payout \(stray)")
+        }
+
+        // The accounts hold exactly what the rows say: no other transfer touched them.
+        let balances = Dictionary(snapshot.wallets.map { ($0.id, $0.balance) }, uniquingKeysWith: { first, _ in first })
+        for (account, expected, what) in [
+            (LedgerAccounts.depositsWalletID, -deposited, "minus the sum of the deposits"),
+            (LedgerAccounts.payoutsWalletID, pending, "the sum of the pending payouts"),
+            (LedgerAccounts.payoutsSettledWalletID, settled, "the sum of the settled payouts"),
+        ] {
+            let balance = balances[account] ?? 0
+            guard balance == expected else {
+                throw Broken("account \(account) holds \(balance) cents, not \(what) (\(expected))")
+            }
+        }
+        result.passed.append(
+            "deposits and payouts: \(snapshot.deposits.count) deposits, \(snapshot.payouts.count) payouts "
+                + "(\(pending) cents pending, \(settled) settled), each matching its transfers; clearing accounts agree"
         )
     }
 }

@@ -164,6 +164,26 @@ public struct LedgerClient: Sendable {
         return SendResult(newBalanceCents: balance.newBalanceCents, replayed: replayed, receipt: balance.receipt)
     }
 
+    /// `POST /wallet/payouts` with the caller's idempotency key: moves the amount out of the wallet at once, pending
+    /// until the ledger's operator pays it out (or fails it, which returns the money). Retrying with the same key
+    /// after any failure is safe: the server takes the payout at most once and replays its answer.
+    /// - Returns: the answer and whether it replays an earlier one.
+    public func requestPayout(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> (payout: PayoutResponse, replayed: Bool) {
+        let (data, response) = try await perform(
+            "POST",
+            "/wallet/payouts",
+            body: AmountRequest(amountCents: amountCents),
+            headers: [APIHeader.idempotencyKey: idempotencyKey],
+            authenticated: true
+        )
+        let payout: PayoutResponse = try decodeBody(data, response)
+        let replayed = response.value(forHTTPHeaderField: APIHeader.idempotentReplayed)?.lowercased() == "true"
+        return (payout, replayed)
+    }
+
     /// `GET /.well-known/gotchu-receipt-keys` (no token needed): the keys the server signs receipts with.
     public func receiptKeys() async throws(LedgerClientError) -> ReceiptKeySet {
         let (data, response) = try await perform(

@@ -220,5 +220,46 @@ enum PostgresLedgerSchema {
                 "CREATE INDEX receipts_session ON receipts (session_id, kind)",
             ]
         ),
+        (
+            // Money in and out: deposits (unique by their external reference), payouts (unique by their user's
+            // Idempotency-Key) and the system accounts they move money through.
+            "v8: deposits and payouts",
+            [
+                """
+                CREATE TABLE deposits (
+                    id TEXT PRIMARY KEY,
+                    reference TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+                    actor TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX deposits_reference ON deposits (reference)",
+                """
+                CREATE TABLE payouts (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    idempotency_key TEXT NOT NULL,
+                    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+                    balance_after_cents BIGINT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('PENDING', 'SETTLED', 'FAILED')),
+                    created_at BIGINT NOT NULL,
+                    resolved_at BIGINT,
+                    reference TEXT,
+                    reason TEXT,
+                    resolved_by TEXT
+                )
+                """,
+                "CREATE UNIQUE INDEX payouts_key ON payouts (user_id, idempotency_key)",
+                "CREATE INDEX payouts_status ON payouts (status, created_at)",
+                """
+                INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES
+                ('\(LedgerAccounts.depositsWalletID)', NULL, 'SYSTEM', 0, 0),
+                ('\(LedgerAccounts.payoutsWalletID)', NULL, 'SYSTEM', 0, 0),
+                ('\(LedgerAccounts.payoutsSettledWalletID)', NULL, 'SYSTEM', 0, 0)
+                """,
+            ]
+        ),
     ]
 }

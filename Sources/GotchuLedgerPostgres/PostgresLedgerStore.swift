@@ -340,7 +340,13 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 chainHead: try await connection.chainHead(forUpdate: false),
                 sessions: sessions,
                 receipts: receipts,
-                receiptKeys: try await connection.receiptKeys().map { ($0.published, $0.createdAt) }
+                receiptKeys: try await connection.receiptKeys().map { ($0.published, $0.createdAt) },
+                deposits: try await connection.rows(
+                    "SELECT \(unescaped: Connection.depositColumns) FROM deposits ORDER BY id"
+                ).map { try DepositRow($0) },
+                payouts: try await connection.rows(
+                    "SELECT \(unescaped: Connection.payoutColumns) FROM payouts p ORDER BY p.id"
+                ).map { try PayoutRow($0) }
             )
         }
     }

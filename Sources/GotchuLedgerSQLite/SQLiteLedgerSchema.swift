@@ -198,6 +198,47 @@ enum SQLiteLedgerSchema {
                 arguments: [LedgerChain.genesis]
             )
         }
+        // Money in and out: deposits (unique by their external reference), payouts (unique by their user's
+        // Idempotency-Key) and the system accounts they move money through.
+        migrator.registerMigration("v8: deposits and payouts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE deposits (
+                        id TEXT PRIMARY KEY,
+                        reference TEXT NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        actor TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX deposits_reference ON deposits (reference);
+                    CREATE TABLE payouts (
+                        id TEXT PRIMARY KEY,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        idempotency_key TEXT NOT NULL,
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        balance_after_cents INTEGER NOT NULL,
+                        status TEXT NOT NULL CHECK (status IN ('PENDING', 'SETTLED', 'FAILED')),
+                        created_at INTEGER NOT NULL,
+                        resolved_at INTEGER,
+                        reference TEXT,
+                        reason TEXT,
+                        resolved_by TEXT
+                    );
+                    CREATE UNIQUE INDEX payouts_key ON payouts (user_id, idempotency_key);
+                    CREATE INDEX payouts_status ON payouts (status, created_at);
+                    """
+            )
+            for account in [
+                LedgerAccounts.depositsWalletID, LedgerAccounts.payoutsWalletID, LedgerAccounts.payoutsSettledWalletID,
+            ] {
+                try db.execute(
+                    sql:
+                        "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, NULL, 'SYSTEM', 0, 0)",
+                    arguments: [account]
+                )
+            }
+        }
         return migrator
     }
 }

@@ -252,7 +252,9 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                 receipts: try Row.fetchAll(db, sql: "SELECT id, kind, session_id, body FROM receipts ORDER BY id").map {
                     StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"])
                 },
-                receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) }
+                receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) },
+                deposits: try Row.fetchAll(db, sql: "SELECT * FROM deposits ORDER BY id").map(DepositRow.init),
+                payouts: try Row.fetchAll(db, sql: "SELECT * FROM payouts ORDER BY id").map { try PayoutRow($0) }
             )
         }
     }

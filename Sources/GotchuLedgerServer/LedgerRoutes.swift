@@ -217,6 +217,21 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return try json(OKResponse())
             },
         ]
+        routes.append(
+            LedgerRoute(.post, "/wallet/payouts", "requestPayout") { request, context in
+                // A user's own act, like sending: an API key is refused.
+                let user = try await authenticate(request, for: .payout)
+                let key = try requiredIdempotencyKey(request, for: "POST /wallet/payouts")
+                let body = try await decode(AmountRequest.self, request, context)
+                try store.policy.validate(amount: body.amountCents)
+                let (payout, replayed) = try await store.requestPayout(
+                    userID: user,
+                    amountCents: body.amountCents,
+                    idempotencyKey: key
+                )
+                return try json(payout, headers: replayHeaders(replayed))
+            }
+        )
         if registration == .open {
             routes.append(
                 LedgerRoute(.post, "/auth/register", "register") { request, context in

@@ -125,6 +125,8 @@ extension Problem {
             case .insufficientFunds: .insufficientFunds
             case .idempotencyKeyReused: .idempotencyKeyReused
             case .idempotencyInFlight: .idempotencyInFlight
+            case .notFound: .notFound
+            case .payoutNotPending: .payoutNotPending
             case .unavailable: .unavailable
             case .inconsistent: .internalError
             }

@@ -23,8 +23,13 @@ struct AdminCommand: AsyncParsableCommand {
               gotchu admin merchant verify shop@example.com --name "Corner Shop Ltd"
               gotchu admin key create --user shop@example.com --scope sessions:create --scope sessions:read
               gotchu admin audit
+              gotchu admin deposit alice@example.com 50.00 --reference BANK-2026-0042
+              gotchu admin payout list --status pending
             """,
-        subcommands: [AdminUserCommand.self, AdminMerchantCommand.self, AdminKeyCommand.self, AdminAuditCommand.self]
+        subcommands: [
+            AdminUserCommand.self, AdminMerchantCommand.self, AdminKeyCommand.self, AdminAuditCommand.self,
+            AdminDepositCommand.self, AdminPayoutCommand.self,
+        ]
     )
 }
 

@@ -28,6 +28,7 @@ struct Gotchu: AsyncParsableCommand {
             LogoutCommand.self,
             WalletCommand.self,
             FundCommand.self,
+            PayoutCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
             SimulateCommand.self,

@@ -85,6 +85,9 @@ struct ContractTests {
             let rotated = try await payee.createSession(amountCents: 400)
             let payerAuth = ["Authorization": "Bearer \(payer.token!)"]
             let payeeAuth = ["Authorization": "Bearer \(payee.token!)"]
+            // Payouts come from a wallet of their own, so they change nothing the payments below depend on.
+            let saver = try await ledger.client("saver@example.com", funded: 100)
+            let saverAuth = ["Authorization": "Bearer \(saver.token!)"]
             // An API key of the payee's that may only read sessions: refused 403 everywhere else.
             let readKey = try await ledger.store.createAPIKey(
                 email: "payee@example.com",
@@ -208,6 +211,32 @@ struct ContractTests {
                 (
                     "POST", "/wallet/send", "/wallet/send", #"{"sid":"\#(unknown)"}"#,
                     payerAuth.merging(["Idempotency-Key": "u"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":5}"#,
+                    saverAuth.merging(["Idempotency-Key": "w"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":5}"#,
+                    saverAuth.merging(["Idempotency-Key": "w"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":6}"#,
+                    saverAuth.merging(["Idempotency-Key": "w"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":500}"#,
+                    saverAuth.merging(["Idempotency-Key": "x"]) { $1 }
+                ),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":0}"#,
+                    saverAuth.merging(["Idempotency-Key": "y"]) { $1 }
+                ),
+                ("POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":5}"#, saverAuth),
+                ("POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":5}"#, [:]),
+                (
+                    "POST", "/wallet/payouts", "/wallet/payouts", #"{"amount_cents":5}"#,
+                    keyAuth.merging(["Idempotency-Key": "z"]) { $1 }
                 ),
 
                 ("POST", "/sessions/lock", "/sessions/lock", #"{"sid":"\#(session.sid)"}"#, payerAuth),

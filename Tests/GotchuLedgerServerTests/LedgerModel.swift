@@ -41,6 +41,8 @@ struct LedgerModel {
     var balances: [Cents]
     var sessions: [String: Session] = [:]
     var keys: [String: Key] = [:]  // "user/key"
+    /// Deposits and payouts (LedgerModel+MoneyInOut.swift).
+    var moneyInOut = MoneyInOutModel()
 
     init(users: Int, policy: LedgerPolicy, now: Int64) {
         self.policy = policy

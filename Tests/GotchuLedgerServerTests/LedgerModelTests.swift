@@ -142,18 +142,18 @@ struct Driver {
 
     var trace: String { recent.suffix(8).joined(separator: "\n") }
 
-    private mutating func note(_ line: String) {
+    mutating func note(_ line: String) {
         recent.append(line)
         if recent.count > 16 { recent.removeFirst(8) }
     }
 
-    private mutating func user() -> Int { Int.random(in: 0..<users.count, using: &random) }
+    mutating func user() -> Int { Int.random(in: 0..<users.count, using: &random) }
 
     private mutating func session() -> String? {
         sids.isEmpty ? nil : sids[Int.random(in: 0..<sids.count, using: &random)]
     }
 
-    private mutating func freshKey() -> String {
+    mutating func freshKey() -> String {
         keyCounter += 1
         return "k\(keyCounter)"
     }
@@ -264,6 +264,9 @@ struct Driver {
                     throw DriverFailure(message: "view: store \(refusal), model \(expected)")
                 }
             }
+        case 88..<94:
+            // Deposits and payouts (LedgerModelTests+MoneyInOut.swift).
+            try await moneyInOutStep()
         default:
             // Time: mostly small steps, sometimes exactly onto or past a lock's lapse, the in-flight timeout or a
             // session's expiry (the boundaries are where off-by-one mistakes hide).
@@ -381,7 +384,7 @@ struct Driver {
         }
     }
 
-    private func outcome(_ body: () async throws -> Cents?) async -> LedgerModel.Expected {
+    func outcome(_ body: () async throws -> Cents?) async -> LedgerModel.Expected {
         do {
             return .ok(try await body())
         } catch let refusal as LedgerError {
@@ -391,7 +394,7 @@ struct Driver {
         }
     }
 
-    private func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
+    func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
         guard actual == expected else { throw DriverFailure(message: "\(what): store \(actual), model \(expected)") }
     }
 

@@ -27,6 +27,7 @@ struct PostgresMigrationTests {
                     migrations.sorted() == [
                         "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
                         "v5: api keys and identities", "v6: EID rotation", "v7: receipts and chain",
+                        "v8: deposits and payouts",
                     ]
                 )
                 // The four made one receipt key between them.
@@ -39,14 +40,14 @@ struct PostgresMigrationTests {
                 #expect(keys == 1)
                 let audit = try await stores[1].audit()
                 #expect(audit.isHealthy && audit.entryCount == 0)
-                // The funding account exists once.
+                // The system accounts (funding, deposits, payouts clearing, settled payouts) exist once each.
                 var accounts = 0
                 for try await count in try await stores[2].client.query(
                     "SELECT COUNT(*) FROM wallet_accounts WHERE kind = 'SYSTEM'"
                 ).decode(Int64.self) {
                     accounts = Int(count)
                 }
-                #expect(accounts == 1)
+                #expect(accounts == 4)
             }
         }
     }

@@ -1,0 +1,208 @@
+import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+// Money in (an operator's deposit) and out (a user's payout, settled or failed by the operator), each a transfer
+// between a wallet and a system account written once over the backend primitives. Lock order, as everywhere: the
+// payout's row first (settle, fail), then wallets by id, then the chain's head.
+extension LedgerEngine {
+    public func deposit(
+        email: String,
+        amountCents: Cents,
+        reference: String,
+        actor: String
+    ) async throws -> DepositResult {
+        let normalized = try LedgerUser.normalize(email: email).email
+        try policy.validate(amount: amountCents)
+        let reference = try OperatorText.reference(reference)
+        return try await backend.transaction { transaction in
+            guard let user = try await transaction.user(email: normalized) else {
+                throw LedgerError(.unknownUser, detail: "no user has the address \(normalized)")
+            }
+            let deposit = DepositRow(
+                id: Self.newID(),
+                reference: reference,
+                userID: user.id,
+                amount: amountCents,
+                actor: actor,
+                createdAt: transaction.now
+            )
+            // A concurrent deposit with the same reference waits on the unique reference until the other commits,
+            // then inserts nothing and reads the winner's row.
+            let earlier: DepositRow?
+            if let found = try await transaction.deposit(reference: reference) {
+                earlier = found
+            } else if try await transaction.insert(deposit: deposit) {
+                earlier = nil
+            } else {
+                earlier = try await transaction.deposit(reference: reference)
+                if earlier == nil { throw LedgerError(.unavailable, detail: "could not record the deposit; try again") }
+            }
+            if let earlier {
+                try Self.requireSameDeposit(earlier, userID: user.id, email: normalized, amount: amountCents)
+                let balance = try await transaction.wallet(userID: user.id)?.balance ?? 0
+                return DepositResult(deposit: earlier, balance: balance, replayed: true)
+            }
+            let result = try await Self.transfer(
+                transaction,
+                from: .account(LedgerAccounts.depositsWalletID),
+                to: .user(user.id),
+                amount: amountCents,
+                kinds: MoneyInOutEntries.deposit,
+                reference: (MoneyInOutEntries.depositRefType, deposit.id)
+            )
+            try await transaction.insert(
+                audit: AuditEntry(
+                    actor: actor,
+                    action: "deposit",
+                    subject: normalized,
+                    detail: "\(Money.format(amountCents)), reference \(reference), deposit \(deposit.id)",
+                    at: transaction.now
+                )
+            )
+            return DepositResult(deposit: deposit, balance: result.to, replayed: false)
+        }
+    }
+
+    /// An earlier deposit under the same reference is the same deposit only with the same user and amount.
+    private static func requireSameDeposit(
+        _ earlier: DepositRow,
+        userID: String,
+        email: String,
+        amount: Cents
+    ) throws(LedgerError) {
+        guard earlier.userID == userID, earlier.amount == amount else {
+            let what =
+                earlier.userID == userID
+                ? "a deposit of \(Money.format(earlier.amount)), not \(Money.format(amount))"
+                : "a deposit to another user than \(email)"
+            throw LedgerError(
+                .idempotencyKeyReused,
+                detail: "the reference \(DisplayText.quoted(earlier.reference)) was used for \(what) "
+                    + "(deposit \(earlier.id)); a new deposit needs a new reference"
+            )
+        }
+    }
+
+    public func requestPayout(
+        userID: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws -> (payout: PayoutResponse, replayed: Bool) {
+        try policy.validate(amount: amountCents)
+        return try await backend.transaction { transaction in
+            // The user's wallet first, locked: this user's payout requests run one at a time, so a retry running
+            // alongside the first sees its row.
+            guard try await transaction.walletsForUpdate(accountIDs: [], userIDs: [userID]).first != nil else {
+                throw Self.unknownUser
+            }
+            if let earlier = try await transaction.payout(userID: userID, key: idempotencyKey) {
+                guard earlier.amount == amountCents else {
+                    throw LedgerError(
+                        .idempotencyKeyReused,
+                        detail: "this Idempotency-Key was first used for a payout of \(earlier.amount) cents; "
+                            + "use a new key"
+                    )
+                }
+                return (earlier.response, true)
+            }
+            var payout = PayoutRow(
+                id: Self.newID(),
+                userID: userID,
+                idempotencyKey: idempotencyKey,
+                amount: amountCents,
+                balanceAfter: 0,
+                status: .pending,
+                createdAt: transaction.now
+            )
+            let result = try await Self.transfer(
+                transaction,
+                from: .user(userID),
+                to: .account(LedgerAccounts.payoutsWalletID),
+                amount: amountCents,
+                kinds: MoneyInOutEntries.payout,
+                reference: (MoneyInOutEntries.payoutRefType, payout.id)
+            )
+            payout.balanceAfter = result.from
+            try await transaction.insert(payout: payout)
+            return (payout.response, false)
+        }
+    }
+
+    public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
+        try await backend.payouts(status: status, limit: limit)
+    }
+
+    public func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow {
+        let reference = try OperatorText.reference(reference)
+        return try await resolvePayout(id: id, to: .settled, actor: actor) { transaction, payout in
+            _ = try await Self.transfer(
+                transaction,
+                from: .account(LedgerAccounts.payoutsWalletID),
+                to: .account(LedgerAccounts.payoutsSettledWalletID),
+                amount: payout.amount,
+                kinds: MoneyInOutEntries.settle,
+                reference: (MoneyInOutEntries.payoutRefType, payout.id)
+            )
+            return (reference, nil, "\(Money.format(payout.amount)), reference \(reference)")
+        }
+    }
+
+    public func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow {
+        let reason = try OperatorText.reason(reason)
+        return try await resolvePayout(id: id, to: .failed, actor: actor) { transaction, payout in
+            _ = try await Self.transfer(
+                transaction,
+                from: .account(LedgerAccounts.payoutsWalletID),
+                to: .user(payout.userID),
+                amount: payout.amount,
+                kinds: MoneyInOutEntries.payoutReturn,
+                reference: (MoneyInOutEntries.payoutRefType, payout.id)
+            )
+            return (nil, reason, "\(Money.format(payout.amount)) back to the user, reason: \(reason)")
+        }
+    }
+
+    /// Ends a pending payout in one transaction: its row locked first (so of two operators settling or failing it
+    /// at once, the second sees the first's outcome and is refused), the money moved by `move`, the new status and
+    /// the audit entry written with it.
+    private func resolvePayout(
+        id: String,
+        to status: PayoutStatus,
+        actor: String,
+        _ move:
+            @Sendable (Backend.Transaction, PayoutRow) async throws -> (
+                reference: String?, reason: String?, detail: String
+            )
+    ) async throws -> PayoutRow {
+        try await backend.transaction { transaction in
+            guard var payout = try await transaction.payout(id: id, forUpdate: true) else {
+                throw LedgerError(.notFound, detail: "no payout \(DisplayText.quoted(id))")
+            }
+            try payout.requirePending(to: status == .settled ? "settle" : "fail")
+            let (reference, reason, detail) = try await move(transaction, payout)
+            try await transaction.resolve(
+                payout: id,
+                status: status,
+                reference: reference,
+                reason: reason,
+                actor: actor
+            )
+            try await transaction.insert(
+                audit: AuditEntry(
+                    actor: actor,
+                    action: status == .settled ? "payout.settle" : "payout.fail",
+                    subject: id,
+                    detail: detail,
+                    at: transaction.now
+                )
+            )
+            payout.status = status
+            payout.resolvedAt = transaction.now
+            payout.reference = reference
+            payout.reason = reason
+            payout.resolvedBy = actor
+            return payout
+        }
+    }
+}
