@@ -362,7 +362,7 @@ enum WrkAnchor {
           if step == 0 then
             return post("/sessions/create", payee, '{"amount_cents":1}')
           elseif step == 1 then
-            return post("/sessions/resolve", nil, '{"eid":"' .. eid .. '"}')
+            return post("/sessions/resolve", payer, '{"eid":"' .. eid .. '"}')
           elseif step == 2 then
             return post("/sessions/lock", payer, '{"sid":"' .. sid .. '"}')
           else
