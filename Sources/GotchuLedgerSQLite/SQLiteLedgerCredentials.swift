@@ -9,9 +9,9 @@ extension SQLiteLedgerBackend {
         """
 
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
-        let key = try await database.read { db in
+        let key = try read { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: "SELECT \(Self.apiKeyColumns) WHERE k.secret_hash = ?",
                 arguments: [hash]
             ).map(APIKey.init)
@@ -22,7 +22,7 @@ extension SQLiteLedgerBackend {
     public func apiKeys(userID: String?) async throws -> [APIKey] {
         try await database.read { db in
             try Row.fetchAll(
-                db,
+                cached: db,
                 sql: "SELECT \(Self.apiKeyColumns) WHERE ? IS NULL OR k.user_id = ? ORDER BY k.created_at, k.id",
                 arguments: [userID, userID]
             ).map(APIKey.init)
@@ -35,7 +35,7 @@ extension SQLiteLedgerBackend {
 
     fileprivate static func user(issuer: String, subject: String, _ db: Database) throws -> LedgerUser? {
         try Row.fetchOne(
-            db,
+            cached: db,
             sql: """
                 SELECT u.id, u.display_name, u.disabled_at FROM user_identities i JOIN users u ON u.id = i.user_id
                 WHERE i.issuer = ? AND i.subject = ?
@@ -54,9 +54,9 @@ extension SQLiteLedgerBackend {
 extension SQLiteLedgerBackend.Transaction {
     public func insert(apiKey key: APIKey, hash: String) async throws {
         let now = self.now
-        try await database.writeWithoutTransaction { db in
+        try sync { db in
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO api_keys (id, user_id, name, secret_hash, hint, scopes, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
@@ -66,9 +66,9 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     public func apiKey(id: String) async throws -> APIKey? {
-        try await database.writeWithoutTransaction { db in
+        try sync { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: "SELECT \(SQLiteLedgerBackend.apiKeyColumns) WHERE k.id = ?",
                 arguments: [id]
             ).map(APIKey.init)
@@ -82,20 +82,20 @@ extension SQLiteLedgerBackend.Transaction {
             case .used: "UPDATE api_keys SET last_used_at = ? WHERE id = ?"
             case .revoked: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"
             }
-        try await database.writeWithoutTransaction { db in try db.execute(sql: sql, arguments: [now, id]) }
+        try sync { db in try db.execute(cached: sql, arguments: [now, id]) }
     }
 
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
-        try await database.writeWithoutTransaction { db in
+        try sync { db in
             try SQLiteLedgerBackend.user(issuer: issuer, subject: subject, db)
         }
     }
 
     public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
         let now = self.now
-        return try await database.writeWithoutTransaction { db in
+        return try sync { db in
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO user_identities (issuer, subject, user_id, created_at) VALUES (?, ?, ?, ?)
                     ON CONFLICT (issuer, subject) DO NOTHING
                     """,

@@ -23,15 +23,16 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 /// One SQLite file in WAL mode through GRDB, as a ``LedgerBackend``.
 ///
 /// Every transaction is `IMMEDIATE`, so SQLite's single writer lock serializes them even across processes sharing
-/// the file (with a busy timeout); within this process a gate keeps one transaction open at a time on the writer
-/// connection, across the awaits between its statements. One writer makes row locks and the allocation locks moot
+/// the file (with a busy timeout); within this process the ``SQLiteWriter`` runs one transaction at a time on the
+/// writer connection, across the awaits between its statements, and commits concurrent ones in groups, each in a
+/// savepoint of its own, with `synchronous=FULL`. One writer makes row locks and the allocation locks moot
 /// here; the wallets are still touched in id order so the statements match the PostgreSQL backend's. The file is
 /// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
 public final class SQLiteLedgerBackend: LedgerBackend {
     public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
     let database: DatabasePool
     let clock: @Sendable () -> Date
-    private let gate = TransactionGate()
+    let writer: SQLiteWriter
 
     /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
     public init(path: String, clock: @escaping @Sendable () -> Date) throws {
@@ -43,61 +44,48 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.label = "gotchu-ledger"
-        // A transaction spans several accesses to the writer (one per statement, awaited in between); the gate
-        // keeps any other transaction of this process off the connection meanwhile.
+        // A batch of transactions spans several accesses to the writer (awaited in between); the writer's gate
+        // keeps any other access of this process off the connection meanwhile.
         configuration.allowsUnsafeTransactions = true
         self.database = try DatabasePool(path: path, configuration: configuration)
+        // GRDB leaves a pool's writer at `synchronous=NORMAL`, where a commit in WAL mode is not yet on disk (a power
+        // cut may undo it). A payment answered is a payment kept: every commit waits for its fsync.
+        try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        self.writer = SQLiteWriter(database: database)
         self.clock = clock
     }
 
+    /// Write transactions run and commits made since the store opened: under load, several transactions share a
+    /// commit.
+    public var groupCommitStatistics: (transactions: Int, commits: Int) { writer.statistics }
+
     public func migrate() async throws {
-        try await exclusively { try SQLiteLedgerSchema.migrator.migrate(database) }
+        try await writer.exclusively { try SQLiteLedgerSchema.migrator.migrate(database) }
     }
 
+    /// Runs `body` in a savepoint of the writer's current batch, and returns once the batch is committed
+    /// (``SQLiteWriter``): concurrent transactions share one commit, and a refusal undoes only its own writes.
     public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
-        try await exclusively {
-            let now = LedgerTime.milliseconds(clock())
-            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
-            do {
-                let result = try await body(Transaction(database: database, now: now))
-                try await database.writeWithoutTransaction { db in try db.commit() }
-                return result
-            } catch {
-                // Rolled back even if this task is cancelled: an unstructured task does not inherit cancellation.
-                let database = self.database
-                try? await Task {
-                    try await database.writeWithoutTransaction { db in
-                        if db.isInsideTransaction { try db.rollback() }
-                    }
-                }.value
-                throw error
-            }
+        try await writer.transaction {
+            try await body(Transaction(database: database, writer: writer, now: LedgerTime.milliseconds(clock())))
         }
     }
 
-    /// Runs `body` while no other transaction of this backend is open.
-    private func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-        await gate.acquire()
-        do {
-            let result = try await body()
-            await gate.release()
-            return result
-        } catch {
-            await gate.release()
-            throw error
-        }
+    /// A read on a reader connection on the calling thread: no thread hop for a read of a few rows.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try database.read(body)
     }
 
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     public func user(id: String) async throws -> LedgerUser? {
-        try await database.read { db in try Self.user(column: "id", id, db) }
+        try read { db in try Self.user(column: "id", id, db) }
     }
 
     public func credentials(email: String) async throws -> UserCredentials? {
         try await database.read { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
                 arguments: [email]
             ).map { UserCredentials(user: LedgerUser($0), passwordHash: $0["password_hash"]) }
@@ -107,7 +95,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func users() async throws -> [UserSummary] {
         try await database.read { db in
             try Row.fetchAll(
-                db,
+                cached: db,
                 sql: """
                     SELECT id, email, display_name, verified_name, password_hash IS NOT NULL AS has_password,
                     disabled_at IS NOT NULL AS disabled, created_at FROM users ORDER BY created_at, id
@@ -129,7 +117,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func auditLog(limit: Int) async throws -> [AuditEntry] {
         try await database.read { db in
             try Row.fetchAll(
-                db,
+                cached: db,
                 sql: "SELECT actor, action, subject, detail, created_at FROM admin_audit ORDER BY seq DESC LIMIT ?",
                 arguments: [limit]
             ).map { row in
@@ -148,7 +136,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         try await database.read { db in
             guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
             let entries = try Row.fetchAll(
-                db,
+                cached: db,
                 sql: """
                     SELECT id, direction, amount_cents, type, ref_type, ref_id, created_at FROM ledger_entries
                     WHERE wallet_id = ? ORDER BY seq DESC LIMIT ?
@@ -170,9 +158,9 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(eid: EID) async throws -> EIDSession? {
-        try await database.read { db in
+        try read { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: """
                     SELECT s.*, u.display_name, u.email, u.verified_name, e.retired_at AS eid_retired_at FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
@@ -190,18 +178,18 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(id: String) async throws -> SessionRow? {
-        try await database.read { db in try Self.session(id, db) }
+        try read { db in try Self.session(id, db) }
     }
 
     public func audit() async throws -> LedgerAudit {
         try await database.read { db in
             LedgerAudit(
                 totalBalanceCents: try Int64.fetchOne(
-                    db,
+                    cached: db,
                     sql: "SELECT COALESCE(SUM(available_cents), 0) FROM wallet_accounts"
                 ) ?? 0,
                 walletsOutOfBalance: try String.fetchAll(
-                    db,
+                    cached: db,
                     sql: """
                         SELECT w.id FROM wallet_accounts w WHERE w.available_cents != (SELECT COALESCE(SUM(CASE
                         e.direction WHEN ? THEN e.amount_cents ELSE -e.amount_cents END), 0)
@@ -210,12 +198,12 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                     arguments: [EntryDirection.credit.rawValue]
                 ),
                 negativeWallets: try String.fetchAll(
-                    db,
+                    cached: db,
                     sql: "SELECT id FROM wallet_accounts WHERE kind = ? AND available_cents < 0",
                     arguments: [WalletKind.user.rawValue]
                 ),
                 unbalancedTransfers: try String.fetchAll(
-                    db,
+                    cached: db,
                     sql: """
                         SELECT transfer_id FROM ledger_entries GROUP BY transfer_id HAVING COUNT(*) != 2
                         OR SUM(direction = ?) != 1 OR SUM(direction = ?) != 1
@@ -224,13 +212,13 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                     arguments: [EntryDirection.debit.rawValue, EntryDirection.credit.rawValue]
                 ),
                 sessionsPaidTwice: try String.fetchAll(
-                    db,
+                    cached: db,
                     sql: """
                         SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
                         GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1
                         """
                 ),
-                entryCount: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ledger_entries") ?? 0
+                entryCount: try Int.fetchOne(cached: db, sql: "SELECT COUNT(*) FROM ledger_entries") ?? 0
             )
         }
     }
@@ -239,17 +227,20 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         // One read transaction: one snapshot of every table.
         try await database.read { db in
             LedgerSnapshot(
-                wallets: try Row.fetchAll(db, sql: "SELECT * FROM wallet_accounts ORDER BY id").map {
+                wallets: try Row.fetchAll(cached: db, sql: "SELECT * FROM wallet_accounts ORDER BY id").map {
                     try WalletRow($0)
                 },
-                entries: try Row.fetchAll(db, sql: "SELECT * FROM ledger_entries ORDER BY seq").map {
+                entries: try Row.fetchAll(cached: db, sql: "SELECT * FROM ledger_entries ORDER BY seq").map {
                     try StoredEntry($0)
                 },
                 chainHead: try Self.chainHead(db),
-                sessions: try Row.fetchAll(db, sql: "SELECT * FROM payment_sessions ORDER BY id").map {
+                sessions: try Row.fetchAll(cached: db, sql: "SELECT * FROM payment_sessions ORDER BY id").map {
                     try SessionRow($0)
                 },
-                receipts: try Row.fetchAll(db, sql: "SELECT id, kind, session_id, body FROM receipts ORDER BY id").map {
+                receipts: try Row.fetchAll(
+                    cached: db,
+                    sql: "SELECT id, kind, session_id, body FROM receipts ORDER BY id"
+                ).map {
                     StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"])
                 },
                 receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) },
@@ -262,7 +253,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
         try await database.read { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: """
                     SELECT id, kind, session_id, body FROM receipts WHERE session_id = ? AND kind = ?
                     ORDER BY created_at, id LIMIT 1
@@ -279,7 +270,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     fileprivate static func receiptKeys(_ db: Database) throws -> [ReceiptKeyRow] {
         // The current key first, then the retired ones, latest retired first: creation times can tie.
         try Row.fetchAll(
-            db,
+            cached: db,
             sql: """
                 SELECT * FROM receipt_keys
                 ORDER BY retired_at IS NOT NULL, retired_at DESC, created_at DESC, id DESC
@@ -296,89 +287,94 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func chainHead(_ db: Database) throws -> ChainHead {
-        guard let row = try Row.fetchOne(db, sql: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1") else {
+        guard
+            let row = try Row.fetchOne(cached: db, sql: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1")
+        else {
             throw LedgerError(.inconsistent, detail: "the ledger has no chain head")
         }
         return ChainHead(hash: row["head_hash"], count: row["entry_count"])
     }
 
     public func ping() async throws {
-        _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        _ = try await database.read { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
     }
 
     fileprivate static func user(column: String, _ value: String, _ db: Database) throws -> LedgerUser? {
         try Row.fetchOne(
-            db,
+            cached: db,
             sql: "SELECT id, display_name, disabled_at FROM users WHERE \(column) = ?",
             arguments: [value]
         ).map { LedgerUser($0) }
     }
 
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
-        try Row.fetchOne(db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
+        try Row.fetchOne(cached: db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
             try WalletRow($0)
         }
     }
 
     fileprivate static func session(_ sid: String, _ db: Database) throws -> SessionRow? {
-        try Row.fetchOne(db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]).map {
+        try Row.fetchOne(cached: db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]).map {
             try SessionRow($0)
         }
     }
 }
 
 extension SQLiteLedgerBackend {
-    /// A transaction on the writer connection: each primitive is one access to it, inside the transaction the
-    /// backend opened.
+    /// A request's savepoint on the writer connection: each primitive runs its statements, prepared once per
+    /// connection, on the requesting thread (``sync(_:)``), inside the batch the writer opened.
     public struct Transaction: LedgerTransaction {
+        /// The pool; its asynchronous accesses work too, but each costs a thread hop.
         let database: DatabasePool
+        let writer: SQLiteWriter
         public let now: Int64
 
-        private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-            try await database.writeWithoutTransaction(body)
+        /// Runs `body` on the writer connection on this thread.
+        func sync<T>(_ body: (Database) throws -> T) throws -> T {
+            try writer.sync(body)
         }
 
-        private func execute(_ sql: String, _ arguments: StatementArguments) async throws {
-            try await write { db in try db.execute(sql: sql, arguments: arguments) }
+        private func execute(_ sql: String, _ arguments: StatementArguments) throws {
+            try sync { db in try db.execute(cached: sql, arguments: arguments) }
         }
 
         /// Runs a statement; whether it changed a row.
-        private func changes(_ sql: String, _ arguments: StatementArguments) async throws -> Bool {
-            try await write { db in
-                try db.execute(sql: sql, arguments: arguments)
+        private func changes(_ sql: String, _ arguments: StatementArguments) throws -> Bool {
+            try sync { db in
+                try db.execute(cached: sql, arguments: arguments)
                 return db.changesCount > 0
             }
         }
 
         public func user(email: String) async throws -> LedgerUser? {
-            try await write { db in try SQLiteLedgerBackend.user(column: "email", email, db) }
+            try sync { db in try SQLiteLedgerBackend.user(column: "email", email, db) }
         }
 
         public func user(id: String) async throws -> LedgerUser? {
-            try await write { db in try SQLiteLedgerBackend.user(column: "id", id, db) }
+            try sync { db in try SQLiteLedgerBackend.user(column: "id", id, db) }
         }
 
         public func setPassword(userID: String, hash: String) async throws {
-            try await execute("UPDATE users SET password_hash = ? WHERE id = ?", [hash, userID])
+            try execute("UPDATE users SET password_hash = ? WHERE id = ?", [hash, userID])
         }
 
         public func replacePassword(userID: String, hash old: String, with new: String) async throws {
-            try await execute(
+            try execute(
                 "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?",
                 [new, userID, old]
             )
         }
 
         public func disable(userID: String) async throws {
-            try await execute("UPDATE users SET disabled_at = ? WHERE id = ?", [now, userID])
+            try execute("UPDATE users SET disabled_at = ? WHERE id = ?", [now, userID])
         }
 
         public func setVerifiedName(userID: String, name: String) async throws {
-            try await execute("UPDATE users SET verified_name = ? WHERE id = ?", [name, userID])
+            try execute("UPDATE users SET verified_name = ? WHERE id = ?", [name, userID])
         }
 
         public func insert(refreshToken row: RefreshTokenRow) async throws {
-            try await execute(
+            try execute(
                 """
                 INSERT INTO refresh_tokens (token_hash, family_id, user_id, created_at, expires_at)
                 VALUES (?, ?, ?, ?, ?)
@@ -388,55 +384,59 @@ extension SQLiteLedgerBackend {
         }
 
         public func refreshToken(digest: String) async throws -> RefreshTokenRow? {
-            try await write { db in
-                try Row.fetchOne(db, sql: "SELECT * FROM refresh_tokens WHERE token_hash = ?", arguments: [digest])
-                    .map { row in
-                        RefreshTokenRow(
-                            digest: row["token_hash"],
-                            familyID: row["family_id"],
-                            userID: row["user_id"],
-                            expiresAt: row["expires_at"],
-                            usedAt: row["used_at"],
-                            revokedAt: row["revoked_at"]
-                        )
-                    }
+            try sync { db in
+                try Row.fetchOne(
+                    cached: db,
+                    sql: "SELECT * FROM refresh_tokens WHERE token_hash = ?",
+                    arguments: [digest]
+                )
+                .map { row in
+                    RefreshTokenRow(
+                        digest: row["token_hash"],
+                        familyID: row["family_id"],
+                        userID: row["user_id"],
+                        expiresAt: row["expires_at"],
+                        usedAt: row["used_at"],
+                        revokedAt: row["revoked_at"]
+                    )
+                }
             }
         }
 
         public func markUsed(refreshToken digest: String) async throws {
-            try await execute("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", [now, digest])
+            try execute("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", [now, digest])
         }
 
         public func revokeRefreshTokens(familyID: String) async throws {
-            try await execute(
+            try execute(
                 "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL",
                 [now, familyID]
             )
         }
 
         public func revokeRefreshTokens(userID: String) async throws {
-            try await execute(
+            try execute(
                 "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 [now, userID]
             )
         }
 
         public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
-            try await write { db in
-                try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [time])
+            try sync { db in
+                try db.execute(cached: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [time])
                 return db.changesCount
             }
         }
 
         public func insert(audit entry: AuditEntry) async throws {
-            try await execute(
+            try execute(
                 "INSERT INTO admin_audit (actor, action, subject, detail, created_at) VALUES (?, ?, ?, ?, ?)",
                 [entry.actor, entry.action, entry.subject, entry.detail, entry.at]
             )
         }
 
         public func insert(user: LedgerUser, email: String) async throws -> Bool {
-            try await changes(
+            try changes(
                 """
                 INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT (email) DO NOTHING
@@ -446,14 +446,14 @@ extension SQLiteLedgerBackend {
         }
 
         public func insertWallet(id: String, userID: String) async throws {
-            try await execute(
+            try execute(
                 "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
                 [id, userID, WalletKind.user.rawValue, now]
             )
         }
 
         public func wallet(userID: String) async throws -> WalletRow? {
-            try await write { db in try SQLiteLedgerBackend.wallet(userID: userID, db) }
+            try sync { db in try SQLiteLedgerBackend.wallet(userID: userID, db) }
         }
 
         public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
@@ -462,40 +462,58 @@ extension SQLiteLedgerBackend {
                 OR user_id IN (\(Self.placeholders(userIDs.count))) ORDER BY id
                 """
             let arguments = StatementArguments(accountIDs + userIDs)
-            return try await write { db in
-                try Row.fetchAll(db, sql: sql, arguments: arguments).map { try WalletRow($0) }
+            return try sync { db in
+                try Row.fetchAll(cached: db, sql: sql, arguments: arguments).map { try WalletRow($0) }
             }
         }
 
+        /// One statement for the transfer's balances.
         public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
-            for (id, balance) in balances.sorted(by: { $0.walletID < $1.walletID }) {
-                try await execute("UPDATE wallet_accounts SET available_cents = ? WHERE id = ?", [balance, id])
+            guard !balances.isEmpty else { return }
+            let cases = Array(repeating: "WHEN ? THEN ?", count: balances.count).joined(separator: " ")
+            var arguments: [(any DatabaseValueConvertible)?] = []
+            for (id, balance) in balances {
+                arguments.append(id)
+                arguments.append(balance)
             }
+            arguments += balances.map(\.walletID)
+            try execute(
+                """
+                UPDATE wallet_accounts SET available_cents = CASE id \(cases) END
+                WHERE id IN (\(Self.placeholders(balances.count)))
+                """,
+                StatementArguments(arguments)
+            )
         }
 
+        /// One statement for the transfer's entries.
         public func insert(entries: [EntryRow]) async throws {
+            guard !entries.isEmpty else { return }
+            let rows = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: entries.count).joined(separator: ", ")
+            var arguments: [(any DatabaseValueConvertible)?] = []
             for entry in entries {
-                try await execute(
-                    """
-                    INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
-                    created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        entry.id, entry.transferID, entry.walletID, entry.direction.rawValue, entry.amount, entry.type,
-                        entry.refType, entry.refID, entry.createdAt, entry.hash,
-                    ]
-                )
+                arguments += [
+                    entry.id, entry.transferID, entry.walletID, entry.direction.rawValue, entry.amount, entry.type,
+                    entry.refType, entry.refID, entry.createdAt, entry.hash,
+                ]
             }
+            try execute(
+                """
+                INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+                created_at, hash) VALUES \(rows)
+                """,
+                StatementArguments(arguments)
+            )
         }
 
         public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
-            try await write { db in try SQLiteLedgerBackend.session(id, db) }
+            try sync { db in try SQLiteLedgerBackend.session(id, db) }
         }
 
         public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
-            try await write { db in
+            try sync { db in
                 try Row.fetchOne(
-                    db,
+                    cached: db,
                     sql: """
                         SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
                         JOIN session_eids e ON e.session_id = s.id
@@ -513,9 +531,9 @@ extension SQLiteLedgerBackend {
         public func lockEID(_ eid: EID) async throws {}
 
         public func isAllocated(eid: EID) async throws -> Bool {
-            try await write { db in
+            try sync { db in
                 try Bool.fetchOne(
-                    db,
+                    cached: db,
                     sql: "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)",
                     arguments: [eid.rawValue]
                 ) ?? true
@@ -523,9 +541,9 @@ extension SQLiteLedgerBackend {
         }
 
         public func eids(sessionID: String) async throws -> [SessionEID] {
-            try await write { db in
+            try sync { db in
                 try Row.fetchAll(
-                    db,
+                    cached: db,
                     sql: "SELECT eid, retired_at FROM session_eids WHERE session_id = ? ORDER BY created_at, rowid",
                     arguments: [sessionID]
                 ).map { SessionEID(eid: $0["eid"], retiredAt: $0["retired_at"]) }
@@ -533,14 +551,14 @@ extension SQLiteLedgerBackend {
         }
 
         public func retireEIDs(sessionID: String) async throws {
-            try await execute(
+            try execute(
                 "UPDATE session_eids SET retired_at = ? WHERE session_id = ? AND retired_at IS NULL",
                 [now, sessionID]
             )
         }
 
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
-            try await changes(
+            try changes(
                 """
                 INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
@@ -553,7 +571,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func insert(eid: EID, sessionID: String) async throws {
-            try await execute(
+            try execute(
                 "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
                 [eid.rawValue, sessionID, now]
             )
@@ -564,9 +582,9 @@ extension SQLiteLedgerBackend {
 
         public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
             let now = self.now
-            return try await write { db in
+            return try sync { db in
                 let row = try Row.fetchOne(
-                    db,
+                    cached: db,
                     sql: """
                         SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
                         WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
@@ -580,17 +598,17 @@ extension SQLiteLedgerBackend {
         public func update(session sid: String, _ change: SessionChange) async throws {
             switch change {
             case .lock(let payerID, let until):
-                try await execute(
+                try execute(
                     "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
                     [StoredSessionStatus.locked.rawValue, payerID, until, sid]
                 )
             case .unlock:
-                try await execute(
+                try execute(
                     "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
                     [StoredSessionStatus.advertising.rawValue, now, sid]
                 )
             case .paid(let payerID):
-                try await execute(
+                try execute(
                     """
                     UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
                     WHERE id = ?
@@ -598,7 +616,7 @@ extension SQLiteLedgerBackend {
                     [StoredSessionStatus.paid.rawValue, payerID, now, sid]
                 )
             case .cancelled:
-                try await execute(
+                try execute(
                     "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
                     [StoredSessionStatus.cancelled.rawValue, now, sid]
                 )
@@ -609,9 +627,9 @@ extension SQLiteLedgerBackend {
         public func claimKey(userID: String, key: String) async throws -> Bool { true }
 
         public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
-            try await write { db in
+            try sync { db in
                 try Row.fetchOne(
-                    db,
+                    cached: db,
                     sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
                     arguments: [userID, key]
                 ).map { row in
@@ -628,7 +646,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
-            try await changes(
+            try changes(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (user_id, key) DO NOTHING
@@ -638,7 +656,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func touch(userID: String, key: String) async throws {
-            try await execute(
+            try execute(
                 "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
                 [now, userID, key]
             )
@@ -646,19 +664,19 @@ extension SQLiteLedgerBackend {
 
         public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
             let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
-            try await execute(
+            try execute(
                 "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state IN (\(Self.placeholders(states.count)))",
                 StatementArguments([userID, key] + states.map(\.rawValue))
             )
         }
 
         public func deleteKeysInFlight() async throws {
-            try await execute("DELETE FROM idempotency_keys WHERE state = ?", [IdempotencyState.inFlight.rawValue])
+            try execute("DELETE FROM idempotency_keys WHERE state = ?", [IdempotencyState.inFlight.rawValue])
         }
 
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
             let stored = IdempotencyRecord.columns(for: outcome)
-            try await execute(
+            try execute(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
                 created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -674,28 +692,28 @@ extension SQLiteLedgerBackend {
         }
 
         public func deleteKeys(createdBefore time: Int64) async throws -> Int {
-            try await write { db in
-                try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [time])
+            try sync { db in
+                try db.execute(cached: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [time])
                 return db.changesCount
             }
         }
 
         /// The write lock already serializes every transfer: the head read here cannot move before commit.
         public func chainHeadForUpdate() async throws -> ChainHead {
-            try await write { db in try SQLiteLedgerBackend.chainHead(db) }
+            try sync { db in try SQLiteLedgerBackend.chainHead(db) }
         }
 
         public func setChainHead(_ head: ChainHead) async throws {
-            try await execute(
+            try execute(
                 "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1",
                 [head.hash, head.count]
             )
         }
 
         public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
-            try await write { db in
+            try sync { db in
                 try Row.fetchAll(
-                    db,
+                    cached: db,
                     sql: "SELECT * FROM ledger_entries WHERE hash IS NULL ORDER BY seq LIMIT ?",
                     arguments: [limit]
                 ).map { try StoredEntry($0) }
@@ -703,9 +721,9 @@ extension SQLiteLedgerBackend {
         }
 
         public func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
-            try await write { db in
+            try sync { db in
                 for (seq, hash) in hashes {
-                    try db.execute(sql: "UPDATE ledger_entries SET hash = ? WHERE seq = ?", arguments: [hash, seq])
+                    try db.execute(cached: "UPDATE ledger_entries SET hash = ? WHERE seq = ?", arguments: [hash, seq])
                 }
             }
         }
@@ -714,11 +732,11 @@ extension SQLiteLedgerBackend {
         public func lockReceiptKeys() async throws {}
 
         public func receiptKeys() async throws -> [ReceiptKeyRow] {
-            try await write { db in try SQLiteLedgerBackend.receiptKeys(db) }
+            try sync { db in try SQLiteLedgerBackend.receiptKeys(db) }
         }
 
         public func insert(receiptKey: ReceiptKeyRow) async throws {
-            try await execute(
+            try execute(
                 "INSERT INTO receipt_keys (id, public_key, private_key, created_at, retired_at) VALUES (?, ?, ?, ?, ?)",
                 [
                     receiptKey.id, receiptKey.publicKey, receiptKey.privateKey, receiptKey.createdAt,
@@ -728,7 +746,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func retireReceiptKeys(except keyID: String) async throws {
-            try await execute(
+            try execute(
                 """
                 UPDATE receipt_keys SET retired_at = COALESCE(retired_at, ?), private_key = NULL WHERE id <> ?
                 """,
@@ -737,7 +755,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func insert(receipt: StoredReceipt) async throws {
-            try await execute(
+            try execute(
                 "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",
                 [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]
             )
@@ -746,29 +764,6 @@ extension SQLiteLedgerBackend {
         /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
         private static func placeholders(_ count: Int) -> String {
             Array(repeating: "?", count: count).joined(separator: ", ")
-        }
-    }
-}
-
-/// Lets one transaction at a time use the writer connection, across the awaits inside it; waiters go in turn.
-private actor TransactionGate {
-    private var busy = false
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-
-    func acquire() async {
-        guard busy else {
-            busy = true
-            return
-        }
-        await withCheckedContinuation { waiting.append($0) }
-    }
-
-    func release() {
-        if waiting.isEmpty {
-            busy = false
-        } else {
-            // Handed straight to the next waiter: `busy` stays set.
-            waiting.removeFirst().resume()
         }
     }
 }

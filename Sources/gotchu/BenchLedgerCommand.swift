@@ -18,23 +18,28 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract:
-            "Complete payments per second over HTTP (one server and two), and the same store operations driven directly.",
+            "Complete payments per second through the store, over HTTP, and against the database's own anchors.",
         discussion: """
-            Each payment is create + resolve + lock + send. K payer/payee pairs run concurrently, each \
-            pair paying in a loop. Every run gets a fresh database: a SQLite file in a temporary \
-            directory, or with --database postgres://USER@HOST:PORT/DB a new database created on that \
-            server (the role needs CREATEDB) and dropped afterwards. The HTTP runs go through real \
-            servers on loopback ports with the URLSession client; with two servers (two stores, two \
-            connection pools, one database) the pairs are split across them. Prints the rates and \
-            HTTP/direct.
+            Each payment is create + resolve + lock + send, through the store directly and over HTTP. K \
+            payer/payee pairs run concurrently, each pair paying in a loop. Every run gets a fresh database: \
+            a SQLite file in a temporary directory, or with --database postgres://USER@HOST:PORT/DB a new \
+            database created on that server (the role needs CREATEDB) and dropped afterwards.
+
+            Anchors in the same run, so every figure has a ratio: on SQLite the same statements as raw SQL \
+            through the SQLite C API in this binary and from Python's sqlite3 module (one thread; needs \
+            python3 and Benchmarks/ledger_sqlite.py); on PostgreSQL the same statements from pgbench (prepared, \
+            K clients). The HTTP server is measured with our own client and with wrk (K connections, a Lua \
+            script carrying the JSON bodies and tokens), so the client's cost and the server's are told apart. \
+            An anchor whose tool is missing is skipped with a note. Latencies are per payment (wrk: per \
+            request). Run on a quiet machine, from the repository's root.
             """
     )
 
-    @Option(name: .customShort("k"), help: "Concurrent payer/payee pairs.")
-    var pairs = 8
+    @Option(name: .customShort("k"), help: "Concurrent payer/payee pairs; repeat for several runs (default 1 and 32).")
+    var pairs: [Int] = []
 
-    @Option(help: "Payments per pair in each run.")
-    var payments = 150
+    @Option(help: "Payments per run, shared among the pairs.")
+    var payments = 2000
 
     @Option(
         help: ArgumentHelp(
@@ -44,36 +49,102 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     )
     var database: String?
 
+    @Option(help: "The Python anchor script (SQLite).")
+    var pythonScript = "Benchmarks/ledger_sqlite.py"
+
+    @Option(help: "How long each wrk run lasts, in seconds.")
+    var wrkSeconds = 5
+
+    @Flag(help: "Measure only the store and our HTTP client: no C, Python, pgbench or wrk anchors.")
+    var noAnchors = false
+
+    @Flag(help: "Measure only the store directly (for profiling it).")
+    var directOnly = false
+
     func validate() throws {
-        guard pairs > 0, payments > 0 else { throw ValidationError("-k and --payments must be positive") }
+        guard pairs.allSatisfy({ $0 > 0 }), payments > 0, wrkSeconds > 0 else {
+            throw ValidationError("-k, --payments and --wrk-seconds must be positive")
+        }
         if let database { _ = try PostgresURL(database) }
     }
 
     func run() async throws {
         let backend = try database.map { BenchBackend.postgres(try PostgresURL($0)) } ?? .sqlite
-        let total = pairs * payments
-        print("ledger benchmark: \(pairs) pairs × \(payments) payments = \(total) payments per run (\(backend))")
-        let direct = try await backend.measure(servers: 0) { stores, _ in
-            try await Self.drive(pairs: pairs, payments: payments, store: stores[0])
+        print("ledger benchmark on \(backend): \(payments) payments per run; latency p50/p99 per payment")
+        for pairs in pairs.isEmpty ? [1, 32] : pairs {
+            try await run(pairs: pairs, backend: backend)
         }
-        print(String(format: "direct (store, no HTTP):   %8.1f payments/s", Double(total) / direct))
-        let http = try await backend.measure(servers: 1) { stores, tokens in
-            try await Self.driveHTTP(pairs: pairs, payments: payments, stores: stores, tokens: tokens)
-        }
-        print(String(format: "HTTP, one server:          %8.1f payments/s", Double(total) / http))
-        let replicated = try await backend.measure(servers: 2) { stores, tokens in
-            try await Self.driveHTTP(pairs: pairs, payments: payments, stores: stores, tokens: tokens)
-        }
-        print(String(format: "HTTP, two servers:         %8.1f payments/s", Double(total) / replicated))
-        print(String(format: "HTTP (one server) / direct: %7.2f", direct / http))
-        print(String(format: "two servers / one:          %7.2f", http / replicated))
     }
 
-    private static func users(
-        _ store: any LedgerStore,
-        pairs: Int,
-        payments: Int
-    ) async throws -> [(LedgerUser, LedgerUser)] {
+    private func run(pairs: Int, backend: BenchBackend) async throws {
+        let perPair = max(1, payments / pairs)
+        print("\nK = \(pairs) (\(pairs * perPair) payments)")
+        let direct = try await backend.measureFigure { stores, _ in
+            try await Self.drive(pairs: pairs, payments: perPair, store: stores[0])
+        }
+        direct.print("store, direct")
+        if let commits = direct.commits {
+            print(String(format: "    group commit: %.1f transactions per commit", commits))
+        }
+        if directOnly { return }
+        var anchors: [(String, BenchFigure)] = []
+        if !noAnchors {
+            switch backend {
+            case .sqlite:
+                if pairs == 1 {
+                    let raw = try await backend.measureFigure { stores, _ in
+                        let users = try await Self.users(stores[0], pairs: 1, payments: perPair)
+                        return try RawSQLiteAnchor.run(
+                            path: stores.path,
+                            payer: users[0].0.id,
+                            payee: users[0].1.id,
+                            payments: perPair
+                        )
+                    }
+                    raw.print("raw SQL, SQLite C API")
+                    anchors.append(("C API", raw))
+                    if let python = try await backend.measureFigure({ stores, _ in
+                        let users = try await Self.users(stores[0], pairs: 1, payments: perPair)
+                        return try PythonAnchor.run(
+                            script: pythonScript,
+                            path: stores.path,
+                            payer: users[0].0.id,
+                            payee: users[0].1.id,
+                            payments: perPair
+                        )
+                    }).nonEmpty {
+                        python.print("raw SQL, Python sqlite3")
+                        anchors.append(("Python", python))
+                    }
+                }
+            case .postgres(let server):
+                if let pgbench = try await PgbenchAnchor.run(server: server, clients: pairs, payments: perPair) {
+                    pgbench.print("same SQL, pgbench")
+                    anchors.append(("pgbench", pgbench))
+                }
+            }
+        }
+        let http = try await backend.measureFigure { stores, tokens in
+            try await Self.driveHTTP(pairs: pairs, payments: perPair, stores: stores, tokens: tokens)
+        }
+        http.print("HTTP, our client")
+        var wrk: BenchFigure?
+        if !noAnchors {
+            wrk = try await backend.measureFigure { stores, tokens in
+                try await WrkAnchor.run(store: stores[0], tokens: tokens, pairs: pairs, seconds: wrkSeconds)
+            }.nonEmpty
+            wrk?.print("HTTP, wrk", latencyUnit: "per request")
+        }
+        print("  ratios:")
+        for (name, anchor) in anchors {
+            print("    direct / \(name): " + String(format: "%.2f", direct.rate / anchor.rate))
+        }
+        if let wrk { print(String(format: "    wrk / direct: %.2f", wrk.rate / direct.rate)) }
+        print(String(format: "    our client / direct: %.2f", http.rate / direct.rate))
+        if let wrk { print(String(format: "    our client / wrk: %.2f", http.rate / wrk.rate)) }
+    }
+
+    static func users(_ store: any LedgerStore, pairs: Int, payments: Int) async throws -> [(LedgerUser, LedgerUser)] {
         var users: [(LedgerUser, LedgerUser)] = []
         for index in 0..<pairs {
             let payer = try await store.login(email: "payer\(index)@bench.example")
@@ -84,12 +155,17 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         return users
     }
 
-    static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws {
+    @discardableResult
+    static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws -> BenchFigure {
         let users = try await users(store, pairs: pairs, payments: payments)
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let start = ContinuousClock.now
+        let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
             for (payer, payee) in users {
                 group.addTask {
+                    var latencies: [Duration] = []
+                    latencies.reserveCapacity(payments)
                     for index in 0..<payments {
+                        let began = ContinuousClock.now
                         let (session, _) = try await store.createSession(
                             payeeID: payee.id,
                             amountCents: 100,
@@ -103,56 +179,116 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                             idempotencyKey: "\(index)"
                         )
                         guard case .paid = outcome else { throw CLIError("payment refused: \(outcome)") }
+                        latencies.append(ContinuousClock.now - began)
                     }
+                    return latencies
                 }
             }
-            try await group.waitForAll()
+            return try await group.reduce(into: []) { $0 += $1 }
         }
+        return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
     }
 
     /// Runs one server per store and splits the pairs across them.
     private static func driveHTTP(
         pairs: Int,
         payments: Int,
-        stores: [any LedgerStore],
+        stores: BenchStores,
         tokens: TokenAuthority
-    ) async throws {
+    ) async throws -> BenchFigure {
         let users = try await users(stores[0], pairs: pairs, payments: payments)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = pairs * 2
         let session = URLSession(configuration: configuration)
         // The stores' pools are run by the caller, so the servers get none of their own.
-        try await LedgerServer.withRunning(
-            stores.map { LedgerServer.Replica(store: $0) },
+        return try await LedgerServer.withRunning(
+            stores.stores.map { LedgerServer.Replica(store: $0) },
             tokens: tokens,
             developmentMode: false
         ) { servers in
-            try await withThrowingTaskGroup(of: Void.self) { payers in
-                for (index, (payer, payee)) in users.enumerated() {
-                    let url = servers[index % servers.count]
-                    let payerClient = LedgerClient(
-                        baseURL: url,
-                        token: try await tokens.issue(userID: payer.id),
-                        session: session
+            var clients: [(LedgerClient, LedgerClient)] = []
+            for (index, (payer, payee)) in users.enumerated() {
+                let url = servers[index % servers.count]
+                clients.append(
+                    (
+                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payer.id), session: session),
+                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payee.id), session: session)
                     )
-                    let payeeClient = LedgerClient(
-                        baseURL: url,
-                        token: try await tokens.issue(userID: payee.id),
-                        session: session
-                    )
+                )
+            }
+            let start = ContinuousClock.now
+            let latencies = try await withThrowingTaskGroup(of: [Duration].self) { payers in
+                for (payerClient, payeeClient) in clients {
                     payers.addTask {
+                        var latencies: [Duration] = []
                         for index in 0..<payments {
+                            let began = ContinuousClock.now
                             let created = try await payeeClient.createSession(amountCents: 100)
                             let resolved = try await payerClient.resolve(eid: created.eid)
                             try await payerClient.lock(sid: resolved.sid)
                             _ = try await payerClient.send(sid: resolved.sid, idempotencyKey: "\(index)")
+                            latencies.append(ContinuousClock.now - began)
                         }
+                        return latencies
                     }
                 }
-                try await payers.waitForAll()
+                return try await payers.reduce(into: []) { $0 += $1 }
             }
+            return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
         }
     }
+}
+
+/// One measured run: payments, wall time, and the latency distribution.
+struct BenchFigure: Sendable {
+    var payments: Int
+    var elapsed: Duration
+    /// Latencies in microseconds, sorted.
+    var latencies: [Int]
+    /// Write transactions per commit in the run, where the store commits in groups.
+    var commits: Double?
+
+    init(payments: Int, elapsed: Duration, latencies: [Duration]) {
+        self.init(payments: payments, elapsed: elapsed, microseconds: latencies.map { Int($0 / .microseconds(1)) })
+    }
+
+    init(payments: Int, elapsed: Duration, microseconds: [Int]) {
+        self.payments = payments
+        self.elapsed = elapsed
+        self.latencies = microseconds.sorted()
+    }
+
+    /// Payments per second.
+    var rate: Double { Double(payments) / (elapsed / .seconds(1)) }
+
+    /// The latency at `percentile` (0…100), in milliseconds.
+    func latency(_ percentile: Double) -> Double {
+        guard !latencies.isEmpty else { return .nan }
+        let rank = Int((percentile / 100 * Double(latencies.count)).rounded(.up)) - 1
+        return Double(latencies[min(max(rank, 0), latencies.count - 1)]) / 1000
+    }
+
+    /// `nil` for a skipped anchor.
+    var nonEmpty: BenchFigure? { payments > 0 ? self : nil }
+
+    func print(_ name: String, latencyUnit: String = "") {
+        let label = "  " + name + String(repeating: " ", count: max(0, 26 - name.count))
+        let figures = String(format: "%9.1f payments/s   p50 %7.2f ms   p99 %7.2f ms", rate, latency(50), latency(99))
+        Swift.print(label + figures + (latencyUnit.isEmpty ? "" : " " + latencyUnit))
+    }
+
+    static var skipped: BenchFigure { BenchFigure(payments: 0, elapsed: .seconds(1), microseconds: []) }
+}
+
+/// The stores of one run on one fresh database, and where it is.
+struct BenchStores: Sendable {
+    var stores: [any LedgerStore]
+    /// The SQLite file (empty on PostgreSQL).
+    var path: String
+    /// The PostgreSQL database (`nil` on SQLite).
+    var url: PostgresURL?
+
+    subscript(index: Int) -> any LedgerStore { stores[index] }
 }
 
 /// Where the benchmark keeps its ledgers: fresh ones for every run.
@@ -174,6 +310,19 @@ enum BenchBackend: CustomStringConvertible {
         policy: LedgerPolicy = LedgerPolicy(),
         _ body: ([any LedgerStore], TokenAuthority) async throws -> Void
     ) async throws -> Double {
+        try await measureFigure(servers: servers, policy: policy) { stores, tokens in
+            let start = ContinuousClock.now
+            try await body(stores.stores, tokens)
+            return BenchFigure(payments: 0, elapsed: ContinuousClock.now - start, microseconds: [])
+        }.elapsed / .seconds(1)
+    }
+
+    /// Runs `body` over `max(servers, 1)` stores on one fresh database; checks the ledger's invariants afterwards.
+    func measureFigure(
+        servers: Int = 1,
+        policy: LedgerPolicy = LedgerPolicy(),
+        _ body: (BenchStores, TokenAuthority) async throws -> BenchFigure
+    ) async throws -> BenchFigure {
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
         let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let count = max(servers, 1)
@@ -187,22 +336,28 @@ enum BenchBackend: CustomStringConvertible {
             let path = directory.appendingPathComponent("ledger.sqlite").path
             let stores = try (0..<count).map { _ in try SQLiteLedgerStore(path: path, policy: policy) }
             try await stores[0].migrate()
-            return try await Self.time(stores, tokens, body)
+            let before = stores[0].backend.groupCommitStatistics
+            var figure = try await Self.checked(BenchStores(stores: stores, path: path), tokens, body)
+            let after = stores[0].backend.groupCommitStatistics
+            if after.commits > before.commits {
+                figure.commits =
+                    Double(after.transactions - before.transactions) / Double(after.commits - before.commits)
+            }
+            return figure
         case .postgres(let server):
             let name = "gotchu_bench_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
             try await Self.administer(server, "CREATE DATABASE \(name)", logger: logger)
             do {
-                let stores = (0..<count).map { _ in
-                    PostgresLedgerStore(url: server.with(database: name), policy: policy, logger: logger)
-                }
-                let seconds = try await withThrowingTaskGroup(of: Void.self) { pools in
+                let url = server.with(database: name)
+                let stores = (0..<count).map { _ in PostgresLedgerStore(url: url, policy: policy, logger: logger) }
+                let figure = try await withThrowingTaskGroup(of: Void.self) { pools in
                     for store in stores { pools.addTask { await store.client.run() } }
                     defer { pools.cancelAll() }
                     try await stores[0].migrate()
-                    return try await Self.time(stores, tokens, body)
+                    return try await Self.checked(BenchStores(stores: stores, path: "", url: url), tokens, body)
                 }
                 try await Self.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
-                return seconds
+                return figure
             } catch {
                 try? await Self.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
                 throw error
@@ -210,20 +365,18 @@ enum BenchBackend: CustomStringConvertible {
         }
     }
 
-    private static func time(
-        _ stores: [any LedgerStore],
+    private static func checked(
+        _ stores: BenchStores,
         _ tokens: TokenAuthority,
-        _ body: ([any LedgerStore], TokenAuthority) async throws -> Void
-    ) async throws -> Double {
-        let start = ContinuousClock.now
-        try await body(stores, tokens)
-        let elapsed = ContinuousClock.now - start
+        _ body: (BenchStores, TokenAuthority) async throws -> BenchFigure
+    ) async throws -> BenchFigure {
+        let figure = try await body(stores, tokens)
         let audit = try await stores[0].audit()
         guard audit.isHealthy else { throw CLIError("ledger invariants broken after the run: \(audit)") }
-        return elapsed / .seconds(1)
+        return figure
     }
 
-    private static func administer(_ server: PostgresURL, _ statement: String, logger: Logger) async throws {
+    static func administer(_ server: PostgresURL, _ statement: String, logger: Logger) async throws {
         let client = PostgresClient(configuration: server.configuration)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { await client.run() }

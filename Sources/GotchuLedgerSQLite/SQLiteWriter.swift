@@ -1,0 +1,187 @@
+import GRDB
+import Synchronization
+
+/// The writer connection of a ``SQLiteLedgerBackend``, with group commit.
+///
+/// A write request takes the connection through a gate (one at a time, in arrival order), opens the shared
+/// `IMMEDIATE` transaction if none is open, and runs inside a savepoint of its own: released if it succeeds, rolled
+/// back to if it throws, so one request's refusal never undoes another's writes. Then, if more requests are waiting
+/// and the batch is not full, it hands the connection to the next one and waits; the last of the batch commits for
+/// all. Every request, refused ones too (their refusal may rest on a batch-mate's write), is answered only after
+/// the commit returned, which with `synchronous=FULL` means the batch is on disk; if the commit fails, every member
+/// gets its error. Under load one fsync is shared by the whole batch; alone, a request commits at once.
+///
+/// The statements of a request run on its own thread through GRDB's synchronous access (``sync(_:)``): no thread
+/// hop per statement, and no task's cancellation can interrupt a statement of a transaction others share. Only the
+/// commit leaves the thread, to GRDB's writer queue, so no thread of the concurrency pool waits out the fsync.
+final class SQLiteWriter: Sendable {
+    let database: DatabasePool
+    private let maximumBatch: Int
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        var busy = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// Members of the open transaction that finished their savepoint and wait for its commit.
+        var pending: [CheckedContinuation<Void, any Error>] = []
+        /// Transactions run and commits made, since the store opened.
+        var transactions = 0
+        var commits = 0
+    }
+
+    init(database: DatabasePool, maximumBatch: Int = 256) {
+        self.database = database
+        self.maximumBatch = maximumBatch
+    }
+
+    /// Runs `body` on the writer connection on the calling thread. Only for the holder of the gate (inside
+    /// ``transaction(_:)`` or ``exclusively(_:)``).
+    func sync<T>(_ body: (Database) throws -> T) throws -> T {
+        try database.writeWithoutTransaction(body)
+    }
+
+    /// Runs `body` in a savepoint of the current batch and returns its result once the batch is committed.
+    func transaction<T>(_ body: () async throws -> T) async throws -> T {
+        await acquire()
+        var result: Result<T, any Error>
+        do {
+            try sync { db in
+                if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+                try db.execute(sql: "SAVEPOINT request")
+            }
+            do {
+                result = .success(try await body())
+                try sync { db in try db.execute(sql: "RELEASE request") }
+            } catch {
+                result = .failure(error)
+                do {
+                    try sync { db in
+                        try db.execute(sql: "ROLLBACK TO request")
+                        try db.execute(sql: "RELEASE request")
+                    }
+                } catch {
+                    // The savepoint cannot be undone, so neither can the batch be trusted: drop it whole.
+                    try? sync { db in if db.isInsideTransaction { try db.rollback() } }
+                }
+            }
+        } catch {
+            // The transaction or the savepoint could not be opened: nothing of this request ran.
+            result = .failure(error)
+        }
+        if !((try? sync { db in db.isInsideTransaction }) ?? false) {
+            // No transaction is open: it never began, or it was dropped (here above, or by SQLite itself on an I/O
+            // error or a full disk) and with it every member's writes.
+            let error: any Error
+            switch result {
+            case .failure(let failure): error = failure
+            case .success: error = DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back")
+            }
+            settle(error: error)
+            release()
+            throw error
+        }
+        let handOver = state.withLock { state in
+            state.transactions += 1
+            return !state.waiting.isEmpty && state.pending.count + 1 < maximumBatch
+        }
+        if handOver {
+            // Refused requests wait too: a refusal may rest on a batch-mate's write, which must be durable first.
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let next = state.withLock { state in
+                    state.pending.append(continuation)
+                    return state.waiting.removeFirst()
+                }
+                next.resume()
+            }
+        } else {
+            defer { release() }
+            try await commit()
+        }
+        return try result.get()
+    }
+
+    /// Write transactions run and commits made since the store opened.
+    var statistics: (transactions: Int, commits: Int) { state.withLock { ($0.transactions, $0.commits) } }
+
+    /// Whether no request holds the connection.
+    var isIdle: Bool { state.withLock { !$0.busy } }
+
+    /// Requests waiting for the connection.
+    var waitingCount: Int { state.withLock { $0.waiting.count } }
+
+    /// Runs `body` with the connection to itself: the batch in progress, if any, is committed first.
+    func exclusively<T>(_ body: () async throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        if try sync({ db in db.isInsideTransaction }) { try await commit() }
+        return try await body()
+    }
+
+    /// Commits the open transaction on GRDB's writer queue and answers its waiting members; on failure they all get
+    /// the error.
+    private func commit() async throws {
+        let outcome: Result<Void, any Error> = await withCheckedContinuation { continuation in
+            database.asyncWriteWithoutTransaction { db in
+                do {
+                    try db.commit()
+                    continuation.resume(returning: .success(()))
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        switch outcome {
+        case .success:
+            state.withLock { $0.commits += 1 }
+            settle(error: nil)
+        case .failure(let error):
+            settle(error: error)
+            throw error
+        }
+    }
+
+    /// Answers the batch's waiting members, with `error` if it did not commit.
+    private func settle(error: (any Error)?) {
+        let pending = state.withLock { state in
+            let pending = state.pending
+            state.pending = []
+            return pending
+        }
+        for member in pending {
+            if let error { member.resume(throwing: error) } else { member.resume() }
+        }
+    }
+
+    /// Lets the next request in.
+    private func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.busy = false
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+
+    private func acquire() async {
+        let entered = state.withLock { state in
+            if state.busy { return false }
+            state.busy = true
+            return true
+        }
+        if entered { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let entered = state.withLock { state in
+                if state.busy {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if entered { continuation.resume() }
+        }
+    }
+}
