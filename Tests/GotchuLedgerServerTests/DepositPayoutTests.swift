@@ -395,6 +395,45 @@ struct DepositPayoutTests {
         }
     }
 
+    @Test(
+        "Deposits under one reference at once, through two stores on one database: one deposit, the rest replays",
+        arguments: StoreKind.available
+    )
+    func concurrentDeposits(store kind: StoreKind) async throws {
+        try await Self.withTwoStores(kind) { first, second in
+            let alice = try await first.login(email: "alice@example.com")
+            let results = await withTaskGroup(of: Result<DepositResult, any Error>.self) { group in
+                for index in 0..<8 {
+                    let store = index % 2 == 0 ? first : second
+                    group.addTask {
+                        do {
+                            return .success(
+                                try await store.deposit(
+                                    email: "alice@example.com",
+                                    amountCents: 2_500,
+                                    reference: "WIRE-1",
+                                    actor: "op\(index)"
+                                )
+                            )
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                }
+                var results: [Result<DepositResult, any Error>] = []
+                for await result in group { results.append(result) }
+                return results
+            }
+            let deposits = results.compactMap { try? $0.get() }
+            #expect(deposits.count == 8, "\(results)")
+            #expect(deposits.filter { !$0.replayed }.count == 1)
+            #expect(Set(deposits.map(\.deposit.id)).count == 1)
+            #expect(try await second.wallet(userID: alice.id, recentLimit: 20).recent.map(\.type) == ["DEPOSIT"])
+            #expect(try await first.wallet(userID: alice.id, recentLimit: 1).availableCents == 2_500)
+            try await Self.expectSound(first)
+        }
+    }
+
     @Test("ledger verify names a payout whose state disagrees with its entries, and a deposit edited by hand")
     func verifyFindsEditedRows() async throws {
         try await Self.withStore(.sqlite) { store, database in
