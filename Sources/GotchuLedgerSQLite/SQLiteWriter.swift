@@ -13,7 +13,8 @@ import Synchronization
 ///
 /// The statements of a request run on its own thread through GRDB's synchronous access (``sync(_:)``): no thread
 /// hop per statement, and no task's cancellation can interrupt a statement of a transaction others share. Only the
-/// commit leaves the thread, to GRDB's writer queue, so no thread of the concurrency pool waits out the fsync.
+/// begin and the commit leave the thread, to GRDB's writer queue, so no thread of the concurrency pool waits out
+/// another writer's lock or the fsync.
 final class SQLiteWriter: Sendable {
     let database: DatabasePool
     private let maximumBatch: Int
@@ -45,10 +46,8 @@ final class SQLiteWriter: Sendable {
         await acquire()
         var result: Result<T, any Error>
         do {
-            try sync { db in
-                if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-                try db.execute(sql: "SAVEPOINT request")
-            }
+            if try !sync({ db in db.isInsideTransaction }) { try await begin() }
+            try sync { db in try db.execute(sql: "SAVEPOINT request") }
             do {
                 result = .success(try await body())
                 try sync { db in try db.execute(sql: "RELEASE request") }
@@ -115,6 +114,18 @@ final class SQLiteWriter: Sendable {
         defer { release() }
         if try sync({ db in db.isInsideTransaction }) { try await commit() }
         return try await body()
+    }
+
+    /// Opens the shared transaction on GRDB's writer queue: `BEGIN IMMEDIATE` waits (up to the busy timeout) while
+    /// another connection to the file writes, another process's or another store's in this one, and a wait that long
+    /// must not hold a thread of the concurrency pool, which the other writer may need to finish.
+    private func begin() async throws {
+        let outcome: Result<Void, any Error> = await withCheckedContinuation { continuation in
+            database.asyncWriteWithoutTransaction { db in
+                continuation.resume(returning: Result { try db.beginTransaction(.immediate) })
+            }
+        }
+        try outcome.get()
     }
 
     /// Commits the open transaction on GRDB's writer queue and answers its waiting members; on failure they all get
