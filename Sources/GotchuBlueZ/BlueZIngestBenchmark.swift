@@ -27,7 +27,7 @@ public enum BlueZIngestBenchmark {
 
         /// Sightings per CPU second: the rate one core sustains, independent of the emitter's speed.
         public var sightingsPerCPUSecond: Double {
-            let seconds = Double(cpuTime.components.seconds) + Double(cpuTime.components.attoseconds) * 1e-18
+            let seconds = cpuTime.seconds
             return seconds > 0 ? Double(sightings) / seconds : 0
         }
 

@@ -4,8 +4,7 @@
 extension KeyedEncodingContainer {
     /// Encodes `duration` as a number of seconds.
     public mutating func encode(seconds duration: Duration, forKey key: Key) throws {
-        let (seconds, attoseconds) = duration.components
-        try encode(Double(seconds) + Double(attoseconds) * 1e-18, forKey: key)
+        try encode(duration.seconds, forKey: key)
     }
 
     /// Encodes `duration` as a number of seconds, or nothing when `nil`.
@@ -33,5 +32,13 @@ extension KeyedDecodingContainer {
     public func decodeIfPresent(secondsForKey key: Key) throws -> Duration? {
         guard try contains(key) && !decodeNil(forKey: key) else { return nil }
         return try decode(secondsForKey: key)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    public var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
     }
 }

@@ -11,12 +11,18 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
     /// Opens (or creates) the database at `path`.
     /// - Parameters:
     ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
+    ///   - busyTimeout: how long a transaction waits for another connection's write lock on the file (another
+    ///     process's, such as `gotchu admin` beside the server) before it fails with "database is locked".
     public init(
         path: String,
         policy: LedgerPolicy = LedgerPolicy(),
-        clock: @escaping @Sendable () -> Date = Date.init
+        clock: @escaping @Sendable () -> Date = Date.init,
+        busyTimeout: Duration = .seconds(10)
     ) throws {
-        self.init(backend: try SQLiteLedgerBackend(path: path, clock: clock), policy: policy)
+        self.init(
+            backend: try SQLiteLedgerBackend(path: path, clock: clock, busyTimeout: busyTimeout),
+            policy: policy
+        )
     }
 }
 
@@ -34,14 +40,15 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     let clock: @Sendable () -> Date
     let writer: SQLiteWriter
 
-    /// Opens (or creates) the database at `path`, with `clock` as the store's clock.
-    public init(path: String, clock: @escaping @Sendable () -> Date) throws {
+    /// Opens (or creates) the database at `path`, with `clock` as the store's clock, waiting at most `busyTimeout`
+    /// for another connection's write lock.
+    public init(path: String, clock: @escaping @Sendable () -> Date, busyTimeout: Duration = .seconds(10)) throws {
         // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
         if !FileManager.default.fileExists(atPath: path) {
             _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(busyTimeout.seconds)
         configuration.foreignKeysEnabled = true
         configuration.label = "gotchu-ledger"
         // A batch of transactions spans several accesses to the writer (awaited in between); the writer's gate

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 public import Foundation
+import GotchuCore
 import JWTKit
 import NIOCore
 import NIOHTTP1
@@ -87,7 +88,7 @@ public actor OIDCVerifier {
             Self.algorithms[algorithm] != nil, let kid = header.kid
         else { return nil }
         let now = clock()
-        let stale = fetchedAt.map { now.timeIntervalSince($0) >= Self.seconds(configuration.cacheLifetime) } ?? true
+        let stale = fetchedAt.map { now.timeIntervalSince($0) >= configuration.cacheLifetime.seconds } ?? true
         if keys[kid] == nil || stale { await refresh() }
         guard let key = keys[kid], key.algorithm == algorithm,
             let claims = try? await key.collection.verify(token, as: OIDCClaims.self)
@@ -111,7 +112,7 @@ public actor OIDCVerifier {
             return
         }
         let now = clock()
-        if let lastAttempt, now.timeIntervalSince(lastAttempt) < Self.seconds(configuration.minimumRefetchInterval) {
+        if let lastAttempt, now.timeIntervalSince(lastAttempt) < configuration.minimumRefetchInterval.seconds {
             return
         }
         lastAttempt = now
@@ -179,10 +180,6 @@ public actor OIDCVerifier {
             keys[kid] = (algorithm, collection)
         }
         return keys
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// GET `url` with AsyncHTTPClient: 200 and at most ``maximumDocumentSize`` bytes, within 10 seconds.

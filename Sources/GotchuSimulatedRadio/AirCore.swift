@@ -1,3 +1,5 @@
+import GotchuCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

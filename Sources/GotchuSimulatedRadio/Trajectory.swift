@@ -1,3 +1,5 @@
+import GotchuCore
+
 /// A point on the floor, in metres.
 public struct Position: Hashable, Sendable, Codable, CustomStringConvertible {
     /// East, in metres.
@@ -59,12 +61,6 @@ public struct Trajectory: Sendable {
 }
 
 extension Duration {
-    /// The duration in seconds as a floating-point number.
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
-    }
-
     /// The duration closest to `seconds`.
     static func seconds(fraction seconds: Double) -> Duration {
         .nanoseconds(Int64((seconds * 1e9).rounded()))

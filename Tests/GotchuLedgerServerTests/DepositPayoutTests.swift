@@ -337,9 +337,11 @@ struct DepositPayoutTests {
             let directory = try TemporaryDirectory(prefix: "gotchu-payouts")
             defer { directory.remove() }
             let path = directory.url.appendingPathComponent("ledger.sqlite").path
-            let first = try SQLiteLedgerStore(path: path)
+            // Two stores in one process wait for each other's lock on a thread pool a loaded machine may starve:
+            // the timeout only bounds a hang.
+            let first = try SQLiteLedgerStore(path: path, busyTimeout: .seconds(120))
             try await first.migrate()
-            let second = try SQLiteLedgerStore(path: path)
+            let second = try SQLiteLedgerStore(path: path, busyTimeout: .seconds(120))
             try await body(first, second)
         case .postgres:
             try await TestPostgres.withDatabase { url in

@@ -275,7 +275,7 @@ struct SessionEventTests {
         defer { directory.remove() }
         let path = directory.url.appendingPathComponent("ledger.sqlite").path
         // Two stores, two broadcasters, nothing relaying between them: only reading again tells one of the other.
-        let stores = try (0..<2).map { _ in try SQLiteLedgerStore(path: path) }
+        let stores = try (0..<2).map { _ in try SQLiteLedgerStore(path: path, busyTimeout: .seconds(120)) }
         try await stores[0].migrate()
         var limits = LedgerLimits.unlimited
         limits.eventSafetyPoll = .milliseconds(200)
