@@ -55,6 +55,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case lockRequired = "lock-required"
     case insufficientFunds = "insufficient-funds"
     case idempotencyKeyMissing = "idempotency-key-missing"
+    case sessionNotPaid = "session-not-paid"
+    case refundExceedsPayment = "refund-exceeds-payment"
     case idempotencyKeyReused = "idempotency-key-reused"
     case idempotencyInFlight = "idempotency-in-flight"
     case methodNotAllowed = "method-not-allowed"
@@ -84,7 +86,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
-            .eidLimitReached, .accountExists:
+            .eidLimitReached, .accountExists, .sessionNotPaid, .refundExceedsPayment:
             return 409
         case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
@@ -116,6 +118,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .lockRequired: return "Lock the session before paying"
         case .insufficientFunds: return "Insufficient funds"
         case .idempotencyKeyMissing: return "Idempotency-Key header required"
+        case .sessionNotPaid: return "Only a paid session can be refunded"
+        case .refundExceedsPayment: return "Refunds would exceed the amount paid"
         case .idempotencyKeyReused: return "Idempotency-Key reused with a different request"
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
         case .methodNotAllowed: return "Method not allowed"

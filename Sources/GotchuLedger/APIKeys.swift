@@ -11,6 +11,8 @@ public enum APIKeyScope: String, CaseIterable, Codable, Comparable, Sendable {
     case sessionsCancel = "sessions:cancel"
     /// `GET /sessions/{sid}` of the key's payee's sessions.
     case sessionsRead = "sessions:read"
+    /// `POST /sessions/{sid}/refunds` of the key's payee's paid sessions.
+    case refundsCreate = "refunds:create"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -199,6 +201,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case send
     case rotateEID
     case resolve
+    case refund
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -206,6 +209,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .createSession, .rotateEID: .sessionsCreate
         case .readSession: .sessionsRead
         case .cancelSession: .sessionsCancel
+        case .refund: .refundsCreate
         case .readWallet, .fund, .lock, .unlock, .send, .resolve: nil
         }
     }
@@ -222,6 +226,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .send: "send money"
         case .rotateEID: "rotate session EIDs"
         case .resolve: "resolve EIDs"
+        case .refund: "refund sessions"
         }
     }
 }

@@ -43,6 +43,10 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case idempotencyKeyReused = "idempotency-key-reused"
         /// The first request with an idempotency key is still running.
         case idempotencyInFlight = "idempotency-in-flight"
+        /// A refund of a session that is not paid.
+        case sessionNotPaid = "session-not-paid"
+        /// A refund that would take the session's refunded total above what was paid.
+        case refundExceedsPayment = "refund-exceeds-payment"
         /// The store could not finish the operation this time (a retry may succeed).
         case unavailable
         /// The stored data breaks an invariant the rules rely on.

@@ -125,6 +125,8 @@ extension Problem {
             case .insufficientFunds: .insufficientFunds
             case .idempotencyKeyReused: .idempotencyKeyReused
             case .idempotencyInFlight: .idempotencyInFlight
+            case .sessionNotPaid: .sessionNotPaid
+            case .refundExceedsPayment: .refundExceedsPayment
             case .unavailable: .unavailable
             case .inconsistent: .internalError
             }

@@ -30,6 +30,7 @@ struct Gotchu: AsyncParsableCommand {
             FundCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
+            RefundCommand.self,
             SimulateCommand.self,
             AdvertiseCommand.self,
             ScanCommand.self,
