@@ -1,6 +1,8 @@
 import Foundation
+import GotchuAPI
 import GotchuDBus
 import GotchuKiosk
+import GotchuLedgerClient
 import GotchuTesting
 import Testing
 
@@ -84,5 +86,43 @@ struct KioskRefundTests {
             (error as? DBusError)?.name == KioskControl.ErrorName.notPaid
         }
         await connection.close()
+    }
+
+    @Test("A refund counts only once its receipt verifies against the kiosk's keys; the rest is computed by default")
+    func refundReceiptChecked() async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let (server, url) = try await processes.startServer()
+        defer { _ = try? server.stopNow() }
+        let base = URL(string: url)!
+        var payer = LedgerClient(baseURL: base)
+        payer.token = try await payer.devLogin(email: "payer@example.com").token
+        _ = try await payer.fund(amountCents: 1_000)
+        let trusting = KioskLedger(
+            baseURL: base,
+            credentials: .email("shop@example.com"),
+            receiptTrust: ReceiptTrust(.pinned(file: processes.directory.url.appendingPathComponent("pins.json")))
+        )
+        let misled = KioskLedger(
+            baseURL: base,
+            credentials: .email("shop@example.com"),
+            receiptTrust: ReceiptTrust(.fixed(ReceiptKeySet(keys: [ReceiptSigner.generate().signer.publicKey])))
+        )
+        let created = try await trusting.createSession(amountCents: 300, idempotencyKey: "k-1")
+        try await payer.lock(sid: created.sid)
+        _ = try await payer.send(sid: created.sid, idempotencyKey: "p-1")
+
+        let first = try await trusting.refund(sid: created.sid, amountCents: 100, idempotencyKey: "r-1")
+        #expect(first.amountCents == 100 && first.receipt?.kind == .refund)
+        do {
+            _ = try await misled.refund(sid: created.sid, amountCents: 50, idempotencyKey: "r-2")
+            Issue.record("a refund receipt signed by an untrusted key was believed")
+        } catch {
+            #expect("\(error)".contains("receipt does not verify"), "\(error)")
+        }
+        // Without an amount: what is left of the 300 after 100 and 50.
+        let rest = try await trusting.refund(sid: created.sid, amountCents: nil, idempotencyKey: "r-3")
+        #expect(rest.amountCents == 150 && rest.refundedCents == 300)
+        #expect(try await payer.wallet().availableCents == 1_000)
     }
 }

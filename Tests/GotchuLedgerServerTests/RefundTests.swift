@@ -183,6 +183,8 @@ struct RefundTests {
             let terminal = LedgerClient(baseURL: ledger.url, token: with)
             let refund = try await terminal.refund(sid: sid, amountCents: 100, idempotencyKey: "t")
             #expect(refund.refund.refundedCents == 100)
+            // A key that reads sessions sees the refunded total in the status.
+            #expect(try await denied.session(sid: sid).refundedCents == 100)
             // The key's refund is the payee's: the payee's own token replays it under the same key.
             #expect(try await payee.refund(sid: sid, amountCents: 100, idempotencyKey: "t").replayed)
             #expect(try await payer.wallet().availableCents == 400)
