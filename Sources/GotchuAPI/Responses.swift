@@ -47,7 +47,8 @@ public struct LedgerEntry: Codable, Hashable, Sendable {
     public var direction: EntryDirection
     /// Always positive; the direction gives the sign.
     public var amountCents: Cents
-    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`.
+    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`, or a refund's `REFUND_OUT` (payee) and
+    /// `REFUND_IN` (payer).
     public var type: String
     /// What the entry refers to: `session` or `funding`.
     public var refType: String
