@@ -55,6 +55,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case lockRequired = "lock-required"
     case insufficientFunds = "insufficient-funds"
     case idempotencyKeyMissing = "idempotency-key-missing"
+    case sessionNotPaid = "session-not-paid"
+    case refundExceedsPayment = "refund-exceeds-payment"
     case idempotencyKeyReused = "idempotency-key-reused"
     case idempotencyInFlight = "idempotency-in-flight"
     case payoutNotPending = "payout-not-pending"
@@ -85,7 +87,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
-            .eidLimitReached, .accountExists, .payoutNotPending:
+            .eidLimitReached, .accountExists, .payoutNotPending, .sessionNotPaid,
+            .refundExceedsPayment:
             return 409
         case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
@@ -117,6 +120,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .lockRequired: return "Lock the session before paying"
         case .insufficientFunds: return "Insufficient funds"
         case .idempotencyKeyMissing: return "Idempotency-Key header required"
+        case .sessionNotPaid: return "Only a paid session can be refunded"
+        case .refundExceedsPayment: return "Refunds would exceed the amount paid"
         case .idempotencyKeyReused: return "Idempotency-Key reused with a different request"
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
         case .payoutNotPending: return "The payout was settled or failed already"

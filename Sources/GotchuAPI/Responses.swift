@@ -47,7 +47,8 @@ public struct LedgerEntry: Codable, Hashable, Sendable {
     public var direction: EntryDirection
     /// Always positive; the direction gives the sign.
     public var amountCents: Cents
-    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`.
+    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`, or a refund's `REFUND_OUT` (payee) and
+    /// `REFUND_IN` (payer).
     public var type: String
     /// What the entry refers to: `session` or `funding`.
     public var refType: String
@@ -290,6 +291,8 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     public var paidAt: Date?
     /// The ledger's signed receipt of the payment, once paid (absent from servers that predate receipts).
     public var receipt: Receipt?
+    /// The total refunded to the payer so far (0 from servers that predate refunds).
+    public var refundedCents: Cents
 
     /// Creates a response.
     public init(
@@ -298,7 +301,8 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         amountCents: Cents,
         expiresAt: Date,
         paidAt: Date?,
-        receipt: Receipt? = nil
+        receipt: Receipt? = nil,
+        refundedCents: Cents = 0
     ) {
         self.sid = sid
         self.status = status
@@ -306,6 +310,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.expiresAt = expiresAt
         self.paidAt = paidAt
         self.receipt = receipt
+        self.refundedCents = refundedCents
     }
 
     enum CodingKeys: String, CodingKey {
@@ -313,6 +318,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         case amountCents = "amount_cents"
         case expiresAt = "exp_at"
         case paidAt = "paid_at"
+        case refundedCents = "refunded_cents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -322,6 +328,47 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
         self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         self.paidAt = try container.decodeIfPresent(Date.self, forKey: .paidAt)
+        self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
+        self.refundedCents =
+            container.contains(.refundedCents) ? try container.decodeLenientCents(forKey: .refundedCents) : 0
+    }
+}
+
+/// `POST /sessions/{sid}/refunds` → the refund, replays included.
+public struct RefundResponse: Codable, Hashable, Sendable {
+    /// The refund's id.
+    public var refundID: String
+    /// The refunded session.
+    public var sid: String
+    /// What this refund returned to the payer.
+    public var amountCents: Cents
+    /// The session's refunded total once this refund was made.
+    public var refundedCents: Cents
+    /// The refund's signed receipt (kind `refund`), when the ledger signs receipts.
+    public var receipt: Receipt?
+
+    /// Creates a response.
+    public init(refundID: String, sid: String, amountCents: Cents, refundedCents: Cents, receipt: Receipt?) {
+        self.refundID = refundID
+        self.sid = sid
+        self.amountCents = amountCents
+        self.refundedCents = refundedCents
+        self.receipt = receipt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid, receipt
+        case refundID = "refund_id"
+        case amountCents = "amount_cents"
+        case refundedCents = "refunded_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.refundID = try container.decode(String.self, forKey: .refundID)
+        self.sid = try container.decode(String.self, forKey: .sid)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.refundedCents = try container.decodeLenientCents(forKey: .refundedCents)
         self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
     }
 }

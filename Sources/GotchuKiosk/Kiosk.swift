@@ -1,5 +1,5 @@
 import Foundation
-import GotchuAPI
+public import GotchuAPI
 public import GotchuCore
 import GotchuLedgerClient
 public import Logging
@@ -108,6 +108,35 @@ public actor Kiosk: KioskStatusSource {
             throw .cancelPending(reason: ended.charge.problem ?? "no answer yet")
         }
         return ended.charge
+    }
+
+    /// Refunds `amountCents` of paid charge `id` to its payer (`nil`: whatever is not refunded yet), under a new
+    /// idempotency key; answers the refund once its receipt verifies. A refund runs beside the charges, which it
+    /// does not change: it is one ledger call, not a step of the charge machine.
+    public func refund(id: String, amountCents: Cents?) async throws(KioskError) -> RefundResponse {
+        if let amountCents, amountCents <= 0 { throw .invalidAmount(amountCents) }
+        let charge = try charge(id: id)
+        guard charge.state == .paid, let sid = charge.sessionID else { throw .notPaid(charge) }
+        do {
+            let refund = try await ledger.refund(
+                sid: sid,
+                amountCents: amountCents,
+                idempotencyKey: UUID().uuidString.lowercased()
+            )
+            logger.info(
+                "refund",
+                metadata: [
+                    "charge": "\(id)", "refund": "\(refund.refundID)", "amount": "\(Money.format(refund.amountCents))",
+                ]
+            )
+            return refund
+        } catch {
+            // The problem type first: a point-of-sale can tell refusals apart by it.
+            if case .problem(let problem) = error, let kind = problem.kind {
+                throw .refundFailed(reason: "\(kind.rawValue): \(problem.detail ?? problem.title)")
+            }
+            throw .refundFailed(reason: error.description)
+        }
     }
 
     /// The charge with this id, active or past.

@@ -1,13 +1,15 @@
 import Foundation
+import GotchuAPI
 import GotchuCore
 public import GotchuDBus
 
 /// The kiosk's control interface for the point-of-sale: `io.gotchu.Kiosk1` at `/io/gotchu/Kiosk1`.
 ///
-/// Methods: `Charge(x amount_cents, s reference) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`.
+/// Methods: `Charge(x amount_cents, s reference) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`,
+/// `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is not refunded yet).
 /// Properties: `State` (s, as ``KioskStatus/State``) and `CurrentCharge` (a{sv}, empty when there was none).
 /// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `PaymentSucceeded(s id, x amount_cents, s session_id)`,
-/// `Expired(s id)`, `Cancelled(s id)`, `Error(s id, s reason)`.
+/// `Expired(s id)`, `Cancelled(s id)`, `Error(s id, s reason)`, `Refunded(s id, s refund_id, x amount_cents)`.
 public enum KioskControl {
     /// The well-known bus name the kiosk owns.
     public static let busName = "io.gotchu.Kiosk1"
@@ -28,6 +30,10 @@ public enum KioskControl {
         public static let alreadyPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.AlreadyPaid"
         /// The ledger has not confirmed the cancel yet; the kiosk keeps trying.
         public static let cancelPending: DBusError.Name = "io.gotchu.Kiosk1.Error.CancelPending"
+        /// The charge is not paid, so there is nothing to refund.
+        public static let notPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.NotPaid"
+        /// The ledger refused the refund (the message says why), or its receipt did not verify.
+        public static let refundFailed: DBusError.Name = "io.gotchu.Kiosk1.Error.RefundFailed"
     }
 
     /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
@@ -41,7 +47,7 @@ public enum KioskControl {
         let events = await kiosk.events()
         let updates = await kiosk.statusUpdates()
         let initial = await kiosk.status()
-        try await connection.withExportedObject(object(kiosk, initial), at: path) {
+        try await connection.withExportedObject(object(kiosk, initial, connection), at: path) {
             do {
                 try await connection.requestName(busName)
             } catch {
@@ -117,7 +123,7 @@ public enum KioskControl {
         }
     }
 
-    private static func object(_ kiosk: Kiosk, _ status: KioskStatus) -> DBusObject {
+    private static func object(_ kiosk: Kiosk, _ status: KioskStatus, _ connection: DBusConnection) -> DBusObject {
         DBusObject(interfaces: [
             DBusInterface(
                 interface,
@@ -142,6 +148,21 @@ public enum KioskControl {
                         }
                         return []
                     },
+                    DBusMethod("Refund", inputs: [.string, .int64], outputs: [.string]) { message in
+                        let id = message.argument(0, as: String.self) ?? ""
+                        let amount = message.argument(1, as: Int64.self) ?? 0
+                        let refund = try await answer { () throws(KioskError) in
+                            try await kiosk.refund(id: id, amountCents: amount == 0 ? nil : amount)
+                        }
+                        // Verified by now: the kiosk signals only a refund whose receipt checks out.
+                        try? await connection.emitSignal(
+                            path: path,
+                            interface: interface,
+                            member: "Refunded",
+                            [.string(id), .string(refund.refundID), .int64(refund.amountCents)]
+                        )
+                        return [.string(refund.refundID)]
+                    },
                     DBusMethod("GetCharge", inputs: [.string], outputs: [.dictionary(key: .string, value: .variant)]) {
                         message in
                         let id = message.argument(0, as: String.self) ?? ""
@@ -160,6 +181,7 @@ public enum KioskControl {
                     DBusSignalDescription("Expired", arguments: [.string]),
                     DBusSignalDescription("Cancelled", arguments: [.string]),
                     DBusSignalDescription("Error", arguments: [.string, .string]),
+                    DBusSignalDescription("Refunded", arguments: [.string, .string, .int64]),
                 ]
             )
         ])
@@ -178,6 +200,8 @@ public enum KioskControl {
             case .alreadyFinal: throw DBusError(ErrorName.alreadyFinal, error.description)
             case .cancelPending: throw DBusError(ErrorName.cancelPending, error.description)
             case .storage: throw DBusError(.failed, error.description)
+            case .notPaid: throw DBusError(ErrorName.notPaid, error.description)
+            case .refundFailed: throw DBusError(ErrorName.refundFailed, error.description)
             }
         }
     }

@@ -16,6 +16,10 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     case cancelPending(reason: String)
     /// The state directory could not be written.
     case storage(String)
+    /// Only a paid charge can be refunded.
+    case notPaid(KioskCharge)
+    /// The ledger refused the refund, could not be reached, or its receipt did not verify.
+    case refundFailed(reason: String)
 
     /// The longest reference accepted, in UTF-8 bytes.
     public static let maximumReferenceLength = 200
@@ -30,6 +34,8 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
         case .cancelPending(let reason):
             "cancel requested, but the ledger has not confirmed it yet (\(reason)); the kiosk keeps trying"
         case .storage(let reason): "cannot write the kiosk's state: \(reason)"
+        case .notPaid(let charge): "charge \(charge.id) is \(charge.state.rawValue); only a paid charge can be refunded"
+        case .refundFailed(let reason): "the refund failed: \(reason)"
         }
     }
 }

@@ -21,12 +21,28 @@ public protocol KioskLedgerService: Sendable {
     /// The session's next status other than `after`, from its event stream (see
     /// ``LedgerClient/nextSessionStatus(sid:after:quietLimit:)``).
     func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus
+    /// Refunds `amountCents` of the paid session (`nil`: whatever of the amount paid is not refunded yet) under
+    /// `idempotencyKey`; the answer counts only once its receipt verifies (when receipts are checked).
+    func refund(
+        sid: String,
+        amountCents: Cents?,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse
 }
 
 extension KioskLedgerService {
     /// A service without event streams: the kiosk polls ``sessionStatus(sid:)`` instead.
     public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
         throw .problem(Problem(.notFound, detail: "this ledger service has no event streams"))
+    }
+
+    /// A ledger that cannot refund.
+    public func refund(
+        sid: String,
+        amountCents: Cents?,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
+        throw .problem(Problem(.notFound, detail: "this ledger does not refund"))
     }
 
     /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
@@ -171,5 +187,51 @@ public actor KioskLedger: KioskLedgerService {
         try await perform { client throws(LedgerClientError) in
             try await client.nextSessionStatus(sid: sid, after: after)
         }.status
+    }
+}
+
+extension KioskLedger {
+    public func refund(
+        sid: String,
+        amountCents: Cents?,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
+        let cents: Cents
+        if let amountCents {
+            cents = amountCents
+        } else {
+            let session = try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
+            cents = session.amountCents - session.refundedCents
+            guard session.status == .paid, cents > 0 else {
+                throw .problem(
+                    Problem(
+                        session.status == .paid ? .refundExceedsPayment : .sessionNotPaid,
+                        detail: session.status == .paid
+                            ? "session \(sid) is refunded in full already"
+                            : "session \(sid) is \(session.status.rawValue); only a paid session can be refunded"
+                    )
+                )
+            }
+        }
+        let refund = try await perform { client throws(LedgerClientError) in
+            try await client.refund(sid: sid, amountCents: cents, idempotencyKey: idempotencyKey).refund
+        }
+        if let receiptTrust {
+            do {
+                try await receiptTrust.verify(
+                    refund.receipt,
+                    sessionID: sid,
+                    amountCents: cents,
+                    kind: .refund,
+                    ledger: client
+                )
+            } catch {
+                throw .unexpectedResponse(
+                    status: 200,
+                    body: "the ledger answered refund \(refund.refundID), but its receipt does not verify: \(error)"
+                )
+            }
+        }
+        return refund
     }
 }

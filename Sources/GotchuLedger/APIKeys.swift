@@ -11,6 +11,8 @@ public enum APIKeyScope: String, CaseIterable, Codable, Comparable, Sendable {
     case sessionsCancel = "sessions:cancel"
     /// `GET /sessions/{sid}` of the key's payee's sessions.
     case sessionsRead = "sessions:read"
+    /// `POST /sessions/{sid}/refunds` of the key's payee's paid sessions.
+    case refundsCreate = "refunds:create"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -200,6 +202,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case rotateEID
     case resolve
     case payout
+    case refund
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -207,6 +210,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .createSession, .rotateEID: .sessionsCreate
         case .readSession: .sessionsRead
         case .cancelSession: .sessionsCancel
+        case .refund: .refundsCreate
         case .readWallet, .fund, .lock, .unlock, .send, .resolve, .payout: nil
         }
     }
@@ -224,6 +228,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .rotateEID: "rotate session EIDs"
         case .resolve: "resolve EIDs"
         case .payout: "request payouts"
+        case .refund: "refund sessions"
         }
     }
 }

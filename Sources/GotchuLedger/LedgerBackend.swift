@@ -71,6 +71,9 @@ public protocol LedgerBackend: Sendable {
     /// Every receipt key, newest first.
     func receiptKeys() async throws -> [ReceiptKeyRow]
 
+    /// The session's refunded total, outside a transaction.
+    func refundedCents(sessionID: String) async throws -> Cents
+
     /// Checks the database answers.
     func ping() async throws
 
@@ -307,6 +310,17 @@ public protocol LedgerTransaction {
 
     /// Inserts a signed receipt.
     func insert(receipt: StoredReceipt) async throws
+
+    // MARK: Refunds
+
+    /// The refund `requestedBy` made under the idempotency key `key`, with its receipt's body, if any.
+    func refund(requestedBy: String, key: String) async throws -> RefundRow?
+
+    /// The sum of the session's refunds (the caller holds the session's row locked).
+    func refundedCents(sessionID: String) async throws -> Cents
+
+    /// Inserts a refund; `false` if its requester's key is taken (a concurrent first use won).
+    func insert(refund: RefundRow) async throws -> Bool
 }
 
 extension LedgerTransaction {
@@ -444,6 +458,65 @@ public struct EntryRow: Sendable, Hashable {
 }
 
 extension EntryRow: ChainedFields {}
+
+/// A `refunds` row: money a payee returned to the payer of a paid session, under the payee's idempotency key.
+public struct RefundRow: Sendable, Hashable {
+    public var id: String
+    public var sessionID: String
+    public var amount: Cents
+    /// The user the refund was made as (the session's payee, through its token or one of its keys).
+    public var requestedBy: String
+    public var idempotencyKey: String
+    /// The transfer that moved the money back.
+    public var transferID: String
+    /// The id of its signed receipt; `nil` where the ledger signs none.
+    public var receiptID: String?
+    /// The receipt as the API answers it (JSON), read with the row; not a column of `refunds`.
+    public var receiptBody: String?
+    /// The session's refunded total once this refund was made.
+    public var refundedTotal: Cents
+    public var createdAt: Int64
+
+    /// A row as read from the database, or about to be inserted.
+    public init(
+        id: String,
+        sessionID: String,
+        amount: Cents,
+        requestedBy: String,
+        idempotencyKey: String,
+        transferID: String,
+        receiptID: String?,
+        receiptBody: String? = nil,
+        refundedTotal: Cents,
+        createdAt: Int64
+    ) {
+        self.id = id
+        self.sessionID = sessionID
+        self.amount = amount
+        self.requestedBy = requestedBy
+        self.idempotencyKey = idempotencyKey
+        self.transferID = transferID
+        self.receiptID = receiptID
+        self.receiptBody = receiptBody
+        self.refundedTotal = refundedTotal
+        self.createdAt = createdAt
+    }
+
+    /// The answer to the refund's request (and to its replays).
+    func response() throws -> RefundResponse {
+        let receipt = try receiptBody.map { body in
+            try StoredReceipt(id: receiptID ?? "", kind: ReceiptKind.refund.rawValue, sessionID: sessionID, body: body)
+                .receipt()
+        }
+        return RefundResponse(
+            refundID: id,
+            sid: sessionID,
+            amountCents: amount,
+            refundedCents: refundedTotal,
+            receipt: receipt
+        )
+    }
+}
 
 /// A change of a session's stored state.
 public enum SessionChange: Sendable, Hashable {

@@ -263,7 +263,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// The session's status as its viewers are answered it: with the payment's signed receipt once it is paid.
     func statusResponse(_ session: SessionRow, now: Int64) async throws -> SessionStatusResponse {
         var response = session.response(now: now)
-        if session.storedStatus == .paid { response.receipt = try await receipt(sessionID: session.id) }
+        if session.storedStatus == .paid {
+            response.receipt = try await receipt(sessionID: session.id)
+            response.refundedCents = try await backend.refundedCents(sessionID: session.id)
+        }
         return response
     }
 
@@ -274,11 +277,12 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         let status = session.status(now: now)
         let lockUntil = status == .locked ? session.lockExpiresAt : nil
+        let response = try await statusResponse(session, now: now)
         return WatchedSession(
-            status: try await statusResponse(session, now: now),
+            status: response,
             now: LedgerTime.date(now),
             nextLapse: status.isLive ? LedgerTime.date(min(lockUntil ?? session.expiresAt, session.expiresAt)) : nil,
-            stateID: WatchedSession.stateID(status, lockUntil: lockUntil)
+            stateID: WatchedSession.stateID(status, lockUntil: lockUntil, refundedCents: response.refundedCents)
         )
     }
 
@@ -653,4 +657,108 @@ private final class SignerCache: Sendable {
     func store(_ signer: ReceiptSigner, at now: Int64) { loaded.withLock { $0 = (signer, now) } }
 
     func clear() { loaded.withLock { $0 = nil } }
+}
+
+// MARK: Refunds
+
+extension LedgerEngine {
+    /// Returns `amountCents` of paid session `sid` from its payee to its payer, signed with a receipt of kind
+    /// ``ReceiptKind/refund``; the same `idempotencyKey` with the same request replays the refund (`true`).
+    ///
+    /// The session's row is locked first, so the refunds of one session run one after another, each seeing the total
+    /// of those before it: the total never exceeds what was paid, however many servers refund at once. The payee's
+    /// wallet must cover the amount. The refund, its transfer, its receipt and its key commit together, so a
+    /// request that dies leaves nothing and its retry refunds once.
+    public func refund(
+        sid: String,
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws -> (refund: RefundResponse, replayed: Bool) {
+        try policy.validate(amount: amountCents)
+        let signsReceipts = policy.signsReceipts
+        return try await changingSession(sid) { transaction in
+            let session = try await Self.session(sid, forUpdate: true, transaction)
+            // After the session's lock: a concurrent first use of the key on this session has committed by now.
+            if let earlier = try await transaction.refund(requestedBy: payeeID, key: idempotencyKey) {
+                guard earlier.sessionID == sid, earlier.amount == amountCents else { throw Self.refundKeyReused }
+                return (try earlier.response(), true)
+            }
+            guard session.payeeID == payeeID else {
+                throw LedgerError(.forbidden, detail: "only the payee can refund a session")
+            }
+            guard session.storedStatus == .paid, let payerID = session.paidBy else {
+                throw LedgerError(
+                    .sessionNotPaid,
+                    detail: "session \(sid) is \(session.status(now: transaction.now).rawValue); only a paid session"
+                        + " can be refunded"
+                )
+            }
+            let refunded = try await transaction.refundedCents(sessionID: sid)
+            let (total, overflow) = refunded.addingReportingOverflow(amountCents)
+            guard !overflow, total <= session.amount else {
+                throw LedgerError(
+                    .refundExceedsPayment,
+                    detail: refunded == session.amount
+                        ? "all \(session.amount) cents paid are refunded already"
+                        : "\(refunded) of the \(session.amount) cents paid are refunded already; at most "
+                            + "\(session.amount - refunded) more can be"
+                )
+            }
+            // Before anything is written, like a payment's.
+            let signer = signsReceipts ? try await signer(transaction) : nil
+            let result = try await Self.transfer(
+                transaction,
+                from: .user(payeeID),
+                to: .user(payerID),
+                amount: amountCents,
+                kinds: (LedgerVerifier.refundTypes.debit, LedgerVerifier.refundTypes.credit),
+                reference: ("session", sid)
+            )
+            let refundID = Self.newID()
+            var receiptID: String?
+            var receiptBody: String?
+            if let signer {
+                let id = Self.newID()
+                let receipt = try signer.sign(
+                    Receipt(
+                        id: id,
+                        kind: .refund,
+                        sessionID: sid,
+                        amountCents: amountCents,
+                        currency: policy.currency,
+                        payeeID: payeeID,
+                        payerReference: Receipt.payerReference(receiptID: id, payerID: payerID),
+                        entryIDs: result.entries.map(\.id),
+                        issuedAtMilliseconds: transaction.now,
+                        keyID: ""
+                    )
+                )
+                let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
+                try await transaction.insert(
+                    receipt: StoredReceipt(id: id, kind: receipt.kind.rawValue, sessionID: sid, body: body)
+                )
+                (receiptID, receiptBody) = (id, body)
+            }
+            let row = RefundRow(
+                id: refundID,
+                sessionID: sid,
+                amount: amountCents,
+                requestedBy: payeeID,
+                idempotencyKey: idempotencyKey,
+                transferID: result.entries[0].transferID,
+                receiptID: receiptID,
+                receiptBody: receiptBody,
+                refundedTotal: total,
+                createdAt: transaction.now
+            )
+            // A concurrent first use of the key on another session won: this one rolls back whole.
+            guard try await transaction.insert(refund: row) else { throw Self.refundKeyReused }
+            return (try row.response(), false)
+        }
+    }
+
+    private static var refundKeyReused: LedgerError {
+        LedgerError(.idempotencyKeyReused, detail: "this Idempotency-Key was used for another refund")
+    }
 }

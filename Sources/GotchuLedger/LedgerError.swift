@@ -47,6 +47,10 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case notFound = "not-found"
         /// The payout was settled or failed already: only a pending one can be either.
         case payoutNotPending = "payout-not-pending"
+        /// A refund of a session that is not paid.
+        case sessionNotPaid = "session-not-paid"
+        /// A refund that would take the session's refunded total above what was paid.
+        case refundExceedsPayment = "refund-exceeds-payment"
         /// The store could not finish the operation this time (a retry may succeed).
         case unavailable
         /// The stored data breaks an invariant the rules rely on.

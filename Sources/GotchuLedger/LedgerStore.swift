@@ -362,6 +362,19 @@ public protocol LedgerStore: Sendable {
     /// that is not pending is refused (``LedgerError/Kind/payoutNotPending``).
     func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow
 
+    // MARK: Refunds
+
+    /// Refunds `amountCents` of paid session `sid` to its payer, as its payee `payeeID`; the same key with the same
+    /// request replays the refund (`replayed`), with another request is refused `idempotency-key-reused`. Refused
+    /// `session-not-paid`, `refund-exceeds-payment` (the session's refunds would add up to more than was paid),
+    /// `insufficient-funds` (the payee's balance), `forbidden` (not the payee).
+    func refund(
+        sid: String,
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws -> (refund: RefundResponse, replayed: Bool)
+
     // MARK: Credentials
 
     /// Creates an API key acting for the user with the e-mail address `email` within `scopes`, as `actor` (recorded

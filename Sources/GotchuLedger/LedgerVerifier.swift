@@ -86,6 +86,8 @@ public struct LedgerVerification: Sendable, Hashable {
 public enum LedgerVerifier {
     /// The types of a payment's two entries.
     static let paymentTypes = (debit: "SEND_P2P", credit: "RECEIVE_P2P")
+    /// The types of a refund's two entries (payee to payer).
+    static let refundTypes = (debit: "REFUND_OUT", credit: "REFUND_IN")
 
     /// Checks `snapshot`.
     public static func verify(_ snapshot: LedgerSnapshot) -> LedgerVerification {
@@ -241,11 +243,54 @@ public enum LedgerVerifier {
             "sessions: \(snapshot.sessions.count), \(paidCount) paid, each paid exactly once from payer to payee"
         )
 
+        // 5b. Refunds: only of paid sessions, from the payee back to the payer, adding up to no more than was paid.
+        var refundsBySession: [String: [String]] = [:]
+        for id in transferOrder {
+            guard let debit = transfers[id]?.first(where: { $0.direction == .debit }),
+                debit.refType == "session", debit.type == refundTypes.debit
+            else { continue }
+            refundsBySession[debit.refID, default: []].append(id)
+        }
+        var refundTransfers = 0
+        for (sid, ids) in refundsBySession.sorted(by: { $0.key < $1.key }) {
+            guard let session = sessions[sid], session.storedStatus == .paid, let payerID = session.paidBy else {
+                throw Broken("transfer \(ids[0]) refunds session \(sid), which is not a paid session")
+            }
+            var refunded: Cents = 0
+            for id in ids {
+                let entries = transfers[id] ?? []
+                guard let debit = entries.first(where: { $0.direction == .debit }),
+                    let credit = entries.first(where: { $0.direction == .credit }),
+                    credit.type == refundTypes.credit, credit.refType == "session", credit.refID == sid,
+                    walletOwners[debit.walletID] == session.payeeID, walletOwners[credit.walletID] == payerID
+                else {
+                    throw Broken("refund transfer \(id) of session \(sid) does not go from its payee to its payer")
+                }
+                let (sum, overflow) = refunded.addingReportingOverflow(debit.amount)
+                guard !overflow, sum <= session.amount else {
+                    throw Broken(
+                        "session \(sid) was paid \(session.amount) cents but refund transfer \(id) brings its refunds"
+                            + " above that"
+                    )
+                }
+                refunded = sum
+                refundTransfers += 1
+            }
+        }
+        result.passed.append(
+            "refunds: \(refundTransfers), each from payee to payer of a paid session, none above what was paid"
+        )
+
         // 6. Receipts: each verifies against a published key and says what the ledger holds; a session paid since
         // the first receipt key was made has one.
         let keys = ReceiptKeySet(keys: snapshot.receiptKeys.map(\.key))
         let receiptsSince = snapshot.receiptKeys.map(\.createdAt).min()
         var receiptsBySession: [String: Receipt] = [:]
+        let entryTransfer = Dictionary(
+            snapshot.entries.map { ($0.id, $0.transferID) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        var refundReceipts = 0
         for row in snapshot.receipts {
             let receipt: Receipt
             do {
@@ -256,6 +301,23 @@ public enum LedgerVerifier {
             }
             guard receipt.id == row.id, receipt.sessionID == row.sessionID, receipt.kind.rawValue == row.kind else {
                 throw Broken("receipt \(row.id) does not match the columns it is stored under")
+            }
+            if receipt.kind == .refund {
+                // A refund's receipt describes one refund transfer of its session, debit first.
+                let transferID = entryTransfer[receipt.entryIDs.first ?? ""] ?? ""
+                let entries = transfers[transferID] ?? []
+                let ordered = entries.filter { $0.direction == .debit } + entries.filter { $0.direction == .credit }
+                guard refundsBySession[row.sessionID]?.contains(transferID) == true,
+                    let session = sessions[row.sessionID],
+                    receipt.amountCents == ordered.first?.amount, receipt.payeeID == session.payeeID,
+                    receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,
+                    receipt.payerReference
+                        == Receipt.payerReference(receiptID: receipt.id, payerID: session.paidBy ?? "")
+                else {
+                    throw Broken("refund receipt \(receipt.id) of session \(row.sessionID) does not describe a refund")
+                }
+                refundReceipts += 1
+                continue
             }
             guard receipt.kind == .payment else { continue }
             guard receiptsBySession.updateValue(receipt, forKey: row.sessionID) == nil else {
@@ -287,6 +349,7 @@ public enum LedgerVerifier {
         result.passed.append(
             "receipts: \(snapshot.receipts.count), each signature valid with one of \(keys.keys.count) published keys"
                 + " and matching its payment" + (missing > 0 ? "; \(missing) sessions paid before receipts began" : "")
+                + (refundReceipts > 0 ? "; \(refundReceipts) of refunds, each matching its refund" : "")
         )
 
         // 7. Deposits and payouts against their entries and the system accounts they move money through.

@@ -221,8 +221,9 @@ public struct WatchedSession: Sendable, Hashable {
         return SessionStatus(rawValue: String(parts[1]))
     }
 
-    /// The state id of `status` with a lock held until `lockUntil` (milliseconds), if locked.
-    static func stateID(_ status: SessionStatus, lockUntil: Int64?) -> String {
-        "s1.\(status.rawValue).\(lockUntil ?? 0)"
+    /// The state id of `status` with a lock held until `lockUntil` (milliseconds), if locked, or (a paid session)
+    /// with `refundedCents` refunded: a refund is a new state.
+    static func stateID(_ status: SessionStatus, lockUntil: Int64?, refundedCents: Int64 = 0) -> String {
+        refundedCents > 0 ? "s1.\(status.rawValue).r\(refundedCents)" : "s1.\(status.rawValue).\(lockUntil ?? 0)"
     }
 }

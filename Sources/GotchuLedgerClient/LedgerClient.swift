@@ -184,6 +184,27 @@ public struct LedgerClient: Sendable {
         return (payout, replayed)
     }
 
+    /// `POST /sessions/{sid}/refunds` with the caller's idempotency key: returns `amountCents` of the caller's paid
+    /// session to its payer. Retrying with the same key and amount is safe: the server refunds at most once and
+    /// replays the refund (``RefundResult/replayed``).
+    public func refund(
+        sid: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResult {
+        let escaped = sid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? sid
+        let (data, response) = try await perform(
+            "POST",
+            "/sessions/\(escaped)/refunds",
+            body: AmountRequest(amountCents: amountCents),
+            headers: [APIHeader.idempotencyKey: idempotencyKey],
+            authenticated: true
+        )
+        let refund: RefundResponse = try decodeBody(data, response)
+        let replayed = response.value(forHTTPHeaderField: APIHeader.idempotentReplayed)?.lowercased() == "true"
+        return RefundResult(refund: refund, replayed: replayed)
+    }
+
     /// `GET /.well-known/gotchu-receipt-keys` (no token needed): the keys the server signs receipts with.
     public func receiptKeys() async throws(LedgerClientError) -> ReceiptKeySet {
         let (data, response) = try await perform(
@@ -416,6 +437,20 @@ public struct SendResult: Sendable, Hashable {
         self.newBalanceCents = newBalanceCents
         self.replayed = replayed
         self.receipt = receipt
+    }
+}
+
+/// The answer to `POST /sessions/{sid}/refunds`.
+public struct RefundResult: Sendable, Hashable {
+    /// The refund (its receipt not yet checked: see ``ReceiptTrust``).
+    public var refund: RefundResponse
+    /// Whether the server replayed the refund an earlier request with the same key made.
+    public var replayed: Bool
+
+    /// Creates a result.
+    public init(refund: RefundResponse, replayed: Bool) {
+        self.refund = refund
+        self.replayed = replayed
     }
 }
 

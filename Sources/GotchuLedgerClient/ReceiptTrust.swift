@@ -38,16 +38,17 @@ public struct ReceiptTrust: Sendable {
         return ReceiptTrust(.fixed(try ReceiptKeySet.decode(data)))
     }
 
-    /// Checks that `receipt` is signed by a trusted key and is about this session and amount; `ledger` is asked
-    /// for its keys only when pinning needs them.
+    /// Checks that `receipt` is signed by a trusted key and is about this session, amount and kind; `ledger` is
+    /// asked for its keys only when pinning needs them.
     public func verify(
         _ receipt: Receipt?,
         sessionID: String,
         amountCents: Cents,
+        kind: ReceiptKind = .payment,
         ledger: LedgerClient
     ) async throws(ReceiptError) {
         guard let receipt else { throw ReceiptError("the ledger's answer carries no receipt") }
-        try receipt.requireMatches(sessionID: sessionID, amountCents: amountCents)
+        try receipt.requireMatches(sessionID: sessionID, amountCents: amountCents, kind: kind)
         try receipt.verify(against: try await keys(for: receipt.keyID, ledger: ledger))
     }
 

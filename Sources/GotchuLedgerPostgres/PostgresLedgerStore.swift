@@ -284,6 +284,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         try await read { connection in
             let credit = EntryDirection.credit.rawValue
             let debit = EntryDirection.debit.rawValue
+            // Sessions paid twice count payments only: a session's refunds reference it too.
             let row = try await connection.rows(
                 """
                 SELECT
@@ -297,7 +298,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
                     OR COUNT(*) FILTER (WHERE direction = \(debit)) != 1
                     OR COUNT(*) FILTER (WHERE direction = \(credit)) != 1
                     OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id),
-                ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session' AND type = 'SEND_P2P'
                     GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id),
                 (SELECT COUNT(*) FROM ledger_entries)
                 """

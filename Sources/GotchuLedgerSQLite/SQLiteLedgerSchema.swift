@@ -239,6 +239,27 @@ enum SQLiteLedgerSchema {
                 )
             }
         }
+        // Refunds of paid sessions: each under its requester's idempotency key, with the transfer that moved the
+        // money back and its receipt; a session's refunds are summed under the session's lock.
+        migrator.registerMigration("v9: refunds") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE refunds (
+                        id TEXT PRIMARY KEY,
+                        session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        requested_by TEXT NOT NULL REFERENCES users(id),
+                        idempotency_key TEXT NOT NULL,
+                        transfer_id TEXT NOT NULL,
+                        receipt_id TEXT REFERENCES receipts(id),
+                        refunded_total_cents INTEGER NOT NULL CHECK (refunded_total_cents >= amount_cents),
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX refunds_key ON refunds (requested_by, idempotency_key);
+                    CREATE INDEX refunds_session ON refunds (session_id);
+                    """
+            )
+        }
         return migrator
     }
 }

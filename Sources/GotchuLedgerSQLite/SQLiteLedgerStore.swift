@@ -218,10 +218,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                         """,
                     arguments: [EntryDirection.debit.rawValue, EntryDirection.credit.rawValue]
                 ),
+                // Payments only: a session's refunds reference it too.
                 sessionsPaidTwice: try String.fetchAll(
                     cached: db,
                     sql: """
-                        SELECT ref_id FROM ledger_entries WHERE ref_type = 'session'
+                        SELECT ref_id FROM ledger_entries WHERE ref_type = 'session' AND type = 'SEND_P2P'
                         GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1
                         """
                 ),

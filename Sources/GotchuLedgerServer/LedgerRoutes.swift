@@ -188,6 +188,22 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 }
             },
         ]
+        routes.append(
+            LedgerRoute(.post, "/sessions/{sid}/refunds", "refundSession") { request, context in
+                let user = try await authenticate(request, for: .refund)
+                let key = try requiredIdempotencyKey(request, for: "POST /sessions/{sid}/refunds")
+                let sid = try SessionID.validate(try context.parameters.require("sid"))
+                let body = try await decode(AmountRequest.self, request, context)
+                try store.policy.validate(amount: body.amountCents)
+                let (refund, replayed) = try await store.refund(
+                    sid: sid,
+                    payeeID: user,
+                    amountCents: body.amountCents,
+                    idempotencyKey: key
+                )
+                return try json(refund, headers: replayHeaders(replayed))
+            }
+        )
         routes += [
             LedgerRoute(.post, "/auth/login", "login") { request, context in
                 let body = try await decode(PasswordLoginRequest.self, request, context)

@@ -127,6 +127,8 @@ extension Problem {
             case .idempotencyInFlight: .idempotencyInFlight
             case .notFound: .notFound
             case .payoutNotPending: .payoutNotPending
+            case .sessionNotPaid: .sessionNotPaid
+            case .refundExceedsPayment: .refundExceedsPayment
             case .unavailable: .unavailable
             case .inconsistent: .internalError
             }

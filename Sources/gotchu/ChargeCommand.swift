@@ -14,13 +14,15 @@ struct ChargeCommand: AsyncParsableCommand {
 
             The exit status says how the charge ended, also with --cancel: 0 paid, 2 expired, 3 cancelled, \
             1 failed (or the kiosk refused), 4 cancel asked but not yet confirmed by the ledger (the kiosk keeps \
-            trying; --show tells the end).
+            trying; --show tells the end). --refund returns money of a paid charge to its payer: 0 refunded (the \
+            kiosk verified the ledger's signed receipt of the refund), 1 refused.
 
             Examples:
               gotchu charge 12.50 --reference "order 1017"
               gotchu charge 12.50 --no-wait         # print the charge id and return
               gotchu charge --show 0f4c…            # a charge's state
               gotchu charge --cancel 0f4c…
+              gotchu charge --refund 0f4c… --amount 5.00   # without --amount: all that is not refunded yet
             """
     )
 
@@ -39,6 +41,18 @@ struct ChargeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Cancel the charge with this id and exit.", valueName: "id"))
     var cancel: String?
 
+    @Option(help: ArgumentHelp("Refund the paid charge with this id and exit.", valueName: "id"))
+    var refund: String?
+
+    @Option(
+        name: .customLong("amount"),
+        help: ArgumentHelp(
+            "With --refund: how much, such as 5.00 (default: all of the amount paid not refunded yet).",
+            valueName: "amount"
+        )
+    )
+    var refundAmount: String?
+
     @Option(
         help: ArgumentHelp(
             "Bus the kiosk is on: system (default), session, or a D-Bus address such as unix:path=/tmp/bus.",
@@ -48,8 +62,14 @@ struct ChargeCommand: AsyncParsableCommand {
     var bus = "system"
 
     func validate() throws {
-        let actions = [amount != nil, show != nil, cancel != nil].filter { $0 }.count
-        guard actions == 1 else { throw ValidationError("give an amount, --show ID or --cancel ID (one of them)") }
+        let actions = [amount != nil, show != nil, cancel != nil, refund != nil].filter { $0 }.count
+        guard actions == 1 else {
+            throw ValidationError("give an amount, --show ID, --cancel ID or --refund ID (one of them)")
+        }
+        if let refundAmount {
+            guard refund != nil else { throw ValidationError("--amount goes with --refund ID") }
+            _ = try CLIAmount.parse(refundAmount, option: "--amount")
+        }
         guard DBusConnection.Bus(named: bus) != nil else {
             throw ValidationError("--bus must be \(DBusConnection.Bus.namingHint)")
         }
@@ -72,6 +92,9 @@ struct ChargeCommand: AsyncParsableCommand {
                 code = 0
             } else if let cancel {
                 code = try await Self.cancel(cancel, kiosk, output)
+            } else if let refund {
+                let cents = try refundAmount.map { try CLIAmount.parse($0, option: "--amount") }
+                code = try await Self.refund(refund, amountCents: cents, kiosk, output)
             } else {
                 code = try await follow(kiosk, try CLIAmount.parse(amount ?? "", option: "amount"), output)
             }
@@ -183,6 +206,46 @@ struct ChargeCommand: AsyncParsableCommand {
         return 3
     }
 
+    /// Refunds a paid charge through the kiosk, which answers only once the refund's receipt verifies; prints the
+    /// amount its `Refunded` signal announced.
+    private static func refund(
+        _ id: String,
+        amountCents: Cents?,
+        _ kiosk: KioskClient,
+        _ output: Console
+    ) async throws -> Int32 {
+        let signals = try await kiosk.signals()
+        let refundID: String
+        do {
+            refundID = try await kiosk.refund(id, amountCents: amountCents ?? 0)
+        } catch let error as DBusError
+            where error.name == KioskControl.ErrorName.notPaid || error.name == KioskControl.ErrorName.refundFailed
+        {
+            output.line("not refunded: \(error.message)")
+            return 1
+        }
+        // The kiosk signals before it replies, so the signal is already here; the bound only guards against a hang.
+        let announced = try await withThrowingTaskGroup(of: Int64?.self) { group in
+            group.addTask {
+                for await signal in signals
+                where signal.member == "Refunded" && signal.argument(1, as: String.self) == refundID {
+                    return signal.argument(2, as: Int64.self)
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        let amount = (announced ?? amountCents).map { Money.format($0) } ?? "the rest"
+        output.line("refunded \(amount) of charge \(id): refund \(DisplayText.quoted(refundID)), receipt verified")
+        return 0
+    }
+
     static func describe(_ charge: [String: DBusVariant]) -> String {
         var parts = [charge["id", as: String.self] ?? "?", charge["state", as: String.self] ?? "?"]
         if let cents = charge["amount_cents", as: Int64.self] { parts.append(Money.format(cents)) }
@@ -218,6 +281,14 @@ struct KioskClient {
     }
 
     func cancel(_ id: String) async throws { _ = try await call("Cancel", [.string(id)]) }
+
+    func refund(_ id: String, amountCents: Cents) async throws -> String {
+        let reply = try await call("Refund", [.string(id), .int64(amountCents)])
+        guard let refundID = reply.first.flatMap({ String(dbusValue: $0) }) else {
+            throw DBusError(.failed, "the kiosk answered Refund without a refund id")
+        }
+        return refundID
+    }
 
     func getCharge(_ id: String) async throws -> [String: DBusVariant] {
         let reply = try await call("GetCharge", [.string(id)])

@@ -31,6 +31,7 @@ struct Gotchu: AsyncParsableCommand {
             PayoutCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
+            RefundCommand.self,
             SimulateCommand.self,
             AdvertiseCommand.self,
             ScanCommand.self,

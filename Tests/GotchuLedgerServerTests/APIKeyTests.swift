@@ -16,6 +16,7 @@ enum TestCredential: String, CaseIterable, Sendable, CustomTestStringConvertible
     case createKey = "key sessions:create"
     case readKey = "key sessions:read"
     case cancelKey = "key sessions:cancel"
+    case refundKey = "key refunds:create"
     case revokedKey = "revoked key"
     case unknownKey = "unknown gk_ key"
     case garbage = "garbage"
@@ -29,6 +30,7 @@ enum TestCredential: String, CaseIterable, Sendable, CustomTestStringConvertible
         case .createKey: .sessionsCreate
         case .readKey: .sessionsRead
         case .cancelKey: .sessionsCancel
+        case .refundKey: .refundsCreate
         default: nil
         }
     }
@@ -43,6 +45,9 @@ struct TestRoute: Sendable, CustomTestStringConvertible {
     var headers: [String: String] = [:]
     /// `nil` for a route that needs no credentials.
     var action: LedgerAction?
+    /// Refusals by the ledger's rules (not by a credential check) that a credential allowed on the route may get:
+    /// the test's sessions are live, not paid.
+    var rulesRefusals: Set<ProblemKind> = []
 
     var testDescription: String { "\(method) \(path)" }
 
@@ -81,6 +86,14 @@ struct TestRoute: Sendable, CustomTestStringConvertible {
             action: .resolve
         ),
         TestRoute(method: "POST", path: "/sessions/{sid}/eids", body: { _ in nil }, action: .rotateEID),
+        TestRoute(
+            method: "POST",
+            path: "/sessions/{sid}/refunds",
+            body: { _ in #"{"amount_cents": 100}"# },
+            headers: ["Idempotency-Key": "route-table"],
+            action: .refund,
+            rulesRefusals: [.sessionNotPaid]
+        ),
         TestRoute(method: "GET", path: "/healthz", body: { _ in nil }, action: nil),
         TestRoute(
             method: "POST",
@@ -163,9 +176,13 @@ struct APIKeyTests {
                         // refused by the ledger's rules, 403 own-session or forbidden, never by a credential check.)
                         let detail = String(decoding: answer.body, as: UTF8.self)
                         #expect(kind != .unauthorized && !detail.contains("API key"), "\(label) \(detail)")
-                    case .createKey, .readKey, .cancelKey:
+                    case .createKey, .readKey, .cancelKey, .refundKey:
                         if action.scope == credential.scope {
-                            #expect((200..<300).contains(answer.status), "\(label)")
+                            #expect(
+                                (200..<300).contains(answer.status)
+                                    || route.rulesRefusals.contains(kind ?? .badRequest),
+                                "\(label)"
+                            )
                         } else {
                             #expect(answer.status == 403 && kind == .forbidden, "\(label)")
                         }

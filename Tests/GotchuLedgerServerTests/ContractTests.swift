@@ -276,6 +276,58 @@ struct ContractTests {
                     "GET", "/sessions/{sid}", "/sessions/\(session.sid)", nil,
                     ["Authorization": "Bearer gk_unknown"]
                 ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":100}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f1"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":100}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f1"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":101}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f1"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":400}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f2"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":-5}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f3"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", huge,
+                    payeeAuth.merging(["Idempotency-Key": "f3"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":1}"#,
+                    payeeAuth
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":1}"#,
+                    payerAuth.merging(["Idempotency-Key": "f4"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":1}"#,
+                    keyAuth.merging(["Idempotency-Key": "f5"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(other.sid)/refunds", #"{"amount_cents":1}"#,
+                    ["Idempotency-Key": "f6"]
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(cancelled.sid)/refunds", #"{"amount_cents":1}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f7"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/\(unknown)/refunds", #"{"amount_cents":1}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f8"]) { $1 }
+                ),
+                (
+                    "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
+                    payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
+                ),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()

@@ -15,6 +15,7 @@ struct LedgerModel {
         var paidBy: Int?
         var cancelled = false
         var lock: (payer: Int, until: Int64)?
+        var refunded: Cents = 0
     }
 
     enum Key {
@@ -43,6 +44,7 @@ struct LedgerModel {
     var keys: [String: Key] = [:]  // "user/key"
     /// Deposits and payouts (LedgerModel+MoneyInOut.swift).
     var moneyInOut = MoneyInOutModel()
+    var refundKeys: [String: (sid: String, amount: Cents, total: Cents)] = [:]  // "user/key"
 
     init(users: Int, policy: LedgerPolicy, now: Int64) {
         self.policy = policy
@@ -202,5 +204,29 @@ struct LedgerModel {
             return .failure(Problem(.sessionNotFound))
         }
         return .success(status(session))
+    }
+}
+
+// MARK: Refunds
+
+extension LedgerModel {
+    /// A refund of `amount` by `user` under `key`: a replay of the same request, a refusal, or the money back to the
+    /// payer; answers the session's refunded total. Refusals are not kept under the key.
+    mutating func refund(_ sid: String, by user: Int, amount: Cents, key: String) -> Expected {
+        let scoped = "\(user)/\(key)"
+        if let earlier = refundKeys[scoped] {
+            return earlier.sid == sid && earlier.amount == amount ? .ok(earlier.total) : .refused(.idempotencyKeyReused)
+        }
+        var session = sessions[sid]!
+        if session.payee != user { return .refused(.forbidden) }
+        guard let payer = session.paidBy else { return .refused(.sessionNotPaid) }
+        if session.refunded + amount > session.amount { return .refused(.refundExceedsPayment) }
+        if balances[user] < amount { return .refused(.insufficientFunds) }
+        balances[user] -= amount
+        balances[payer] += amount
+        session.refunded += amount
+        sessions[sid] = session
+        refundKeys[scoped] = (sid, amount, session.refunded)
+        return .ok(session.refunded)
     }
 }

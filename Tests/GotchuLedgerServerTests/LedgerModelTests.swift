@@ -264,9 +264,11 @@ struct Driver {
                     throw DriverFailure(message: "view: store \(refusal), model \(expected)")
                 }
             }
-        case 88..<94:
+        case 88..<92:
             // Deposits and payouts (LedgerModelTests+MoneyInOut.swift).
             try await moneyInOutStep()
+        case 92..<95:
+            try await refund()
         default:
             // Time: mostly small steps, sometimes exactly onto or past a lock's lapse, the in-flight timeout or a
             // session's expiry (the boundaries are where off-by-one mistakes hide).
@@ -396,6 +398,42 @@ struct Driver {
 
     func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
         guard actual == expected else { throw DriverFailure(message: "\(what): store \(actual), model \(expected)") }
+    }
+
+    /// A refund of a session, mostly a paid one by its payee, sometimes under a key used before (a replay, or a
+    /// reuse with another request); the status must show the model's refunded total.
+    private mutating func refund() async throws {
+        let paid = sids.filter { model.sessions[$0]!.paidBy != nil }
+        let pickPaid = !paid.isEmpty && Int.random(in: 0..<5, using: &random) != 0
+        guard let sid = pickPaid ? paid[Int.random(in: 0..<paid.count, using: &random)] : session() else { return }
+        let session = model.sessions[sid]!
+        let by = Int.random(in: 0..<6, using: &random) == 0 ? user() : session.payee
+        let amount = Cents.random(in: 1...max(1, session.amount * 2 / 3), using: &random)
+        let mine = model.refundKeys.keys.filter { $0.hasPrefix("\(by)/") }.sorted()
+        let key =
+            !mine.isEmpty && Int.random(in: 0..<4, using: &random) == 0
+            ? String(mine[Int.random(in: 0..<mine.count, using: &random)].drop { $0 != "/" }.dropFirst())
+            : freshKey()
+        // A replay of the same request half of the times a used key is taken.
+        let replayed = model.refundKeys["\(by)/\(key)"]
+        let (refundSID, refundAmount) =
+            replayed.map { Bool.random(using: &random) ? ($0.sid, $0.amount) : (sid, amount) } ?? (sid, amount)
+        note("refund \(refundSID.prefix(8)) \(refundAmount) by u\(by) key \(key)")
+        let actual = await outcome {
+            try await store.refund(
+                sid: refundSID,
+                payeeID: users[by].id,
+                amountCents: refundAmount,
+                idempotencyKey: key
+            ).refund.refundedCents
+        }
+        try expect(actual, model.refund(refundSID, by: by, amount: refundAmount, key: key), "refund")
+        let status = try await store.session(sid: refundSID, viewerID: users[model.sessions[refundSID]!.payee].id)
+        guard status.refundedCents == model.sessions[refundSID]!.refunded else {
+            throw DriverFailure(
+                message: "refunded total: store \(status.refundedCents), model \(model.sessions[refundSID]!.refunded)"
+            )
+        }
     }
 
     /// `gotchu ledger verify`'s checks over the whole ledger.

@@ -28,6 +28,7 @@ struct PostgresMigrationTests {
                         "v1: ledger", "v2: session create keys", "v3: locks by payer", "v4: credentials",
                         "v5: api keys and identities", "v6: EID rotation", "v7: receipts and chain",
                         "v8: deposits and payouts",
+                        "v9: refunds",
                     ]
                 )
                 // The four made one receipt key between them.
