@@ -318,16 +318,27 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await changingSession(sid) { transaction in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
-            let admission = try await Self.admit(
+            // The session is read locked at admission and reused for the payment, and the key's row, locked since
+            // admission, is not read again: one round trip each fewer.
+            let (admission, session) = try await Self.admit(
                 sid: sid,
                 payerID: payerID,
                 idempotencyKey: idempotencyKey,
                 inFlightTimeout: inFlightTimeout,
+                lockingSession: true,
                 transaction
             )
             if case .replay(let outcome) = admission { return (outcome, true) }
             return (
-                try await complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction), false
+                try await complete(
+                    sid: sid,
+                    payerID: payerID,
+                    idempotencyKey: idempotencyKey,
+                    admittedInThisTransaction: true,
+                    session: session,
+                    transaction
+                ),
+                false
             )
         }
     }
@@ -341,7 +352,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 idempotencyKey: idempotencyKey,
                 inFlightTimeout: inFlightTimeout,
                 transaction
-            )
+            ).admission
         }
     }
 
@@ -359,46 +370,61 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// The admission of a key inside the caller's transaction: a replay, a refusal, or the go-ahead with the key's
     /// row written in flight (and locked until the transaction ends).
+    ///
+    /// When `lockingSession`, the session a new key is admitted for is read locked (in the engine's lock order:
+    /// after the key, before the wallets) and handed back, for the payment in the same transaction.
     private static func admit(
         sid: String,
         payerID: String,
         idempotencyKey: String,
         inFlightTimeout: Int64,
+        lockingSession: Bool = false,
         _ transaction: Backend.Transaction
-    ) async throws -> SendAdmission {
+    ) async throws -> (admission: SendAdmission, session: SessionRow?) {
         var existing = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)
+        var session: SessionRow?
         if existing == nil {
             // Refused before it starts: no key is kept for a session that does not exist (sessions are never
             // deleted, so this cannot change before the insert).
-            _ = try await session(sid, forUpdate: false, transaction)
+            session = try await Self.session(sid, forUpdate: lockingSession, transaction)
             // A concurrent first use of the same key waits on the primary key until the other commits.
-            if try await transaction.insertInFlight(userID: payerID, key: idempotencyKey, sid: sid) { return .proceed }
+            if try await transaction.insertInFlight(userID: payerID, key: idempotencyKey, sid: sid) {
+                return (.proceed, lockingSession ? session : nil)
+            }
             existing = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)
         }
         guard let record = existing else { throw inFlight }
         if let admission = try record.admission(sid: sid, now: transaction.now, inFlightTimeout: inFlightTimeout) {
-            return admission
+            return (admission, nil)
         }
         try await transaction.touch(userID: payerID, key: idempotencyKey)
-        return .proceed
+        return (.proceed, lockingSession ? session : nil)
     }
 
     /// The payment of an admitted key inside the caller's transaction, and its outcome written with the key (or the
     /// key released, for an outcome not to replay).
+    /// - Parameters:
+    ///   - admittedInThisTransaction: the key was admitted (and its row locked) in this same transaction, so no one
+    ///     else can have finished it: it is not read again.
+    ///   - session: the session, read locked in this transaction, if it was.
     private func complete(
         sid: String,
         payerID: String,
         idempotencyKey: String,
+        admittedInThisTransaction: Bool = false,
+        session: SessionRow? = nil,
         _ transaction: Backend.Transaction
     ) async throws -> SendOutcome {
         // Another server that took the key over after the in-flight timeout may have finished it first; reading
         // the key locked serializes the two.
-        if let outcome = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)?.outcome {
+        if !admittedInThisTransaction,
+            let outcome = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)?.outcome
+        {
             return outcome
         }
         let outcome: SendOutcome
         do {
-            outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, transaction))
+            outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, session: session, transaction))
         } catch let refusal as LedgerError {
             outcome = .refused(refusal)
         }
@@ -413,8 +439,18 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// The payment itself, inside the caller's transaction, signed with its receipt in the same transaction. Throws
     /// a ``LedgerError`` for every business refusal.
-    private func pay(sid: String, payerID: String, _ transaction: Backend.Transaction) async throws -> Cents {
-        let session = try await Self.session(sid, forUpdate: true, transaction)
+    private func pay(
+        sid: String,
+        payerID: String,
+        session locked: SessionRow?,
+        _ transaction: Backend.Transaction
+    ) async throws -> Cents {
+        let session: SessionRow
+        if let locked {
+            session = locked
+        } else {
+            session = try await Self.session(sid, forUpdate: true, transaction)
+        }
         try session.requirePayable(by: payerID, now: transaction.now)
         // Before anything is written: a refusal thrown after the transfer would be recorded as if nothing moved.
         let signer = policy.signsReceipts ? try await signer(transaction) : nil

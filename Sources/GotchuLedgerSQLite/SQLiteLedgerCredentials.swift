@@ -9,7 +9,7 @@ extension SQLiteLedgerBackend {
         """
 
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
-        let key = try read { db in
+        let key = try await database.read { db in
             try Row.fetchOne(
                 cached: db,
                 sql: "SELECT \(Self.apiKeyColumns) WHERE k.secret_hash = ?",

@@ -78,15 +78,10 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    /// A read on a reader connection on the calling thread: no thread hop for a read of a few rows.
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try database.read(body)
-    }
-
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     public func user(id: String) async throws -> LedgerUser? {
-        try read { db in try Self.user(column: "id", id, db) }
+        try await database.read { db in try Self.user(column: "id", id, db) }
     }
 
     public func credentials(email: String) async throws -> UserCredentials? {
@@ -165,7 +160,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(eid: EID) async throws -> EIDSession? {
-        try read { db in
+        try await database.read { db in
             try Row.fetchOne(
                 cached: db,
                 sql: """
@@ -185,7 +180,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(id: String) async throws -> SessionRow? {
-        try read { db in try Self.session(id, db) }
+        try await database.read { db in try Self.session(id, db) }
     }
 
     public func audit() async throws -> LedgerAudit {
