@@ -37,9 +37,11 @@ struct AuditTests {
                 _ = try await Self.fill(store, payments: 5)
                 let verification = try await store.verify()
                 #expect(verification.isValid, "\(verification)")
-                #expect(verification.passed.count == 7)
+                #expect(verification.passed.count == 8)
                 #expect(verification.passed[0].hasPrefix("hash chain: 12 entries"))
                 #expect(verification.passed.contains { $0.hasPrefix("receipts: 5,") })
+                #expect(verification.passed.contains { $0.hasPrefix("refunds") })
+                #expect(verification.passed.contains { $0.hasPrefix("deposits and payouts") })
             }
         }
     }
