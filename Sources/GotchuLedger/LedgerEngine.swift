@@ -630,7 +630,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         LedgerError(.sessionNotFound, detail: "no session \(sid)")
     }
 
-    private static var unknownUser: LedgerError { LedgerError(.unknownUser, detail: "unknown user; log in again") }
+    static var unknownUser: LedgerError { LedgerError(.unknownUser, detail: "unknown user; log in again") }
 
     private static var inFlight: LedgerError {
         LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")

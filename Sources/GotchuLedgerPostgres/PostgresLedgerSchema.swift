@@ -220,5 +220,11 @@ enum PostgresLedgerSchema {
                 "CREATE INDEX receipts_session ON receipts (session_id, kind)",
             ]
         ),
+        (
+            // A wallet's history names the other side of each entry's transfer. PostgreSQL has had that index
+            // since v1; SQLite gains it here, and the two lists of migrations stay alike.
+            "v10: entry history index",
+            ["CREATE INDEX IF NOT EXISTS ledger_entries_transfer ON ledger_entries (transfer_id)"]
+        ),
     ]
 }
