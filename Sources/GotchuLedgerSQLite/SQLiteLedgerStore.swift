@@ -787,10 +787,13 @@ extension SQLiteLedgerBackend {
         }
 
         public func insert(receipt: StoredReceipt) async throws {
-            try await execute(
-                "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",
-                [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]
-            )
+            let arguments: StatementArguments = [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]
+            // Every signed payment runs it: compiled once per connection, not per payment.
+            try await write { db in
+                try db.cachedStatement(
+                    sql: "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)"
+                ).execute(arguments: arguments)
+            }
         }
 
         /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
