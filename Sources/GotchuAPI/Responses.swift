@@ -427,3 +427,111 @@ public struct PayoutResponse: Codable, Hashable, Sendable {
         self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
     }
 }
+
+/// One entry of `GET /wallet/entries`: a movement of the caller's wallet and who was on the other side.
+public struct WalletHistoryEntry: Codable, Hashable, Sendable {
+    /// The entry's id.
+    public var id: String
+    /// When it was written.
+    public var createdAt: Date
+    /// DEBIT (out) or CREDIT (in).
+    public var direction: EntryDirection
+    /// Always positive; the direction gives the sign.
+    public var amountCents: Cents
+    /// Who was on the other side, shown by the rules a payee is shown by (a system account by its id, verified);
+    /// `nil` if the other side is missing (a ledger `gotchu ledger verify` would refuse).
+    public var counterparty: PayeeDisplay?
+    /// The payment session the entry belongs to, if any.
+    public var sessionID: String?
+    /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`, …
+    public var kind: String
+
+    /// Creates an entry.
+    public init(
+        id: String,
+        createdAt: Date,
+        direction: EntryDirection,
+        amountCents: Cents,
+        counterparty: PayeeDisplay?,
+        sessionID: String?,
+        kind: String
+    ) {
+        self.id = id
+        self.createdAt = createdAt
+        self.direction = direction
+        self.amountCents = amountCents
+        self.counterparty = counterparty
+        self.sessionID = sessionID
+        self.kind = kind
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, direction, counterparty, kind
+        case createdAt = "created_at"
+        case amountCents = "amount_cents"
+        case sessionID = "session_id"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.id = try container.decode(String.self, forKey: .id)
+        self.createdAt = try container.decode(Date.self, forKey: .createdAt)
+        self.direction = try container.decode(EntryDirection.self, forKey: .direction)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.counterparty = try container.decodeIfPresent(PayeeDisplay.self, forKey: .counterparty)
+        self.sessionID = try container.decodeIfPresent(String.self, forKey: .sessionID)
+        self.kind = try container.decode(String.self, forKey: .kind)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        // `null` spelled out for the absent ones, so every entry has the same keys.
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(direction, forKey: .direction)
+        try container.encode(amountCents, forKey: .amountCents)
+        try container.encode(counterparty, forKey: .counterparty)
+        try container.encode(sessionID, forKey: .sessionID)
+        try container.encode(kind, forKey: .kind)
+    }
+}
+
+/// `GET /wallet/entries` → one page of the caller's entries, newest first.
+public struct WalletEntriesResponse: Codable, Hashable, Sendable {
+    /// The page's entries, newest first.
+    public var entries: [WalletHistoryEntry]
+    /// The `cursor` that asks for the next (older) page; `nil` on the last page.
+    public var nextCursor: String?
+
+    /// Creates a page.
+    public init(entries: [WalletHistoryEntry], nextCursor: String?) {
+        self.entries = entries
+        self.nextCursor = nextCursor
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case entries
+        case nextCursor = "next_cursor"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.entries = try container.decode([WalletHistoryEntry].self, forKey: .entries)
+        self.nextCursor = try container.decodeIfPresent(String.self, forKey: .nextCursor)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(entries, forKey: .entries)
+        // `null` on the last page rather than a missing key: "no more" is said, not implied.
+        try container.encode(nextCursor, forKey: .nextCursor)
+    }
+}
+
+/// How many entries a page of `GET /wallet/entries` holds.
+public enum EntryPageSize {
+    /// Without `limit`.
+    public static let `default` = 50
+    /// The most a page holds.
+    public static let maximum = 500
+}

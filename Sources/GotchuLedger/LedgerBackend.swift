@@ -30,6 +30,12 @@ public protocol LedgerBackend: Sendable {
     /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
     func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
 
+    /// Up to `limit` of the user's entries older than the entry at `before` (all when `nil`), newest first, each
+    /// with the wallet on the other side of its transfer and that wallet's owner, read in one snapshot with whether
+    /// `before` names an entry of this user's wallet; `nil` for an unknown user. Served by the index on
+    /// `(wallet_id, seq)`.
+    func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage?
+
     /// The session that was given `eid`, with its payee's name, e-mail address and verified name, and when the EID
     /// was rotated away (`nil` while it is the session's current one). EIDs are never given twice; of rows written
     /// before that rule, the newest session's.

@@ -117,6 +117,25 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
+    /// Credits the user `count` times from the system funding account, each a transfer of its own with its own
+    /// chained entries, all in one transaction: a large ledger for measuring `ledger verify`, written the way
+    /// ``fund(userID:amountCents:)`` writes it, without a transaction per transfer.
+    package func fund(userID: String, amountCents: Cents, times count: Int) async throws {
+        try policy.validate(amount: amountCents)
+        try await backend.transaction { transaction in
+            for _ in 0..<count {
+                _ = try await Self.transfer(
+                    transaction,
+                    from: .account(LedgerAccounts.fundingWalletID),
+                    to: .user(userID),
+                    amount: amountCents,
+                    kinds: ("DEV_FUND_OUT", "DEV_FUND"),
+                    reference: ("funding", Self.newID())
+                )
+            }
+        }
+    }
+
     // MARK: Sessions
 
     public func createSession(

@@ -235,6 +235,11 @@ public protocol LedgerStore: Sendable {
     /// The user's wallet: balance and the latest entries, newest first.
     func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse
 
+    /// One page of the user's entries, newest first: from the newest, or from `cursor` (an earlier page's
+    /// `next_cursor`); `limit` is 1 to ``EntryPageSize/maximum``. A cursor this server did not give, or gave for
+    /// another wallet, is refused as invalid input.
+    func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesResponse
+
     /// Credits the user from the system funding account through the ledger; returns the new balance.
     func fund(userID: String, amountCents: Cents) async throws -> Cents
 

@@ -91,6 +91,21 @@ public struct LedgerClient: Sendable {
         try await request("GET", "/wallet/me", body: Optional<AmountRequest>.none)
     }
 
+    /// `GET /wallet/entries`: one page of the caller's entries, newest first, from `cursor` (an earlier page's
+    /// `next_cursor`) or from the newest.
+    public func walletEntries(
+        limit: Int? = nil,
+        cursor: String? = nil
+    ) async throws(LedgerClientError) -> WalletEntriesResponse {
+        var components = URLComponents()
+        components.path = "/wallet/entries"
+        var items: [URLQueryItem] = []
+        if let limit { items.append(URLQueryItem(name: "limit", value: String(limit))) }
+        if let cursor { items.append(URLQueryItem(name: "cursor", value: cursor)) }
+        components.queryItems = items.isEmpty ? nil : items
+        return try await request("GET", components.string ?? "/wallet/entries", body: Optional<AmountRequest>.none)
+    }
+
     /// `POST /dev/fund`: credits the caller (development servers only); returns the new balance.
     public func fund(amountCents: Cents) async throws(LedgerClientError) -> BalanceResponse {
         try await request("POST", "/dev/fund", body: AmountRequest(amountCents: amountCents))

@@ -282,6 +282,13 @@ enum PostgresLedgerSchema {
                 "CREATE UNIQUE INDEX refunds_key ON refunds (requested_by, idempotency_key)",
                 "CREATE INDEX refunds_session ON refunds (session_id)",
             ]
+            ]
+        ),
+        (
+            // A wallet's history names the other side of each entry's transfer. PostgreSQL has had that index
+            // since v1; SQLite gains it here, and the two lists of migrations stay alike.
+            "v10: entry history index",
+            ["CREATE INDEX IF NOT EXISTS ledger_entries_transfer ON ledger_entries (transfer_id)"]
         ),
     ]
 }

@@ -249,6 +249,65 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
+    public func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
+        // One snapshot for the cursor's check and the page.
+        try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
+            guard let wallet = try await connection.wallet(userID: userID, forUpdate: false) else { return nil }
+            if let before {
+                let found = try await connection.rows(
+                    """
+                    SELECT 1 FROM ledger_entries
+                    WHERE seq = \(before.seq) AND id = \(before.entryID) AND wallet_id = \(wallet.id)
+                    """
+                )
+                guard !found.isEmpty else { return EntryHistoryPage(entries: [], cursorFound: false) }
+            }
+            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each.
+            let rows = try await connection.rows(
+                """
+                SELECT h.seq, h.id, h.direction, h.amount_cents, h.type, h.ref_type, h.ref_id, h.created_at,
+                h.other_wallet, u.display_name, u.email, u.verified_name FROM (
+                    SELECT e.seq, e.id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at,
+                    (SELECT o.wallet_id FROM ledger_entries o WHERE o.transfer_id = e.transfer_id AND o.seq <> e.seq
+                     ORDER BY o.seq LIMIT 1) AS other_wallet
+                    FROM ledger_entries e WHERE e.wallet_id = \(wallet.id) AND e.seq < \(before?.seq ?? Int64.max)
+                    ORDER BY e.seq DESC LIMIT \(Int64(limit))
+                ) h LEFT JOIN wallet_accounts w ON w.id = h.other_wallet LEFT JOIN users u ON u.id = w.user_id
+                ORDER BY h.seq DESC
+                """
+            )
+            return EntryHistoryPage(
+                entries: try rows.map { row in
+                    let (
+                        seq, id, direction, amount, type, refType, refID, createdAt, otherWallet, name, email, verified
+                    ) =
+                        try row.decode(
+                            (
+                                Int64, String, String, Int64, String, String, String, Int64, String?, String?, String?,
+                                String?
+                            ).self
+                        )
+                    guard let direction = EntryDirection(rawValue: direction) else {
+                        throw LedgerError(.inconsistent, detail: "an entry has the unknown direction \(direction)")
+                    }
+                    return HistoryEntryRow(
+                        seq: seq,
+                        id: id,
+                        direction: direction,
+                        amount: amount,
+                        type: type,
+                        refType: refType,
+                        refID: refID,
+                        createdAt: createdAt,
+                        counterpartyWalletID: otherWallet,
+                        counterpartyUser: name.map { PayeeRow(name: $0, email: email ?? "", verifiedName: verified) }
+                    )
+                },
+                cursorFound: true
+            )
+        }
+    }
+
     public func session(eid: EID) async throws -> EIDSession? {
         try await read { connection in
             guard

@@ -260,6 +260,10 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // A wallet's history names the other side of each entry's transfer: found by transfer id, not by a scan.
+        migrator.registerMigration("v10: entry history index") { db in
+            try db.execute(sql: "CREATE INDEX ledger_entries_transfer ON ledger_entries (transfer_id)")
+        }
         return migrator
     }
 }

@@ -159,6 +159,58 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
+    public func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
+        try await database.read { db in
+            guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
+            if let before {
+                let found = try Bool.fetchOne(
+                    db,
+                    sql: "SELECT EXISTS (SELECT 1 FROM ledger_entries WHERE seq = ? AND id = ? AND wallet_id = ?)",
+                    arguments: [before.seq, before.entryID, wallet.id]
+                )
+                guard found == true else { return EntryHistoryPage(entries: [], cursorFound: false) }
+            }
+            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each.
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT h.*, u.display_name, u.email, u.verified_name FROM (
+                        SELECT e.seq, e.id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at,
+                        (SELECT o.wallet_id FROM ledger_entries o WHERE o.transfer_id = e.transfer_id AND o.seq <> e.seq
+                         ORDER BY o.seq LIMIT 1) AS other_wallet
+                        FROM ledger_entries e WHERE e.wallet_id = ? AND e.seq < ? ORDER BY e.seq DESC LIMIT ?
+                    ) h LEFT JOIN wallet_accounts w ON w.id = h.other_wallet LEFT JOIN users u ON u.id = w.user_id
+                    ORDER BY h.seq DESC
+                    """,
+                arguments: [wallet.id, before?.seq ?? Int64.max, limit]
+            )
+            return EntryHistoryPage(
+                entries: try rows.map { row in
+                    let direction: String = row["direction"]
+                    guard let direction = EntryDirection(rawValue: direction) else {
+                        throw LedgerError(.inconsistent, detail: "an entry has the unknown direction \(direction)")
+                    }
+                    let name: String? = row["display_name"]
+                    return HistoryEntryRow(
+                        seq: row["seq"],
+                        id: row["id"],
+                        direction: direction,
+                        amount: row["amount_cents"],
+                        type: row["type"],
+                        refType: row["ref_type"],
+                        refID: row["ref_id"],
+                        createdAt: row["created_at"],
+                        counterpartyWalletID: row["other_wallet"],
+                        counterpartyUser: name.map {
+                            PayeeRow(name: $0, email: row["email"], verifiedName: row["verified_name"])
+                        }
+                    )
+                },
+                cursorFound: true
+            )
+        }
+    }
+
     public func session(eid: EID) async throws -> EIDSession? {
         try await database.read { db in
             try Row.fetchOne(

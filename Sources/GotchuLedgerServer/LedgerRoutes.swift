@@ -96,6 +96,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let user = try await authenticate(request, for: .readWallet)
                 return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
             },
+            LedgerRoute(.get, "/wallet/entries", "walletEntries") { request, _ in
+                let user = try await authenticate(request, for: .readWallet)
+                let (limit, cursor) = try entryPageQuery(request)
+                return try json(try await store.entries(userID: user, cursor: cursor, limit: limit))
+            },
             LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
                 let user = try await authenticate(request, for: .createSession)
                 let key = try idempotencyKey(request)
@@ -376,6 +381,28 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             throw Problem(.badRequest, detail: "Idempotency-Key must be 1 to 255 visible ASCII characters")
         }
         return key
+    }
+
+    /// The `limit` and `cursor` of `GET /wallet/entries`, each at most once; a limit is 1 to
+    /// ``EntryPageSize/maximum`` in decimal digits.
+    private func entryPageQuery(_ request: Request) throws -> (limit: Int, cursor: String?) {
+        let query = request.uri.queryParameters
+        for name in ["limit", "cursor"] where query.getAll(name).count > 1 {
+            throw Problem(.badRequest, detail: "give \(name) at most once")
+        }
+        var limit = EntryPageSize.default
+        if let text = query.get("limit") {
+            guard (1...3).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                let value = Int(text), (1...EntryPageSize.maximum).contains(value)
+            else {
+                throw Problem(
+                    .badRequest,
+                    detail: "limit must be a whole number from 1 to \(EntryPageSize.maximum)"
+                )
+            }
+            limit = value
+        }
+        return (limit, query.get("cursor"))
     }
 
     /// The `Idempotency-Key` header of an `endpoint` that cannot run without one.

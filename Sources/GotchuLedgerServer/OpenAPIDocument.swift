@@ -1,4 +1,5 @@
 import Foundation
+import GotchuAPI
 import GotchuLedger
 import Yams
 
@@ -24,6 +25,9 @@ enum OpenAPIDocument {
                 "maximum_locks_per_payer": String(policy.maximumLocksPerPayer),
                 "minimum_password_length": String(policy.minimumPasswordLength),
                 "maximum_password_length": String(Passwords.maximumLength),
+                "default_entry_page": String(EntryPageSize.default),
+                "maximum_entry_page": String(EntryPageSize.maximum),
+                "maximum_cursor_length": String(EntryCursor.maximumTokenLength),
             ]
         }
     }

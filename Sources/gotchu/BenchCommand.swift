@@ -6,7 +6,7 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Measure throughput figures (not tests: run on a quiet machine and compare ratios).",
         subcommands: [
             BenchLedgerCommand.self, BenchLoginCommand.self, BenchAuthCommand.self, BenchDBusCommand.self,
-            BenchNotifyCommand.self, BenchReceiptsCommand.self,
+            BenchNotifyCommand.self, BenchReceiptsCommand.self, BenchVerifyCommand.self,
         ]
     )
 }

@@ -54,6 +54,7 @@ struct TestRoute: Sendable, CustomTestStringConvertible {
     /// Every route of a development ledger.
     static let all: [TestRoute] = [
         TestRoute(method: "GET", path: "/wallet/me", body: { _ in nil }, action: .readWallet),
+        TestRoute(method: "GET", path: "/wallet/entries", body: { _ in nil }, action: .readWallet),
         TestRoute(
             method: "POST",
             path: "/sessions/create",

@@ -1,0 +1,156 @@
+import Foundation
+public import GotchuAPI
+public import GotchuCore
+
+/// Where a page of a wallet's history ends: the sequence number and id of its last (oldest) entry. The next page
+/// holds the entries before it, so entries written meanwhile (all newer) never shift a page, and each entry is on
+/// exactly one page.
+///
+/// Its token is opaque to clients: base64url of `v1 <seq> <entry id>`. The id is checked against the wallet's
+/// entry at that position, so a made-up or another wallet's token is refused rather than quietly paging from
+/// wherever it points.
+public struct EntryCursor: Sendable, Hashable {
+    /// The entry's position in the ledger (`ledger_entries.seq`).
+    public var seq: Int64
+    /// The entry's id.
+    public var entryID: String
+
+    /// The longest token accepted (an id of 64 characters and a 19-digit position fit well within it).
+    public static let maximumTokenLength = 160
+
+    /// A cursor at an entry.
+    public init(seq: Int64, entryID: String) {
+        self.seq = seq
+        self.entryID = entryID
+    }
+
+    /// The cursor a client sent back; throws ``LedgerError/Kind/invalidInput`` for anything this server did not
+    /// make.
+    public init(token: String) throws(LedgerError) {
+        let invalid = LedgerError(.invalidInput, detail: "cursor is not one this server gave; start again without it")
+        guard token.utf8.count <= Self.maximumTokenLength, let data = Base64URL.decode(token),
+            let text = String(data: data, encoding: .utf8)
+        else { throw invalid }
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "v1", !parts[1].isEmpty, parts[1].utf8.count <= 19,
+            parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seq = Int64(parts[1]), seq > 0,
+            Self.isEntryID(parts[2])
+        else { throw invalid }
+        self.init(seq: seq, entryID: String(parts[2]))
+    }
+
+    /// The token a client sends back.
+    public var token: String { Base64URL.encode(Data("v1 \(seq) \(entryID)".utf8)) }
+
+    /// Entry ids are UUIDs; anything else in that place was not written by this server.
+    static func isEntryID(_ text: Substring) -> Bool {
+        (1...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy {
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x2D
+            }
+    }
+}
+
+/// One entry of a wallet's history as the stores read it: the entry, and the wallet on the other side of its
+/// transfer with that wallet's owner.
+public struct HistoryEntryRow: Sendable, Hashable {
+    public var seq: Int64
+    public var id: String
+    public var direction: EntryDirection
+    public var amount: Cents
+    public var type: String
+    public var refType: String
+    public var refID: String
+    public var createdAt: Int64
+    /// The other side's wallet, `nil` if the transfer has no other entry.
+    public var counterpartyWalletID: String?
+    /// The other side's owner, `nil` for a system account.
+    public var counterpartyUser: PayeeRow?
+
+    /// A row as read from the database.
+    public init(
+        seq: Int64,
+        id: String,
+        direction: EntryDirection,
+        amount: Cents,
+        type: String,
+        refType: String,
+        refID: String,
+        createdAt: Int64,
+        counterpartyWalletID: String?,
+        counterpartyUser: PayeeRow?
+    ) {
+        self.seq = seq
+        self.id = id
+        self.direction = direction
+        self.amount = amount
+        self.type = type
+        self.refType = refType
+        self.refID = refID
+        self.createdAt = createdAt
+        self.counterpartyWalletID = counterpartyWalletID
+        self.counterpartyUser = counterpartyUser
+    }
+
+    /// The entry as `GET /wallet/entries` answers it.
+    var response: WalletHistoryEntry {
+        let counterparty: PayeeDisplay? =
+            if let user = counterpartyUser {
+                // The rules a payer sees a payee by: the verified name if any, and the address's domain.
+                PayeeDisplay(
+                    name: user.verifiedName ?? user.name,
+                    domain: LedgerUser.domain(ofEmail: user.email),
+                    verified: user.verifiedName != nil
+                )
+            } else if let wallet = counterpartyWalletID {
+                // A system account: named by the operator's schema, not by a user.
+                PayeeDisplay(name: wallet, domain: nil, verified: true)
+            } else {
+                nil
+            }
+        return WalletHistoryEntry(
+            id: id,
+            createdAt: LedgerTime.date(createdAt),
+            direction: direction,
+            amountCents: amount,
+            counterparty: counterparty,
+            sessionID: refType == "session" ? refID : nil,
+            kind: type
+        )
+    }
+}
+
+/// A page of a wallet's history as a backend reads it.
+public struct EntryHistoryPage: Sendable, Hashable {
+    /// The entries, newest first.
+    public var entries: [HistoryEntryRow]
+    /// Whether the cursor asked from names an entry of this wallet (`true` when none was asked from).
+    public var cursorFound: Bool
+
+    /// A page as read from the database.
+    public init(entries: [HistoryEntryRow], cursorFound: Bool) {
+        self.entries = entries
+        self.cursorFound = cursorFound
+    }
+}
+
+extension LedgerEngine {
+    /// One page of the user's entries, newest first, from `cursor` (a token of an earlier page's `next_cursor`) or
+    /// from the newest.
+    public func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesResponse {
+        guard (1...EntryPageSize.maximum).contains(limit) else {
+            throw LedgerError(.invalidInput, detail: "limit must be 1 to \(EntryPageSize.maximum), got \(limit)")
+        }
+        let position = try cursor.map { token throws(LedgerError) in try EntryCursor(token: token) }
+        // One more than asked, to tell whether another page follows without a request that answers empty.
+        guard let page = try await backend.entries(userID: userID, before: position, limit: limit + 1) else {
+            throw Self.unknownUser
+        }
+        guard page.cursorFound else {
+            throw LedgerError(.invalidInput, detail: "cursor is not one of this wallet's; start again without it")
+        }
+        let shown = page.entries.prefix(limit)
+        let next = page.entries.count > limit ? shown.last.map { EntryCursor(seq: $0.seq, entryID: $0.id).token } : nil
+        return WalletEntriesResponse(entries: shown.map(\.response), nextCursor: next)
+    }
+}
