@@ -142,6 +142,7 @@ struct ScanCommand: AsyncParsableCommand {
             + sighting.time.components.attoseconds / 1_000_000_000_000_000
         return
             "{\"eid\":\"\(sighting.eid)\",\"rssi\":\(number(sighting.rssi)),\"tx_power\":\(number(sighting.txPower)),"
+            + "\"calibrated_rssi\":\(number(sighting.calibratedRSSI)),"
             + "\"attenuation\":\(number(sighting.attenuation)),\"time_ms\":\(milliseconds),"
             + "\"source\":\"\(jsonEscaped(sighting.source))\"}"
     }
