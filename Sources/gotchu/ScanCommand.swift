@@ -142,8 +142,8 @@ struct ScanCommand: AsyncParsableCommand {
             + sighting.time.components.attoseconds / 1_000_000_000_000_000
         return
             "{\"eid\":\"\(sighting.eid)\",\"rssi\":\(number(sighting.rssi)),\"tx_power\":\(number(sighting.txPower)),"
-            + "\"calibrated_rssi\":\(number(sighting.calibratedRSSI)),"
             + "\"attenuation\":\(number(sighting.attenuation)),\"time_ms\":\(milliseconds),"
+            + (sighting.calibratedRSSI.map { "\"calibrated_rssi\":\($0)," } ?? "")
             + "\"source\":\"\(jsonEscaped(sighting.source))\"}"
     }
 

@@ -117,7 +117,7 @@ struct CandidateListTests {
         let bobs = try await bob.createSession(amountCents: 1_250)
         let carols = try await carol.createSession(amountCents: 700)
 
-        let air = SimulatedAir(seed: 3, clock: .realTime)
+        let air = SimulatedAir(seed: 3, clock: .virtual)
         let phone = await air.addPeer(SimulatedPeer(name: "phone", at: Position(x: 0, y: 0)))
         for (index, eid) in [bobs.eid, carols.eid].enumerated() {
             _ = await air.addBroadcaster(
@@ -133,13 +133,20 @@ struct CandidateListTests {
         )
         var flow = PayerStateMachine.Configuration()
         flow.alwaysChoose = true
-        // Real time: these only bound a hang.
-        flow.scanTimeout = .seconds(60)
-        flow.selectionTimeout = .seconds(2)
+        // Virtual time may run ahead of the payer's reading of the scan: nothing heard in this test goes stale.
+        flow.selector.window = .seconds(30)
+        flow.selector.staleAfter = .seconds(30)
         let journal = try PaymentJournal(path: processes.directory.url.appendingPathComponent("journal.sqlite").path)
         let interaction = ListingPayer()
-        let outcome = try await Payer(radio: phone, ledger: alice, journal: journal)
-            .run(Payer.Options(flow: flow), interaction: interaction)
+        let paying = Task {
+            try await Payer(radio: phone, ledger: alice, journal: journal)
+                .run(Payer.Options(flow: flow), interaction: interaction)
+        }
+        // The scan starts, then two seconds of the air's time pass: the list is due after one. Describing it takes
+        // real requests to the ledger, which no virtual time waits for.
+        while await air.sleeperCount == 0 { await Task.yield() }
+        for _ in 0..<200 { await air.advance(by: .milliseconds(10)) }
+        let outcome = try await paying.value
         guard case .failed(.cancelled) = outcome else {
             Issue.record("the payer did not stop at the list: \(outcome)")
             return
