@@ -248,6 +248,7 @@ let package = Package(
         .testTarget(
             name: "GotchuSimulatedRadioTests",
             dependencies: ["GotchuSimulatedRadio", .product(name: "PropertyBased", package: "swift-property-based")],
+            resources: [.copy("Recordings")],
             swiftSettings: swiftSettings
         ),
         // Seeded, bounded fuzzing of every parser that takes untrusted input.

@@ -16,7 +16,12 @@ enum BlueZAdvertisementObject {
     }
 
     static func serviceData(_ advertisement: Advertisement) -> DBusValue {
-        [serviceUUIDText(advertisement.serviceUUID): DBusVariant(.bytes(advertisement.eid.serviceData))].dbusValue
+        var entries = [serviceUUIDText(advertisement.serviceUUID): DBusVariant(.bytes(advertisement.eid.serviceData))]
+        // The calibration rides in an AD structure of its own, so the EID's service data is unchanged for payers.
+        if let calibratedRSSI = advertisement.calibratedRSSI {
+            entries[serviceUUIDText(.gotchuCalibration)] = DBusVariant(.bytes(Calibration.serviceData(calibratedRSSI)))
+        }
+        return entries.dbusValue
     }
 
     static func properties(_ advertisement: Advertisement, type: BlueZAdvertisingType) -> [DBusProperty] {

@@ -508,7 +508,7 @@ public final class BlueZRadio: Radio {
         case .malformed(let reason):
             countMalformed(reason, path)
             return nil
-        case .sighting(let eid, let rssi, let txPower):
+        case .sighting(let eid, let rssi, let txPower, let calibratedRSSI):
             if let minimum = filter.minimumRSSI {
                 guard let rssi, rssi >= minimum else {
                     counters.withLock { $0.belowThreshold += 1 }
@@ -516,7 +516,14 @@ public final class BlueZRadio: Radio {
                 }
             }
             counters.withLock { $0.sightings += 1 }
-            return Sighting(eid: eid, rssi: rssi, txPower: txPower, time: elapsed(), source: path.rawValue)
+            return Sighting(
+                eid: eid,
+                rssi: rssi,
+                txPower: txPower,
+                time: elapsed(),
+                source: path.rawValue,
+                calibratedRSSI: calibratedRSSI
+            )
         }
     }
 

@@ -6,8 +6,9 @@ public import GotchuDBus
 public struct SightingDecoder: Sendable {
     /// What one update produced.
     public enum Outcome: Hashable, Sendable {
-        /// A Gotchu advertisement was received.
-        case sighting(eid: EID, rssi: Int16?, txPower: Int16?)
+        /// A Gotchu advertisement was received, with the terminal's calibration when its service data carries one
+        /// (one byte under ``BluetoothUUID/gotchuCalibration``; its plausibility is the selector's judgement).
+        case sighting(eid: EID, rssi: Int16?, txPower: Int16?, calibratedRSSI: Int16? = nil)
         /// Service data under our UUID (or the ServiceData property itself) was not a valid EID.
         case malformed(String)
         /// Nothing to report (another kind of device, or a change that is not a reception).
@@ -18,6 +19,7 @@ public struct SightingDecoder: Sendable {
         var eid: EID?
         var rssi: Int16?
         var txPower: Int16?
+        var calibratedRSSI: Int16?
     }
 
     /// The service UUID whose service data carries EIDs.
@@ -55,6 +57,9 @@ public struct SightingDecoder: Sendable {
         public var txPower: Int16??
         /// The service data when the update carries it.
         public var serviceData: ServiceData?
+        /// The calibration found in the service data, when the update carries service data: `nil` when there is
+        /// none or it is not one byte.
+        public var calibratedRSSI: Int16?
         /// Which of these properties the update invalidates.
         public var invalidatesRSSI = false
         public var invalidatesTxPower = false
@@ -68,7 +73,7 @@ public struct SightingDecoder: Sendable {
     /// are remembered but not reported.
     public mutating func known(_ path: DBusObjectPath, properties: [String: DBusVariant]) -> Outcome {
         let outcome = update(path, changes(properties, invalidated: []), isNew: true)
-        if case .sighting(_, nil, _) = outcome, properties["RSSI"] == nil { return .nothing }
+        if case .sighting(_, nil, _, _) = outcome, properties["RSSI"] == nil { return .nothing }
         return outcome
     }
 
@@ -101,7 +106,10 @@ public struct SightingDecoder: Sendable {
         var changes = Changes()
         if let rssi = properties["RSSI"] { changes.rssi = .some(Self.signalStrength(rssi)) }
         if let txPower = properties["TxPower"] { changes.txPower = .some(Self.signalStrength(txPower)) }
-        if let serviceData = properties["ServiceData"] { changes.serviceData = decodeServiceData(serviceData) }
+        if let serviceData = properties["ServiceData"] {
+            changes.serviceData = decodeServiceData(serviceData)
+            changes.calibratedRSSI = Self.calibration(serviceData)
+        }
         changes.invalidatesRSSI = invalidated.contains("RSSI")
         changes.invalidatesTxPower = invalidated.contains("TxPower")
         changes.invalidatesServiceData = invalidated.contains("ServiceData")
@@ -124,10 +132,14 @@ public struct SightingDecoder: Sendable {
         if let txPower = changes.txPower { device.txPower = txPower }
         if changes.invalidatesRSSI { device.rssi = nil }
         if changes.invalidatesTxPower { device.txPower = nil }
-        if changes.invalidatesServiceData { device.eid = nil }
+        if changes.invalidatesServiceData {
+            device.eid = nil
+            device.calibratedRSSI = nil
+        }
 
         if let serviceData = changes.serviceData {
             received = true
+            device.calibratedRSSI = changes.calibratedRSSI
             switch serviceData {
             case .eid(let eid): device.eid = eid
             case .malformed(let reason):
@@ -138,7 +150,20 @@ public struct SightingDecoder: Sendable {
         }
         if let problem { return .malformed(problem) }
         guard received, let eid = device.eid else { return .nothing }
-        return .sighting(eid: eid, rssi: device.rssi, txPower: device.txPower)
+        return .sighting(eid: eid, rssi: device.rssi, txPower: device.txPower, calibratedRSSI: device.calibratedRSSI)
+    }
+
+    /// The calibration in a `ServiceData` property: the `ay` under ``BluetoothUUID/gotchuCalibration``, one byte.
+    static func calibration(_ serviceData: DBusVariant) -> Int16? {
+        guard case .dictionary(let dictionary) = serviceData.value else { return nil }
+        for entry in dictionary.entries {
+            guard case .string(let key) = entry.key, BluetoothUUID(key) == .gotchuCalibration else { continue }
+            guard case .variant(let inner) = entry.value, let bytes = [UInt8](dbusValue: inner.value) else {
+                return nil
+            }
+            return Calibration.calibratedRSSI(serviceData: bytes)
+        }
+        return nil
     }
 
     private func decodeServiceData(_ serviceData: DBusVariant) -> Changes.ServiceData {
@@ -206,7 +231,10 @@ extension SightingDecoder {
                 } else if name.equals("TxPower") {
                     changes.txPower = .some(Self.signalStrength(value))
                 } else if name.equals("ServiceData") {
-                    changes.serviceData = value.withContents { readServiceData(&$0) } ?? .notOurs
+                    var calibration: Int16?
+                    changes.serviceData =
+                        value.withContents { readServiceData(&$0, calibration: &calibration) } ?? .notOurs
+                    changes.calibratedRSSI = calibration
                 }
                 return true
             }
@@ -231,20 +259,38 @@ extension SightingDecoder {
     }
 
     /// The service data inside its variant: a dictionary with string keys whose entry under our UUID holds `ay`.
-    private func readServiceData(_ value: inout DBusArgumentReader) -> Changes.ServiceData {
+    private func readServiceData(
+        _ value: inout DBusArgumentReader,
+        calibration: inout Int16?
+    ) -> Changes.ServiceData {
         var result = Changes.ServiceData.notOurs
         var entries = 0
+        var decided = false
+        var calibrationSeen = false
         let isDictionary =
             value.typeCode == UInt8(ascii: "a")
             && value.forEachStringKeyedEntry { key, entry in
                 entries += 1
-                guard key.equals(serviceUUID.uuidString) || isOurs(key.string) else { return true }
+                if !calibrationSeen,
+                    key.equals(BluetoothUUID.gotchuCalibration.uuidString)
+                        || BluetoothUUID(key.string) == .gotchuCalibration
+                {
+                    // The first entry under the calibration's UUID decides; anything but one byte is no calibration.
+                    calibrationSeen = true
+                    calibration =
+                        entry.withContents { inner in
+                            inner.withBytes { bytes in Calibration.calibratedRSSI(serviceData: bytes) }
+                        }.flatMap { $0 }.flatMap { $0 }
+                    return !decided
+                }
+                guard !decided, key.equals(serviceUUID.uuidString) || isOurs(key.string) else { return true }
                 // The first entry under our UUID decides.
                 let decoded = entry.withContents { inner in
                     inner.withBytes { bytes in Self.eid(bytes, key: key.string) }
                 }
                 result = decoded.flatMap { $0 } ?? .malformed("service data under \(key.string) is not ay")
-                return false
+                decided = true
+                return !calibrationSeen
             }
         // An empty dictionary has no entry to show its key type: ask for the signature then (rare).
         guard isDictionary, entries > 0 || value.signatureText.hasPrefix("a{s") else {

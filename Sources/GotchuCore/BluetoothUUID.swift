@@ -9,6 +9,11 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible, Codabl
     /// The service UUID Gotchu advertises under by default (16-bit 0xFEED).
     public static let gotchu = BluetoothUUID("feed")!
 
+    /// The service data UUID a terminal's calibration rides under (16-bit 0xFEDC), beside the EID's: one more AD
+    /// structure of 5 bytes, so flags, the UUID list, the EID, the TX Power Level and the calibration still fit the
+    /// 31 bytes of a legacy advertisement (29 in all).
+    public static let gotchuCalibration = BluetoothUUID("fedc")!
+
     private static let baseSuffix = "-0000-1000-8000-00805f9b34fb"
 
     /// Parses a 16-bit (`feed`), 32-bit (`0000feed`) or 128-bit UUID, in either case.

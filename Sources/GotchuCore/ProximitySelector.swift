@@ -11,14 +11,24 @@ public struct ProximityCandidate: Hashable, Sendable, Codable {
     public var sampleCount: Int
     /// Time of the newest sample, on the radio's clock.
     public var lastSeen: Duration
+    /// Whether ``attenuation`` is measured against the terminal's calibration (see ``Calibration``) in every sample.
+    public var isCalibrated: Bool
 
     /// Creates a candidate.
-    public init(eid: EID, rssi: Double?, attenuation: Double?, sampleCount: Int, lastSeen: Duration) {
+    public init(
+        eid: EID,
+        rssi: Double?,
+        attenuation: Double?,
+        sampleCount: Int,
+        lastSeen: Duration,
+        isCalibrated: Bool = false
+    ) {
         self.eid = eid
         self.rssi = rssi
         self.attenuation = attenuation
         self.sampleCount = sampleCount
         self.lastSeen = lastSeen
+        self.isCalibrated = isCalibrated
     }
 }
 
@@ -86,6 +96,23 @@ public struct ProximitySelector: Sendable {
         /// raises that terminal's level far more than any other's, and a rise cancels the per-device offsets and
         /// blocking that are constant over a tap. `nil` turns it off.
         public var minimumRise: Double?
+        /// Contact range against a calibration: when the best and the runner-up both carry calibrations (so their
+        /// attenuations are on one scale whatever their hardware, 41 dB at 1 m), a best candidate at most this far
+        /// (dB) is at the terminal's face and needs only ``margin``. `nil`: calibrations are ranked on, but contact
+        /// is judged by ``contactAttenuation`` as for TX powers.
+        public var calibratedContactAttenuation: Double?
+        /// With calibrations, the tap's plateau: the best candidate must be at most this far (dB, against its
+        /// calibration) over the newest quarter of the window to be selected at all, so a payer still walking up is
+        /// not matched to whatever terminal it passes; and one that also rose by ``tapRise`` more than the runner-up
+        /// needs only ``margin``. `nil` turns both off.
+        public var calibratedPlateauAttenuation: Double?
+        /// With calibrations, the lead a best candidate outside contact range needs without the tap's rise (dB).
+        public var calibratedDistantMargin: Double
+        /// With calibrations, the rise over the runner-up (dB, newest quarter of the window against the oldest) that
+        /// lets a best candidate at the plateau be selected with only ``margin``. `nil` (the default) turns it off:
+        /// standing still, the rise is only shadowing drifting, and on the hard model the rule cost more wrong
+        /// payees than the coverage it bought.
+        public var tapRise: Double?
 
         /// Creates a configuration; every parameter has a measured default.
         public init(
@@ -99,7 +126,11 @@ public struct ProximitySelector: Sendable {
             contactAttenuation: Double = 38,
             contactRSSI: Double = -38,
             distantMargin: Double = 24,
-            minimumRise: Double? = nil
+            minimumRise: Double? = nil,
+            calibratedContactAttenuation: Double? = 18,
+            calibratedPlateauAttenuation: Double? = 34,
+            tapRise: Double? = nil,
+            calibratedDistantMargin: Double = 28
         ) {
             self.window = window
             self.staleAfter = staleAfter
@@ -112,11 +143,16 @@ public struct ProximitySelector: Sendable {
             self.contactRSSI = contactRSSI
             self.distantMargin = distantMargin
             self.minimumRise = minimumRise
+            self.calibratedContactAttenuation = calibratedContactAttenuation
+            self.calibratedPlateauAttenuation = calibratedPlateauAttenuation
+            self.tapRise = tapRise
+            self.calibratedDistantMargin = calibratedDistantMargin
         }
 
         private enum CodingKeys: String, CodingKey {
             case window, staleAfter, minimumSamples, margin, maximumAttenuation, minimumRSSI, smoothing
             case contactAttenuation, contactRSSI, distantMargin, minimumRise
+            case calibratedContactAttenuation, calibratedPlateauAttenuation, tapRise, calibratedDistantMargin
         }
 
         /// Decodes a configuration whose durations are seconds.
@@ -133,7 +169,18 @@ public struct ProximitySelector: Sendable {
                 contactAttenuation: try container.decode(Double.self, forKey: .contactAttenuation),
                 contactRSSI: try container.decode(Double.self, forKey: .contactRSSI),
                 distantMargin: try container.decode(Double.self, forKey: .distantMargin),
-                minimumRise: try container.decodeIfPresent(Double.self, forKey: .minimumRise)
+                minimumRise: try container.decodeIfPresent(Double.self, forKey: .minimumRise),
+                calibratedContactAttenuation: try container.decodeIfPresent(
+                    Double.self,
+                    forKey: .calibratedContactAttenuation
+                ),
+                calibratedPlateauAttenuation: try container.decodeIfPresent(
+                    Double.self,
+                    forKey: .calibratedPlateauAttenuation
+                ),
+                tapRise: try container.decodeIfPresent(Double.self, forKey: .tapRise),
+                calibratedDistantMargin: try container.decodeIfPresent(Double.self, forKey: .calibratedDistantMargin)
+                    ?? 28
             )
         }
 
@@ -151,6 +198,10 @@ public struct ProximitySelector: Sendable {
             try container.encode(contactRSSI, forKey: .contactRSSI)
             try container.encode(distantMargin, forKey: .distantMargin)
             try container.encodeIfPresent(minimumRise, forKey: .minimumRise)
+            try container.encodeIfPresent(calibratedContactAttenuation, forKey: .calibratedContactAttenuation)
+            try container.encodeIfPresent(calibratedPlateauAttenuation, forKey: .calibratedPlateauAttenuation)
+            try container.encodeIfPresent(tapRise, forKey: .tapRise)
+            try container.encode(calibratedDistantMargin, forKey: .calibratedDistantMargin)
         }
 
         /// The rule before hardware spread was modelled: a 2 s mean, at least 6 samples, 8 dB of margin, and a gate
@@ -165,7 +216,9 @@ public struct ProximitySelector: Sendable {
             smoothing: .mean,
             contactAttenuation: 40,
             contactRSSI: -50,
-            distantMargin: 8
+            distantMargin: 8,
+            calibratedContactAttenuation: nil,
+            calibratedPlateauAttenuation: nil
         )
     }
 
@@ -178,11 +231,20 @@ public struct ProximitySelector: Sendable {
         self.configuration = configuration
     }
 
-    /// Records a sighting. Sightings without RSSI carry no distance information and are ignored.
+    /// Records a sighting. Sightings without RSSI carry no distance information and are ignored. Attenuation is
+    /// measured against the sighting's ``Sighting/referencePower``: its calibration when it carries a plausible one,
+    /// else its TX power when plausible; an implausible value counts as absent.
     public mutating func record(_ sighting: Sighting) {
         guard let rssi = sighting.rssi else { return }
         windows[sighting.eid, default: RSSIWindow(length: configuration.window)]
-            .append(.init(time: sighting.time, rssi: rssi, txPower: sighting.txPower))
+            .append(
+                .init(
+                    time: sighting.time,
+                    rssi: rssi,
+                    txPower: sighting.referencePower,
+                    calibrated: sighting.calibratedRSSI.map(Calibration.plausibleCalibratedRSSI.contains) ?? false
+                )
+            )
     }
 
     /// Forgets every sample.
@@ -220,7 +282,28 @@ public struct ProximitySelector: Sendable {
         // walked away, and picking the only fresh terminal in that moment is exactly the dangerous guess.
         guard let runnerUp = all.first(where: { $0.eid != best.eid }) else { return .selected(best) }
         let lead = strength(best, byAttenuation) - strength(runnerUp, byAttenuation)
-        if isContact(best, byAttenuation) ? lead >= configuration.margin : lead >= configuration.distantMargin {
+        // Calibrated, the tap's shape: the best levelled off near its terminal, and is at its face, far ahead, or
+        // rose well above the runner-up on the way there.
+        let calibratedPair = byAttenuation && best.isCalibrated && runnerUp.isCalibrated
+        if calibratedPair, let plateau = configuration.calibratedPlateauAttenuation {
+            guard let level = recentAttenuation(best.eid, now: now), level <= plateau else { return .ambiguous(ranked) }
+            if isContact(best, runnerUp, byAttenuation)
+                ? lead >= configuration.margin
+                : lead >= configuration.calibratedDistantMargin
+            {
+                return .selected(best)
+            }
+            if let tapRise = configuration.tapRise, lead >= configuration.margin,
+                let bestRise = rise(best.eid, now: now, byAttenuation),
+                let runnerUpRise = rise(runnerUp.eid, now: now, byAttenuation),
+                bestRise - runnerUpRise >= tapRise
+            {
+                return .selected(best)
+            }
+            return .ambiguous(ranked)
+        }
+        if isContact(best, runnerUp, byAttenuation) ? lead >= configuration.margin : lead >= configuration.distantMargin
+        {
             return .selected(best)
         }
         if let minimumRise = configuration.minimumRise, lead >= configuration.margin,
@@ -245,7 +328,8 @@ public struct ProximitySelector: Sendable {
                     rssi: rssi,
                     attenuation: window.attenuation(configuration.smoothing),
                     sampleCount: window.count,
-                    lastSeen: lastSeen
+                    lastSeen: lastSeen,
+                    isCalibrated: window.isCalibrated
                 )
             )
         }
@@ -285,8 +369,26 @@ public struct ProximitySelector: Sendable {
         return late.reduce(0, +) / Double(late.count) - early.reduce(0, +) / Double(early.count)
     }
 
-    private func isContact(_ candidate: ProximityCandidate, _ byAttenuation: Bool) -> Bool {
+    /// The mean attenuation of `eid`'s samples in the newest quarter of the window; `nil` without two of them.
+    private func recentAttenuation(_ eid: EID, now: Duration) -> Double? {
+        guard var window = windows[eid] else { return nil }
+        window.prune(now: now)
+        let late = window.samples.filter { $0.time > now - configuration.window / 4 }.compactMap(\.attenuation)
+        guard late.count >= 2 else { return nil }
+        return late.map(Double.init).reduce(0, +) / Double(late.count)
+    }
+
+    private func isContact(
+        _ candidate: ProximityCandidate,
+        _ runnerUp: ProximityCandidate,
+        _ byAttenuation: Bool
+    ) -> Bool {
         if byAttenuation, let attenuation = candidate.attenuation {
+            if let calibrated = configuration.calibratedContactAttenuation, candidate.isCalibrated,
+                runnerUp.isCalibrated
+            {
+                return attenuation <= calibrated
+            }
             return attenuation <= configuration.contactAttenuation
         }
         return candidate.rssi.map { $0 >= configuration.contactRSSI } ?? false
@@ -315,7 +417,7 @@ public struct NaiveProximitySelector: Sendable {
     public mutating func record(_ sighting: Sighting) {
         guard let rssi = sighting.rssi else { return }
         if let previous = latest[sighting.eid], previous.time > sighting.time { return }
-        latest[sighting.eid] = .init(time: sighting.time, rssi: rssi, txPower: sighting.txPower)
+        latest[sighting.eid] = .init(time: sighting.time, rssi: rssi, txPower: sighting.referencePower)
     }
 
     /// The EID with the strongest latest sample at `now`: `.selected` whenever anything fresh was heard.

@@ -9,14 +9,18 @@ public struct RSSIWindow: Hashable, Sendable {
         public var time: Duration
         /// Received signal strength in dBm.
         public var rssi: Int16
-        /// The advertiser's TX power in dBm, when it announced one.
+        /// The advertiser's reference power in dBm (its TX power, or its calibration on the same scale: see
+        /// ``Calibration``), when it has one.
         public var txPower: Int16?
+        /// Whether ``txPower`` comes from the advertiser's calibration rather than its announced TX power.
+        public var calibrated: Bool
 
         /// Creates a sample.
-        public init(time: Duration, rssi: Int16, txPower: Int16? = nil) {
+        public init(time: Duration, rssi: Int16, txPower: Int16? = nil, calibrated: Bool = false) {
             self.time = time
             self.rssi = rssi
             self.txPower = txPower
+            self.calibrated = calibrated
         }
 
         /// TX power − RSSI in dB, when the TX power is known.
@@ -60,6 +64,9 @@ public struct RSSIWindow: Hashable, Sendable {
 
     /// The number of samples in the window.
     public var count: Int { samples.count }
+
+    /// Whether every sample in the window carries a calibration (and the window is not empty).
+    public var isCalibrated: Bool { !samples.isEmpty && samples.allSatisfy(\.calibrated) }
 
     /// The time of the newest sample, or `nil` when the window is empty.
     public var lastSeen: Duration? { samples.lazy.map(\.time).max() }

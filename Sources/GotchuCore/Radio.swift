@@ -8,18 +8,24 @@ public struct Advertisement: Hashable, Sendable {
     public var includesTxPower: Bool
     /// Requested advertising interval; radios may ignore it (BlueZ does unless bluetoothd runs with `-E`).
     public var interval: ClosedRange<Duration>?
+    /// The terminal's calibration: the RSSI in dBm a phone measured at ``Calibration/referenceDistance`` from it
+    /// (`gotchu kiosk calibrate`). Sent as one signed byte of service data under
+    /// ``BluetoothUUID/gotchuCalibration``, beside the EID's service data, which stays exactly as payers parse it.
+    public var calibratedRSSI: Int16?
 
     /// Creates an advertisement for `eid`.
     public init(
         eid: EID,
         serviceUUID: BluetoothUUID = .gotchu,
         includesTxPower: Bool = true,
-        interval: ClosedRange<Duration>? = nil
+        interval: ClosedRange<Duration>? = nil,
+        calibratedRSSI: Int16? = nil
     ) {
         self.eid = eid
         self.serviceUUID = serviceUUID
         self.includesTxPower = includesTxPower
         self.interval = interval
+        self.calibratedRSSI = calibratedRSSI
     }
 }
 
@@ -36,21 +42,37 @@ public struct Sighting: Hashable, Sendable {
     /// Which advertiser it came from as the radio sees it (a D-Bus device path, a simulated peer's name).
     /// Only for diagnostics: peers are identified by EID, since addresses are random.
     public var source: String
+    /// The advertiser's calibration (its RSSI at 1 m, see ``Advertisement/calibratedRSSI``), as received.
+    public var calibratedRSSI: Int16?
 
     /// Creates a sighting.
-    public init(eid: EID, rssi: Int16?, txPower: Int16?, time: Duration, source: String) {
+    public init(
+        eid: EID,
+        rssi: Int16?,
+        txPower: Int16?,
+        time: Duration,
+        source: String,
+        calibratedRSSI: Int16? = nil
+    ) {
         self.eid = eid
         self.rssi = rssi
         self.txPower = txPower
         self.time = time
         self.source = source
+        self.calibratedRSSI = calibratedRSSI
     }
 
-    /// TX power − RSSI in dB, when both are known: lower means closer, and it compares across advertisers that
-    /// transmit at different powers.
+    /// The level the advertiser's signal is measured against (see ``Calibration/referencePower(txPower:calibratedRSSI:)``):
+    /// its calibration when it carries a plausible one, else its announced TX power when plausible, else `nil`.
+    public var referencePower: Int16? {
+        Calibration.referencePower(txPower: txPower, calibratedRSSI: calibratedRSSI)
+    }
+
+    /// Reference power − RSSI in dB (see ``referencePower``), when both are known: lower means closer, and it
+    /// compares across advertisers that transmit at different powers or were built differently.
     public var attenuation: Int16? {
-        guard let rssi, let txPower else { return nil }
-        return txPower - rssi
+        guard let rssi, let referencePower else { return nil }
+        return referencePower - rssi
     }
 }
 

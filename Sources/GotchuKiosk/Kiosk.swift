@@ -23,16 +23,20 @@ public actor Kiosk: KioskStatusSource {
         public var serviceUUID: BluetoothUUID
         /// How charges behave: lifetimes, status polling, retries, how long an outcome is shown.
         public var charges: KioskChargeMachine.Configuration
+        /// The terminal's calibration, advertised beside each EID; `nil` for none.
+        public var calibratedRSSI: Int16?
 
         /// Creates options.
         public init(
             payeeName: String = "Gotchu",
             serviceUUID: BluetoothUUID = .gotchu,
-            charges: KioskChargeMachine.Configuration = .init()
+            charges: KioskChargeMachine.Configuration = .init(),
+            calibratedRSSI: Int16? = nil
         ) {
             self.payeeName = payeeName
             self.serviceUUID = serviceUUID
             self.charges = charges
+            self.calibratedRSSI = calibratedRSSI
         }
     }
 
@@ -391,7 +395,11 @@ public actor Kiosk: KioskStatusSource {
 
     /// Advertises `eid` until the task is cancelled, telling the machine when it is on the air or why it is not.
     private func advertise(_ eid: EID, token: Int) {
-        let advertisement = Advertisement(eid: eid, serviceUUID: options.serviceUUID)
+        let advertisement = Advertisement(
+            eid: eid,
+            serviceUUID: options.serviceUUID,
+            calibratedRSSI: options.calibratedRSSI
+        )
         let (radio, logger) = (self.radio, self.logger)
         self.advertisement = Task {
             do {

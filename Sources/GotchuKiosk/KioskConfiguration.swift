@@ -74,6 +74,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var controlBus: DBusConnection.Bus
     /// The config file that was read; `nil` when the default one does not exist.
     public var file: URL?
+    /// The terminal's calibration, advertised beside each EID (``Advertisement/calibratedRSSI``); `nil` for none.
+    public var calibratedRSSI: Int16?
 
     /// Creates a configuration directly, without layers (for tests and embedding).
     public init(
@@ -93,7 +95,8 @@ public struct KioskConfiguration: Hashable, Sendable {
         stateDirectory: URL = URL(fileURLWithPath: "/var/lib/gotchu-kiosk"),
         display: DisplayAddress? = DisplayAddress(host: "127.0.0.1", port: 8080),
         controlBus: DBusConnection.Bus = .system,
-        file: URL? = nil
+        file: URL? = nil,
+        calibratedRSSI: Int16? = nil
     ) {
         self.server = server
         self.credentials = credentials
@@ -112,6 +115,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         self.display = display
         self.controlBus = controlBus
         self.file = file
+        self.calibratedRSSI = calibratedRSSI
     }
 
     /// The config file read when none is named: `/etc/gotchu/kiosk.toml`.
@@ -317,7 +321,8 @@ private struct Resolver {
             stateDirectory: try required(\.stateDirectory, Self.path),
             display: try required(\.display, Self.display),
             controlBus: try required(\.controlBus, Self.bus),
-            file: fileRead
+            file: fileRead,
+            calibratedRSSI: try value(\.calibratedRSSI, Self.calibration)
         )
     }
 
@@ -474,6 +479,18 @@ private struct Resolver {
             )
         }
         return .seconds(seconds)
+    }
+
+    /// A calibration: whole dBm that a real radio 1 m away could read.
+    private static func calibration(_ text: String) throws(Problem) -> Int16 {
+        let range = Calibration.plausibleCalibratedRSSI
+        guard let value = Int16(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw Problem(
+                "must be whole dBm from \(range.lowerBound) to \(range.upperBound), such as \"-59\", not "
+                    + DisplayText.quoted(String(text.prefix(32)))
+            )
+        }
+        return value
     }
 
     /// An EID's time on the air: 0 for never, else at least 5 seconds (each rotation is a ledger write) and at most

@@ -1,6 +1,6 @@
 public import Foundation
 import GotchuBlueZ
-import GotchuCore
+public import GotchuCore
 import GotchuDBus
 import GotchuLedgerClient
 import GotchuSimulatedRadio
@@ -104,7 +104,8 @@ public enum KioskDaemon {
                     sessionLifetime: settings.sessionLifetime,
                     renewExpiredSessions: settings.renewExpiredSessions,
                     rotateEvery: settings.rotateEvery
-                )
+                ),
+                calibratedRSSI: settings.calibratedRSSI
             ),
             logger: logger
         )
@@ -163,7 +164,8 @@ public enum KioskDaemon {
         notifier.stopping()
     }
 
-    private static func makeRadio(_ settings: KioskConfiguration) async throws -> any Radio {
+    /// The radio the settings name: the shared simulated air or BlueZ.
+    public static func makeRadio(_ settings: KioskConfiguration) async throws -> any Radio {
         switch settings.radio {
         case .sim:
             do {

@@ -46,6 +46,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var display: String?
     /// `control_bus`: `system`, `session` or a D-Bus address, where the kiosk owns `io.gotchu.Kiosk1`.
     public var controlBus: String?
+    /// `calibrated_rssi`: the RSSI in dBm a phone measured 1 m from this terminal (`gotchu kiosk calibrate`),
+    /// advertised so payers rank terminals of different makes fairly; written as a string, such as `"-59"`.
+    public var calibratedRSSI: String?
 
     /// Creates a layer; every setting left out is unset.
     public init(
@@ -66,7 +69,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         rotateEvery: Int? = nil,
         stateDirectory: String? = nil,
         display: String? = nil,
-        controlBus: String? = nil
+        controlBus: String? = nil,
+        calibratedRSSI: String? = nil
     ) {
         self.server = server
         self.email = email
@@ -86,6 +90,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.stateDirectory = stateDirectory
         self.display = display
         self.controlBus = controlBus
+        self.calibratedRSSI = calibratedRSSI
     }
 
     /// One setting as the config file, the environment and the command line name it: its key, what its value must
@@ -174,6 +179,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
             .text(\.controlBus, builtIn: "system"),
             "a string (\"system\", \"session\" or an address)"
         ),
+        Declaration("calibrated_rssi", .text(\.calibratedRSSI, builtIn: nil), "a string (dBm at 1 m, such as \"-59\")"),
     ]
 
     /// The config file's keys, in the order the example config lists them.

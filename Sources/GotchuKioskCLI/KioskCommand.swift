@@ -1,5 +1,6 @@
 public import ArgumentParser
 import Foundation
+import GotchuCore
 import GotchuKiosk
 import GotchuLogging
 import Logging
@@ -9,7 +10,8 @@ public struct KioskCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "kiosk",
         abstract: KioskOptions.abstract,
-        discussion: KioskOptions.discussion(command: "gotchu kiosk")
+        discussion: KioskOptions.discussion(command: "gotchu kiosk"),
+        subcommands: [KioskCalibrateCommand.self]
     )
 
     @OptionGroup var options: KioskOptions
@@ -117,6 +119,14 @@ public struct KioskOptions: ParsableArguments {
         help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus")
     )
     var controlBus: String?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Advertise this calibration: the RSSI a phone measured 1 m away (`gotchu kiosk calibrate` sets it).",
+            valueName: "dBm"
+        )
+    )
+    var calibratedRSSI: String?
 
     @Option(
         help: ArgumentHelp(
@@ -167,8 +177,23 @@ public struct KioskOptions: ParsableArguments {
             rotateEvery: rotateEvery,
             stateDirectory: stateDirectory,
             display: display,
-            controlBus: controlBus
+            controlBus: controlBus,
+            calibratedRSSI: calibratedRSSI
         )
+    }
+
+    /// The configuration from the config file, the environment and these options.
+    func resolve() throws -> KioskConfiguration {
+        do {
+            return try KioskConfiguration.resolve(
+                file: config.map { URL(fileURLWithPath: $0) } ?? KioskConfiguration.defaultFile,
+                fileIsExplicit: config != nil,
+                environment: ProcessInfo.processInfo.environment,
+                flags: flags
+            )
+        } catch {
+            throw KioskDaemon.Failure("\(error)")
+        }
     }
 
     /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
@@ -186,5 +211,77 @@ public struct KioskOptions: ParsableArguments {
             throw KioskDaemon.Failure("\(error)")
         }
         try await KioskDaemon.run(settings, logger: Logger(label: "gotchu.kiosk"))
+    }
+}
+
+/// `gotchu kiosk calibrate`: measures the terminal's RSSI 1 m from a phone and writes it into the config file.
+public struct KioskCalibrateCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "calibrate",
+        abstract: "Measure the terminal's signal 1 m from a phone and keep it as calibrated_rssi in the config file.",
+        discussion: """
+            Hold a phone running `gotchu advertise` 1 m from the terminal, at the height and side a payer \
+            stands, and turn it slowly while this scans. The median RSSI heard is written to the config \
+            file as calibrated_rssi; the kiosk advertises it beside each EID from its next start, so payers \
+            rank this terminal against others of other makes fairly. The path is the same both ways, so \
+            this stands for what the phone hears from the terminal as long as the phone transmits about as \
+            strongly as the terminal (about 0 dBm).
+
+            Example: gotchu kiosk calibrate --config /etc/gotchu/kiosk.toml --seconds 20
+            """
+    )
+
+    @OptionGroup var options: KioskOptions
+
+    @Option(help: ArgumentHelp("How long to scan, in seconds (5 to 300).", valueName: "seconds"))
+    var seconds = 15
+
+    @Option(help: ArgumentHelp("The phone's EID, when other advertisers are near.", valueName: "eid"))
+    var eid: String?
+
+    @Flag(help: "Print the measurement only; do not write the config file.")
+    var dryRun = false
+
+    /// Creates the command with every option unset.
+    public init() {}
+
+    public func validate() throws {
+        guard (5...300).contains(seconds) else { throw ValidationError("--seconds must be from 5 to 300") }
+        if let eid, EID(typed: eid) == nil {
+            throw ValidationError("--eid must be 10 hex digits, such as a1b2c3d4e5")
+        }
+    }
+
+    public func run() async throws {
+        let settings = try options.resolve()
+        guard dryRun || settings.file != nil else {
+            throw KioskDaemon.Failure("no config file to write calibrated_rssi to: name one with --config")
+        }
+        let radio = try await KioskDaemon.makeRadio(settings)
+        let measurement: KioskCalibration.Measurement
+        do {
+            measurement = try await KioskCalibration.scan(
+                radio,
+                serviceUUID: settings.serviceUUID,
+                duration: .seconds(seconds),
+                eid: eid.flatMap { EID(typed: $0) }
+            )
+        } catch {
+            await radio.close()
+            throw KioskDaemon.Failure("\(error)")
+        }
+        await radio.close()
+        print(
+            "median \(measurement.medianRSSI) dBm over \(measurement.samples) sightings of \(measurement.eid.grouped)"
+        )
+        guard !dryRun, let file = settings.file else { return }
+        do {
+            try KioskCalibration.write(measurement.medianRSSI, to: file)
+        } catch {
+            throw KioskDaemon.Failure("\(error)")
+        }
+        print(
+            "wrote calibrated_rssi = \"\(measurement.medianRSSI)\" to \(file.path); restart the kiosk to advertise it"
+        )
     }
 }

@@ -8,6 +8,10 @@ public import GotchuLedgerClient
 public protocol PayerInteraction: Sendable {
     /// Picks one of the ranked candidates when no terminal is clearly nearest; `nil` gives up.
     func choose(from candidates: [ProximityCandidate]) async -> EID?
+    /// Picks one of the ranked candidates (nearest first), each with what the ledger said of its session: payee,
+    /// amount and confirmation code, or `nil` when it could not be resolved (expired, unknown, unreachable).
+    /// Whatever is picked is resolved again and confirmed as usual. By default, ``choose(from:)``.
+    func choose(from candidates: [ProximityCandidate], offers: [EID: PaymentOffer]) async -> EID?
     /// Asks "Pay $X.XX to NAME?" with the figures fetched from the ledger.
     func confirm(_ offer: PaymentOffer) async -> Bool
     /// Shows a step.
@@ -20,6 +24,11 @@ public protocol PayerInteraction: Sendable {
 extension PayerInteraction {
     /// Says nothing.
     public func settling(_ offer: PaymentOffer) {}
+
+    /// Shows the candidates without their sessions.
+    public func choose(from candidates: [ProximityCandidate], offers: [EID: PaymentOffer]) async -> EID? {
+        await choose(from: candidates)
+    }
 }
 
 /// Drives the payer's flow over a radio, the ledger and the journal: scan, select the nearest terminal, resolve,
@@ -151,7 +160,9 @@ public struct Payer: Sendable {
                 stopScan()
                 prompts.append(
                     Task {
-                        let choice = await interaction.choose(from: candidates)
+                        // Never a guess: the list names what each terminal asks, so the payer can match it.
+                        let offers = await describe(candidates)
+                        let choice = await interaction.choose(from: candidates, offers: offers)
                         input.yield(.event(choice.map { .chose($0) } ?? .cancel))
                     }
                 )
@@ -264,6 +275,35 @@ public struct Payer: Sendable {
             }
         }
         return [sightings, ticker]
+    }
+
+    /// The most candidates resolved for the list; further ones are listed by EID alone.
+    static let maximumDescribedCandidates = 8
+
+    /// What the ledger says of each candidate's session, resolved concurrently; candidates it does not describe are
+    /// left out.
+    private func describe(_ candidates: [ProximityCandidate]) async -> [EID: PaymentOffer] {
+        let ledger = self.ledger
+        return await withTaskGroup(of: PaymentOffer?.self) { group in
+            for candidate in candidates.prefix(Self.maximumDescribedCandidates) {
+                group.addTask {
+                    guard let resolved = try? await ledger.resolve(eid: candidate.eid) else { return nil }
+                    return PaymentOffer(
+                        eid: candidate.eid,
+                        sessionID: resolved.sid,
+                        amountCents: resolved.amountCents,
+                        payeeName: resolved.payeeDisplay.name,
+                        payeeDomain: resolved.payeeDisplay.domain,
+                        payeeVerified: resolved.payeeDisplay.verified
+                    )
+                }
+            }
+            var offers: [EID: PaymentOffer] = [:]
+            for await offer in group {
+                if let offer { offers[offer.eid] = offer }
+            }
+            return offers
+        }
     }
 
     private func resolve(_ eid: EID) async -> PayerStateMachine.Event {

@@ -23,6 +23,9 @@ public struct Receiver: Sendable {
         /// How long one EID stays on the air before the session is given a new one (on the radio's clock); `nil`
         /// never rotates.
         public var rotateEvery: Duration?
+        /// The terminal's calibration, advertised beside the EID (see ``Advertisement/calibratedRSSI``); `nil` for
+        /// none.
+        public var calibratedRSSI: Int16?
 
         /// Creates options.
         public init(
@@ -165,7 +168,11 @@ public struct Receiver: Sendable {
         _ options: Options,
         _ progress: @escaping @Sendable (Progress) -> Void
     ) async -> ReceiverStateMachine.Event {
-        let advertisement = Advertisement(eid: session.eid, serviceUUID: options.serviceUUID)
+        let advertisement = Advertisement(
+            eid: session.eid,
+            serviceUUID: options.serviceUUID,
+            calibratedRSSI: options.calibratedRSSI
+        )
         do {
             return try await radio.withAdvertisement(advertisement) { handle in
                 progress(.advertising(session.eid))
@@ -212,7 +219,13 @@ public struct Receiver: Sendable {
             if Task.isCancelled { return }
             do {
                 let rotated = try await ledger.rotateEID(sid: session.sessionID)
-                try await handle.update(Advertisement(eid: rotated.eid, serviceUUID: options.serviceUUID))
+                try await handle.update(
+                    Advertisement(
+                        eid: rotated.eid,
+                        serviceUUID: options.serviceUUID,
+                        calibratedRSSI: options.calibratedRSSI
+                    )
+                )
                 progress(.rotated(rotated.eid))
             } catch {
                 if Task.isCancelled { return }

@@ -205,7 +205,15 @@ public struct AirPayload: Hashable, Sendable {
     public init(_ advertisement: Advertisement, txPower: Int16) {
         self.serviceUUIDs = [advertisement.serviceUUID]
         self.serviceData = [advertisement.serviceUUID: advertisement.eid.serviceData]
+        if let calibratedRSSI = advertisement.calibratedRSSI {
+            serviceData[.gotchuCalibration] = Calibration.serviceData(calibratedRSSI)
+        }
         self.txPower = advertisement.includesTxPower ? txPower : nil
+    }
+
+    /// The calibration the payload carries (see ``Advertisement/calibratedRSSI``), when it carries one byte of it.
+    public var calibratedRSSI: Int16? {
+        serviceData[.gotchuCalibration].flatMap { Calibration.calibratedRSSI(serviceData: $0) }
     }
 
     /// What a scanner filtering on `serviceUUID` makes of this payload.

@@ -45,6 +45,10 @@ public struct Scenario: Hashable, Sendable, Codable {
     /// When set, the payer walks up: it starts the scan 1 m further from the terminal it means to pay and reaches its
     /// place after this long. `nil`: it stands there from the start.
     public var approach: Duration?
+    /// When set, every terminal carries a calibration (``Advertisement/calibratedRSSI``): what a phone read 1 m from
+    /// it, including the terminal's own transmit offset, off by a normally drawn error with this deviation in dB
+    /// (how well `gotchu kiosk calibrate` averages shadowing and the calibrating phone away). `nil`: uncalibrated.
+    public var calibrationError: Double?
     /// How many trials to run.
     public var trials: Int
     /// The seed of trial 0; trial i uses a seed derived from it and i.
@@ -65,7 +69,8 @@ public struct Scenario: Hashable, Sendable, Codable {
         intendedDistance: ClosedRange<Double> = 0.2...0.2,
         otherDistance: ClosedRange<Double> = 1.5...3,
         mixedMakes: Bool = false,
-        approach: Duration? = nil
+        approach: Duration? = nil,
+        calibrationError: Double? = nil
     ) {
         self.layout = layout
         self.model = model
@@ -81,11 +86,12 @@ public struct Scenario: Hashable, Sendable, Codable {
         self.otherDistance = otherDistance
         self.mixedMakes = mixedMakes
         self.approach = approach
+        self.calibrationError = calibrationError
     }
 
     private enum CodingKeys: String, CodingKey {
         case layout, model, selector, advertisingInterval, scanWindow, scanInterval, timeout, naiveDecisionDelay
-        case intendedDistance, otherDistance, mixedMakes, approach, trials, seed
+        case intendedDistance, otherDistance, mixedMakes, approach, trials, seed, calibrationError
     }
 
     /// Decodes a scenario whose durations are seconds.
@@ -105,7 +111,8 @@ public struct Scenario: Hashable, Sendable, Codable {
             intendedDistance: try container.decode(ClosedRange<Double>.self, forKey: .intendedDistance),
             otherDistance: try container.decode(ClosedRange<Double>.self, forKey: .otherDistance),
             mixedMakes: try container.decode(Bool.self, forKey: .mixedMakes),
-            approach: try container.decodeIfPresent(secondsForKey: .approach)
+            approach: try container.decodeIfPresent(secondsForKey: .approach),
+            calibrationError: try container.decodeIfPresent(Double.self, forKey: .calibrationError)
         )
     }
 
@@ -124,6 +131,7 @@ public struct Scenario: Hashable, Sendable, Codable {
         try container.encode(otherDistance, forKey: .otherDistance)
         try container.encode(mixedMakes, forKey: .mixedMakes)
         try container.encodeIfPresent(seconds: approach, forKey: .approach)
+        try container.encodeIfPresent(calibrationError, forKey: .calibrationError)
         try container.encode(trials, forKey: .trials)
         try container.encode(seed, forKey: .seed)
     }

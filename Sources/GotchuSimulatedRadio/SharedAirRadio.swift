@@ -153,6 +153,8 @@ struct AdvertiserRecord: Codable, Hashable {
     var serviceUUID: String
     var serviceData: [UInt8]
     var includesTxPower: Bool
+    /// Absent in records written before calibrations were carried.
+    var calibratedRSSI: Int16?
 
     init(peer: SimulatedPeer, advertisement: Advertisement) {
         let position = peer.trajectory.position(at: .zero)
@@ -166,6 +168,7 @@ struct AdvertiserRecord: Codable, Hashable {
         self.serviceUUID = advertisement.serviceUUID.uuidString
         self.serviceData = advertisement.eid.serviceData
         self.includesTxPower = advertisement.includesTxPower
+        self.calibratedRSSI = advertisement.calibratedRSSI
     }
 
     var simulatedPeer: SimulatedPeer {
@@ -179,11 +182,9 @@ struct AdvertiserRecord: Codable, Hashable {
 
     var payload: AirPayload {
         let uuid = BluetoothUUID(serviceUUID) ?? .gotchu
-        return AirPayload(
-            serviceUUIDs: [uuid],
-            serviceData: [uuid: serviceData],
-            txPower: includesTxPower ? txPower : nil
-        )
+        var data = [uuid: serviceData]
+        if let calibratedRSSI { data[.gotchuCalibration] = Calibration.serviceData(calibratedRSSI) }
+        return AirPayload(serviceUUIDs: [uuid], serviceData: data, txPower: includesTxPower ? txPower : nil)
     }
 
     /// The records in `directory` refreshed within `staleAfter`, by file name. Unreadable files are skipped.

@@ -241,7 +241,8 @@ public actor SimulatedAir {
                 rssi: reception.rssi,
                 txPower: reception.payload.txPower,
                 time: reception.time,
-                source: core.peers[reception.advertiser].name
+                source: core.peers[reception.advertiser].name,
+                calibratedRSSI: reception.payload.calibratedRSSI
             )
         }
     }

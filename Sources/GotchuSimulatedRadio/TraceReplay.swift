@@ -3,8 +3,9 @@ public import GotchuCore
 
 /// One line of a recording: a sighting of one tap (`trace`), as `gotchu scan --json --record` writes it.
 ///
-/// `{"trace": N, "eid": "…", "rssi": INT|null, "tx_power": INT|null, "time_ms": INT}`; other fields (`attenuation`,
-/// `source`, the simulator's `terminal`) are ignored. Times are milliseconds since the tap's scan started.
+/// `{"trace": N, "eid": "…", "rssi": INT|null, "tx_power": INT|null, "time_ms": INT}`, plus `"calibrated_rssi": INT`
+/// when the terminal carries a calibration; other fields (`attenuation`, `source`, the simulator's `terminal`) are
+/// ignored. Times are milliseconds since the tap's scan started.
 public struct TraceLine: Hashable, Sendable {
     /// Which tap the sighting belongs to.
     public var trace: Int
@@ -26,6 +27,7 @@ public struct TraceLine: Hashable, Sendable {
         var text =
             "{\"trace\":\(trace),\"eid\":\"\(sighting.eid)\",\"rssi\":\(number(sighting.rssi)),"
             + "\"tx_power\":\(number(sighting.txPower)),\"time_ms\":\(TraceLine.milliseconds(sighting.time))"
+        if let calibrated = sighting.calibratedRSSI { text += ",\"calibrated_rssi\":\(calibrated)" }
         if let terminal { text += ",\"terminal\":\(terminal)" }
         return text + "}"
     }
@@ -67,10 +69,12 @@ public enum TraceReplay {
         var txPower: Double?
         var timeMs: Double
         var terminal: Double?
+        var calibratedRSSI: Double?
 
         enum CodingKeys: String, CodingKey {
             case trace, eid, rssi, terminal
             case txPower = "tx_power"
+            case calibratedRSSI = "calibrated_rssi"
             case timeMs = "time_ms"
         }
     }
@@ -141,6 +145,11 @@ public enum TraceReplay {
         if let value = wire.rssi { rssi = Int16(try integer(value, "rssi", -127...20, " dBm")) }
         var txPower: Int16?
         if let value = wire.txPower { txPower = Int16(try integer(value, "tx_power", -127...127, " dBm")) }
+        // One signed byte on the air; whether it is plausible is the selector's judgement, as for a live sighting.
+        var calibratedRSSI: Int16?
+        if let value = wire.calibratedRSSI {
+            calibratedRSSI = Int16(try integer(value, "calibrated_rssi", -128...127, " dBm"))
+        }
         let time = try integer(wire.timeMs, "time_ms", 0...maximumTimeMilliseconds)
         var terminal: Int?
         if let value = wire.terminal { terminal = Int(try integer(value, "terminal", 0...1000)) }
@@ -151,7 +160,8 @@ public enum TraceReplay {
                 rssi: rssi,
                 txPower: txPower,
                 time: .milliseconds(time),
-                source: "trace \(trace)"
+                source: "trace \(trace)",
+                calibratedRSSI: calibratedRSSI
             ),
             terminal: terminal
         )

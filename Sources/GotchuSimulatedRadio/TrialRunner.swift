@@ -29,6 +29,8 @@ public enum TrialRunner {
         var air = AirCore(model: scenario.model, seed: seed)
         // Hardware comes from a stream of its own, so an ideal model draws the same rooms and packets as before.
         var hardware = Xoshiro256StarStar(seed: SplitMix64.derive(seed, 5))
+        // So does calibration.
+        var calibration = Xoshiro256StarStar(seed: SplitMix64.derive(seed, 6))
 
         var terminalOf: [EID: Int] = [:]
         for (index, position) in room.terminals.enumerated() {
@@ -45,9 +47,17 @@ public enum TrialRunner {
             var eid = EID.random(using: &random)
             while terminalOf[eid] != nil { eid = EID.random(using: &random) }
             terminalOf[eid] = index
+            var advertisement = Advertisement(eid: eid)
+            if let error = scenario.calibrationError {
+                // What a phone reads 1 m away: the terminal's real radiated power less the first metre's loss.
+                let measured =
+                    Double(terminal.txPower) + terminal.transmitOffset - scenario.model.lossAtOneMetre
+                    + calibration.gaussian() * error
+                advertisement.calibratedRSSI = Int16(measured.rounded())
+            }
             air.startAdvertising(
                 peer,
-                payload: AirPayload(Advertisement(eid: eid), txPower: air.peers[peer].txPower),
+                payload: AirPayload(advertisement, txPower: air.peers[peer].txPower),
                 at: .seconds(fraction: random.unit() * scenario.advertisingInterval.seconds)
             )
         }
@@ -105,7 +115,8 @@ public enum TrialRunner {
                     rssi: reception.rssi,
                     txPower: reception.payload.txPower,
                     time: reception.time - trial.scanStart,
-                    source: trial.air.peers[reception.advertiser].name
+                    source: trial.air.peers[reception.advertiser].name,
+                    calibratedRSSI: reception.payload.calibratedRSSI
                 ),
                 terminal: trial.terminalOf[eid]
             )
@@ -144,7 +155,8 @@ public enum TrialRunner {
                     rssi: reception.rssi,
                     txPower: reception.payload.txPower,
                     time: reception.time,
-                    source: air.peers[reception.advertiser].name
+                    source: air.peers[reception.advertiser].name,
+                    calibratedRSSI: reception.payload.calibratedRSSI
                 )
                 if ours == nil {
                     selector.record(sighting)

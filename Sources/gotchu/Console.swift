@@ -94,9 +94,13 @@ struct TerminalInteraction: PayerInteraction {
     let console: Console
 
     func choose(from candidates: [ProximityCandidate]) async -> EID? {
-        console.line("no terminal is clearly nearest; which one? (check the EID on its screen)")
+        await choose(from: candidates, offers: [:])
+    }
+
+    func choose(from candidates: [ProximityCandidate], offers: [EID: PaymentOffer]) async -> EID? {
+        console.line("no terminal is clearly nearest; which one? (nearest first; check the code on its screen)")
         for (index, candidate) in candidates.enumerated() {
-            console.line("  \(index + 1)) " + Self.describe(candidate))
+            console.line("  \(index + 1)) " + Self.describe(candidate, offer: offers[candidate.eid]))
         }
         guard let answer = await ask("number (Enter to cancel): "), let number = Int(answer),
             candidates.indices.contains(number - 1)
@@ -112,6 +116,14 @@ struct TerminalInteraction: PayerInteraction {
         }
         let attenuation = candidate.attenuation.map { String(format: ", attenuation %.0f dB", $0) } ?? ""
         return candidate.eid.grouped + "  " + String(format: "%.0f dBm", rssi) + attenuation
+    }
+
+    /// One line of the list with what the ledger says of the session: the amount first, then the payee quoted and
+    /// escaped, then the code the terminal shows; or that the ledger does not know the session.
+    static func describe(_ candidate: ProximityCandidate, offer: PaymentOffer?) -> String {
+        guard let offer else { return describe(candidate) + "  (session unknown or ended)" }
+        return Money.format(offer.amountCents) + " to " + offer.payeeDescription + ", code "
+            + offer.confirmationCode + "  [" + describe(candidate) + "]"
     }
 
     /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what

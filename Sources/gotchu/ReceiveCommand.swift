@@ -55,8 +55,21 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
     }
 
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Advertise this terminal's calibration: the RSSI a phone measured 1 m away (`gotchu kiosk calibrate`), "
+                + "from -100 to -20.",
+            valueName: "dBm"
+        )
+    )
+    var calibratedRSSI: Int16?
+
     func validate() throws {
         _ = try rotation
+        if let calibratedRSSI, !Calibration.plausibleCalibratedRSSI.contains(calibratedRSSI) {
+            throw ValidationError("--calibrated-rssi must be from -100 to -20 dBm")
+        }
     }
 
     @OptionGroup var radio: RadioOptions
@@ -70,6 +83,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         var configured = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
         configured.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
         configured.rotateEvery = try rotation
+        configured.calibratedRSSI = calibratedRSSI
         let options = configured
         let outcome = try await withTaskCancellationOnSignals {
             await Receiver(radio: radio, ledger: ledger).run(options) { output.receiver($0) }

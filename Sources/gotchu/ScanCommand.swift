@@ -143,6 +143,7 @@ struct ScanCommand: AsyncParsableCommand {
         return
             "{\"eid\":\"\(sighting.eid)\",\"rssi\":\(number(sighting.rssi)),\"tx_power\":\(number(sighting.txPower)),"
             + "\"attenuation\":\(number(sighting.attenuation)),\"time_ms\":\(milliseconds),"
+            + (sighting.calibratedRSSI.map { "\"calibrated_rssi\":\($0)," } ?? "")
             + "\"source\":\"\(jsonEscaped(sighting.source))\"}"
     }
 

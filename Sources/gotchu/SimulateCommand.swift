@@ -104,6 +104,41 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Print the comparison table instead: model x distance x rule.")
     var table = false
 
+    @Option(
+        name: .customLong("table-model"),
+        help: "With --table: only this model (easy, hard or mixed); repeat for several. Default: all three."
+    )
+    var tableModels: [TableModel] = []
+
+    @Option(
+        name: .customLong("table-distance"),
+        help: "With --table: only this distance (contact, 20cm, 30cm, 30cm-walking); repeat for several."
+    )
+    var tableDistances: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "Terminals carry calibrations, off by a normal error of this deviation (dB, such as 3).",
+            valueName: "dB"
+        )
+    )
+    var calibrationError: Double?
+
+    @Option(help: ArgumentHelp("Selector: contact range against a calibration (attenuation).", valueName: "dB"))
+    var calibratedContact: Double?
+
+    @Option(help: ArgumentHelp("Selector: the tap's plateau against a calibration (attenuation).", valueName: "dB"))
+    var plateau: Double?
+
+    @Flag(help: "Selector: no plateau rule (calibrated terminals then need the distant lead outside contact range).")
+    var noPlateau = false
+
+    @Option(help: ArgumentHelp("Selector: the rise over the runner-up the plateau rule needs.", valueName: "dB"))
+    var tapRise: Double?
+
+    @Option(help: ArgumentHelp("Selector: the lead outside contact range, calibrated.", valueName: "dB"))
+    var calibratedDistantMargin: Double?
+
     @Option(help: ArgumentHelp("Also write the simulated trials' sightings as a recording.", valueName: "file"))
     var recordTraces: String?
 
@@ -119,6 +154,20 @@ struct SimulateCommand: AsyncParsableCommand {
         if let approach, !(1...10_000).contains(approach) {
             throw ValidationError("--approach must be from 1 to 10000 milliseconds")
         }
+        if let bad = tableDistances.first(where: { !SimulationTable.distanceNames.contains($0) }) {
+            throw ValidationError(
+                "unknown --table-distance \(bad); one of \(SimulationTable.distanceNames.joined(separator: ", "))"
+            )
+        }
+        if let calibrationError, !(0...20).contains(calibrationError) {
+            throw ValidationError("--calibration-error must be from 0 to 20 dB")
+        }
+        for value in [calibratedContact, plateau, tapRise, calibratedDistantMargin].compactMap({ $0 })
+        where !(0...100).contains(value) {
+            throw ValidationError(
+                "--calibrated-contact, --plateau, --tap-rise and --calibrated-distant-margin must be from 0 to 100 dB"
+            )
+        }
         if let distance, !(0.01...5).contains(distance) {
             throw ValidationError("--distance must be from 0.01 to 5 metres")
         }
@@ -133,7 +182,10 @@ struct SimulateCommand: AsyncParsableCommand {
             return
         }
         if table {
-            Console().line(SimulationTable.run(trials: trials, seed: seed).markdown)
+            let models = tableModels.isEmpty ? TableModel.allCases : tableModels
+            Console().line(
+                SimulationTable.run(trials: trials, seed: seed, models: models, distances: tableDistances).markdown
+            )
             return
         }
         var model = AirModel.easy
@@ -145,6 +197,11 @@ struct SimulateCommand: AsyncParsableCommand {
         if let margin { selector.margin = margin }
         if let window { selector.window = .milliseconds(window) }
         if let rise { selector.minimumRise = rise }
+        if let calibratedContact { selector.calibratedContactAttenuation = calibratedContact }
+        if let plateau { selector.calibratedPlateauAttenuation = plateau }
+        if noPlateau { selector.calibratedPlateauAttenuation = nil }
+        if let tapRise { selector.tapRise = tapRise }
+        if let calibratedDistantMargin { selector.calibratedDistantMargin = calibratedDistantMargin }
         var scenario = Scenario(
             layout: scenario,
             model: model,
@@ -156,6 +213,7 @@ struct SimulateCommand: AsyncParsableCommand {
         )
         if let distance { scenario.intendedDistance = distance...distance }
         if let approach { scenario.approach = .milliseconds(approach) }
+        scenario.calibrationError = calibrationError
         // The same trials in the harder room, so nobody tunes to the easy one.
         var hardScenario = scenario
         hardScenario.model = .hard
@@ -350,6 +408,11 @@ private struct SimulationResult: Encodable {
     }
 }
 
+/// The models `gotchu simulate --table --table-model` offers.
+enum TableModel: String, ExpressibleByArgument, CaseIterable {
+    case easy, hard, mixed
+}
+
 /// The rooms `gotchu simulate --model` offers.
 enum RoomModel: String, ExpressibleByArgument, CaseIterable {
     case easy, hard
@@ -372,13 +435,18 @@ enum SimulationTable {
     }
 
     /// The models compared: the easy one, the hard one, and the hard one with terminals of mixed makes.
-    static let models: [(name: String, model: AirModel, mixedMakes: Bool)] = [
-        ("easy", .easy, false), ("hard", .hard, false), ("hard, mixed makes", .hard, true),
+    static let models: [TableModel: (name: String, model: AirModel, mixedMakes: Bool)] = [
+        .easy: ("easy", .easy, false), .hard: ("hard", .hard, false), .mixed: ("hard, mixed makes", .hard, true),
     ]
-    /// The payer's distances to the terminal it pays.
-    static let distances: [(name: String, range: ClosedRange<Double>)] = [
-        ("contact (1-5 cm)", 0.01...0.05), ("20 cm", 0.2...0.2), ("30 cm", 0.3...0.3),
+    /// The payer's distances to the terminal it pays, and whether it walks up to it (from 1 m further out, in 1 s).
+    static let distances: [(name: String, range: ClosedRange<Double>, approach: Duration?)] = [
+        ("contact (1-5 cm)", 0.01...0.05, nil), ("20 cm", 0.2...0.2, nil), ("30 cm", 0.3...0.3, nil),
+        ("30 cm, walking up", 0.3...0.3, .seconds(1)),
     ]
+    /// `--table-distance`: the distances by short name.
+    static let distanceNames = ["contact", "20cm", "30cm", "30cm-walking"]
+    /// How far off a calibration is in the "new" rows, dB (σ): what averaging a minute of readings at 1 m leaves.
+    static let calibrationError = 3.0
 
     struct Table {
         var rows: [Row]
@@ -389,40 +457,57 @@ enum SimulationTable {
         var markdown: String {
             func percent(_ value: Double) -> String { String(format: "%.2f %%", value * 100) }
             var lines = [
-                "counter layout, two other terminals 1.5-3 m away, \(trials) trials per row, seed \(seed)",
+                "counter layout, two other terminals 1.5-3 m away, \(trials) trials per row, seed \(seed); "
+                    + "new: terminals calibrated (error σ \(SimulationTable.calibrationError) dB), today's rule otherwise; "
+                    + "95 % Wilson interval of the wrong-payee rate",
                 "",
-                "| model | distance | rule | coverage | wrong payee | ambiguous | p95 decision |",
-                "|---|---|---|---|---|---|---|",
+                "| model | distance | rule | coverage | wrong payee | 95 % CI | ambiguous | p95 decision |",
+                "|---|---|---|---|---|---|---|---|",
             ]
             for row in rows {
                 let p95 = row.summary.latencyP95.map { String(format: "%.2f s", $0) } ?? "-"
+                let (low, high) = SimulationTable.wilson(row.summary.wrongPayeeRate, trials: row.summary.trials)
                 lines.append(
                     "| \(row.model) | \(row.distance) | \(row.rule) | \(percent(row.summary.coverage)) | "
-                        + "\(percent(row.summary.wrongPayeeRate)) | \(percent(row.summary.ambiguousRate)) | \(p95) |"
+                        + "\(percent(row.summary.wrongPayeeRate)) | \(percent(low))-\(percent(high)) | "
+                        + "\(percent(row.summary.ambiguousRate)) | \(p95) |"
                 )
             }
             return lines.joined(separator: "\n")
         }
     }
 
-    static func run(trials: Int, seed: UInt64) -> Table {
+    /// The 95 % Wilson score interval of a rate measured over `trials`.
+    static func wilson(_ rate: Double, trials: Int) -> (Double, Double) {
+        guard trials > 0 else { return (0, 1) }
+        let (n, z) = (Double(trials), 1.959964)
+        let centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+        let half = z / (1 + z * z / n) * (rate * (1 - rate) / n + z * z / (4 * n * n)).squareRoot()
+        return (max(0, centre - half), min(1, centre + half))
+    }
+
+    static func run(trials: Int, seed: UInt64, models chosen: [TableModel], distances names: [String] = []) -> Table {
         var rows: [Row] = []
-        for (modelName, model, mixedMakes) in models {
-            for (distanceName, range) in distances {
+        let picked = distances.indices.filter { names.isEmpty || names.contains(distanceNames[$0]) }.map {
+            distances[$0]
+        }
+        for (modelName, model, mixedMakes) in chosen.compactMap({ models[$0] }) {
+            for (distanceName, range, approach) in picked {
                 var scenario = Scenario(
                     layout: .counter,
                     model: model,
-                    selector: .previous,
+                    selector: .init(),
                     trials: trials,
                     seed: seed,
                     intendedDistance: range,
-                    mixedMakes: mixedMakes
+                    mixedMakes: mixedMakes,
+                    approach: approach
                 )
-                let previous = TrialRunner.run(scenario)
-                scenario.selector = .init()
-                let current = TrialRunner.run(scenario)
+                let today = TrialRunner.run(scenario)
+                scenario.calibrationError = calibrationError
+                let calibrated = TrialRunner.run(scenario)
                 for (rule, summary) in [
-                    ("naive", previous.naive), ("previous", previous.selector), ("new", current.selector),
+                    ("naive", today.naive), ("today", today.selector), ("new", calibrated.selector),
                 ] {
                     rows.append(Row(model: modelName, distance: distanceName, rule: rule, summary: summary))
                 }

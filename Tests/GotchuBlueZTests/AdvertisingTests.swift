@@ -29,6 +29,19 @@ struct AdvertisingTests {
         }
     }
 
+    @Test("a calibration is advertised as one byte of service data of its own, the EID's unchanged")
+    func calibration() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID, calibratedRSSI: -61)) { _ in
+                let properties = try #require(await fake.registrations.first?.properties)
+                let data = properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
+                #expect(data?["fedc"] == DBusVariant(.bytes([UInt8(bitPattern: -61)])))
+                #expect(properties["ServiceUUIDs"] == DBusVariant(["feed"]))
+            }
+        }
+    }
+
     @Test("broadcast never sets Discoverable; intervals are u milliseconds")
     func broadcast() async throws {
         try await withFakeBlueZ(configuration: .init(advertisingType: .broadcast)) { _, fake, radio in

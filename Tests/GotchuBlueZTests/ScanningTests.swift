@@ -107,6 +107,44 @@ struct ScanningTests {
         }
     }
 
+    @Test("a calibration in its own service data reaches the sighting, from InterfacesAdded and PropertiesChanged")
+    func calibration() async throws {
+        func withCalibration(_ eid: String, _ calibration: [UInt8]) -> DBusValue {
+            [
+                "0000feed-0000-1000-8000-00805f9b34fb": DBusVariant(.bytes(Array(eid.utf8))),
+                "0000fedc-0000-1000-8000-00805f9b34fb": DBusVariant(.bytes(calibration)),
+            ].dbusValue
+        }
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            try await fake.addDevice(
+                "dev_00_00_00_00_00_03",
+                properties: [
+                    "RSSI": .int16(-50), "TxPower": .int16(0),
+                    "ServiceData": withCalibration("a1b2c3d4e5", [UInt8(bitPattern: -61)]),
+                ]
+            )
+            let added = try #require(try await iterator.next())
+            #expect(added.eid == sampleEID && added.calibratedRSSI == -61)
+            // −61 + 41 = −20 dBm of reference, 30 dB above the −50 dBm heard.
+            let expected: Int16 = 30
+            #expect(added.attenuation == expected)
+            // Read in place from the signal: a new calibration, then one that is not one byte.
+            try await fake.updateDevice(
+                "dev_00_00_00_00_00_03",
+                "ServiceData",
+                withCalibration("a1b2c3d4e5", [UInt8(bitPattern: -58)])
+            )
+            let changed = try #require(try await iterator.next())
+            #expect(changed.calibratedRSSI == -58)
+            try await fake.updateDevice("dev_00_00_00_00_00_03", "ServiceData", withCalibration("a1b2c3d4e5", [1, 2]))
+            let garbled = try #require(try await iterator.next())
+            #expect(garbled.eid == sampleEID && garbled.calibratedRSSI == nil)
+            #expect(garbled.attenuation == 50)
+        }
+    }
+
     @Test("our own RSSI threshold drops weak and unknown-RSSI sightings and counts them")
     func threshold() async throws {
         try await withFakeBlueZ { _, fake, radio in

@@ -30,6 +30,36 @@ struct SightingDecoderTests {
         #expect(decoder.changed(path, properties: ["Connected": DBusVariant(false)], invalidated: []) == .nothing)
     }
 
+    @Test("a calibration beside the EID is carried; one that is not one byte is none")
+    func calibration() {
+        var decoder = SightingDecoder(serviceUUID: .gotchu)
+        let calibrationKey = "0000fedc-0000-1000-8000-00805f9b34fb"
+        let eid = EID(rawValue: "a1b2c3d4e5")!
+        let both = DBusVariant(
+            [
+                feed: DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))),
+                calibrationKey: DBusVariant(.bytes([UInt8(bitPattern: -59)])),
+            ].dbusValue
+        )
+        let added = decoder.added(path, properties: ["RSSI": DBusVariant(Int16(-60)), "ServiceData": both])
+        #expect(added == .sighting(eid: eid, rssi: -60, txPower: nil, calibratedRSSI: -59))
+        // An RSSI update keeps what the service data said.
+        let moved = decoder.changed(path, properties: ["RSSI": DBusVariant(Int16(-50))], invalidated: [])
+        #expect(moved == .sighting(eid: eid, rssi: -50, txPower: nil, calibratedRSSI: -59))
+        let long = DBusVariant(
+            [
+                feed: DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))),
+                calibrationKey: DBusVariant(.bytes([0xC5, 0x00])),
+            ].dbusValue
+        )
+        let garbled = decoder.changed(path, properties: ["ServiceData": long], invalidated: [])
+        #expect(garbled == .sighting(eid: eid, rssi: -50, txPower: nil, calibratedRSSI: nil))
+        // A calibration alone is no Gotchu advertisement.
+        var other = SightingDecoder(serviceUUID: .gotchu)
+        let alone = other.added(path, properties: ["ServiceData": serviceData([0xC5], key: calibrationKey)])
+        #expect(alone == .nothing)
+    }
+
     @Test("short UUID keys are the same UUID")
     func shortKeys() {
         var decoder = SightingDecoder(serviceUUID: .gotchu)

@@ -90,7 +90,7 @@ struct SightingDecoderFuzzTests {
 
                 if let serviceData = properties["ServiceData"], let expected = Self.expectedEID(serviceData) {
                     if let eid = expected {
-                        if case .sighting(let got, _, _) = outcome {
+                        if case .sighting(let got, _, _, _) = outcome {
                             #expect(got == eid, "\(input.replay)")
                         } else {
                             // `known` stays silent about cached devices that report no RSSI.
@@ -103,7 +103,7 @@ struct SightingDecoderFuzzTests {
                         }
                     }
                 }
-                if case .sighting(_, let rssi, let txPower) = outcome {
+                if case .sighting(_, let rssi, let txPower, _) = outcome {
                     #expect(rssi != 127 && txPower != 127, "\(input.replay)")
                     if let sent = properties["RSSI"], !invalidated.contains("RSSI") || event != 2 {
                         let value = Int16(dbusValue: sent.value)

@@ -69,10 +69,10 @@ struct DemoAndSimulateTests {
         defer { processes.remove() }
         let lines = try await processes.run(["simulate", "--table", "--trials", "20"], user: "sim")
         let rows = lines.filter { $0.hasPrefix("| ") && !$0.hasPrefix("| model") }
-        #expect(rows.count == 3 * 3 * 3)
+        #expect(rows.count == 3 * 4 * 3)
         for model in ["easy", "hard", "hard, mixed makes"] {
-            for rule in ["naive", "previous", "new"] {
-                #expect(rows.count { $0.hasPrefix("| \(model) |") && $0.contains("| \(rule) |") } == 3)
+            for rule in ["naive", "today", "new"] {
+                #expect(rows.count { $0.hasPrefix("| \(model) |") && $0.contains("| \(rule) |") } == 4)
             }
         }
         #expect(rows.allSatisfy { $0.hasSuffix(" s |") || $0.hasSuffix("- |") })

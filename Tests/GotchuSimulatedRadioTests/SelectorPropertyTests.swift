@@ -43,11 +43,11 @@ import Testing
     }
 
     /// Whatever the seed, the recording of a trial replays through the payer's state machine to the same decision
-    /// the trial runner reached feeding the selector directly.
+    /// the trial runner reached feeding the selector directly; with calibrated terminals (odd seeds) too.
     @Test func replayAgreesWithTheTrialRunnerInTheHardRoom() async {
         await propertyCheck(count: 60, input: Gen.uint64(), Gen.int(in: 1...60), Gen.bool) { seed, centimetres, mixed in
             let distance = Double(centimetres) / 100
-            let scenario = Scenario(
+            var scenario = Scenario(
                 layout: .counter,
                 model: .hard,
                 trials: 1,
@@ -55,6 +55,7 @@ import Testing
                 intendedDistance: distance...distance,
                 mixedMakes: mixed
             )
+            scenario.calibrationError = seed % 2 == 1 ? 3 : nil
             let recording = TrialRunner.record(scenario, index: 0)
             let terminal = Dictionary(
                 recording.map { ($0.sighting.eid, $0.terminal!) },
@@ -69,5 +70,57 @@ import Testing
                 #expect(decision.kind != .selected)
             }
         }
+    }
+
+    /// Calibrated terminals in the hard room: whatever the seed, distance and makes, a selection is near its terminal
+    /// by its calibration, and leads every other terminal by the rule's margin on the calibrated scale.
+    @Test func calibratedSelectionsAreNearAndLeadByTheirMargin() async {
+        await propertyCheck(count: 60, input: Gen.uint64(), Gen.int(in: 1...60), Gen.bool) { seed, centimetres, mixed in
+            let distance = Double(centimetres) / 100
+            var scenario = Scenario(
+                layout: .counter,
+                model: .hard,
+                trials: 1,
+                seed: seed,
+                intendedDistance: distance...distance,
+                mixedMakes: mixed
+            )
+            scenario.calibrationError = 3
+            let configuration = ProximitySelector.Configuration()
+            let sightings = TrialRunner.record(scenario, index: 0).map(\.sighting)
+            #expect(sightings.allSatisfy { $0.calibratedRSSI != nil })
+            var selector = ProximitySelector(configuration: configuration)
+            for (index, sighting) in sightings.enumerated() {
+                selector.record(sighting)
+                guard let chosen = selector.decide(now: sighting.time).selected else { continue }
+                let window = sightings[...index].filter { sighting.time - $0.time < configuration.window }
+                // Recomputed by hand: the calibration plus 41 dB, minus the RSSI.
+                let attenuation = Dictionary(grouping: window, by: \.eid).mapValues { samples in
+                    samples.map { Double($0.calibratedRSSI! + 41 - $0.rssi!) }.reduce(0, +) / Double(samples.count)
+                }
+                let own = attenuation[chosen.eid]!
+                #expect(chosen.isCalibrated)
+                #expect(abs(own - chosen.attenuation!) < 1e-9)
+                let margin =
+                    own <= configuration.calibratedContactAttenuation!
+                    ? configuration.margin : configuration.calibratedDistantMargin
+                for (eid, other) in attenuation where eid != chosen.eid {
+                    #expect(other - own >= margin, "seed \(seed), \(centimetres) cm")
+                }
+                break
+            }
+        }
+    }
+
+    /// A bounded run of the hard room at contact range with calibrated terminals (seed fixed, not one the defaults
+    /// were tuned on): most taps auto-select, and none picks the wrong terminal.
+    @Test func calibratedContactTapsInTheHardRoom() {
+        var scenario = Scenario(layout: .counter, model: .hard, trials: 300, seed: 99, intendedDistance: 0.01...0.05)
+        scenario.calibrationError = 3
+        let report = TrialRunner.run(scenario)
+        #expect(report.selector.wrongPayeeRate == 0)
+        #expect(report.selector.coverage >= 0.75)
+        // The naive rule, on the same sightings, picks wrong terminals.
+        #expect(report.naive.wrongPayeeRate > 0.02)
     }
 }

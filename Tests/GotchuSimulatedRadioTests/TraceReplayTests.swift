@@ -112,6 +112,60 @@ import Testing
         }
     }
 
+    /// Recordings of calibrated terminals shipped with the tests, made with `gotchu simulate --model hard
+    /// --calibration-error 3 --record-traces` (contact range, seed 4242; 30 cm with mixed makes, seed 4343), with
+    /// the decisions `gotchu simulate --trace` printed for them.
+    static let recordings = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Recordings")
+
+    @Test(arguments: [("counter-hard-calibrated-contact", 8), ("counter-mixed-calibrated-30cm", 3)])
+    func calibratedRecordingsReplayAsRecorded(name: String, selected: Int) throws {
+        let text = try String(contentsOf: Self.recordings.appendingPathComponent("\(name).jsonl"), encoding: .utf8)
+        let expected = try String(
+            contentsOf: Self.recordings.appendingPathComponent("\(name).decisions.jsonl"),
+            encoding: .utf8
+        )
+        let lines = try TraceReplay.parse(text)
+        #expect(lines.allSatisfy { $0.sighting.calibratedRSSI != nil })
+        let terminal = Dictionary(lines.map { ($0.sighting.eid, $0.terminal!) }, uniquingKeysWith: { a, _ in a })
+        let decisions = TraceReplay.traces(lines).map { ($0.trace, TraceReplay.replay($0.sightings)) }
+        #expect(decisions.map { $0.1.json(trace: $0.0) + "\n" }.joined() == expected)
+        #expect(decisions.count { $0.1.kind == .selected } == selected)
+        #expect(!decisions.contains { $0.1.kind == .selected && terminal[$0.1.eid!] != 0 })
+        // Without their calibrations the same sightings are judged on TX powers alone, and decide otherwise.
+        let stripped = TraceReplay.traces(lines).map { trace in
+            TraceReplay.replay(
+                trace.sightings.map {
+                    var plain = $0
+                    plain.calibratedRSSI = nil
+                    return plain
+                }
+            )
+        }
+        #expect(stripped != decisions.map(\.1))
+    }
+
+    @Test func aCalibrationRoundTripsThroughARecording() throws {
+        let line = TraceLine(
+            trace: 1,
+            sighting: Sighting(
+                eid: EID(rawValue: "0123456789")!,
+                rssi: -41,
+                txPower: 0,
+                time: .milliseconds(5),
+                source: "trace 1",
+                calibratedRSSI: -62
+            )
+        )
+        #expect(line.json.contains("\"calibrated_rssi\":-62"))
+        #expect(try TraceReplay.parse(line.json) == [line])
+        #expect(throws: TraceError.self) {
+            try TraceReplay.parse(
+                #"{"trace":0,"eid":"0123456789","rssi":-40,"tx_power":0,"time_ms":0,"calibrated_rssi":300}"#
+            )
+        }
+    }
+
     @Test(arguments: [
         ("counter-easy", 0), ("counter-sigma12", 1), ("counter-hard-contact", 0), ("counter-hard-30cm", 0),
     ])
