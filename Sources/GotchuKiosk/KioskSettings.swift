@@ -46,6 +46,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var display: String?
     /// `control_bus`: `system`, `session` or a D-Bus address, where the kiosk owns `io.gotchu.Kiosk1`.
     public var controlBus: String?
+    /// `metrics`: `host:port` for a listener of its own serving only `GET /metrics`, or `off`.
+    public var metrics: String?
 
     /// Creates a layer; every setting left out is unset.
     public init(
@@ -66,7 +68,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         rotateEvery: Int? = nil,
         stateDirectory: String? = nil,
         display: String? = nil,
-        controlBus: String? = nil
+        controlBus: String? = nil,
+        metrics: String? = nil
     ) {
         self.server = server
         self.email = email
@@ -86,6 +89,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.stateDirectory = stateDirectory
         self.display = display
         self.controlBus = controlBus
+        self.metrics = metrics
     }
 
     /// One setting as the config file, the environment and the command line name it: its key, what its value must
@@ -174,6 +178,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
             .text(\.controlBus, builtIn: "system"),
             "a string (\"system\", \"session\" or an address)"
         ),
+        Declaration("metrics", .text(\.metrics, builtIn: "off"), "a string (\"host:port\" or \"off\")"),
     ]
 
     /// The config file's keys, in the order the example config lists them.

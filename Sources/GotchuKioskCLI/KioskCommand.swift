@@ -117,6 +117,13 @@ public struct KioskOptions: ParsableArguments {
         help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus")
     )
     var controlBus: String?
+    @Option(
+        help: ArgumentHelp(
+            "Serve GET /metrics on a listener of its own, host:port (port 0 picks one), or off (default; the display serves them too).",
+            valueName: "host:port"
+        )
+    )
+    var metrics: String?
 
     @Option(
         help: ArgumentHelp(
@@ -167,7 +174,8 @@ public struct KioskOptions: ParsableArguments {
             rotateEvery: rotateEvery,
             stateDirectory: stateDirectory,
             display: display,
-            controlBus: controlBus
+            controlBus: controlBus,
+            metrics: metrics
         )
     }
 

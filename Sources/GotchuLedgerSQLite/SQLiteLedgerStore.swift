@@ -90,6 +90,13 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
+    /// The writer as the one connection transactions take turns at: whether a transaction holds it, and how many
+    /// wait for it.
+    public func poolUsage() async -> LedgerPoolUsage? {
+        let (busy, waiting) = await gate.usage()
+        return LedgerPoolUsage(inUse: busy ? 1 : 0, waiting: waiting, maximum: 1)
+    }
+
     public func user(id: String) async throws -> LedgerUser? {
         try await database.read { db in try Self.user(column: "id", id, db) }
     }
@@ -752,6 +759,9 @@ extension SQLiteLedgerBackend {
 private actor TransactionGate {
     private var busy = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// Whether a transaction holds the writer, and how many wait for it.
+    func usage() -> (busy: Bool, waiting: Int) { (busy, waiting.count) }
 
     func acquire() async {
         guard busy else {

@@ -233,6 +233,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if let metrics {
             routes.append(
                 LedgerRoute(.get, "/metrics", "metrics") { _, _ in
+                    if let usage = await store.poolUsage() { metrics.pool(usage) }
                     var headers = HTTPFields()
                     headers[.contentType] = LedgerMetrics.contentType
                     return Response(
