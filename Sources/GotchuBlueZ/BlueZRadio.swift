@@ -48,15 +48,22 @@ public final class BlueZRadio: Radio {
     private let counters = Mutex(RadioStatistics())
     private let advertisementCounter = Atomic<Int>(0)
 
+    /// Told of each call to bluetoothd and each registration made again.
+    let observer: (any BlueZRadioObserver)?
+
     /// Creates a radio on an open connection (normally the system bus).
+    /// - Parameter observer: told of each method call to bluetoothd and each time an advertisement is registered
+    ///   again (for metrics).
     public init(
         connection: DBusConnection,
         configuration: Configuration = Configuration(),
-        logger: Logger = Logger(label: "gotchu.bluez")
+        logger: Logger = Logger(label: "gotchu.bluez"),
+        observer: (any BlueZRadioObserver)? = nil
     ) {
         self.connection = connection
         self.configuration = configuration
         self.logger = logger
+        self.observer = observer
         self.origin = clock.now
     }
 
@@ -95,11 +102,49 @@ public final class BlueZRadio: Radio {
 
     public func statistics() async -> RadioStatistics { counters.withLock { $0 } }
 
+    /// Calls a method of bluetoothd, telling the observer how it went.
+    @discardableResult
+    private func call(
+        path: DBusObjectPath,
+        interface: String,
+        method: String,
+        _ arguments: [DBusValue] = [],
+        timeout: Duration
+    ) async throws -> [DBusValue] {
+        do {
+            let reply = try await connection.call(
+                destination: BlueZ.service,
+                path: path,
+                interface: interface,
+                method: method,
+                arguments,
+                timeout: timeout
+            )
+            observer?.called(method, succeeded: true)
+            return reply
+        } catch {
+            observer?.called(method, succeeded: false)
+            throw error
+        }
+    }
+
+    /// ``BlueZ/managedObjects(on:)``, told to the observer.
+    private func managedObjects() async throws -> BlueZ.ManagedObjects {
+        do {
+            let objects = try await BlueZ.managedObjects(on: connection)
+            observer?.called("GetManagedObjects", succeeded: true)
+            return objects
+        } catch {
+            observer?.called("GetManagedObjects", succeeded: false)
+            throw error
+        }
+    }
+
     // MARK: Adapters
 
     /// The adapter this radio uses, resolved now.
     public func adapter() async throws -> BlueZAdapter {
-        let objects = try await BlueZ.managedObjects(on: connection)
+        let objects = try await managedObjects()
         return try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
     }
 
@@ -150,6 +195,7 @@ public final class BlueZRadio: Radio {
                 let current = adapter.value
                 await self.unregister(path, on: current)
                 try await self.register(path, on: current)
+                self.observer?.registeredAgain(.rotation)
             }
             do {
                 // The group outlives neither `body` nor this call, so `body` does not really escape.
@@ -223,6 +269,7 @@ public final class BlueZRadio: Radio {
             do {
                 let current = try await self.adapter()
                 try await register(path, on: current)
+                observer?.registeredAgain(.released)
                 return current
             } catch {
                 throw BlueZError(.released, message: "released by BlueZ and could not register again: \(error)")
@@ -252,11 +299,12 @@ public final class BlueZRadio: Radio {
         var delay = Duration.milliseconds(50)
         while true {
             do {
-                let objects = try await BlueZ.managedObjects(on: connection)
+                let objects = try await managedObjects()
                 let adapters = BlueZ.adapters(in: objects)
                 let adapter = try BlueZ.selectAdapter(named: configuration.adapter ?? adapterName, from: adapters)
                 guard adapter.canAdvertise else { throw BlueZError(.noAdapter, message: "no advertising manager yet") }
                 try await register(path, on: adapter)
+                observer?.registeredAgain(.restart)
                 return adapter
             } catch let error as BlueZError where error.kind == .alreadyExists {
                 return try await self.adapter()
@@ -274,8 +322,7 @@ public final class BlueZRadio: Radio {
             throw BlueZError(.notReady, message: "adapter \(adapter.name) is powered off (bluetoothctl power on)")
         }
         do {
-            _ = try await connection.call(
-                destination: BlueZ.service,
+            _ = try await self.call(
                 path: adapter.path,
                 interface: BlueZ.advertisingManagerInterface,
                 method: "RegisterAdvertisement",
@@ -289,10 +336,8 @@ public final class BlueZRadio: Radio {
 
     private func unregister(_ path: DBusObjectPath, on adapter: BlueZAdapter) async {
         // Runs while the caller may be cancelled: the call itself must still happen.
-        let connection = self.connection
         let task = Task {
-            try await connection.call(
-                destination: BlueZ.service,
+            try await self.call(
                 path: adapter.path,
                 interface: BlueZ.advertisingManagerInterface,
                 method: "UnregisterAdvertisement",
@@ -352,7 +397,7 @@ public final class BlueZRadio: Radio {
                 )
             }
             ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
-            let objects = try await BlueZ.managedObjects(on: connection)
+            let objects = try await managedObjects()
             adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
             ingest.start(adapter: adapter.path, known: objects)
             try await startDiscovery(on: adapter, filter: filter)
@@ -373,8 +418,7 @@ public final class BlueZRadio: Radio {
             Task {
                 for token in subscriptions { await connection.removeSignalHandler(token) }
                 do {
-                    _ = try await connection.call(
-                        destination: BlueZ.service,
+                    _ = try await self.call(
                         path: adapter.path,
                         interface: BlueZ.adapterInterface,
                         method: "StopDiscovery",
@@ -406,16 +450,14 @@ public final class BlueZRadio: Radio {
 
     private func startDiscovery(on adapter: BlueZAdapter, filter: ScanFilter) async throws {
         do {
-            _ = try await connection.call(
-                destination: BlueZ.service,
+            _ = try await self.call(
                 path: adapter.path,
                 interface: BlueZ.adapterInterface,
                 method: "SetDiscoveryFilter",
                 [discoveryFilter(for: filter).dbusValue],
                 timeout: .seconds(10)
             )
-            _ = try await connection.call(
-                destination: BlueZ.service,
+            _ = try await self.call(
                 path: adapter.path,
                 interface: BlueZ.adapterInterface,
                 method: "StartDiscovery",
@@ -672,4 +714,22 @@ final class LockedValue<Value: Sendable>: Sendable {
         get { mutex.withLock { $0 } }
         set { mutex.withLock { $0 = newValue } }
     }
+}
+
+/// Told what a ``BlueZRadio`` asks of bluetoothd, for metrics. Called on the radio's tasks: keep it quick.
+public protocol BlueZRadioObserver: Sendable {
+    /// A method call to bluetoothd (`RegisterAdvertisement`, `StartDiscovery`, …) was answered, or failed.
+    func called(_ method: String, succeeded: Bool)
+    /// An advertisement was registered again with bluetoothd.
+    func registeredAgain(_ reason: BlueZReregistration)
+}
+
+/// Why an advertisement was registered again.
+public enum BlueZReregistration: String, Sendable, CaseIterable {
+    /// Its EID rotated: registered anew so bluetoothd sets it up as a new instance.
+    case rotation
+    /// bluetoothd restarted (its owner on the bus changed).
+    case restart
+    /// bluetoothd released it.
+    case released
 }

@@ -72,6 +72,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var display: DisplayAddress?
     /// The bus on which the kiosk owns `io.gotchu.Kiosk1`.
     public var controlBus: DBusConnection.Bus
+    /// Where a listener of its own serves `GET /metrics` (the display serves them too); `nil` when it is off.
+    public var metrics: DisplayAddress?
     /// The config file that was read; `nil` when the default one does not exist.
     public var file: URL?
     /// The terminal's calibration, advertised beside each EID (``Advertisement/calibratedRSSI``); `nil` for none.
@@ -95,6 +97,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         stateDirectory: URL = URL(fileURLWithPath: "/var/lib/gotchu-kiosk"),
         display: DisplayAddress? = DisplayAddress(host: "127.0.0.1", port: 8080),
         controlBus: DBusConnection.Bus = .system,
+        metrics: DisplayAddress? = nil,
         file: URL? = nil,
         calibratedRSSI: Int16? = nil
     ) {
@@ -114,6 +117,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         self.stateDirectory = stateDirectory
         self.display = display
         self.controlBus = controlBus
+        self.metrics = metrics
         self.file = file
         self.calibratedRSSI = calibratedRSSI
     }
@@ -321,6 +325,7 @@ private struct Resolver {
             stateDirectory: try required(\.stateDirectory, Self.path),
             display: try required(\.display, Self.display),
             controlBus: try required(\.controlBus, Self.bus),
+            metrics: try required(\.metrics, Self.display),
             file: fileRead,
             calibratedRSSI: try value(\.calibratedRSSI, Self.calibration)
         )

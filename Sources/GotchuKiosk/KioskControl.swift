@@ -38,16 +38,18 @@ public enum KioskControl {
 
     /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
     /// ``busName`` (then calls `onServing`), and mirrors the kiosk's status and events as properties and signals.
+    /// - Parameter metrics: counts the method calls by method and outcome; none when `nil`.
     public static func serve(
         _ kiosk: Kiosk,
         on connection: DBusConnection,
+        metrics: KioskMetrics? = nil,
         onServing: @Sendable () async -> Void = {}
     ) async throws {
         // Subscribe first, so nothing that happens while the name is being acquired goes unannounced.
         let events = await kiosk.events()
         let updates = await kiosk.statusUpdates()
         let initial = await kiosk.status()
-        try await connection.withExportedObject(object(kiosk, initial, connection), at: path) {
+        try await connection.withExportedObject(object(kiosk, initial, connection, metrics: metrics), at: path) {
             do {
                 try await connection.requestName(busName)
             } catch {
@@ -121,6 +123,41 @@ public enum KioskControl {
         case .cancelled: return ("Cancelled", [id])
         case .failed(let reason), .problem(let reason): return ("Error", [id, .string(reason)])
         }
+    }
+
+    /// The interface's methods, as counted in ``KioskMetrics``.
+    static let methods = ["Charge", "Cancel", "GetCharge", "Refund"]
+
+    /// The exported object, each method call counted in `metrics` by its outcome.
+    private static func object(
+        _ kiosk: Kiosk,
+        _ status: KioskStatus,
+        _ connection: DBusConnection,
+        metrics: KioskMetrics?
+    ) -> DBusObject {
+        var object = object(kiosk, status, connection)
+        guard let metrics else { return object }
+        for index in object.interfaces.indices {
+            object.interfaces[index].methods = object.interfaces[index].methods.map { method in
+                var counted = method
+                let name = method.name
+                counted.handler = { message in
+                    do {
+                        let reply = try await method.handler(message)
+                        metrics.controlCall(name, error: nil)
+                        return reply
+                    } catch let error as DBusError {
+                        metrics.controlCall(name, error: error.name.rawValue)
+                        throw error
+                    } catch {
+                        metrics.controlCall(name, error: DBusError.Name.failed.rawValue)
+                        throw error
+                    }
+                }
+                return counted
+            }
+        }
+        return object
     }
 
     private static func object(_ kiosk: Kiosk, _ status: KioskStatus, _ connection: DBusConnection) -> DBusObject {

@@ -41,7 +41,8 @@ public enum KioskDaemon {
         } catch {
             throw Failure("cannot open the state directory \(settings.stateDirectory.path): \(error)")
         }
-        let radio = try await makeRadio(settings)
+        let metrics = KioskMetrics()
+        let radio = try await makeRadio(settings, metrics: metrics)
         let control: DBusConnection
         do {
             control = try await DBusConnection.connect(to: settings.controlBus)
@@ -50,7 +51,15 @@ public enum KioskDaemon {
             throw Failure("cannot connect to the \(settings.controlBus) for io.gotchu.Kiosk1: \(error)")
         }
         do {
-            try await run(settings, store: store, radio: radio, control: control, logger: logger, output: output)
+            try await run(
+                settings,
+                store: store,
+                radio: radio,
+                control: control,
+                metrics: metrics,
+                logger: logger,
+                output: output
+            )
         } catch {
             await control.close()
             await radio.close()
@@ -65,6 +74,7 @@ public enum KioskDaemon {
         store: KioskStore,
         radio: any Radio,
         control: DBusConnection,
+        metrics: KioskMetrics,
         logger: Logger,
         output: @escaping @Sendable (String) -> Void
     ) async throws {
@@ -90,11 +100,14 @@ public enum KioskDaemon {
         }
         let kiosk = try Kiosk(
             store: store,
-            ledger: KioskLedger(
-                baseURL: settings.server,
-                credentials: settings.credentials,
-                trust: trust,
-                receiptTrust: receiptTrust
+            ledger: MeteredKioskLedger(
+                KioskLedger(
+                    baseURL: settings.server,
+                    credentials: settings.credentials,
+                    trust: trust,
+                    receiptTrust: receiptTrust
+                ),
+                metrics: metrics
             ),
             radio: radio,
             options: Kiosk.Options(
@@ -111,14 +124,14 @@ public enum KioskDaemon {
         )
 
         let notifier = SystemdNotifier(logger: logger)
-        let ready = ReadinessGate(parts: settings.display == nil ? 1 : 2) {
+        let ready = ReadinessGate(parts: 1 + (settings.display == nil ? 0 : 1) + (settings.metrics == nil ? 0 : 1)) {
             output("kiosk ready")
             notifier.ready(status: "ready, \(await kiosk.status().state.rawValue)")
         }
         var services: [any Service] = [
             DaemonTask { await kiosk.run() },
             DaemonTask {
-                try await KioskControl.serve(kiosk, on: control) {
+                try await KioskControl.serve(kiosk, on: control, metrics: metrics) {
                     output("control: \(KioskControl.busName) on the \(settings.controlBus)")
                     await ready.partReady()
                 }
@@ -140,10 +153,27 @@ public enum KioskDaemon {
                     source: kiosk,
                     host: address.host,
                     port: address.port,
-                    metrics: KioskMetrics(),
+                    metrics: metrics,
                     logger: logger
                 ) { port in
                     output("display: http://\(KioskConfiguration.DisplayAddress(host: address.host, port: port))/")
+                    await ready.partReady()
+                }
+            )
+        }
+        if let address = settings.metrics {
+            services.append(
+                KioskMetricsServer(
+                    metrics: metrics,
+                    // The display feeds the metrics the status when it runs.
+                    source: settings.display == nil ? kiosk : nil,
+                    host: address.host,
+                    port: address.port,
+                    logger: logger
+                ) { port in
+                    output(
+                        "metrics: http://\(KioskConfiguration.DisplayAddress(host: address.host, port: port))/metrics"
+                    )
                     await ready.partReady()
                 }
             )
@@ -164,8 +194,9 @@ public enum KioskDaemon {
         notifier.stopping()
     }
 
-    /// The radio the settings name: the shared simulated air or BlueZ.
-    public static func makeRadio(_ settings: KioskConfiguration) async throws -> any Radio {
+    /// The radio the settings name: the shared simulated air or BlueZ (its calls told to `metrics`, if any).
+    public static func makeRadio(_ settings: KioskConfiguration, metrics: KioskMetrics? = nil) async throws -> any Radio
+    {
         switch settings.radio {
         case .sim:
             do {
@@ -186,7 +217,11 @@ public enum KioskDaemon {
             // waits, not a reason to exit.
             do {
                 let connection = try await DBusConnection.connect(to: settings.bluezBus)
-                return BlueZRadio(connection: connection, configuration: .init(adapter: settings.adapter))
+                return BlueZRadio(
+                    connection: connection,
+                    configuration: .init(adapter: settings.adapter),
+                    observer: metrics
+                )
             } catch {
                 throw Failure("cannot connect to the \(settings.bluezBus) to reach bluetoothd: \(error)")
             }

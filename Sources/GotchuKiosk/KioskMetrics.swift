@@ -1,4 +1,7 @@
 import CoreMetrics
+import GotchuAPI
+public import GotchuBlueZ
+import GotchuLedgerClient
 public import Prometheus
 import Synchronization
 
@@ -10,7 +13,18 @@ import Synchronization
 /// - `gotchu_kiosk_charges_total{outcome}`: charges that ended, by outcome (`paid`, `expired`, `cancelled`, `failed`).
 /// - `gotchu_kiosk_error_states_total`: times the kiosk entered the `error` state (the ledger or the radio keeps a
 ///   charge from progressing; the kiosk retries).
-public final class KioskMetrics: Sendable {
+///
+/// And what the kiosk does on the way:
+/// - `gotchu_kiosk_ledger_errors_total{kind}`: ledger calls that failed, by the problem kind the ledger answered
+///   (`session-expired`, `unauthorized`, …), `transport` (unreachable, timed out), `unexpected-response`,
+///   `not-logged-in` or `invalid-url`.
+/// - `gotchu_kiosk_dbus_calls_total{method, outcome}`: method calls on `io.gotchu.Kiosk1` (`Charge`, `Cancel`,
+///   `GetCharge`) by outcome: `ok` or the D-Bus error name's last part (`Busy`, `InvalidArgs`, …).
+/// - `gotchu_kiosk_bluez_calls_total{method, outcome}`: the kiosk's method calls to bluetoothd
+///   (`RegisterAdvertisement`, `StartDiscovery`, …), `ok` or `error`.
+/// - `gotchu_kiosk_bluez_reregistrations_total{reason}`: advertisements registered again with bluetoothd: on an EID
+///   `rotation`, after a bluetoothd `restart`, or when it `released` one.
+public final class KioskMetrics: BlueZRadioObserver {
     /// The registry the metrics are written to.
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
@@ -21,6 +35,55 @@ public final class KioskMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         self.factory = PrometheusMetricsFactory(registry: registry)
+        // Listed from the start at 0, so a dashboard finds each family before its first event.
+        for reason in BlueZReregistration.allCases {
+            Counter(label: Self.reregistrations, dimensions: [("reason", reason.rawValue)], factory: factory)
+                .increment(by: 0)
+        }
+        for method in KioskControl.methods {
+            Counter(label: Self.controlCalls, dimensions: [("method", method), ("outcome", "ok")], factory: factory)
+                .increment(by: 0)
+        }
+        Counter(label: Self.ledgerErrors, dimensions: [("kind", "transport")], factory: factory).increment(by: 0)
+    }
+
+    private static let reregistrations = "gotchu_kiosk_bluez_reregistrations_total"
+    private static let bluezCalls = "gotchu_kiosk_bluez_calls_total"
+    private static let controlCalls = "gotchu_kiosk_dbus_calls_total"
+    private static let ledgerErrors = "gotchu_kiosk_ledger_errors_total"
+
+    public func called(_ method: String, succeeded: Bool) {
+        Counter(
+            label: Self.bluezCalls,
+            dimensions: [("method", method), ("outcome", succeeded ? "ok" : "error")],
+            factory: factory
+        ).increment()
+    }
+
+    public func registeredAgain(_ reason: BlueZReregistration) {
+        Counter(label: Self.reregistrations, dimensions: [("reason", reason.rawValue)], factory: factory).increment()
+    }
+
+    /// Counts a method call on `io.gotchu.Kiosk1`; `error` is the D-Bus error name it was answered with, if any.
+    func controlCall(_ method: String, error: String?) {
+        // Our own error names (io.gotchu.Kiosk1.Error.Busy, org.freedesktop.DBus.Error.InvalidArgs): the last part.
+        let outcome = error.map { String($0.split(separator: ".").last ?? "error") } ?? "ok"
+        Counter(label: Self.controlCalls, dimensions: [("method", method), ("outcome", outcome)], factory: factory)
+            .increment()
+    }
+
+    /// Counts a failed ledger call by what went wrong.
+    func ledgerError(_ error: LedgerClientError) {
+        let kind: String
+        switch error {
+        // An unknown problem type comes from elsewhere: never a label of its own.
+        case .problem(let problem): kind = problem.kind?.rawValue ?? "other-problem"
+        case .transport: kind = "transport"
+        case .unexpectedResponse: kind = "unexpected-response"
+        case .notLoggedIn: kind = "not-logged-in"
+        case .invalidURL: kind = "invalid-url"
+        }
+        Counter(label: Self.ledgerErrors, dimensions: [("kind", kind)], factory: factory).increment()
     }
 
     /// The Prometheus text exposition format (version 0.0.4) of every metric.

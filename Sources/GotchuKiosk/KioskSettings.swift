@@ -49,6 +49,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     /// `calibrated_rssi`: the RSSI in dBm a phone measured 1 m from this terminal (`gotchu kiosk calibrate`),
     /// advertised so payers rank terminals of different makes fairly; written as a string, such as `"-59"`.
     public var calibratedRSSI: String?
+    /// `metrics`: `host:port` for a listener of its own serving only `GET /metrics`, or `off`.
+    public var metrics: String?
 
     /// Creates a layer; every setting left out is unset.
     public init(
@@ -70,7 +72,8 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         stateDirectory: String? = nil,
         display: String? = nil,
         controlBus: String? = nil,
-        calibratedRSSI: String? = nil
+        calibratedRSSI: String? = nil,
+        metrics: String? = nil
     ) {
         self.server = server
         self.email = email
@@ -91,6 +94,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.display = display
         self.controlBus = controlBus
         self.calibratedRSSI = calibratedRSSI
+        self.metrics = metrics
     }
 
     /// One setting as the config file, the environment and the command line name it: its key, what its value must
@@ -180,6 +184,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
             "a string (\"system\", \"session\" or an address)"
         ),
         Declaration("calibrated_rssi", .text(\.calibratedRSSI, builtIn: nil), "a string (dBm at 1 m, such as \"-59\")"),
+        Declaration("metrics", .text(\.metrics, builtIn: "off"), "a string (\"host:port\" or \"off\")"),
     ]
 
     /// The config file's keys, in the order the example config lists them.

@@ -127,6 +127,13 @@ public struct KioskOptions: ParsableArguments {
         )
     )
     var calibratedRSSI: String?
+    @Option(
+        help: ArgumentHelp(
+            "Serve GET /metrics on a listener of its own, host:port (port 0 picks one), or off (default; the display serves them too).",
+            valueName: "host:port"
+        )
+    )
+    var metrics: String?
 
     @Option(
         help: ArgumentHelp(
@@ -178,7 +185,8 @@ public struct KioskOptions: ParsableArguments {
             stateDirectory: stateDirectory,
             display: display,
             controlBus: controlBus,
-            calibratedRSSI: calibratedRSSI
+            calibratedRSSI: calibratedRSSI,
+            metrics: metrics
         )
     }
 

@@ -89,10 +89,16 @@ public protocol LedgerBackend: Sendable {
     /// Publishes into `changes` the session changes other servers on this database commit, until cancelled; returns
     /// at once where the database is this process's alone (the engine publishes its own changes).
     func relayChanges(to changes: SessionChanges) async throws
+
+    /// How the backend's connections are used now, for metrics; `nil` where it has nothing to report.
+    func poolUsage() async -> LedgerPoolUsage?
 }
 
 extension LedgerBackend {
     public func relayChanges(to changes: SessionChanges) async throws {}
+
+    /// A backend that does not report its connections.
+    public func poolUsage() async -> LedgerPoolUsage? { nil }
 }
 
 /// How a database keeps an admitted payment's idempotency key in flight, and so how a key left by a request that

@@ -26,7 +26,7 @@ extension LedgerEngine {
             )
         }
         let secret = APIKeySecret.generate()
-        let key = try await backend.transaction { transaction in
+        let key = try await measuredTransaction { transaction in
             guard let user = try await transaction.user(email: normalized) else {
                 throw LedgerError(.unknownUser, detail: "no user has the e-mail address \(normalized)")
             }
@@ -51,13 +51,13 @@ extension LedgerEngine {
     public func apiKeys(email: String?) async throws -> [APIKey] {
         guard let email else { return try await backend.apiKeys(userID: nil) }
         let (normalized, _) = try LedgerUser.normalize(email: email)
-        let user = try await backend.transaction { transaction in try await transaction.user(email: normalized) }
+        let user = try await measuredTransaction { transaction in try await transaction.user(email: normalized) }
         guard let user else { throw LedgerError(.unknownUser, detail: "no user has the e-mail address \(normalized)") }
         return try await backend.apiKeys(userID: user.id)
     }
 
     public func revokeAPIKey(id: String, actor: String) async throws -> APIKey {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             guard var key = try await transaction.apiKey(id: id) else {
                 throw LedgerError(.invalidInput, detail: "no API key has the id \(id)")
             }
@@ -78,7 +78,7 @@ extension LedgerEngine {
         else { return nil }
         if key.lastUsedAt.map({ now - $0 >= APIKeySecret.lastUsedResolution }) ?? true {
             // Best effort: a busy database delays the record of use, never the request.
-            try? await backend.transaction { transaction in try await transaction.update(apiKey: key.id, .used) }
+            try? await measuredTransaction { transaction in try await transaction.update(apiKey: key.id, .used) }
         }
         return .apiKey(id: key.id, userID: key.userID, scopes: key.scopes)
     }
@@ -89,7 +89,7 @@ extension LedgerEngine {
         for _ in 0..<3 {
             if let user = try await backend.user(issuer: issuer, subject: subject) { return user }
             do {
-                return try await backend.transaction { transaction in
+                return try await measuredTransaction { transaction in
                     if let user = try await transaction.user(issuer: issuer, subject: subject) { return user }
                     let user = LedgerUser(id: Self.newID(), displayName: displayName)
                     // The user's id at the issuer's host: unique, never an address anyone can register first (the id

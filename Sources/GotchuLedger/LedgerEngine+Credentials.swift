@@ -21,7 +21,7 @@ extension LedgerEngine {
             // known. Only if it is still the hash just checked, so a reset meanwhile is not undone.
             let upgraded = await Passwords.hash(password, cost: policy.passwordCost)
             let userID = credentials.user.id
-            try await backend.transaction { transaction in
+            try await measuredTransaction { transaction in
                 try await transaction.replacePassword(userID: userID, hash: hash, with: upgraded)
             }
         }
@@ -35,7 +35,7 @@ extension LedgerEngine {
     public func issueRefreshToken(userID: String) async throws -> String {
         let token = RefreshTokens.make()
         let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             try await transaction.insert(
                 refreshToken: RefreshTokenRow(
                     digest: RefreshTokens.digest(token),
@@ -51,7 +51,7 @@ extension LedgerEngine {
     public func refresh(token: String) async throws -> (user: LedgerUser, refreshToken: String) {
         let next = RefreshTokens.make()
         let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
-        let decision: RefreshDecision = try await backend.transaction { transaction in
+        let decision: RefreshDecision = try await measuredTransaction { transaction in
             guard let row = try await transaction.refreshToken(digest: RefreshTokens.digest(token)) else {
                 return .refused("the refresh token is not valid; log in again")
             }
@@ -86,13 +86,13 @@ extension LedgerEngine {
     }
 
     public func pruneRefreshTokens() async throws -> Int {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             try await transaction.deleteRefreshTokens(expiredBefore: transaction.now)
         }
     }
 
     public func logout(refreshToken: String) async throws {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             guard let row = try await transaction.refreshToken(digest: RefreshTokens.digest(refreshToken)) else {
                 return
             }
@@ -162,7 +162,7 @@ extension LedgerEngine {
         detail: String = "",
         _ body: (Backend.Transaction) async throws -> T
     ) async throws -> T {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             let result = try await body(transaction)
             try await transaction.insert(
                 audit: AuditEntry(actor: actor, action: action, subject: subject, detail: detail, at: transaction.now)
@@ -192,7 +192,7 @@ extension LedgerEngine {
             try await transaction.insertWallet(id: Self.newID(), userID: user.id)
             return user
         }
-        guard let audit else { return try await backend.transaction(create) }
+        guard let audit else { return try await measuredTransaction(create) }
         return try await recordingAudit(
             actor: audit.actor,
             action: audit.action,

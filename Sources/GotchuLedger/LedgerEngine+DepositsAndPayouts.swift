@@ -15,7 +15,7 @@ extension LedgerEngine {
         let normalized = try LedgerUser.normalize(email: email).email
         try policy.validate(amount: amountCents)
         let reference = try OperatorText.reference(reference)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             guard let user = try await transaction.user(email: normalized) else {
                 throw LedgerError(.unknownUser, detail: "no user has the address \(normalized)")
             }
@@ -90,7 +90,7 @@ extension LedgerEngine {
         idempotencyKey: String
     ) async throws -> (payout: PayoutResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             // The user's wallet first, locked: this user's payout requests run one at a time, so a retry running
             // alongside the first sees its row.
             guard try await transaction.walletsForUpdate(accountIDs: [], userIDs: [userID]).first != nil else {
@@ -175,7 +175,7 @@ extension LedgerEngine {
                 reference: String?, reason: String?, detail: String
             )
     ) async throws -> PayoutRow {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             guard var payout = try await transaction.payout(id: id, forUpdate: true) else {
                 throw LedgerError(.notFound, detail: "no payout \(DisplayText.quoted(id))")
             }

@@ -18,12 +18,41 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public let changes: SessionChanges
     /// The signing key last loaded, so a payment reads no key.
     private let signerCache = SignerCache()
+    /// Told of every transaction, where the server keeps metrics.
+    private let observerBox = ObserverBox()
 
     /// The engine over `backend`, enforcing `policy`.
     public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
         self.backend = backend
         self.policy = policy
         self.changes = SessionChanges()
+    }
+
+    /// Tells `observer` how long each transaction takes, by the operation that ran it. Copies of this engine share
+    /// it.
+    public func observe(_ observer: any LedgerStoreObserver) {
+        observerBox.value.withLock { $0 = observer }
+    }
+
+    public func poolUsage() async -> LedgerPoolUsage? { await backend.poolUsage() }
+
+    /// Runs `body` in one backend transaction, timed for the observer under the name of the operation calling it.
+    func measuredTransaction<T: Sendable>(
+        operation: String = #function,
+        _ body: (Backend.Transaction) async throws -> T
+    ) async throws -> T {
+        guard let observer = observerBox.value.withLock({ $0 }) else { return try await backend.transaction(body) }
+        // `#function` is `login(email:)`: the name alone is the label.
+        let name = String(operation.prefix { $0 != "(" })
+        let start = ContinuousClock.now
+        do {
+            let result = try await backend.transaction(body)
+            observer.transaction(operation: name, duration: ContinuousClock.now - start, committed: true)
+            return result
+        } catch {
+            observer.transaction(operation: name, duration: ContinuousClock.now - start, committed: false)
+            throw error
+        }
     }
 
     public func relayChanges() async throws {
@@ -36,14 +65,14 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             try await releaseInterruptedSends()
         }
         try await chainUnchainedEntries()
-        try await backend.transaction { transaction in _ = try await Self.currentSigner(transaction) }
+        try await measuredTransaction { transaction in _ = try await Self.currentSigner(transaction) }
     }
 
     /// Chains the entries written before the chain existed, oldest first, in batches; the chain of a ledger upgraded
     /// to it starts from the upgrade's snapshot of those rows.
     private func chainUnchainedEntries() async throws {
         while true {
-            let more = try await backend.transaction { transaction in
+            let more = try await measuredTransaction { transaction in
                 var head = try await transaction.chainHeadForUpdate()
                 let entries = try await transaction.unchainedEntries(limit: 1_000)
                 guard !entries.isEmpty else { return false }
@@ -69,14 +98,14 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// a request still running costs nothing: ``completeSend(sid:payerID:idempotencyKey:)`` writes its outcome even
     /// when the row is gone, and a session is paid at most once.)
     private func releaseInterruptedSends() async throws {
-        try await backend.transaction { transaction in try await transaction.deleteKeysInFlight() }
+        try await measuredTransaction { transaction in try await transaction.deleteKeysInFlight() }
     }
 
     // MARK: Users and wallets
 
     public func login(email: String) async throws -> LedgerUser {
         let (normalized, displayName) = try LedgerUser.normalize(email: email)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             // Two first logins with one address race on the unique e-mail: the loser reads the winner's row.
             for _ in 0..<2 {
                 if let user = try await transaction.user(email: normalized) {
@@ -105,7 +134,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func fund(userID: String, amountCents: Cents) async throws -> Cents {
         try policy.validate(amount: amountCents)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             try await Self.transfer(
                 transaction,
                 from: .account(LedgerAccounts.fundingWalletID),
@@ -145,7 +174,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             guard try await transaction.wallet(userID: payeeID) != nil else { throw Self.unknownUser }
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
@@ -364,7 +393,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             try await Self.admit(
                 sid: sid,
                 payerID: payerID,
@@ -382,7 +411,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func abandonSend(payerID: String, idempotencyKey: String) async throws {
-        try await backend.transaction { transaction in
+        try await measuredTransaction { transaction in
             try await transaction.delete(userID: payerID, key: idempotencyKey, inFlightOnly: true)
         }
     }
@@ -561,7 +590,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func rotateReceiptKey() async throws -> ReceiptPublicKey {
-        let signer = try await backend.transaction { transaction in
+        let signer = try await measuredTransaction { transaction in
             try await transaction.lockReceiptKeys()
             let signer = try await Self.insertNewKey(transaction)
             try await transaction.retireReceiptKeys(except: signer.keyID)
@@ -646,7 +675,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func pruneIdempotencyKeys() async throws -> Int {
         let retention = LedgerTime.milliseconds(policy.idempotencyRetention)
-        return try await backend.transaction { transaction in
+        return try await measuredTransaction { transaction in
             try await transaction.deleteKeys(createdBefore: transaction.now - retention)
         }
     }
@@ -665,9 +694,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     private func changingSession<T: Sendable>(
         _ sid: String,
         _ notice: SessionNotice = .changed,
+        operation: String = #function,
         _ body: (Backend.Transaction) async throws -> T
     ) async throws -> T {
-        let result = try await backend.transaction { transaction in
+        let result = try await measuredTransaction(operation: operation) { transaction in
             let result = try await body(transaction)
             try await transaction.announce(sid: sid, notice)
             return result
@@ -699,6 +729,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 }
 
 /// The signing key an engine loaded, and when (on the store's clock).
+/// The engine's observer, shared by its copies.
+private final class ObserverBox: Sendable {
+    let value = Mutex<(any LedgerStoreObserver)?>(nil)
+}
+
 private final class SignerCache: Sendable {
     private let loaded = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
 

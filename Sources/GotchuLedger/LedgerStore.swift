@@ -409,9 +409,22 @@ public protocol LedgerStore: Sendable {
     /// The session as `principal` sees it: a user as ``session(sid:viewerID:)`` says, an API key only its payee's
     /// sessions (with the `sessions:read` scope).
     func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse
+
+    /// Tells `observer` how long each transaction takes, from now on.
+    func observe(_ observer: any LedgerStoreObserver)
+
+    /// How the store's connections are used now; `nil` where it has nothing to report.
+    func poolUsage() async -> LedgerPoolUsage?
 }
 
 extension LedgerStore {
+    /// Tells `observer` of every transaction from now on (see ``LedgerEngine/observe(_:)``); stores without
+    /// transactions of their own ignore it.
+    public func observe(_ observer: any LedgerStoreObserver) {}
+
+    /// How the store's connections are used now; `nil` where the store has none to report.
+    public func poolUsage() async -> LedgerPoolUsage? { nil }
+
     /// Admits and runs a payment in two steps (``sendInTwoSteps(sid:payerID:idempotencyKey:)``).
     public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
         try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)

@@ -282,7 +282,6 @@ enum PostgresLedgerSchema {
                 "CREATE UNIQUE INDEX refunds_key ON refunds (requested_by, idempotency_key)",
                 "CREATE INDEX refunds_session ON refunds (session_id)",
             ]
-            ]
         ),
         (
             // A wallet's history names the other side of each entry's transfer. PostgreSQL has had that index

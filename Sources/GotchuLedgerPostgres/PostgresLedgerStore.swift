@@ -4,6 +4,7 @@ public import GotchuCore
 public import GotchuLedger
 public import Logging
 public import PostgresNIO
+import Synchronization
 
 /// The ledger store on PostgreSQL, for one or more servers sharing a database: the ``LedgerEngine`` over a
 /// ``PostgresLedgerBackend``.
@@ -30,18 +31,29 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
             client: PostgresClient(configuration: configuration, backgroundLogger: logger),
             policy: policy,
             clock: clock,
+            maximumConnections: maximumConnections,
             logger: logger
         )
     }
 
     /// A store over an existing client, which the caller runs.
+    /// - Parameter maximumConnections: the client's pool size, as reported in ``poolUsage()``.
     public init(
         client: PostgresClient,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
+        maximumConnections: Int = 20,
         logger: Logger
     ) {
-        self.init(backend: PostgresLedgerBackend(client: client, clock: clock, logger: logger), policy: policy)
+        self.init(
+            backend: PostgresLedgerBackend(
+                client: client,
+                clock: clock,
+                maximumConnections: maximumConnections,
+                logger: logger
+            ),
+            policy: policy
+        )
     }
 }
 
@@ -76,11 +88,39 @@ public struct PostgresLedgerBackend: LedgerBackend {
     /// How many times a transaction that failed with a deadlock or serialization failure is run again.
     static let retryLimit = 5
 
+    /// Connections leased from the pool and leases waited for, counted here: postgres-nio does not publish its
+    /// pool's state.
+    private let leases = PoolLeases()
+    /// The pool's size (the client's `maximumConnections`).
+    let maximumConnections: Int
+
     /// A backend over `client`, with `clock` replacing the database clock when given.
-    public init(client: PostgresClient, clock: (@Sendable () -> Date)?, logger: Logger) {
+    /// - Parameter maximumConnections: the client's pool size, as reported in ``poolUsage()``.
+    public init(
+        client: PostgresClient,
+        clock: (@Sendable () -> Date)?,
+        maximumConnections: Int = 20,
+        logger: Logger
+    ) {
         self.client = client
         self.clock = clock
+        self.maximumConnections = maximumConnections
         self.logger = logger
+    }
+
+    public func poolUsage() async -> LedgerPoolUsage? {
+        let (inUse, waiting) = leases.usage()
+        return LedgerPoolUsage(inUse: inUse, waiting: waiting, maximum: maximumConnections)
+    }
+
+    /// Leases a connection from the pool for `body`, counted in ``poolUsage()``.
+    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let lease = leases.ask()
+        defer { lease.end() }
+        return try await client.withConnection { connection in
+            lease.granted()
+            return try await body(connection)
+        }
     }
 
     public func migrate() async throws {
@@ -120,7 +160,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         var attempt = 0
         while true {
             do {
-                return try await client.withConnection { connection in
+                return try await withConnection { connection in
                     let connection = Connection(connection: connection, logger: logger)
                     try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
                     do {
@@ -148,14 +188,14 @@ public struct PostgresLedgerBackend: LedgerBackend {
 
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
     func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
+        try await withConnection { connection in
             try await body(Connection(connection: connection, logger: logger))
         }
     }
 
     public func now() async throws -> Int64 {
         if let clock { return LedgerTime.milliseconds(clock()) }
-        return try await client.withConnection { connection in try await now(connection) }
+        return try await withConnection { connection in try await now(connection) }
     }
 
     private func now(_ connection: PostgresConnection) async throws -> Int64 {
@@ -442,7 +482,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         while !Task.isCancelled {
             let started = ContinuousClock.now
             do {
-                try await client.withConnection { connection in
+                try await withConnection { connection in
                     try await connection.listen(on: Self.changeChannel) { notifications in
                         changes.publishAll()
                         for try await notification in notifications {
@@ -1039,5 +1079,42 @@ extension WalletRow {
             throw LedgerError(.inconsistent, detail: "a wallet has an unknown kind")
         }
         self.init(id: id, userID: userID, balance: balance, kind: kind)
+    }
+}
+
+/// Counts the backend's leases from the pool: asked for and not yet granted (waiting), and granted and not yet
+/// returned (in use).
+private final class PoolLeases: Sendable {
+    private let counts = Mutex<(inUse: Int, waiting: Int)>((0, 0))
+
+    func usage() -> (inUse: Int, waiting: Int) { counts.withLock { $0 } }
+
+    /// A lease asked for: waiting until ``Lease/granted()``, counted until ``Lease/end()``.
+    func ask() -> Lease {
+        counts.withLock { $0.waiting += 1 }
+        return Lease(leases: self)
+    }
+
+    /// One lease's passage from waiting to in use to returned (or given up while waiting).
+    final class Lease: Sendable {
+        private let leases: PoolLeases
+        private let isGranted = Mutex(false)
+
+        fileprivate init(leases: PoolLeases) { self.leases = leases }
+
+        func granted() {
+            isGranted.withLock { $0 = true }
+            leases.counts.withLock {
+                $0.waiting -= 1
+                $0.inUse += 1
+            }
+        }
+
+        func end() {
+            let granted = isGranted.withLock { $0 }
+            leases.counts.withLock {
+                if granted { $0.inUse -= 1 } else { $0.waiting -= 1 }
+            }
+        }
     }
 }

@@ -80,6 +80,12 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
+    /// The writer as the one connection transactions take turns at: whether a transaction holds it, and how many
+    /// wait for it.
+    public func poolUsage() async -> LedgerPoolUsage? {
+        LedgerPoolUsage(inUse: writer.isIdle ? 0 : 1, waiting: writer.waitingCount, maximum: 1)
+    }
+
     public func user(id: String) async throws -> LedgerUser? {
         try await database.read { db in try Self.user(column: "id", id, db) }
     }

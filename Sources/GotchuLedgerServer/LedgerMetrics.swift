@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+public import GotchuLedger
 import HTTPTypes
 import Hummingbird
 public import Prometheus
@@ -14,10 +15,17 @@ public import Prometheus
 /// - `gotchu_ledger_request_duration_seconds{route, method}`: a histogram of the time to answer.
 /// - `gotchu_ledger_payments_total{outcome}`: `POST /wallet/send` by outcome: `paid`, `replayed`, or the problem
 ///   kind of a refusal (`insufficient-funds`, `session-expired`, …).
+/// - `gotchu_ledger_refunds_total{outcome}`: refunds by outcome, named like payments' (``refund(outcome:)``).
 /// - `gotchu_ledger_rate_limited_total{route}`: requests refused by a rate limit (429).
+/// - `gotchu_ledger_store_transaction_duration_seconds{operation}`: a histogram of the store's transactions by the
+///   engine operation that ran them (`login`, `completeSend`, …), waits for the database included;
+///   `gotchu_ledger_store_transactions_total{operation, outcome}`: the same by `committed` or `rolled-back`.
+/// - `gotchu_ledger_store_connections{state}`: the store's connections `in-use` and the requests `waiting` for one
+///   (SQLite: the one writer, and the transactions waiting their turn), read at each scrape;
+///   `gotchu_ledger_store_connections_max`: the pool's size.
 /// - `gotchu_ledger_open_connections`: connections being served now; `gotchu_ledger_refused_connections_total`:
 ///   connections turned away at the connection cap.
-public struct LedgerMetrics: Sendable {
+public struct LedgerMetrics: LedgerStoreObserver {
     /// The registry the metrics are written to; ``exposition()`` renders it.
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
@@ -41,6 +49,12 @@ public struct LedgerMetrics: Sendable {
             factory: factory
         )
         openConnections.record(0)
+        // Listed from the start, so a dashboard finds the family before the first refund.
+        CoreMetrics.Counter(
+            label: "gotchu_ledger_refunds_total",
+            dimensions: [("outcome", "refunded")],
+            factory: factory
+        ).increment(by: 0)
     }
 
     /// The Prometheus text exposition format (version 0.0.4) of every metric.
@@ -74,6 +88,46 @@ public struct LedgerMetrics: Sendable {
     func payment(outcome: String) {
         CoreMetrics.Counter(label: "gotchu_ledger_payments_total", dimensions: [("outcome", outcome)], factory: factory)
             .increment()
+    }
+
+    /// Counts a refund (`gotchu_ledger_refunds_total{outcome}`): `refunded`, `replayed`, or the problem kind of a
+    /// refusal, as ``payment(outcome:)`` names a payment's.
+    func refund(outcome: String) {
+        CoreMetrics.Counter(label: "gotchu_ledger_refunds_total", dimensions: [("outcome", outcome)], factory: factory)
+            .increment()
+    }
+
+    public func transaction(operation: String, duration: Duration, committed: Bool) {
+        let (seconds, attoseconds) = duration.components
+        CoreMetrics.Timer(
+            label: "gotchu_ledger_store_transaction_duration_seconds",
+            dimensions: [("operation", operation)],
+            factory: factory
+        ).recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        CoreMetrics.Counter(
+            label: "gotchu_ledger_store_transactions_total",
+            dimensions: [("operation", operation), ("outcome", committed ? "committed" : "rolled-back")],
+            factory: factory
+        ).increment()
+    }
+
+    /// Records the store's connections as they are now (at a scrape).
+    func pool(_ usage: LedgerPoolUsage) {
+        CoreMetrics.Gauge(label: "gotchu_ledger_store_connections", dimensions: [("state", "in-use")], factory: factory)
+            .record(usage.inUse)
+        CoreMetrics.Gauge(
+            label: "gotchu_ledger_store_connections",
+            dimensions: [("state", "waiting")],
+            factory: factory
+        ).record(usage.waiting)
+        if let idle = usage.idle {
+            CoreMetrics.Gauge(
+                label: "gotchu_ledger_store_connections",
+                dimensions: [("state", "idle")],
+                factory: factory
+            ).record(idle)
+        }
+        CoreMetrics.Gauge(label: "gotchu_ledger_store_connections_max", factory: factory).record(usage.maximum)
     }
 
     func connections(open: Int) { openConnections.record(open) }

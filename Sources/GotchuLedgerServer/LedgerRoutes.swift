@@ -200,13 +200,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 let body = try await decode(AmountRequest.self, request, context)
                 try store.policy.validate(amount: body.amountCents)
-                let (refund, replayed) = try await store.refund(
-                    sid: sid,
-                    payeeID: user,
-                    amountCents: body.amountCents,
-                    idempotencyKey: key
-                )
-                return try json(refund, headers: replayHeaders(replayed))
+                do {
+                    let (refund, replayed) = try await store.refund(
+                        sid: sid,
+                        payeeID: user,
+                        amountCents: body.amountCents,
+                        idempotencyKey: key
+                    )
+                    metrics?.refund(outcome: replayed ? "replayed" : "refunded")
+                    return try json(refund, headers: replayHeaders(replayed))
+                } catch let refusal as LedgerError {
+                    metrics?.refund(outcome: refusal.kind.rawValue)
+                    throw refusal
+                }
             }
         )
         routes += [
@@ -269,6 +275,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if let metrics {
             routes.append(
                 LedgerRoute(.get, "/metrics", "metrics") { _, _ in
+                    if let usage = await store.poolUsage() { metrics.pool(usage) }
                     var headers = HTTPFields()
                     headers[.contentType] = LedgerMetrics.contentType
                     return Response(

@@ -49,6 +49,7 @@ public enum LedgerServer {
         if let metrics {
             // Outermost, so it sees the status the client gets.
             router.add(middleware: LedgerMetricsMiddleware(metrics: metrics))
+            store.observe(metrics)
         }
         router.add(middleware: ProblemMiddleware())
         LedgerRoutes(

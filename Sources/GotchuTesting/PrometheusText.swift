@@ -11,6 +11,8 @@ public enum PrometheusText {
         public var labels: [String: String]
         /// Its value.
         public var value: Double
+        /// Its family's type as the parser read it (`counter`, `gauge`, `histogram`, …).
+        public var type: String
     }
 
     /// Parses `text`, written to a file in `directory` for the parser.
@@ -33,7 +35,8 @@ public enum PrometheusText {
             samples = []
             for family in text_string_to_metric_families(open(sys.argv[1]).read()):
                 for sample in family.samples:
-                    samples.append({"name": sample.name, "labels": sample.labels, "value": sample.value})
+                    samples.append({"name": sample.name, "labels": sample.labels, "value": sample.value,
+                                    "type": family.type})
             print(json.dumps(samples))
             """,
             input.path,

@@ -2,6 +2,7 @@ import GotchuBlueZ
 import GotchuCore
 import GotchuDBus
 import GotchuTesting
+import Synchronization
 import Testing
 
 @Suite("Advertising against a fake bluetoothd", requiresDBusDaemon)
@@ -71,6 +72,22 @@ struct AdvertisingTests {
             #expect(await fake.calls(named: "UnregisterAdvertisement").count == 2)
             #expect(await fake.registrations.isEmpty)
         }
+    }
+
+    @Test("the observer is told of each call to bluetoothd and of the registration again a rotation makes")
+    func observed() async throws {
+        let observer = RecordingObserver()
+        try await withFakeBlueZ(observer: observer) { _, _, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
+                #expect(observer.events.withLock { $0.reregistrations }.isEmpty)
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
+                #expect(observer.events.withLock { $0.reregistrations } == [.rotation])
+            }
+        }
+        let calls = observer.events.withLock { $0.calls }
+        #expect(calls.filter { $0 == "RegisterAdvertisement ok" }.count == 2)
+        #expect(calls.filter { $0 == "UnregisterAdvertisement ok" }.count == 2)
+        #expect(calls.contains("GetManagedObjects ok"))
     }
 
     @Test(
@@ -198,5 +215,18 @@ struct AdvertisingTests {
             try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in }
             #expect(await fake.registerCount == registered + 1)
         }
+    }
+}
+
+/// Records what a radio tells its observer.
+private final class RecordingObserver: BlueZRadioObserver {
+    let events = Mutex<(calls: [String], reregistrations: [BlueZReregistration])>(([], []))
+
+    func called(_ method: String, succeeded: Bool) {
+        events.withLock { $0.calls.append("\(method) \(succeeded ? "ok" : "failed")") }
+    }
+
+    func registeredAgain(_ reason: BlueZReregistration) {
+        events.withLock { $0.reregistrations.append(reason) }
     }
 }

@@ -12,12 +12,13 @@ let requiresDBusDaemon = Testing.ConditionTrait.enabled(
 /// A private bus with the Swift fake bluetoothd and a radio connected to it.
 func withFakeBlueZ(
     configuration: BlueZRadio.Configuration = .init(),
+    observer: (any BlueZRadioObserver)? = nil,
     _ body: (PrivateBus, FakeBlueZ, BlueZRadio) async throws -> Void
 ) async throws {
     try await PrivateBus.with { bus in
         let fake = try await FakeBlueZ.start(on: bus)
         let connection = try await DBusConnection.connect(to: .address(bus.address))
-        let radio = BlueZRadio(connection: connection, configuration: configuration)
+        let radio = BlueZRadio(connection: connection, configuration: configuration, observer: observer)
         do {
             try await body(bus, fake, radio)
         } catch {

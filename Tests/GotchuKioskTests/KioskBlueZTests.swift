@@ -48,7 +48,12 @@ struct KioskBlueZTests {
         func state() async throws -> String? { try await connection.kioskProperty("State", as: String.self) }
 
         // The kiosk starts before bluetoothd: a charge waits in the error state until it comes.
-        let (kiosk, _) = try await daemon.startKiosk(["--radio", "bluez", "--bluez-bus", daemon.bus.address])
+        let (kiosk, _, metricsPort) = try await daemon.startKiosk(
+            ["--radio", "bluez", "--bluez-bus", daemon.bus.address],
+            display: true,
+            metrics: true
+        )
+        let metrics = try #require(metricsPort)
         defer { _ = try? kiosk.stopNow() }
         let charged = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
         let id = try #require(charged.first?.decode(as: String.self))
@@ -66,6 +71,18 @@ struct KioskBlueZTests {
         #expect(after["updated_at", as: String.self] == before["updated_at", as: String.self])
         #expect(after["state", as: String.self] == "advertising" && after["problem", as: String.self] == nil)
         #expect(try await eventually { try await state() == "advertising" })
+        // The registration again is counted, beside the calls that made it.
+        let scrape = try await daemon.scrape(port: metrics)
+        #expect(scrape.value("gotchu_kiosk_bluez_reregistrations_total", ["reason": "restart"]) == 1)
+        #expect(scrape.value("gotchu_kiosk_bluez_reregistrations_total", ["reason": "rotation"]) == 0)
+        #expect(
+            (scrape.value("gotchu_kiosk_bluez_calls_total", ["method": "RegisterAdvertisement", "outcome": "ok"]) ?? 0)
+                >= 2
+        )
+        #expect(
+            (scrape.value("gotchu_kiosk_bluez_calls_total", ["method": "GetManagedObjects", "outcome": "ok"]) ?? 0) >= 2
+        )
+        #expect(scrape.value("gotchu_kiosk_dbus_calls_total", ["method": "Charge", "outcome": "ok"]) == 1)
 
         _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
         #expect(try await eventually { try await state() == "error" })

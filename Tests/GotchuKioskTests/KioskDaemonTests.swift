@@ -39,22 +39,57 @@ struct KioskDaemon {
         environment: [String: String] = [:],
         kioskOnly: Bool = false
     ) async throws -> (RunningCommand, Int) {
+        let (kiosk, port, _) = try await startKiosk(
+            extra,
+            environment: environment,
+            kioskOnly: kioskOnly,
+            display: true
+        )
+        return (kiosk, try #require(port))
+    }
+
+    /// Starts the kiosk with the display on or off and, with `metrics`, its own metrics listener; returns it with the
+    /// display's port and the metrics listener's.
+    func startKiosk(
+        _ extra: [String] = [],
+        environment: [String: String] = [:],
+        kioskOnly: Bool = false,
+        display: Bool,
+        metrics: Bool = false
+    ) async throws -> (RunningCommand, Int?, Int?) {
         let kiosk = try processes.start(
             (kioskOnly ? [] : ["kiosk"]) + [
                 "--config", processes.directory.url.appendingPathComponent("kiosk.json").path,
                 "--server", url, "--email", "shop@example.com", "--payee-name", "Corner Shop",
                 "--radio", "sim", "--air", air, "--control-bus", bus.address,
                 "--state-directory", processes.directory.url.appendingPathComponent("kiosk-state").path,
-                "--display", "127.0.0.1:0",
-            ] + extra,
+                "--display", display ? "127.0.0.1:0" : "off",
+            ] + (metrics ? ["--metrics", "127.0.0.1:0"] : []) + extra,
             user: "kiosk",
             extra: environment,
             executable: kioskOnly ? try BuiltProducts.gotchuKiosk : nil
         )
-        let display = try await kiosk.waitForLine { $0.hasPrefix("display: http://127.0.0.1:") }
+        var displayPort: Int?
+        if display {
+            let line = try await kiosk.waitForLine { $0.hasPrefix("display: http://127.0.0.1:") }
+            displayPort = Int(line.dropFirst("display: http://127.0.0.1:".count).dropLast())
+        }
+        var metricsPort: Int?
+        if metrics {
+            let line = try await kiosk.waitForLine { $0.hasPrefix("metrics: http://127.0.0.1:") }
+            metricsPort = Int(line.dropFirst("metrics: http://127.0.0.1:".count).dropLast("/metrics".count))
+        }
         _ = try await kiosk.waitForLine { $0 == "kiosk ready" }
-        let port = Int(display.dropFirst("display: http://127.0.0.1:".count).dropLast())
-        return (kiosk, try #require(port))
+        return (kiosk, displayPort, metricsPort)
+    }
+
+    /// Scrapes the kiosk's metrics on `port`, read by `prometheus_client`.
+    func scrape(port: Int) async throws -> [PrometheusText.Sample] {
+        let connection = try LoopbackConnection(port: port)
+        try connection.send("GET", "/metrics", headers: ["Connection": "close"])
+        let response = try await connection.readResponse()
+        #expect(response.status == 200)
+        return try PrometheusText.parse(String(decoding: response.body, as: UTF8.self), in: processes.directory.url)
     }
 
     /// A funded payer that pays the terminal it finds, as a process.
@@ -245,6 +280,43 @@ struct KioskDaemonTests {
         #expect(rest.contains { $0.hasPrefix("STOPPING=1") })
     }
 
+    @Test("--metrics serves GET /metrics with the display off: D-Bus calls by method and outcome, the state")
+    func metricsWithDisplayOff() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let (kiosk, display, metrics) = try await daemon.startKiosk(kioskOnly: true, display: false, metrics: true)
+        defer { _ = try? kiosk.stopNow() }
+        #expect(display == nil)
+        let port = try #require(metrics)
+        let connection = try await daemon.connect()
+
+        let before = try await daemon.scrape(port: port)
+        #expect(before.value("gotchu_kiosk_dbus_calls_total", ["method": "Charge", "outcome": "ok"]) == 0)
+        #expect(before.type("gotchu_kiosk_dbus_calls_total") == "counter")
+        #expect(before.type("gotchu_kiosk_bluez_reregistrations_total") == "counter")
+        #expect(before.type("gotchu_kiosk_ledger_errors_total") == "counter")
+
+        _ = try await connection.kiosk("Charge", [.int64(100), .string("metrics")])
+        await #expect(throws: DBusError.self) { _ = try await connection.kiosk("Cancel", [.string("no-such-charge")]) }
+        await #expect(throws: DBusError.self) {
+            _ = try await connection.kiosk("Charge", [.int64(0), .string("zero")])
+        }
+
+        let after = try await daemon.scrape(port: port)
+        #expect(after.value("gotchu_kiosk_dbus_calls_total", ["method": "Charge", "outcome": "ok"]) == 1)
+        #expect(after.value("gotchu_kiosk_dbus_calls_total", ["method": "Charge", "outcome": "InvalidArgs"]) == 1)
+        #expect(after.value("gotchu_kiosk_dbus_calls_total", ["method": "Cancel", "outcome": "NotFound"]) == 1)
+        // The status reaches the metrics without the display.
+        #expect(after.type("gotchu_kiosk_state") == "gauge")
+        #expect(after.contains { $0.name == "gotchu_kiosk_state" && $0.value == 1 })
+        // Nothing but /metrics is served there.
+        let other = try LoopbackConnection(port: port)
+        try other.send("GET", "/", headers: ["Connection": "close"])
+        #expect(try await other.readResponse().status == 404)
+        await connection.close()
+        #expect(try await kiosk.stop() == 0)
+    }
+
     @Test("Without a kiosk on the bus, `gotchu charge` says so and fails")
     func noKiosk() async throws {
         let daemon = try await KioskDaemon.start()
@@ -253,4 +325,14 @@ struct KioskDaemonTests {
         #expect(try await command.waitForExit() != 0)
         #expect(command.standardError.contains("no kiosk on the bus"))
     }
+}
+
+extension [PrometheusText.Sample] {
+    /// The value of the first sample named `name` with (at least) these labels.
+    func value(_ name: String, _ labels: [String: String]) -> Double? {
+        first { sample in sample.name == name && labels.allSatisfy { sample.labels[$0.key] == $0.value } }?.value
+    }
+
+    /// The type of the family of the samples named `name`.
+    func type(_ name: String) -> String? { first { $0.name == name }?.type }
 }

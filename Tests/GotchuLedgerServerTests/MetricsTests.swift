@@ -1,10 +1,13 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedger
 import GotchuLedgerClient
+import GotchuLedgerPostgres
 import GotchuLedgerSQLite
 import GotchuLedgerServer
 import GotchuTesting
+import Logging
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -92,6 +95,97 @@ struct MetricsTests {
         // The scrape's own connection was open when it was rendered; none was refused.
         #expect((value("gotchu_ledger_open_connections", [:]) ?? 0) >= 1)
         #expect(value("gotchu_ledger_refused_connections_total", [:]) == 0)
+
+        // The store's transactions, by the operation that ran them; its one writer, free at the scrape.
+        func type(_ name: String) -> String? { samples.first { $0.name == name }?.type }
+        #expect(type("gotchu_ledger_store_transaction_duration_seconds_count") == "histogram")
+        #expect(value("gotchu_ledger_store_transaction_duration_seconds_count", ["operation": "fund"]) == 1)
+        #expect(
+            value(
+                "gotchu_ledger_store_transaction_duration_seconds_bucket",
+                ["operation": "createSession", "le": "+Inf"]
+            ) == 2
+        )
+        #expect(type("gotchu_ledger_store_transactions_total") == "counter")
+        #expect(value("gotchu_ledger_store_transactions_total", ["operation": "fund", "outcome": "committed"]) == 1)
+        #expect(type("gotchu_ledger_store_connections") == "gauge")
+        #expect(value("gotchu_ledger_store_connections", ["state": "in-use"]) == 0)
+        #expect(value("gotchu_ledger_store_connections", ["state": "waiting"]) == 0)
+        #expect(value("gotchu_ledger_store_connections_max", [:]) == 1)
+        // Refunds are listed before the first one.
+        #expect(type("gotchu_ledger_refunds_total") == "counter")
+        #expect(value("gotchu_ledger_refunds_total", ["outcome": "refunded"]) == 0)
+        #expect(type("gotchu_ledger_payments_total") == "counter")
+    }
+
+    @Test("SQLite's pool usage: the writer held by one transaction, another waiting its turn")
+    func sqlitePoolUsage() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
+        try await store.migrate()
+        #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
+        let (entered, enteredSink) = AsyncStream<Void>.makeStream()
+        let (release, releaseSink) = AsyncStream<Void>.makeStream()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    try await store.backend.transaction { _ in
+                        enteredSink.yield()
+                        for await _ in release { break }
+                    }
+                }
+            }
+            var entries = entered.makeAsyncIterator()
+            _ = await entries.next()
+            // The second transaction reaches the gate soon after the first entered; the deadline only bounds a hang.
+            #expect(try await eventually(timeout: .seconds(30)) { await store.poolUsage()?.waiting == 1 })
+            #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 1, waiting: 1, maximum: 1))
+            releaseSink.yield()
+            _ = await entries.next()
+            #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 1, waiting: 0, maximum: 1))
+            releaseSink.yield()
+            try await group.waitForAll()
+        }
+        #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
+    }
+
+    @Test(
+        "PostgreSQL's pool usage: connections leased by transactions, one more waiting for a full pool",
+        .enabled(if: TestPostgres.isConfigured, TestPostgres.skipReason)
+    )
+    func postgresPoolUsage() async throws {
+        try await TestPostgres.withDatabase { url in
+            let logger = Logger(label: "pool-test") { _ in SwiftLogNoOpLogHandler() }
+            let store = PostgresLedgerStore(url: url, maximumConnections: 2, logger: logger)
+            try await withServices([store.client]) {
+                try await store.migrate()
+                #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 2))
+                let (entered, enteredSink) = AsyncStream<Int>.makeStream()
+                // One release per transaction: a stream has one reader at a time.
+                let releases = (0..<3).map { _ in AsyncStream<Void>.makeStream() }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in 0..<3 {
+                        group.addTask {
+                            try await store.backend.transaction { _ in
+                                enteredSink.yield(index)
+                                for await _ in releases[index].stream { break }
+                            }
+                        }
+                    }
+                    var entries = entered.makeAsyncIterator()
+                    let first = await entries.next()
+                    let second = await entries.next()
+                    // The third asks the full pool for a connection; the deadline only bounds a hang.
+                    #expect(try await eventually(timeout: .seconds(30)) { await store.poolUsage()?.waiting == 1 })
+                    #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 2, waiting: 1, maximum: 2))
+                    for index in [first, second].compactMap({ $0 }) { releases[index].continuation.yield() }
+                    if let third = await entries.next() { releases[third].continuation.yield() }
+                    try await group.waitForAll()
+                }
+                #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 2))
+            }
+        }
     }
 
     @Test("Without metrics there is no /metrics route")

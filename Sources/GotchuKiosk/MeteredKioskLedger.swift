@@ -1,0 +1,60 @@
+public import GotchuAPI
+public import GotchuCore
+public import GotchuLedgerClient
+
+/// A ledger service that counts its failed calls in ``KioskMetrics`` (`gotchu_kiosk_ledger_errors_total{kind}`).
+public struct MeteredKioskLedger: KioskLedgerService {
+    /// The service that makes the calls.
+    public let base: any KioskLedgerService
+    /// Where the failures are counted.
+    public let metrics: KioskMetrics
+
+    /// Counts the failures of `base` in `metrics`.
+    public init(_ base: any KioskLedgerService, metrics: KioskMetrics) {
+        self.base = base
+        self.metrics = metrics
+    }
+
+    public func createSession(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    {
+        try await counted { () throws(LedgerClientError) in
+            try await base.createSession(amountCents: amountCents, idempotencyKey: idempotencyKey)
+        }
+    }
+
+    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+        try await counted { () throws(LedgerClientError) in try await base.sessionStatus(sid: sid) }
+    }
+
+    public func cancelSession(sid: String) async throws(LedgerClientError) {
+        try await counted { () throws(LedgerClientError) in try await base.cancelSession(sid: sid) }
+    }
+
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+        try await counted { () throws(LedgerClientError) in try await base.rotateEID(sid: sid) }
+    }
+
+    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+        // A ledger without event streams is not failing: the kiosk polls instead.
+        try await counted(unless: LedgerClient.eventStreamsUnsupported) { () throws(LedgerClientError) in
+            try await base.nextStatus(sid: sid, after: after)
+        }
+    }
+
+    private func counted<T>(
+        unless expected: (LedgerClientError) -> Bool = { _ in false },
+        _ body: () async throws(LedgerClientError) -> T
+    ) async throws(LedgerClientError) -> T {
+        do {
+            return try await body()
+        } catch {
+            // A call the kiosk gave up on (the safety read answered first, a shutdown) did not fail.
+            if !Task.isCancelled && !expected(error) { metrics.ledgerError(error) }
+            throw error
+        }
+    }
+}
