@@ -3,6 +3,8 @@ public import GotchuCore
 public import GotchuLedgerClient
 
 /// A ledger service that counts its failed calls in ``KioskMetrics`` (`gotchu_kiosk_ledger_errors_total{kind}`).
+/// It forwards every requirement of ``KioskLedgerService``, those with a default implementation too: a call that
+/// fell to a default would answer as if the wrapped service could not do it.
 public struct MeteredKioskLedger: KioskLedgerService {
     /// The service that makes the calls.
     public let base: any KioskLedgerService
@@ -36,6 +38,16 @@ public struct MeteredKioskLedger: KioskLedgerService {
 
     public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
         try await counted { () throws(LedgerClientError) in try await base.rotateEID(sid: sid) }
+    }
+
+    public func refund(
+        sid: String,
+        amountCents: Cents?,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
+        try await counted { () throws(LedgerClientError) in
+            try await base.refund(sid: sid, amountCents: amountCents, idempotencyKey: idempotencyKey)
+        }
     }
 
     public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {

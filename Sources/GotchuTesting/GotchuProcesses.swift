@@ -57,6 +57,7 @@ public struct GotchuProcesses: Sendable {
         guard status == 0 else {
             throw RunningCommandError(
                 "gotchu \(arguments.joined(separator: " ")) exited \(status): \(command.standardError)"
+                    + " (output: \(command.lines.joined(separator: " / ")))"
             )
         }
         return command.lines

@@ -437,7 +437,7 @@ private let minimalEnvironment = [
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
         #expect(try JSONDecoder().decode(KioskSettings.self, from: data) == settings)
-        #expect(KioskSettings.keys.count == 19)
+        #expect(KioskSettings.keys.count == 20)
     }
 
     @Test func caFileFromTheEnvironmentAndFlagsIsTakenFromTheWorkingDirectory() throws {
