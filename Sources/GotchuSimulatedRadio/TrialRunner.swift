@@ -143,8 +143,8 @@ public enum TrialRunner {
                 latency: time - scanStart
             )
         }
-        // Generated 100 ms at a time, so a trial stops as soon as both selectors have decided; the air's packets do
-        // not depend on how time is split.
+        // Generated 100 ms at a time (the payer's tick), so a trial stops as soon as both selectors have decided; the
+        // air's packets do not depend on how time is split.
         var chunkStart = scanStart
         chunks: while chunkStart < scanEnd {
             let chunkEnd = min(chunkStart + .milliseconds(100), scanEnd)
@@ -173,6 +173,14 @@ public enum TrialRunner {
                     }
                 }
                 if ours != nil && theirs != nil { break chunks }
+            }
+            // The payer also decides on its clock's ticks, every 100 ms from the start of its scan, between
+            // sightings: a window that has let old samples go may decide where no sighting did.
+            if ours == nil, (chunkEnd - scanStart).nanosecondsValue % 100_000_000 == 0,
+                let candidate = selector.decide(now: chunkEnd).selected
+            {
+                ours = outcome(candidate, at: chunkEnd)
+                if theirs != nil { break chunks }
             }
             chunkStart = chunkEnd
         }
