@@ -1,7 +1,7 @@
 public import Foundation
 
 /// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`), block
-/// them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`), and the limits on
+/// them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`, `POST /wallet/payouts`), and the limits on
 /// connections. A refused request gets 429 `rate-limited` with `Retry-After` in seconds. The cap on locks one payer
 /// holds at once is part of the store's rules: ``LedgerPolicy/maximumLocksPerPayer``.
 public struct LedgerLimits: Sendable {
@@ -14,6 +14,9 @@ public struct LedgerLimits: Sendable {
     /// Payments per user. Each needs a lock, so honest payers stay far below it even with retries; it bounds how
     /// fast one account can make the store write idempotency keys.
     public var sendPerUser: RateLimit? = RateLimit(perSecond: 5, burst: 10)
+    /// Payout requests per user (`POST /wallet/payouts`): each writes an idempotency key, a payout row and two
+    /// entries, so like sends this bounds how fast one account can make the store write.
+    public var payoutPerUser: RateLimit? = RateLimit(perSecond: 5, burst: 10)
     /// The back-off of `POST /auth/login` per client address and per account.
     public var loginBackoff: LoginBackoff? = LoginBackoff()
     /// `POST /auth/register` per client address (when registration is open): each costs a password hash.
@@ -65,6 +68,7 @@ public struct LedgerLimits: Sendable {
         limits.lockPerAddress = nil
         limits.lockPerUser = nil
         limits.sendPerUser = nil
+        limits.payoutPerUser = nil
         limits.loginBackoff = nil
         limits.registerPerAddress = nil
         return limits
@@ -85,6 +89,7 @@ struct AbuseLimiters: Sendable {
     let lockPerAddress: RateLimiter?
     let lockPerUser: RateLimiter?
     let sendPerUser: RateLimiter?
+    let payoutPerUser: RateLimiter?
     let registerPerAddress: RateLimiter?
     let login: LoginThrottle?
     let trustForwardedFor: Bool
@@ -98,6 +103,7 @@ struct AbuseLimiters: Sendable {
         lockPerAddress = limiter(limits.lockPerAddress)
         lockPerUser = limiter(limits.lockPerUser)
         sendPerUser = limiter(limits.sendPerUser)
+        payoutPerUser = limiter(limits.payoutPerUser)
         registerPerAddress = limiter(limits.registerPerAddress)
         login = limits.loginBackoff.map {
             LoginThrottle(backoff: $0, capacity: limits.trackedClients, clock: limits.clock)

@@ -248,6 +248,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             LedgerRoute(.post, "/wallet/payouts", "requestPayout") { request, context in
                 // A user's own act, like sending: an API key is refused.
                 let user = try await authenticate(request, for: .payout)
+                // As for sends: refused before the body is read or anything is stored.
+                try limiters.payoutPerUser?.take(user)
                 let key = try requiredIdempotencyKey(request, for: "POST /wallet/payouts")
                 let body = try await decode(AmountRequest.self, request, context)
                 try store.policy.validate(amount: body.amountCents)

@@ -221,6 +221,17 @@ struct ServerCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "POST /wallet/payouts per user: requests per second (0: no limit, else \(Bounds.rate)).",
+            valueName: "per-second"
+        )
+    )
+    var payoutRate: Double = 5
+
+    @Option(help: ArgumentHelp("POST /wallet/payouts per user: burst (\(Bounds.burst)).", valueName: "count"))
+    var payoutBurst = 10
+
+    @Option(
+        help: ArgumentHelp(
             "How many sessions one payer may hold locked at once (\(Bounds.maxLocksPerPayer)).",
             valueName: "count"
         )
@@ -348,6 +359,7 @@ struct ServerCommand: AsyncParsableCommand {
         for (name, rate, burst) in [
             ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
             ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
+            ("payout", payoutRate, payoutBurst),
         ] {
             // NaN fails every comparison, so `contains` refuses it along with infinities.
             guard rate == 0 || Bounds.rate.contains(rate) else {
@@ -517,6 +529,7 @@ struct ServerCommand: AsyncParsableCommand {
         limits.lockPerAddress = rate(lockRate, lockBurst)
         limits.lockPerUser = rate(userLockRate, userLockBurst)
         limits.sendPerUser = rate(sendRate, sendBurst)
+        limits.payoutPerUser = rate(payoutRate, payoutBurst)
         limits.trustForwardedFor = trustForwardedFor
         limits.resolveAccess = resolve
         limits.maximumOpenConnections = maxOpenConnections

@@ -220,6 +220,38 @@ struct AbuseLimitTests {
     }
 
     @Test(
+        "Payout requests per user are rate limited with Retry-After, before anything moves; other users are not held back"
+    )
+    func payoutRate() async throws {
+        var limits = LedgerLimits.unlimited
+        limits.payoutPerUser = RateLimit(perSecond: 0.5, burst: 2)
+        try await TestLedger.with(limits: limits) { ledger in
+            let eager = try await ledger.client("eager@example.com", funded: 10_000)
+            let other = try await ledger.client("other@example.com", funded: 10_000)
+            for key in ["a", "b"] {
+                _ = try await eager.requestPayout(amountCents: 100, idempotencyKey: key)
+            }
+            let refused = try await ledger.raw(
+                "POST",
+                "/wallet/payouts",
+                body: #"{"amount_cents":100}"#,
+                headers: ["Authorization": "Bearer \(eager.token!)", "Idempotency-Key": "c"]
+            )
+            #expect(refused.status == 429)
+            #expect(TestLedger.problemKind(refused.body) == .rateLimited)
+            #expect(refused.headers["retry-after"] == "2")
+            #expect(try await eager.wallet().availableCents == 9_800)
+            let others = try await other.requestPayout(amountCents: 100, idempotencyKey: "c")
+            #expect(others.payout.newBalanceCents == 9_900)
+
+            ledger.clock.advance(seconds: 2)
+            let (payout, replayed) = try await eager.requestPayout(amountCents: 100, idempotencyKey: "c")
+            #expect(!replayed)
+            #expect(payout.newBalanceCents == 9_700)
+        }
+    }
+
+    @Test(
         "One payer holds at most the policy's number of locks; the payee can cancel a squatted session",
         arguments: StoreKind.available
     )
