@@ -91,9 +91,11 @@ extension LedgerEngine {
     ) async throws -> (payout: PayoutResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
         return try await measuredTransaction { transaction in
-            // The user's wallet first, locked: this user's payout requests run one at a time, so a retry running
+            // Serialized with this user's locks, so a lock taken meanwhile cannot count on money leaving now.
+            try await transaction.lockPayer(userID)
+            // The user's wallet next, locked: this user's payout requests run one at a time, so a retry running
             // alongside the first sees its row.
-            guard try await transaction.walletsForUpdate(accountIDs: [], userIDs: [userID]).first != nil else {
+            guard let wallet = try await transaction.walletsForUpdate(accountIDs: [], userIDs: [userID]).first else {
                 throw Self.unknownUser
             }
             if let earlier = try await transaction.payout(userID: userID, key: idempotencyKey) {
@@ -106,6 +108,9 @@ extension LedgerEngine {
                 }
                 return (earlier.response, true)
             }
+            // Money the user's locked sessions count on stays: a lock means the payment can be made.
+            let held = try await transaction.locksHeld(by: userID, excluding: "")
+            try LockLimit.checkFunds(balance: wallet.balance, held: held.amount, amount: amountCents)
             var payout = PayoutRow(
                 id: Self.newID(),
                 userID: userID,

@@ -232,6 +232,36 @@ struct DepositPayoutTests {
     }
 
     @Test(
+        "A payout leaves the money that the user's locked sessions count on; once the lock is paid, the rest goes",
+        arguments: StoreKind.available
+    )
+    func payoutRespectsLocks(store kind: StoreKind) async throws {
+        try await Self.withStore(kind) { store, _ in
+            let alice = try await store.login(email: "alice@example.com")
+            let shop = try await store.login(email: "shop@example.com")
+            _ = try await store.deposit(email: "alice@example.com", amountCents: 5_000, reference: "D1", actor: "op")
+            let (session, _) = try await store.createSession(payeeID: shop.id, amountCents: 3_000, idempotencyKey: nil)
+            try await store.lock(sid: session.sid, payerID: alice.id)
+            let refused = await Self.refusal {
+                try await store.requestPayout(userID: alice.id, amountCents: 2_001, idempotencyKey: "too-much")
+            }
+            #expect(refused?.kind == .insufficientFunds)
+            #expect(refused?.detail.contains("locked") == true, "\(String(describing: refused))")
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 5_000)
+            let (payout, _) = try await store.requestPayout(
+                userID: alice.id,
+                amountCents: 2_000,
+                idempotencyKey: "the-rest"
+            )
+            #expect(payout.newBalanceCents == 3_000)
+            // The lock still holds what it promised: the payment goes through.
+            let (outcome, _) = try await store.send(sid: session.sid, payerID: alice.id, idempotencyKey: "pay")
+            #expect(outcome == .paid(newBalanceCents: 0), "\(outcome)")
+            try await Self.expectSound(store, "after the payment")
+        }
+    }
+
+    @Test(
         "Failing a pending payout returns the money; it cannot be failed or settled again",
         arguments: StoreKind.available
     )

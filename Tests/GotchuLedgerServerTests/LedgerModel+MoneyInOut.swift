@@ -41,12 +41,14 @@ extension LedgerModel {
     /// The payout already taken under the user's `key`, if any.
     func payoutID(_ user: Int, key: String) -> String? { moneyInOut.payoutKeys["\(user)/\(key)"] }
 
-    /// A payout request: the first answer again for the same key and amount; a refusal stores nothing.
+    /// A payout request: the first answer again for the same key and amount; a refusal stores nothing. The money the
+    /// user's live locks count on stays.
     func requestPayout(_ user: Int, _ amount: Cents, key: String) -> Expected {
         if let id = payoutID(user, key: key), let earlier = moneyInOut.payouts[id] {
             return earlier.amount == amount ? .ok(earlier.balanceAfter) : .refused(.idempotencyKeyReused)
         }
-        return balances[user] < amount ? .refused(.insufficientFunds) : .ok(balances[user] - amount)
+        let held = sessions.values.filter { holder($0) == user }.reduce(0) { $0 + $1.amount }
+        return balances[user] < held + amount ? .refused(.insufficientFunds) : .ok(balances[user] - amount)
     }
 
     /// Records the payout the store took (after ``requestPayout(_:_:key:)`` said it would).
