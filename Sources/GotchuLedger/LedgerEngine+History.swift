@@ -24,13 +24,17 @@ public struct EntryCursor: Sendable, Hashable {
         self.entryID = entryID
     }
 
-    /// The cursor a client sent back; throws ``LedgerError/Kind/invalidInput`` for anything this server did not
-    /// make.
+    /// The cursor a client sent back. Throws ``LedgerError/Kind/invalidInput`` for a token of a length no cursor
+    /// has, ``LedgerError/Kind/notFound`` for any other this server did not make: no page starts there.
     public init(token: String) throws(LedgerError) {
-        let invalid = LedgerError(.invalidInput, detail: "cursor is not one this server gave; start again without it")
-        guard token.utf8.count <= Self.maximumTokenLength, let data = Base64URL.decode(token),
-            let text = String(data: data, encoding: .utf8)
-        else { throw invalid }
+        guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength else {
+            throw LedgerError(
+                .invalidInput,
+                detail: "a cursor is 1 to \(Self.maximumTokenLength) characters, as next_cursor gave it"
+            )
+        }
+        let invalid = Self.unknown
+        guard let data = Base64URL.decode(token), let text = String(data: data, encoding: .utf8) else { throw invalid }
         let parts = text.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == "v1", !parts[1].isEmpty, parts[1].utf8.count <= 19,
             parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seq = Int64(parts[1]), seq > 0,
@@ -38,6 +42,9 @@ public struct EntryCursor: Sendable, Hashable {
         else { throw invalid }
         self.init(seq: seq, entryID: String(parts[2]))
     }
+
+    /// A well-formed cursor that names no page of this wallet.
+    static let unknown = LedgerError(.notFound, detail: "no page starts at this cursor; start again without it")
 
     /// The token a client sends back.
     public var token: String { Base64URL.encode(Data("v1 \(seq) \(entryID)".utf8)) }
@@ -147,7 +154,7 @@ extension LedgerEngine {
             throw Self.unknownUser
         }
         guard page.cursorFound else {
-            throw LedgerError(.invalidInput, detail: "cursor is not one of this wallet's; start again without it")
+            throw EntryCursor.unknown
         }
         let shown = page.entries.prefix(limit)
         let next = page.entries.count > limit ? shown.last.map { EntryCursor(seq: $0.seq, entryID: $0.id).token } : nil

@@ -118,14 +118,14 @@ struct WalletHistoryTests {
                 "/wallet/entries?cursor=\(carolCursor)",
                 headers: ["Authorization": "Bearer \(alice.token ?? "")"]
             )
-            #expect(stolen.status == 400)
-            #expect(TestLedger.problemKind(stolen.body) == .badRequest)
+            #expect(stolen.status == 404)
+            #expect(TestLedger.problemKind(stolen.body) == .notFound)
             #expect(!String(decoding: stolen.body, as: UTF8.self).contains("carol"))
         }
     }
 
     @Test(
-        "A limit out of range or a cursor this server did not give is 400 bad-request",
+        "A limit out of range or a cursor of no cursor's length is 400; any other this server did not give is 404",
         arguments: StoreKind.available
     )
     func badQueriesAreRefused(store kind: StoreKind) async throws {
@@ -139,26 +139,32 @@ struct WalletHistoryTests {
                     .dropFirst().first
             )
             func token(_ text: String) -> String { Base64URL.encode(Data(text.utf8)) }
-            let bad = [
+            let malformed = [
                 "limit=0", "limit=501", "limit=-1", "limit=abc", "limit=1.5", "limit=", "limit=0001",
                 "limit=99999999999999999999", "limit=1&limit=2", "cursor=\(cursor)&cursor=\(cursor)",
-                "cursor=", "cursor=%00", "cursor=not-base64!", "cursor=\(token("v1 1"))",
-                "cursor=\(token("v2 \(seq) \(first.entries[0].id)"))",
-                // Well formed, naming no entry of this wallet: a made-up id, or the right id at another position.
+                "cursor=", "cursor=\(String(repeating: "A", count: 4_000))",
+            ]
+            // Of a cursor's length, but naming no page of this wallet: not base64url, the wrong shape or version, a
+            // made-up id, the right id at another position, text that is not even UTF-8.
+            let unknown = [
+                "cursor=%00", "cursor=not-base64!", "cursor=\(cursor)%3D",
+                "cursor=\(token("v1 1"))", "cursor=\(token("v2 \(seq) \(first.entries[0].id)"))",
                 "cursor=\(token("v1 \(seq) 00000000-0000-0000-0000-000000000000"))",
                 "cursor=\(token("v1 999999 \(first.entries[0].id)"))",
                 "cursor=\(token("v1 -3 \(first.entries[0].id)"))",
                 "cursor=\(token("v1 \(seq) \(first.entries[0].id)'; DROP TABLE ledger_entries; --"))",
-                "cursor=\(String(repeating: "A", count: 4_000))",
+                "cursor=\(String(repeating: "0", count: 127))", "cursor=_-_-",
             ]
-            for query in bad {
-                let answer = try await ledger.raw(
-                    "GET",
-                    "/wallet/entries?\(query)",
-                    headers: ["Authorization": "Bearer \(alice.token ?? "")"]
-                )
-                #expect(answer.status == 400, "\(query)")
-                #expect(TestLedger.problemKind(answer.body) == .badRequest, "\(query)")
+            for (queries, status, kind) in [(malformed, 400, ProblemKind.badRequest), (unknown, 404, .notFound)] {
+                for query in queries {
+                    let answer = try await ledger.raw(
+                        "GET",
+                        "/wallet/entries?\(query)",
+                        headers: ["Authorization": "Bearer \(alice.token ?? "")"]
+                    )
+                    #expect(answer.status == status, "\(query)")
+                    #expect(TestLedger.problemKind(answer.body) == kind, "\(query)")
+                }
             }
             // The good cursor still pages, and the largest page is allowed.
             let rest = try await alice.walletEntries(limit: EntryPageSize.maximum, cursor: cursor)
