@@ -301,32 +301,10 @@ struct InterruptedSendTests {
             let session = try await payee.createSession(amountCents: 250)
             try await payer.lock(sid: session.sid)
 
-            let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
-            let killed = server
-            try await TestPostgres.withClient(database) { client in
-                try await client.withConnection { connection in
-                    // Holding the session's row makes the server's payment wait inside its transaction: the key is
-                    // admitted there, nothing is committed.
-                    _ = try await connection.query("BEGIN", logger: logger).collect()
-                    _ = try await connection.query(
-                        "SELECT 1 FROM payment_sessions WHERE id = \(session.sid) FOR UPDATE",
-                        logger: logger
-                    ).collect()
-                    let send = Task { try await payer.send(sid: session.sid, idempotencyKey: "k") }
-                    let waiting = try await Self.waitForRow(connection, logger) {
-                        """
-                        SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                        AND pid <> pg_backend_pid()
-                        """
-                    }
-                    #expect(try await killed.stop(signal: SIGKILL) == SIGKILL)
-                    await #expect(throws: LedgerClientError.self) { try await send.value }
-                    _ = try await connection.query("ROLLBACK", logger: logger).collect()
-                    // The dead server's backend finishes its statement, finds its client gone and rolls back.
-                    _ = try await Self.waitForRow(connection, logger) {
-                        "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = \(waiting))"
-                    }
-                }
+            // Holding the session's row makes the server's payment wait inside its transaction: the key is admitted
+            // there, nothing is committed.
+            try await Self.kill(server, whileHolding: session.sid, in: database) {
+                _ = try await payer.send(sid: session.sid, idempotencyKey: "k")
             }
 
             (server, _) = try await Self.start(arguments, port: url.port!, environment)
@@ -345,6 +323,41 @@ struct InterruptedSendTests {
     }
 
     /// Polls `query` until it returns a row, and answers that row's first column; bounded only against a hang.
+    /// Holds session `sid`'s row in `database`, starts `request` against `server` (which then waits for the row
+    /// inside its transaction), kills the server with SIGKILL once it waits, expects `request` to fail, and lets go
+    /// of the row once the dead server's backend is gone (it finishes its statement, finds its client gone and
+    /// rolls back).
+    static func kill(
+        _ server: RunningCommand,
+        whileHolding sid: String,
+        in database: PostgresURL,
+        request: @escaping @Sendable () async throws -> Void
+    ) async throws {
+        let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
+        try await TestPostgres.withClient(database) { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("BEGIN", logger: logger).collect()
+                _ = try await connection.query(
+                    "SELECT 1 FROM payment_sessions WHERE id = \(sid) FOR UPDATE",
+                    logger: logger
+                ).collect()
+                let running = Task { try await request() }
+                let waiting = try await Self.waitForRow(connection, logger) {
+                    """
+                    SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    AND pid <> pg_backend_pid()
+                    """
+                }
+                #expect(try await server.stop(signal: SIGKILL) == SIGKILL)
+                await #expect(throws: LedgerClientError.self) { try await running.value }
+                _ = try await connection.query("ROLLBACK", logger: logger).collect()
+                _ = try await Self.waitForRow(connection, logger) {
+                    "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = \(waiting))"
+                }
+            }
+        }
+    }
+
     static func waitForRow(
         _ connection: PostgresConnection,
         _ logger: Logger,

@@ -80,30 +80,9 @@ struct InterruptedRefundTests {
             let payee = try await CrashTests.login("payee@crash.example", url)
             let sid = try await paidSession(payer: payer, payee: payee, amountCents: 250)
 
-            let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
-            let killed = server
-            try await TestPostgres.withClient(database) { client in
-                try await client.withConnection { connection in
-                    // Holding the session's row makes the server's refund wait inside its transaction.
-                    _ = try await connection.query("BEGIN", logger: logger).collect()
-                    _ = try await connection.query(
-                        "SELECT 1 FROM payment_sessions WHERE id = \(sid) FOR UPDATE",
-                        logger: logger
-                    ).collect()
-                    let refund = Task { try await payee.refund(sid: sid, amountCents: 100, idempotencyKey: "k") }
-                    let waiting = try await InterruptedSendTests.waitForRow(connection, logger) {
-                        """
-                        SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                        AND pid <> pg_backend_pid()
-                        """
-                    }
-                    #expect(try await killed.stop(signal: SIGKILL) == SIGKILL)
-                    await #expect(throws: LedgerClientError.self) { try await refund.value }
-                    _ = try await connection.query("ROLLBACK", logger: logger).collect()
-                    _ = try await InterruptedSendTests.waitForRow(connection, logger) {
-                        "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = \(waiting))"
-                    }
-                }
+            // Holding the session's row makes the server's refund wait inside its transaction.
+            try await InterruptedSendTests.kill(server, whileHolding: sid, in: database) {
+                _ = try await payee.refund(sid: sid, amountCents: 100, idempotencyKey: "k")
             }
 
             (server, _) = try await InterruptedSendTests.start(arguments, port: url.port!, environment)

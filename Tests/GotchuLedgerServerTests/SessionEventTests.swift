@@ -332,8 +332,10 @@ struct SessionEventTests {
         let changes = SessionChanges()
         let watcher = changes.watch(sid: "s")
         var lost = 0
-        // Each notice is published about when the wait runs out, so the two race in both orders many times.
-        for round in 0..<500 {
+        // Each notice is published about when the wait runs out, so the two race in both orders many times. On a
+        // starved machine every round takes long: the run stops after 20 s, however many rounds that was.
+        let deadline = ContinuousClock.now + .seconds(20)
+        for round in 0..<500 where ContinuousClock.now < deadline {
             async let waited = watcher.wait(for: .microseconds(200))
             try? await Task.sleep(for: .microseconds(100 + round % 200))
             changes.publish(sid: "s")
