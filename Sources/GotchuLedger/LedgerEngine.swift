@@ -512,27 +512,50 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         )
         try await transaction.update(session: sid, .paid(payerID: payerID))
         if let signer {
-            let receiptID = Self.newID()
-            let receipt = try signer.sign(
-                Receipt(
-                    id: receiptID,
-                    kind: .payment,
-                    sessionID: sid,
-                    amountCents: session.amount,
-                    currency: policy.currency,
-                    payeeID: session.payeeID,
-                    payerReference: Receipt.payerReference(receiptID: receiptID, payerID: payerID),
-                    entryIDs: result.entries.map(\.id),
-                    issuedAtMilliseconds: transaction.now,
-                    keyID: ""
-                )
-            )
-            let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
-            try await transaction.insert(
-                receipt: StoredReceipt(id: receiptID, kind: receipt.kind.rawValue, sessionID: sid, body: body)
+            _ = try await storeReceipt(
+                .payment,
+                signer: signer,
+                sid: sid,
+                amount: session.amount,
+                payeeID: session.payeeID,
+                payerID: payerID,
+                entries: result.entries,
+                transaction
             )
         }
         return result.from
+    }
+
+    /// Signs the receipt of a payment or refund whose transfer wrote `entries`, and stores it in the same
+    /// transaction; returns its id and the stored JSON.
+    private func storeReceipt(
+        _ kind: ReceiptKind,
+        signer: ReceiptSigner,
+        sid: String,
+        amount: Cents,
+        payeeID: String,
+        payerID: String,
+        entries: [EntryRow],
+        _ transaction: Backend.Transaction
+    ) async throws -> (id: String, body: String) {
+        let id = Self.newID()
+        let receipt = try signer.sign(
+            Receipt(
+                id: id,
+                kind: kind,
+                sessionID: sid,
+                amountCents: amount,
+                currency: policy.currency,
+                payeeID: payeeID,
+                payerReference: Receipt.payerReference(receiptID: id, payerID: payerID),
+                entryIDs: entries.map(\.id),
+                issuedAtMilliseconds: transaction.now,
+                keyID: ""
+            )
+        )
+        let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
+        try await transaction.insert(receipt: StoredReceipt(id: id, kind: kind.rawValue, sessionID: sid, body: body))
+        return (id, body)
     }
 
     // MARK: Receipts
@@ -806,29 +829,18 @@ extension LedgerEngine {
                 reference: ("session", sid)
             )
             let refundID = Self.newID()
-            var receiptID: String?
-            var receiptBody: String?
+            var receipt: (id: String, body: String)?
             if let signer {
-                let id = Self.newID()
-                let receipt = try signer.sign(
-                    Receipt(
-                        id: id,
-                        kind: .refund,
-                        sessionID: sid,
-                        amountCents: amountCents,
-                        currency: policy.currency,
-                        payeeID: payeeID,
-                        payerReference: Receipt.payerReference(receiptID: id, payerID: payerID),
-                        entryIDs: result.entries.map(\.id),
-                        issuedAtMilliseconds: transaction.now,
-                        keyID: ""
-                    )
+                receipt = try await storeReceipt(
+                    .refund,
+                    signer: signer,
+                    sid: sid,
+                    amount: amountCents,
+                    payeeID: payeeID,
+                    payerID: payerID,
+                    entries: result.entries,
+                    transaction
                 )
-                let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
-                try await transaction.insert(
-                    receipt: StoredReceipt(id: id, kind: receipt.kind.rawValue, sessionID: sid, body: body)
-                )
-                (receiptID, receiptBody) = (id, body)
             }
             let row = RefundRow(
                 id: refundID,
@@ -837,8 +849,8 @@ extension LedgerEngine {
                 requestedBy: payeeID,
                 idempotencyKey: idempotencyKey,
                 transferID: result.entries[0].transferID,
-                receiptID: receiptID,
-                receiptBody: receiptBody,
+                receiptID: receipt?.id,
+                receiptBody: receipt?.body,
                 refundedTotal: total,
                 createdAt: transaction.now
             )
