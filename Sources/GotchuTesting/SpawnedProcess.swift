@@ -114,9 +114,14 @@ public final class SpawnedProcess: Sendable {
     }
 
     deinit {
-        if waitStatus.withLock({ $0 == nil }) {
-            kill(pid, SIGKILL)
-            _ = reap(blocking: true)
+        guard waitStatus.withLock({ $0 == nil }) else { return }
+        kill(pid, SIGKILL)
+        // Reaped on a thread of its own: a killed process still finishing a write to disk may take a while to go,
+        // and the last reference may be dropped on one of the few threads every test's tasks run on.
+        let pid = self.pid
+        Thread.detachNewThread {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         }
     }
 
