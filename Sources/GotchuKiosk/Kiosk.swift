@@ -214,7 +214,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// When a final charge stops being shown.
     private func idleTime(after charge: KioskCharge?) -> Date {
-        (charge?.updatedAt ?? .distantPast).addingTimeInterval(KioskChargeMachine.seconds(options.charges.idleAfter))
+        (charge?.updatedAt ?? .distantPast).addingTimeInterval(options.charges.idleAfter.seconds)
     }
 
     private func publishStatus(now: Date) {
@@ -440,7 +440,7 @@ public actor Kiosk: KioskStatusSource {
         let time = await radio.now()
         let origin = radioOrigin ?? time
         radioOrigin = origin
-        return dateOrigin.addingTimeInterval(KioskChargeMachine.seconds(time - origin))
+        return dateOrigin.addingTimeInterval((time - origin).seconds)
     }
 
     /// Returns when the calling task is cancelled.

@@ -466,7 +466,7 @@ public struct KioskChargeMachine: Sendable {
             if let advertising = core.advertising {
                 if advertising.onAir, let sessionID = current.charge.sessionID {
                     if let every = configuration.rotateEvery, let since = core.eidSince,
-                        now >= since.addingTimeInterval(Self.seconds(every))
+                        now >= since.addingTimeInterval(every.seconds)
                     {
                         call(.rotate, .rotateEID(sessionID: sessionID))
                     } else {
@@ -652,7 +652,7 @@ public struct KioskChargeMachine: Sendable {
     }
 
     private mutating func scheduleIdle(_ charge: KioskCharge) {
-        let idleAt = charge.updatedAt.addingTimeInterval(Self.seconds(configuration.idleAfter))
+        let idleAt = charge.updatedAt.addingTimeInterval(configuration.idleAfter.seconds)
         let delay = duration(from: now, to: idleAt)
         if delay > .zero { effects.append(.publishStatus(after: delay)) }
     }
@@ -662,15 +662,10 @@ public struct KioskChargeMachine: Sendable {
     }
 
     private static func lifetimeEnd(of charge: KioskCharge, _ lifetime: Duration) -> Date {
-        charge.createdAt.addingTimeInterval(seconds(lifetime))
+        charge.createdAt.addingTimeInterval(lifetime.seconds)
     }
 
     private func duration(from start: Date, to end: Date) -> Duration {
         .milliseconds(Int64((end.timeIntervalSince(start) * 1000).rounded(.up)))
-    }
-
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
