@@ -1,12 +1,11 @@
+import AsyncHTTPClient
 public import Foundation
 public import GotchuAPI
 public import GotchuCore
+import NIOCore
+import NIOHTTP1
 
-#if canImport(FoundationNetworking)
-    public import FoundationNetworking
-#endif
-
-/// A client of the ledger API over URLSession.
+/// A client of the ledger API over HTTP or HTTPS.
 ///
 /// Every call either returns the decoded body or throws a ``LedgerClientError``: a ``Problem`` from the server
 /// (switch on ``Problem/kind``), or a transport failure. Paying is explicit about its idempotency key, so a caller
@@ -21,7 +20,6 @@ public struct LedgerClient: Sendable {
     /// The login's tokens, refreshed when the server refuses the access token; when set, its access token is sent
     /// instead of ``token``.
     public var credentials: LedgerLogin?
-    private let session: URLSession
     private let timeout: TimeInterval
 
     /// Creates a client.
@@ -31,13 +29,11 @@ public struct LedgerClient: Sendable {
         baseURL: URL,
         token: String? = nil,
         timeout: TimeInterval = 10,
-        session: URLSession = .shared,
         trust: LedgerTrust? = nil
     ) {
         self.baseURL = baseURL
         self.token = token
         self.timeout = timeout
-        self.session = session
         self.trust = trust
     }
 
@@ -285,7 +281,7 @@ public struct LedgerClient: Sendable {
         body: Body?,
         headers: [String: String],
         authenticated: Bool
-    ) async throws(LedgerClientError) -> (Data, HTTPURLResponse) {
+    ) async throws(LedgerClientError) -> (Data, LedgerResponse) {
         guard authenticated else {
             return try await transmit(method, path, body: body, headers: headers, bearer: nil)
         }
@@ -309,50 +305,34 @@ public struct LedgerClient: Sendable {
         body: Body?,
         headers: [String: String],
         bearer: String?
-    ) async throws(LedgerClientError) -> (Data, HTTPURLResponse) {
+    ) async throws(LedgerClientError) -> (Data, LedgerResponse) {
         guard let url = URL(string: path, relativeTo: baseURL) else { throw .invalidURL(baseURL.absoluteString + path) }
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = method
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = HTTPMethod(rawValue: method)
+        request.headers.add(name: "Accept", value: "application/json")
         if let body {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.headers.add(name: "Content-Type", value: "application/json")
             do {
-                request.httpBody = try APIJSON.encoder().encode(body)
+                request.body = .bytes(ByteBuffer(bytes: try APIJSON.encoder().encode(body)))
             } catch {
                 throw .transport("could not encode the request: \(error)")
             }
         }
-        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        if let trust {
-            do {
-                let request = request
-                let timeout = self.timeout
-                return try await Task { try await trust.perform(request, timeout: timeout) }.value
-            } catch let error as LedgerClientError {
-                throw error
-            } catch {
-                throw .transport(await trust.describe(error, url: url))
-            }
-        }
-        let data: Data
-        let response: URLResponse
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
         do {
-            // Cancelling an async URLSession request on Linux can leave it never resuming; run it unstructured so a
-            // caller's cancellation never reaches it. Each request is bounded by its timeout anyway.
-            let session = self.session
-            let request = request
-            (data, response) = try await Task { try await session.data(for: request) }.value
+            // A request once sent runs to its answer or its timeout: a caller's cancellation does not reach it, so a
+            // payment being settled is not cut off half-way.
+            let (request, trust, timeout) = (request, self.trust, self.timeout)
+            return try await Task { try await LedgerTransport.perform(request, trust: trust, timeout: timeout) }.value
         } catch {
-            throw .transport(Self.describe(error))
+            throw .transport(await LedgerTransport.describe(error, url: url, trust: trust))
         }
-        guard let http = response as? HTTPURLResponse else { throw .transport("not an HTTP response") }
-        return (data, http)
     }
 
     private func decodeBody<Output: Decodable>(
         _ data: Data,
-        _ response: HTTPURLResponse
+        _ response: LedgerResponse
     ) throws(LedgerClientError)
         -> Output
     {
@@ -371,25 +351,6 @@ public struct LedgerClient: Sendable {
                 body: String(decoding: data.prefix(512), as: UTF8.self)
             )
         }
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let urlError = error as? URLError {
-            switch urlError.code {
-            case .timedOut: return "the server did not answer in time"
-            case .cannotConnectToHost, .cannotFindHost, .networkConnectionLost, .notConnectedToInternet:
-                return "cannot reach the server (\(urlError.localizedDescription))"
-            default: break
-            }
-            // libcurl's words for a refused certificate ("SSL certificate problem: ...") are in the user info.
-            let detail = (urlError.userInfo[NSLocalizedDescriptionKey] as? String) ?? urlError.localizedDescription
-            if detail.contains("SSL") || detail.contains("certificate") {
-                return "the server's TLS certificate was refused (\(detail)); for a certificate from a private CA, "
-                    + "pass its CA file (--ca-file)"
-            }
-            return detail
-        }
-        return "\(error)"
     }
 }
 

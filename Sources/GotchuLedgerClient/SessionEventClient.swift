@@ -31,7 +31,7 @@ extension LedgerClient {
                 continuation.finish(throwing: CancellationError())
             } catch {
                 let description =
-                    if let trust { await trust.describe(error, url: baseURL) } else { "\(error)" }
+                    await LedgerTransport.describe(error, url: baseURL, trust: trust)
                 continuation.finish(throwing: LedgerClientError.transport(description))
             }
         }
@@ -86,7 +86,7 @@ extension LedgerClient {
         request.headers.add(name: "Accept", value: EventStreamMedia.type)
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         if let lastEventID { request.headers.add(name: "Last-Event-ID", value: lastEventID) }
-        let client = trust?.client ?? HTTPClient.shared
+        let client = LedgerTransport.client(trust)
         let activity = LastActivity()
         let outgoing = request
         try await withThrowingTaskGroup(of: Void.self) { group in

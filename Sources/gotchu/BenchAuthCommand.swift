@@ -5,10 +5,6 @@ import GotchuLedgerClient
 import GotchuLedgerPostgres
 import GotchuLedgerServer
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 struct BenchAuthCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "auth",
@@ -72,15 +68,12 @@ struct BenchAuthCommand: AsyncParsableCommand {
                 idempotencyKey: nil
             )
             let token = try await tokens.issue(userID: payee.id)
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.httpMaximumConnectionsPerHost = clients * 2
-            let urlSession = URLSession(configuration: configuration)
             try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
                 let credentials = [(Self.keyLabel, secret), (Self.tokenLabel, token)]
                 for round in 0..<rounds {
                     // The order alternates, so neither credential always runs on a warmer (or busier) machine.
                     for (label, credential) in round.isMultiple(of: 2) ? credentials : credentials.reversed() {
-                        let client = LedgerClient(baseURL: url, token: credential, session: urlSession)
+                        let client = LedgerClient(baseURL: url, token: credential)
                         // One warm-up request, so connections are open before the clock starts.
                         _ = try await client.session(sid: session.sid)
                         let start = ContinuousClock.now

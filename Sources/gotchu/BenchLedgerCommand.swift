@@ -10,10 +10,6 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 struct BenchLedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
@@ -197,9 +193,6 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         tokens: TokenAuthority
     ) async throws -> BenchFigure {
         let users = try await users(stores[0], pairs: pairs, payments: payments)
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = pairs * 2
-        let session = URLSession(configuration: configuration)
         // The stores' pools are run by the caller, so the servers get none of their own.
         return try await LedgerServer.withRunning(
             stores.stores.map { LedgerServer.Replica(store: $0) },
@@ -211,8 +204,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 let url = servers[index % servers.count]
                 clients.append(
                     (
-                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payer.id), session: session),
-                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payee.id), session: session)
+                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payer.id)),
+                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payee.id))
                     )
                 )
             }

@@ -207,20 +207,7 @@ private enum HostileServer {
         }
         if let resolve { router.post("/sessions/resolve") { _, _ in try json(resolve) } }
         if let wallet { router.get("/wallet/me") { _, _ in try json(wallet) } }
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let application = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-            logger: Logger(label: "hostile") { _ in SwiftLogNoOpLogHandler() }
-        )
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await application.run() }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            let port = try #require(await iterator.next())
-            try await body("http://127.0.0.1:\(port)")
-        }
+        try await withLoopbackApplication(router, body)
     }
 
     private static func json(_ value: some Encodable) throws -> Response {

@@ -6,17 +6,13 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// The CA certificates a client trusts for the ledger instead of the system's: for a ledger whose certificate comes
-/// from a private CA. URLSession on Linux cannot take such a CA, so these requests go through AsyncHTTPClient.
+/// from a private CA.
 public struct LedgerTrust: Sendable {
     /// The PEM file the certificates were read from.
     public let caFile: URL
     let client: HTTPClient
-    private let certificates: [NIOSSLCertificate]
+    fileprivate let certificates: [NIOSSLCertificate]
 
     /// Reads the PEM certificates of `caFile`.
     /// - Throws: ``LedgerClientError/transport(_:)`` naming the file when it cannot be read or holds no certificate.
@@ -30,69 +26,84 @@ public struct LedgerTrust: Sendable {
         guard !certificates.isEmpty else { throw .transport("the CA file \(caFile.path) holds no PEM certificate") }
         self.caFile = caFile
         self.certificates = certificates
-        self.client = Self.client(for: caFile.path, certificates: certificates)
+        self.client = LedgerTransport.client(for: caFile.path, trusting: certificates)
     }
+}
 
-    /// One HTTP client per CA file, for the life of the process: clients keep connections alive between requests,
+/// A response of the ledger: its status and header fields.
+struct LedgerResponse: Sendable {
+    let statusCode: Int
+    let headers: HTTPHeaders
+
+    func value(forHTTPHeaderField name: String) -> String? { headers.first(name: name) }
+}
+
+/// How every request reaches the ledger: AsyncHTTPClient, trusting the system's CAs or one private CA (a client
+/// links no libcurl and no FoundationNetworking).
+enum LedgerTransport {
+    /// One HTTP client per trust, for the life of the process: clients keep connections alive between requests,
     /// and an AsyncHTTPClient must not be dropped without a shutdown no caller would remember to do.
     private static let clients = Mutex<[String: HTTPClient]>([:])
 
-    private static func client(for path: String, certificates: [NIOSSLCertificate]) -> HTTPClient {
+    /// The client trusting the system's CAs.
+    static var system: HTTPClient { client(for: "", trusting: nil) }
+
+    /// The client for `trust`: the system's when `nil`.
+    static func client(_ trust: LedgerTrust?) -> HTTPClient { trust?.client ?? system }
+
+    fileprivate static func client(for key: String, trusting certificates: [NIOSSLCertificate]?) -> HTTPClient {
         clients.withLock { clients in
-            if let client = clients[path] { return client }
+            if let client = clients[key] { return client }
             var tls = TLSConfiguration.makeClientConfiguration()
-            // Only the private CA: a certificate from any other issuer is refused.
-            tls.trustRoots = .certificates(certificates)
+            if let certificates {
+                // Only the private CA: a certificate from any other issuer is refused.
+                tls.trustRoots = .certificates(certificates)
+            }
             tls.certificateVerification = .fullVerification
-            let client = HTTPClient(
-                eventLoopGroup: HTTPClient.defaultEventLoopGroup,
-                // A bearer token must not follow a redirect to another origin.
-                configuration: .init(tlsConfiguration: tls, redirectConfiguration: .disallow)
+            // A bearer token must not follow a redirect to another origin.
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
+            // Idle connections are closed before the server's idle timeout (30 s by default) would close them under a
+            // request; the pool grows to what concurrent callers (a benchmark's clients) need.
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(20),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: 128
             )
-            clients[path] = client
+            let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+            clients[key] = client
             return client
         }
     }
 
-    /// Sends `request`; the response body is read up to `maximumBody` bytes.
-    func perform(
-        _ request: URLRequest,
+    /// Sends `request` through the client for `trust`; the response body is read up to `maximumBody` bytes.
+    static func perform(
+        _ request: HTTPClientRequest,
+        trust: LedgerTrust?,
         timeout: TimeInterval,
         maximumBody: Int = 4 << 20
-    ) async throws
-        -> (Data, HTTPURLResponse)
-    {
-        guard let url = request.url else { throw LedgerClientError.invalidURL("") }
-        var outgoing = HTTPClientRequest(url: url.absoluteString)
-        outgoing.method = HTTPMethod(rawValue: request.httpMethod ?? "GET")
-        for (name, value) in request.allHTTPHeaderFields ?? [:] { outgoing.headers.add(name: name, value: value) }
-        if let body = request.httpBody { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await client.execute(outgoing, timeout: .milliseconds(Int64(timeout * 1000)))
+    ) async throws -> (Data, LedgerResponse) {
+        let response = try await client(trust).execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
         let body = try await response.body.collect(upTo: maximumBody)
-        var fields: [String: String] = [:]
-        for header in response.headers { fields[header.name] = header.value }
-        guard
-            let http = HTTPURLResponse(
-                url: url,
-                statusCode: Int(response.status.code),
-                httpVersion: "HTTP/1.1",
-                headerFields: fields
-            )
-        else { throw LedgerClientError.transport("not an HTTP response") }
-        return (Data(body.readableBytesView), http)
+        return (
+            Data(body.readableBytesView),
+            LedgerResponse(statusCode: Int(response.status.code), headers: response.headers)
+        )
     }
 
     /// A transport failure of a request to `url` in words, saying when the server's certificate was the cause and,
     /// when it can tell, why.
-    func describe(_ error: any Error, url: URL) async -> String {
+    static func describe(_ error: any Error, url: URL, trust: LedgerTrust?) async -> String {
         if error is NIOSSLError || error is BoringSSLError || "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
+            guard let trust else {
+                return "the server's TLS certificate was refused (\(error)); for a certificate from a private CA, "
+                    + "pass its CA file (--ca-file)"
+            }
             let host = url.host ?? ""
             let reason: String
-            switch await CertificateProbe.validity(host: host, port: url.port ?? 443, roots: certificates) {
+            switch await CertificateProbe.validity(host: host, port: url.port ?? 443, roots: trust.certificates) {
             case .expired(let date): reason = "it expired on \(date)"
             case .notYetValid(let date): reason = "it is not valid before \(date)"
             case nil:
-                reason = "it is not signed by the CA in \(caFile.path), or it does not name \(host)"
+                reason = "it is not signed by the CA in \(trust.caFile.path), or it does not name \(host)"
             }
             return "the server's TLS certificate was refused: \(reason) (\(error))"
         }

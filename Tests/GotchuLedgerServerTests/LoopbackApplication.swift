@@ -1,0 +1,25 @@
+import Hummingbird
+import Logging
+import Testing
+
+/// Runs a Hummingbird application of `router` on a free loopback port for the length of `body`, which gets its base
+/// URL: a stand-in server for what a client must cope with.
+func withLoopbackApplication(
+    _ router: Router<BasicRequestContext>,
+    _ body: @Sendable (String) async throws -> Void
+) async throws {
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let application = Application(
+        router: router,
+        configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+        logger: Logger(label: "loopback") { _ in SwiftLogNoOpLogHandler() }
+    )
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await application.run() }
+        defer { group.cancelAll() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+        try await body("http://127.0.0.1:\(port)")
+    }
+}
