@@ -10,9 +10,6 @@ public protocol LedgerBackend: Sendable {
     /// One transaction's access to the database.
     associatedtype Transaction: LedgerTransaction
 
-    /// How this database keeps a payment's idempotency key in flight.
-    var inFlightKeys: InFlightKeys { get }
-
     /// Creates the schema or brings it up to date.
     func migrate() async throws
 
@@ -99,18 +96,6 @@ extension LedgerBackend {
 
     /// A backend that does not report its connections.
     public func poolUsage() async -> LedgerPoolUsage? { nil }
-}
-
-/// How a database keeps an admitted payment's idempotency key in flight, and so how a key left by a request that
-/// died is recovered.
-public enum InFlightKeys: Sendable, Hashable {
-    /// Committed as an `IN_FLIGHT` row between admission and completion, and released when the store starts: the
-    /// database is one process's, so a key in flight at start belongs to a process that is gone.
-    case committedReleasedAtStart
-    /// Never committed in flight: admission, payment and outcome commit together, and "in flight" is a lock that
-    /// lives as long as the transaction (``LedgerTransaction/claimKey(userID:key:)``), dropped by the database when
-    /// its connection dies. For databases several servers share, where none may release another's keys.
-    case heldByTransaction
 }
 
 /// One transaction's primitives. Times are the transaction's ``now``.
@@ -220,8 +205,9 @@ public protocol LedgerTransaction {
 
     // MARK: Idempotency keys
 
-    /// Takes the transaction-scoped lock on a key (``InFlightKeys/heldByTransaction``) without waiting; `false`
-    /// if another transaction holds it.
+    /// Takes the transaction-scoped lock on a key without waiting; `false` if another transaction holds it. A
+    /// payment's key is never committed in flight: admission, payment and outcome commit together, and "in flight"
+    /// is this lock, which the database drops with the transaction, also when its connection dies.
     func claimKey(userID: String, key: String) async throws -> Bool
 
     /// The key's row, locked until the transaction ends where the database locks rows.
@@ -235,9 +221,6 @@ public protocol LedgerTransaction {
 
     /// Deletes the key; only while in flight when `inFlightOnly`.
     func delete(userID: String, key: String, inFlightOnly: Bool) async throws
-
-    /// Deletes every key in flight.
-    func deleteKeysInFlight() async throws
 
     /// Writes the key's outcome, inserting the row if it was released meanwhile.
     func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws

@@ -61,9 +61,6 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func migrate() async throws {
         try await backend.migrate()
-        if backend.inFlightKeys == .committedReleasedAtStart {
-            try await releaseInterruptedSends()
-        }
         try await chainUnchainedEntries()
         try await measuredTransaction { transaction in _ = try await Self.currentSigner(transaction) }
     }
@@ -88,17 +85,6 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             }
             if !more { return }
         }
-    }
-
-    /// Releases every key still in flight when the store opens. The database is one process's: a key in flight now
-    /// belongs to a request of a process that is gone (killed mid-payment), and since a payment's transfer commits
-    /// in the same transaction as its key's outcome, a key without an outcome is provably not applied. Releasing it
-    /// lets a retry with the same key run the payment at once, instead of after the in-flight timeout, by when the
-    /// payer's lock has usually lapsed. (Should a second process share the database after all, a key released under
-    /// a request still running costs nothing: ``completeSend(sid:payerID:idempotencyKey:)`` writes its outcome even
-    /// when the row is gone, and a session is paid at most once.)
-    private func releaseInterruptedSends() async throws {
-        try await measuredTransaction { transaction in try await transaction.deleteKeysInFlight() }
     }
 
     // MARK: Users and wallets
@@ -350,19 +336,15 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// Admits and runs a payment, replaying a stored outcome when there is one.
     ///
-    /// Where keys are held in flight by the transaction (``InFlightKeys/heldByTransaction``), no key is ever
-    /// committed in flight: the admission, the transfer and the outcome commit together, and "in flight" is the
-    /// transaction's lock on the key. A second request with the key while the first runs fails to take that lock
-    /// and is told `idempotency-in-flight`. If the server dies mid-payment, the database rolls its transaction back
+    /// No key is ever committed in flight: the admission, the transfer and the outcome commit together, and "in
+    /// flight" is the transaction's lock on the key. A second request with the key while the first runs fails to take
+    /// that lock and is told `idempotency-in-flight` (on SQLite it runs after the first and replays its outcome). If the server dies mid-payment, the database rolls its transaction back
     /// and drops the lock as soon as the connection closes, so a retry on any server runs the payment at once, while
     /// the payer's lock still holds. (The alternatives are weaker: keeping the session's lock alive while a key is in
     /// flight still leaves the retry waiting out the in-flight timeout, and recording which server owns a key needs
     /// a way to tell a dead server from a slow one, which the database already has for its own connections.) Keys
     /// committed in flight by ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
     public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
-        guard backend.inFlightKeys == .heldByTransaction else {
-            return try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
-        }
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await changingSession(sid) { transaction in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }

@@ -77,9 +77,9 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
 /// transaction and passed as a parameter); tests use that to move time by hand.
 ///
 /// The backend keeps no state of its own: idempotency, locks and expiry live in the database, so several servers on
-/// one database behave as one; keys are held in flight by the transaction (``InFlightKeys/heldByTransaction``).
+/// one database behave as one; keys are held in flight by the transaction
+/// (``LedgerTransaction/claimKey(userID:key:)``).
 public struct PostgresLedgerBackend: LedgerBackend {
-    public var inFlightKeys: InFlightKeys { .heldByTransaction }
     /// The connection pool; it must be running while the backend is used.
     public let client: PostgresClient
     let clock: (@Sendable () -> Date)?
@@ -921,12 +921,6 @@ extension PostgresLedgerBackend {
                 DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)
                 AND state = ANY(\(states.map(\.rawValue)))
                 """
-            )
-        }
-
-        public func deleteKeysInFlight() async throws {
-            try await connection.execute(
-                "DELETE FROM idempotency_keys WHERE state = \(IdempotencyState.inFlight.rawValue)"
             )
         }
 

@@ -33,9 +33,8 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 /// writer connection, across the awaits between its statements, and commits concurrent ones in groups, each in a
 /// savepoint of its own, with `synchronous=FULL`. One writer makes row locks and the allocation locks moot
 /// here; the wallets are still touched in id order so the statements match the PostgreSQL backend's. The file is
-/// one process's, so a key in flight at start is released (``InFlightKeys/committedReleasedAtStart``).
+/// one process's, so a key committed in flight that is still there at start is released.
 public final class SQLiteLedgerBackend: LedgerBackend {
-    public var inFlightKeys: InFlightKeys { .committedReleasedAtStart }
     let database: DatabasePool
     let clock: @Sendable () -> Date
     let writer: SQLiteWriter
@@ -67,7 +66,20 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public var groupCommitStatistics: (transactions: Int, commits: Int) { writer.statistics }
 
     public func migrate() async throws {
-        try await writer.exclusively { try SQLiteLedgerSchema.migrator.migrate(database) }
+        try await writer.exclusively {
+            try SQLiteLedgerSchema.migrator.migrate(database)
+            // A payment commits its key with its outcome, but a key committed in flight (by an earlier version, which
+            // paid in two transactions, or by ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)``) and still there
+            // now belongs to a process that is gone: the file is one process's. Its payment provably did not happen
+            // (the transfer commits with the outcome), so releasing it lets a retry pay at once instead of after the
+            // in-flight timeout, by when the payer's lock has usually lapsed.
+            try writer.sync { db in
+                try db.execute(
+                    sql: "DELETE FROM idempotency_keys WHERE state = ?",
+                    arguments: [IdempotencyState.inFlight.rawValue]
+                )
+            }
+        }
     }
 
     /// Runs `body` in a savepoint of the writer's current batch, and returns once the batch is committed
@@ -684,7 +696,9 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        /// The write lock already serializes every request: no key can be claimed by another transaction.
+        /// No other transaction can hold a key: the writer runs one request's savepoint at a time (a second request
+        /// with the key runs after the first and reads its outcome), and SQLite's write lock keeps every other
+        /// connection's transaction out until this one's batch commits.
         public func claimKey(userID: String, key: String) async throws -> Bool { true }
 
         public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
@@ -729,10 +743,6 @@ extension SQLiteLedgerBackend {
                 "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state IN (\(Self.placeholders(states.count)))",
                 StatementArguments([userID, key] + states.map(\.rawValue))
             )
-        }
-
-        public func deleteKeysInFlight() async throws {
-            try execute("DELETE FROM idempotency_keys WHERE state = ?", [IdempotencyState.inFlight.rawValue])
         }
 
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {

@@ -238,4 +238,64 @@ struct GroupCommitTests {
         #expect(locked.lockedBy == winners.first)
         #expect(try await store.audit().isHealthy)
     }
+
+    /// A store on a fresh file with a payee's session of 500 cents locked by a payer holding 1,000.
+    static func withLockedSession(
+        _ body: (SQLiteLedgerStore, _ path: String, _ sid: String, _ payerID: String) async throws -> Void
+    ) async throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-group-commit")
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("ledger.sqlite").path
+        let store = try SQLiteLedgerStore(path: path)
+        try await store.migrate()
+        let payee = try await store.login(email: "payee@example.com")
+        let payer = try await store.login(email: "payer@example.com")
+        _ = try await store.fund(userID: payer.id, amountCents: 1_000)
+        let (session, _) = try await store.createSession(payeeID: payee.id, amountCents: 500, idempotencyKey: nil)
+        try await store.lock(sid: session.sid, payerID: payer.id)
+        try await body(store, path, session.sid, payer.id)
+    }
+
+    @Test("A payment is one write transaction: its key, transfer and outcome commit together")
+    func oneTransactionPerPayment() async throws {
+        try await Self.withLockedSession { store, _, sid, payerID in
+            let before = store.backend.groupCommitStatistics
+            let (outcome, replayed) = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
+            #expect(outcome == .paid(newBalanceCents: 500) && !replayed)
+            let after = store.backend.groupCommitStatistics
+            #expect(after.transactions - before.transactions == 1)
+            #expect(after.commits - before.commits == 1)
+            #expect(try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k") == (outcome, true))
+        }
+    }
+
+    @Test("Concurrent sends with one key, batched together: one payment, and every other send replays it")
+    func concurrentSendsWithOneKey() async throws {
+        try await Self.withLockedSession { store, _, sid, payerID in
+            let results = try await withThrowingTaskGroup(of: (SendOutcome, Bool).self) { group in
+                for _ in 0..<12 {
+                    group.addTask { try await store.send(sid: sid, payerID: payerID, idempotencyKey: "same") }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.allSatisfy { $0.0 == .paid(newBalanceCents: 500) })
+            #expect(results.filter { !$0.1 }.count == 1)
+            #expect(try await store.wallet(userID: payerID, recentLimit: 1).availableCents == 500)
+            #expect(try await store.audit().isHealthy)
+        }
+    }
+
+    @Test("A key left committed in flight (by a process that is gone) is released when the store opens; then it pays")
+    func keyInFlightReleasedAtStart() async throws {
+        try await Self.withLockedSession { store, path, sid, payerID in
+            #expect(try await store.beginSend(sid: sid, payerID: payerID, idempotencyKey: "k") == .proceed)
+            await #expect(throws: LedgerError.self) {
+                _ = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
+            }
+            let reopened = try SQLiteLedgerStore(path: path)
+            try await reopened.migrate()
+            let (outcome, replayed) = try await reopened.send(sid: sid, payerID: payerID, idempotencyKey: "k")
+            #expect(outcome == .paid(newBalanceCents: 500) && !replayed)
+        }
+    }
 }
