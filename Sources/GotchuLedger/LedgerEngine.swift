@@ -338,12 +338,13 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     ///
     /// No key is ever committed in flight: the admission, the transfer and the outcome commit together, and "in
     /// flight" is the transaction's lock on the key. A second request with the key while the first runs fails to take
-    /// that lock and is told `idempotency-in-flight` (on SQLite it runs after the first and replays its outcome). If the server dies mid-payment, the database rolls its transaction back
-    /// and drops the lock as soon as the connection closes, so a retry on any server runs the payment at once, while
-    /// the payer's lock still holds. (The alternatives are weaker: keeping the session's lock alive while a key is in
-    /// flight still leaves the retry waiting out the in-flight timeout, and recording which server owns a key needs
-    /// a way to tell a dead server from a slow one, which the database already has for its own connections.) Keys
-    /// committed in flight by ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
+    /// that lock and is told `idempotency-in-flight` (on SQLite it runs after the first and replays its outcome). If
+    /// the server dies mid-payment, the database rolls its transaction back and drops the lock as soon as the
+    /// connection closes, so a retry on any server runs the payment at once, while the payer's lock still holds.
+    /// (The alternatives are weaker: keeping the session's lock alive while a key is in flight still leaves the retry
+    /// waiting out the in-flight timeout, and recording which server owns a key needs a way to tell a dead server from
+    /// a slow one, which the database already has for its own connections.) Keys committed in flight by
+    /// ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
     public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await changingSession(sid) { transaction in
