@@ -1,12 +1,13 @@
 import Foundation
 import GotchuLedgerClient
+import GotchuTesting
 import HTTPTypes
 import Hummingbird
 import Synchronization
 import Testing
 
-@Suite("The ledger client follows no redirect")
-struct ClientRedirectTests {
+@Suite("The ledger client's transport")
+struct LedgerTransportTests {
     @Test("A redirect to another origin is an error, and the bearer token never reaches that origin")
     func redirectNotFollowed() async throws {
         let seen = Mutex<[String]>([])
@@ -33,5 +34,21 @@ struct ClientRedirectTests {
             }
         }
         #expect(seen.withLock { $0 }.isEmpty)
+    }
+
+    @Test("A server that refuses the connection is reported at once, not tried again until the timeout")
+    func refusedConnectionFailsFast() async throws {
+        // A port that was free a moment ago: nothing listens there.
+        let port = try freeLoopbackPort()
+        let client = LedgerClient(baseURL: try #require(URL(string: "http://127.0.0.1:\(port)")), timeout: 600)
+        let start = ContinuousClock.now
+        do {
+            _ = try await client.health()
+            Issue.record("a closed port answered")
+        } catch {
+            #expect("\(error)".contains("cannot reach the server"), "\(error)")
+        }
+        // Only bounds a hang: retrying the connection would wait out the 600 s timeout.
+        #expect(ContinuousClock.now - start < .seconds(120))
     }
 }
