@@ -20,21 +20,28 @@ public struct LedgerClient: Sendable {
     /// The login's tokens, refreshed when the server refuses the access token; when set, its access token is sent
     /// instead of ``token``.
     public var credentials: LedgerLogin?
+    /// Connections opened to the server at most at once; further requests wait for one.
+    public let maximumConnections: Int
     private let timeout: TimeInterval
 
     /// Creates a client.
-    /// - Parameter timeout: the limit for each request, in seconds.
+    /// - Parameter timeout: how long the server may stay silent in a request (connecting, or between bytes of its
+    ///   answer), in seconds.
     /// - Parameter trust: a private CA for an `https` server whose certificate it signed.
+    /// - Parameter maximumConnections: connections opened to the server at most at once (clients with the same
+    ///   settings share them).
     public init(
         baseURL: URL,
         token: String? = nil,
         timeout: TimeInterval = 10,
-        trust: LedgerTrust? = nil
+        trust: LedgerTrust? = nil,
+        maximumConnections: Int = 8
     ) {
         self.baseURL = baseURL
         self.token = token
         self.timeout = timeout
         self.trust = trust
+        self.maximumConnections = max(1, maximumConnections)
     }
 
     /// `POST /auth/dev-login`: a token for `email` (development servers only).
@@ -323,8 +330,10 @@ public struct LedgerClient: Sendable {
         do {
             // A request once sent runs to its answer or its timeout: a caller's cancellation does not reach it, so a
             // payment being settled is not cut off half-way.
-            let (request, trust, timeout) = (request, self.trust, self.timeout)
-            return try await Task { try await LedgerTransport.perform(request, trust: trust, timeout: timeout) }.value
+            let (request, trust, timeout, connections) = (request, self.trust, self.timeout, maximumConnections)
+            return try await Task {
+                try await LedgerTransport.perform(request, trust: trust, timeout: timeout, connections: connections)
+            }.value
         } catch {
             throw .transport(await LedgerTransport.describe(error, url: url, trust: trust))
         }

@@ -11,8 +11,7 @@ import Synchronization
 public struct LedgerTrust: Sendable {
     /// The PEM file the certificates were read from.
     public let caFile: URL
-    let client: HTTPClient
-    fileprivate let certificates: [NIOSSLCertificate]
+    let certificates: [NIOSSLCertificate]
 
     /// Reads the PEM certificates of `caFile`.
     /// - Throws: ``LedgerClientError/transport(_:)`` naming the file when it cannot be read or holds no certificate.
@@ -26,7 +25,6 @@ public struct LedgerTrust: Sendable {
         guard !certificates.isEmpty else { throw .transport("the CA file \(caFile.path) holds no PEM certificate") }
         self.caFile = caFile
         self.certificates = certificates
-        self.client = LedgerTransport.client(for: caFile.path, trusting: certificates)
     }
 }
 
@@ -41,47 +39,71 @@ struct LedgerResponse: Sendable {
 /// How every request reaches the ledger: AsyncHTTPClient, trusting the system's CAs or one private CA (a client
 /// links no libcurl and no FoundationNetworking).
 enum LedgerTransport {
-    /// One HTTP client per trust, for the life of the process: clients keep connections alive between requests,
+    /// What an HTTP client is made for.
+    struct Profile: Hashable {
+        /// The private CA file trusted, or `nil` for the system's CAs.
+        var caFile: String?
+        /// How long the server may stay silent (connecting, or between bytes of its answer), in milliseconds; `nil`
+        /// for no limit (an event stream, whose silence its reader judges).
+        var silence: Int64?
+        /// Connections opened to one server at most; requests beyond wait for one.
+        var connections: Int
+    }
+
+    /// One HTTP client per profile, for the life of the process: clients keep connections alive between requests,
     /// and an AsyncHTTPClient must not be dropped without a shutdown no caller would remember to do.
-    private static let clients = Mutex<[String: HTTPClient]>([:])
+    private static let clients = Mutex<[Profile: HTTPClient]>([:])
 
-    /// The client trusting the system's CAs.
-    static var system: HTTPClient { client(for: "", trusting: nil) }
-
-    /// The client for `trust`: the system's when `nil`.
-    static func client(_ trust: LedgerTrust?) -> HTTPClient { trust?.client ?? system }
-
-    fileprivate static func client(for key: String, trusting certificates: [NIOSSLCertificate]?) -> HTTPClient {
-        clients.withLock { clients in
-            if let client = clients[key] { return client }
+    /// The client for `trust` (the system's CAs when `nil`) that allows `silence` seconds of silence.
+    static func client(_ trust: LedgerTrust?, silence: TimeInterval?, connections: Int) -> HTTPClient {
+        let profile = Profile(
+            caFile: trust?.caFile.path,
+            silence: silence.map { Int64($0 * 1000) },
+            connections: connections
+        )
+        return clients.withLock { clients in
+            if let client = clients[profile] { return client }
             var tls = TLSConfiguration.makeClientConfiguration()
-            if let certificates {
+            if let trust {
                 // Only the private CA: a certificate from any other issuer is refused.
-                tls.trustRoots = .certificates(certificates)
+                tls.trustRoots = .certificates(trust.certificates)
             }
             tls.certificateVerification = .fullVerification
             // A bearer token must not follow a redirect to another origin.
             var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
-            // Idle connections are closed before the server's idle timeout (30 s by default) would close them under a
-            // request; the pool grows to what concurrent callers (a benchmark's clients) need.
+            configuration.timeout = .init(
+                connect: .milliseconds(profile.silence ?? 10_000),
+                read: profile.silence.map { .milliseconds($0) }
+            )
+            // A server that refuses the connection is reported at once, not tried again until the deadline. Idle
+            // connections are closed before the server's idle timeout (30 s by default) would close them under a
+            // request.
             configuration.connectionPool = .init(
                 idleTimeout: .seconds(20),
-                concurrentHTTP1ConnectionsPerHostSoftLimit: 128
+                concurrentHTTP1ConnectionsPerHostSoftLimit: connections
             )
+            configuration.connectionPool.retryConnectionEstablishment = false
             let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-            clients[key] = client
+            clients[profile] = client
             return client
         }
     }
 
     /// Sends `request` through the client for `trust`; the response body is read up to `maximumBody` bytes.
+    ///
+    /// `timeout` bounds the server's silence, as it did for URLSession: a request that waits for a free connection
+    /// (many concurrent requests from one process), or whose answer keeps arriving, is bounded only by thirty times
+    /// that, at least five minutes.
     static func perform(
         _ request: HTTPClientRequest,
         trust: LedgerTrust?,
         timeout: TimeInterval,
+        connections: Int,
         maximumBody: Int = 4 << 20
     ) async throws -> (Data, LedgerResponse) {
-        let response = try await client(trust).execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
+        let client = client(trust, silence: timeout, connections: connections)
+        let deadline = NIODeadline.now() + .milliseconds(Int64(max(timeout * 30, 300) * 1000))
+        let response = try await client.execute(request, deadline: deadline)
         let body = try await response.body.collect(upTo: maximumBody)
         return (
             Data(body.readableBytesView),

@@ -86,7 +86,7 @@ extension LedgerClient {
         request.headers.add(name: "Accept", value: EventStreamMedia.type)
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         if let lastEventID { request.headers.add(name: "Last-Event-ID", value: lastEventID) }
-        let client = LedgerTransport.client(trust)
+        let client = LedgerTransport.client(trust, silence: nil, connections: maximumConnections)
         let activity = LastActivity()
         let outgoing = request
         try await withThrowingTaskGroup(of: Void.self) { group in

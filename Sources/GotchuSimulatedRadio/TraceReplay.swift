@@ -235,8 +235,9 @@ public enum TraceReplay {
     /// Replays one tap's sightings (times from the start of the scan, in order) through ``PayerStateMachine`` as the
     /// payer drives it: started at time 0, fed each sighting at its time and a tick every `tick` in between.
     ///
-    /// The decision is the first one the machine takes (auto-select, or the list after its selection timeout). When
-    /// the recording ends first, it is the list the payer would show at the last sighting, or `none`.
+    /// The decision is the first one the machine takes: auto-select, the list after its selection timeout, or `none`
+    /// at its scan timeout. When the recording ends first, the payer goes on ticking without sightings, as it does
+    /// on the air, and may still select on a tick.
     public static func replay(
         _ sightings: [Sighting],
         configuration: PayerStateMachine.Configuration = .init(),
@@ -273,6 +274,12 @@ public enum TraceReplay {
             if let decided = decision(machine.receive(.sighting(sighting), now: sighting.time), at: sighting.time) {
                 return decided
             }
+        }
+        // The payer goes on ticking after the last sighting until it decides (a window that lets old samples go
+        // may select on a tick), lists its candidates or gives up, as the trial runner's payer does.
+        while !sightings.isEmpty, nextTick <= configuration.scanTimeout {
+            if let decided = decision(machine.receive(.tick, now: nextTick), at: nextTick) { return decided }
+            nextTick += tick
         }
         let ranked = shadow.rankedCandidates(now: sightings.last?.time ?? .zero)
         return Decision(kind: ranked.isEmpty ? .none : .ambiguous, eid: nil, candidates: ranked, decidedAt: nil)

@@ -73,7 +73,7 @@ struct BenchAuthCommand: AsyncParsableCommand {
                 for round in 0..<rounds {
                     // The order alternates, so neither credential always runs on a warmer (or busier) machine.
                     for (label, credential) in round.isMultiple(of: 2) ? credentials : credentials.reversed() {
-                        let client = LedgerClient(baseURL: url, token: credential)
+                        let client = LedgerClient(baseURL: url, token: credential, maximumConnections: clients * 2)
                         // One warm-up request, so connections are open before the clock starts.
                         _ = try await client.session(sid: session.sid)
                         let start = ContinuousClock.now

@@ -204,8 +204,16 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 let url = servers[index % servers.count]
                 clients.append(
                     (
-                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payer.id)),
-                        LedgerClient(baseURL: url, token: try await tokens.issue(userID: payee.id))
+                        LedgerClient(
+                            baseURL: url,
+                            token: try await tokens.issue(userID: payer.id),
+                            maximumConnections: pairs * 2
+                        ),
+                        LedgerClient(
+                            baseURL: url,
+                            token: try await tokens.issue(userID: payee.id),
+                            maximumConnections: pairs * 2
+                        )
                     )
                 )
             }

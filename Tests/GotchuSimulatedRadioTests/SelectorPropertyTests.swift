@@ -72,6 +72,27 @@ import Testing
         }
     }
 
+    /// A trial whose selection came on the payer's tick at the end of its selection timeout, after the last sighting:
+    /// the replay ticks on past the recording's end as the payer does, and selects there too.
+    @Test func replaySelectsOnATickAfterTheLastSighting() {
+        var scenario = Scenario(
+            layout: .counter,
+            model: .hard,
+            trials: 1,
+            seed: 9_767_596_709_372_575_003,
+            intendedDistance: 0.01...0.01,
+            mixedMakes: false
+        )
+        scenario.calibrationError = 3
+        let recording = TrialRunner.record(scenario, index: 0)
+        let result = TrialRunner.runTrial(scenario, index: 0)
+        #expect(result.selector.terminal == 0 && result.selector.latency == .seconds(3))
+        #expect(recording.last!.sighting.time < .seconds(3))
+        let decision = TraceReplay.replay(recording.map(\.sighting))
+        #expect(decision.kind == .selected)
+        #expect(decision.decidedAt == .seconds(3))
+    }
+
     /// Calibrated terminals in the hard room: whatever the seed, distance and makes, a selection is near its terminal
     /// by its calibration, and leads every other terminal by the rule's margin on the calibrated scale.
     @Test func calibratedSelectionsAreNearAndLeadByTheirMargin() async {
