@@ -219,8 +219,8 @@ public protocol LedgerTransaction {
     /// Marks an abandoned key's request as running again from ``now``.
     func touch(userID: String, key: String) async throws
 
-    /// Deletes the key; only while in flight when `inFlightOnly`.
-    func delete(userID: String, key: String, inFlightOnly: Bool) async throws
+    /// Deletes the key.
+    func delete(userID: String, key: String) async throws
 
     /// Writes the key's outcome, inserting the row if it was released meanwhile.
     func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws

@@ -365,7 +365,6 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     sid: sid,
                     payerID: payerID,
                     idempotencyKey: idempotencyKey,
-                    admittedInThisTransaction: true,
                     session: session,
                     transaction
                 ),
@@ -384,18 +383,6 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 inFlightTimeout: inFlightTimeout,
                 transaction
             ).admission
-        }
-    }
-
-    public func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome {
-        try await changingSession(sid) { transaction in
-            try await complete(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, transaction)
-        }
-    }
-
-    public func abandonSend(payerID: String, idempotencyKey: String) async throws {
-        try await measuredTransaction { transaction in
-            try await transaction.delete(userID: payerID, key: idempotencyKey, inFlightOnly: true)
         }
     }
 
@@ -432,27 +419,16 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return (.proceed, lockingSession ? session : nil)
     }
 
-    /// The payment of an admitted key inside the caller's transaction, and its outcome written with the key (or the
-    /// key released, for an outcome not to replay).
-    /// - Parameters:
-    ///   - admittedInThisTransaction: the key was admitted (and its row locked) in this same transaction, so no one
-    ///     else can have finished it: it is not read again.
-    ///   - session: the session, read locked in this transaction, if it was.
+    /// The payment of a key admitted (and its row locked) in the caller's transaction, and its outcome written with
+    /// the key (or the key released, for an outcome not to replay).
+    /// - Parameter session: the session, read locked in this transaction, if it was.
     private func complete(
         sid: String,
         payerID: String,
         idempotencyKey: String,
-        admittedInThisTransaction: Bool = false,
-        session: SessionRow? = nil,
+        session: SessionRow?,
         _ transaction: Backend.Transaction
     ) async throws -> SendOutcome {
-        // Another server that took the key over after the in-flight timeout may have finished it first; reading
-        // the key locked serializes the two.
-        if !admittedInThisTransaction,
-            let outcome = try await transaction.idempotencyRecord(userID: payerID, key: idempotencyKey)?.outcome
-        {
-            return outcome
-        }
         let outcome: SendOutcome
         do {
             outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, session: session, transaction))
@@ -460,7 +436,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             outcome = .refused(refusal)
         }
         guard outcome.isRecorded else {
-            try await transaction.delete(userID: payerID, key: idempotencyKey, inFlightOnly: false)
+            try await transaction.delete(userID: payerID, key: idempotencyKey)
             return outcome
         }
         // An upsert: the row may have been released meanwhile; what this transaction did is recorded either way.

@@ -72,7 +72,7 @@ public struct LedgerUser: Sendable, Hashable {
 
 /// What the idempotency layer decided for a `send` request before running it.
 public enum SendAdmission: Sendable, Hashable {
-    /// The key is new (or abandoned): the caller must now run ``LedgerStore/completeSend(sid:payerID:idempotencyKey:)``.
+    /// The key is new (or abandoned), and now in flight: the payment runs under it.
     case proceed
     /// The key already has an outcome: answer with it, marked as a replay.
     case replay(SendOutcome)
@@ -285,13 +285,6 @@ public protocol LedgerStore: Sendable {
     /// flight.
     func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission
 
-    /// Runs an admitted payment: the transfer and its outcome are written in one transaction with the key, or the
-    /// key is released in that transaction when the outcome is not one to replay (``SendOutcome/isRecorded``).
-    func completeSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendOutcome
-
-    /// Forgets an in-flight key whose request failed for a non-business reason, so the client may retry.
-    func abandonSend(payerID: String, idempotencyKey: String) async throws
-
     /// The session as its payee or current lock holder sees it; 404 for anyone else.
     func session(sid: String, viewerID: String) async throws -> SessionStatusResponse
 
@@ -424,30 +417,4 @@ extension LedgerStore {
 
     /// How the store's connections are used now; `nil` where the store has none to report.
     public func poolUsage() async -> LedgerPoolUsage? { nil }
-
-    /// Admits and runs a payment in two steps (``sendInTwoSteps(sid:payerID:idempotencyKey:)``).
-    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
-        try await sendInTwoSteps(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey)
-    }
-
-    /// Admits and runs a payment in two steps (``beginSend(sid:payerID:idempotencyKey:)``, then
-    /// ``completeSend(sid:payerID:idempotencyKey:)``), replaying a stored outcome when there is one.
-    /// - Returns: the outcome and whether it is a replay.
-    public func sendInTwoSteps(
-        sid: String,
-        payerID: String,
-        idempotencyKey: String
-    ) async throws -> (SendOutcome, Bool) {
-        switch try await beginSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey) {
-        case .replay(let outcome):
-            return (outcome, true)
-        case .proceed:
-            do {
-                return (try await completeSend(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey), false)
-            } catch {
-                try? await abandonSend(payerID: payerID, idempotencyKey: idempotencyKey)
-                throw error
-            }
-        }
-    }
 }

@@ -3,7 +3,7 @@
 public protocol LedgerStoreObserver: Sendable {
     /// One transaction ended.
     /// - Parameters:
-    ///   - operation: the engine's operation that ran it (`login`, `completeSend`, …): a name from a small fixed set.
+    ///   - operation: the engine's operation that ran it (`login`, `send`, …): a name from a small fixed set.
     ///   - duration: from asking for the transaction (waits for the database included) to its commit or rollback.
     ///   - committed: `false` when it rolled back (the operation threw: a refusal, or a database error).
     func transaction(operation: String, duration: Duration, committed: Bool)

@@ -129,7 +129,9 @@ enum LedgerTransport {
             }
             return "the server's TLS certificate was refused: \(reason) (\(error))"
         }
-        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .connectTimeout {
+        if let error = error as? HTTPClientError,
+            error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout
+        {
             return "the server did not answer in time"
         }
         if error is NIOConnectionError || error is IOError {

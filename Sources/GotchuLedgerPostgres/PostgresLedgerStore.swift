@@ -914,14 +914,8 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
-            let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
-            try await connection.execute(
-                """
-                DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)
-                AND state = ANY(\(states.map(\.rawValue)))
-                """
-            )
+        public func delete(userID: String, key: String) async throws {
+            try await connection.execute("DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)")
         }
 
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {

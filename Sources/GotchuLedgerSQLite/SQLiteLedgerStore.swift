@@ -737,12 +737,8 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func delete(userID: String, key: String, inFlightOnly: Bool) async throws {
-            let states = inFlightOnly ? [IdempotencyState.inFlight] : [.inFlight, .done]
-            try execute(
-                "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND state IN (\(Self.placeholders(states.count)))",
-                StatementArguments([userID, key] + states.map(\.rawValue))
-            )
+        public func delete(userID: String, key: String) async throws {
+            try execute("DELETE FROM idempotency_keys WHERE user_id = ? AND key = ?", [userID, key])
         }
 
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {

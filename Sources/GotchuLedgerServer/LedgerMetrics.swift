@@ -18,7 +18,7 @@ public import Prometheus
 /// - `gotchu_ledger_refunds_total{outcome}`: refunds by outcome, named like payments' (``refund(outcome:)``).
 /// - `gotchu_ledger_rate_limited_total{route}`: requests refused by a rate limit (429).
 /// - `gotchu_ledger_store_transaction_duration_seconds{operation}`: a histogram of the store's transactions by the
-///   engine operation that ran them (`login`, `completeSend`, …), waits for the database included;
+///   engine operation that ran them (`login`, `send`, …), waits for the database included;
 ///   `gotchu_ledger_store_transactions_total{operation, outcome}`: the same by `committed` or `rolled-back`.
 /// - `gotchu_ledger_store_connections{state}`: the store's connections `in-use` and the requests `waiting` for one
 ///   (SQLite: the one writer, and the transactions waiting their turn), read at each scrape;
