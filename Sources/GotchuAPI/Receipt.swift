@@ -328,11 +328,32 @@ public enum CanonicalField {
 
 /// base64url without padding (RFC 4648 §5), as JWKs and receipts spell bytes.
 public enum Base64URL {
-    /// Encodes `data`.
+    /// Encodes `data`. Straight from bytes to text: the route through Foundation's base64 and three string
+    /// replacements cost a payment more than its Ed25519 signature.
     public static func encode(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let bytes = Array(data)
+        return String(unsafeUninitializedCapacity: (bytes.count * 4 + 2) / 3) { buffer in
+            var position = 0
+            var index = 0
+            while index < bytes.count {
+                // Up to three bytes make one group of up to four characters; a short last group has no padding.
+                let count = min(3, bytes.count - index)
+                var group = UInt32(bytes[index]) << 16
+                if count > 1 { group |= UInt32(bytes[index + 1]) << 8 }
+                if count > 2 { group |= UInt32(bytes[index + 2]) }
+                for character in 0...count {
+                    buffer[position] = alphabet[Int(truncatingIfNeeded: group >> UInt32(18 - 6 * character)) & 0x3F]
+                    position += 1
+                }
+                index += count
+            }
+            return position
+        }
     }
+
+    private static let alphabet: [UInt8] = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8
+    )
 
     /// Decodes `text`; `nil` if it is not base64url.
     public static func decode(_ text: String) -> Data? {

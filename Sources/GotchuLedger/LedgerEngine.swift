@@ -707,7 +707,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         LedgerError(.idempotencyInFlight, detail: "the first request with this key is still running")
     }
 
-    static func newID() -> String { UUID().uuidString.lowercased() }
+    static func newID() -> String { RandomUUID.make() }
 }
 
 /// The signing key an engine loaded, and when (on the store's clock).

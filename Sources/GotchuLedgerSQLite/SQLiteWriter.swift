@@ -47,10 +47,11 @@ final class SQLiteWriter: Sendable {
         var result: Result<T, any Error>
         do {
             if try !sync({ db in db.isInsideTransaction }) { try await begin() }
-            try sync { db in try db.execute(sql: "SAVEPOINT request") }
+            // Prepared once per connection: parsing them was a visible share of a payment's time.
+            try sync { db in try db.cachedStatement(sql: "SAVEPOINT request").execute() }
             do {
                 result = .success(try await body())
-                try sync { db in try db.execute(sql: "RELEASE request") }
+                try sync { db in try db.cachedStatement(sql: "RELEASE request").execute() }
             } catch {
                 result = .failure(error)
                 do {

@@ -110,7 +110,7 @@ enum RawSQLiteAnchor {
             try writer.step(prepared[2], [.text(payer)])
             try writer.step(prepared[9], [.text("LOCKED"), .text(payer), .integer(now + 30_000), .text(sid)])
             try writer.step(prepared[1], [])
-            // Send: admission.
+            // Send: one transaction, as the store's (the key admitted in flight, paid, its outcome recorded).
             let key = "\(index)"
             now = Self.now()
             try writer.step(prepared[0], [])
@@ -120,12 +120,6 @@ enum RawSQLiteAnchor {
                 prepared[11],
                 [.text(payer), .text(key), .text(sid), .text("IN_FLIGHT"), .integer(now), .integer(now)]
             )
-            try writer.step(prepared[1], [])
-            // Send: completion.
-            now = Self.now()
-            try writer.step(prepared[0], [])
-            try writer.step(prepared[10], [.text(payer), .text(key)])
-            try writer.step(prepared[7], [.text(sid)])
             let wallets = try writer.rows(prepared[12], [.text(payer), .text(payee)])
             guard let source = wallets.first(where: { $0.user == payer }),
                 let target = wallets.first(where: { $0.user == payee })
@@ -328,9 +322,11 @@ enum WrkAnchor {
             guard fields.count == 5 else { return .skipped }
             let (paid, failures, microseconds, p50, p99) = (fields[0], fields[1], fields[2], fields[3], fields[4])
             if failures > 0 { print("  (wrk: \(failures) requests answered with an error)") }
-            var figure = BenchFigure(payments: paid, elapsed: .microseconds(microseconds), microseconds: [])
-            figure.latencies = [p50, p99]
-            return figure
+            return BenchFigure(
+                payments: paid,
+                elapsed: .microseconds(microseconds),
+                latencies: .reported(p50: UInt64(p50), p99: UInt64(p99))
+            )
         }
     }
 
@@ -402,9 +398,17 @@ enum WrkAnchor {
 }
 
 /// The PostgreSQL anchor: pgbench running the statements the PostgreSQL store issues for one payment (one pgbench
-/// transaction), prepared, with one client per pair, on a fresh database with the store's schema.
+/// transaction), with one client per pair, on a fresh database with the store's schema.
 enum PgbenchAnchor {
-    static func run(server: PostgresURL, clients: Int, payments: Int) async throws -> BenchFigure? {
+    /// How pgbench sends its statements (its `-M`).
+    enum Mode: String, CaseIterable {
+        /// Each statement prepared once per connection, then only bound and run: the database's own best.
+        case prepared
+        /// Each statement parsed and planned every time it runs, as the store's client sends them.
+        case extended
+    }
+
+    static func run(server: PostgresURL, clients: Int, payments: Int, mode: Mode) async throws -> BenchFigure? {
         guard BenchProcess.find("pgbench") != nil else {
             print("  (pgbench anchor skipped: pgbench not found; apt-get install postgresql-client)")
             return nil
@@ -447,7 +451,7 @@ enum PgbenchAnchor {
             let script = directory.appendingPathComponent("payment.sql")
             try pgbenchScript.write(to: script, atomically: true, encoding: .utf8)
             let arguments = [
-                "-n", "-M", "prepared", "-c", "\(clients)", "-j", "\(min(clients, 2))", "-t", "\(payments)",
+                "-n", "-M", mode.rawValue, "-c", "\(clients)", "-j", "\(min(clients, 2))", "-t", "\(payments)",
                 "-f", script.path, "-l", "--log-prefix", directory.appendingPathComponent("log").path,
                 "-h", url.host, "-p", "\(url.port)", "-U", url.username, name,
             ]
@@ -487,12 +491,12 @@ enum PgbenchAnchor {
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
         SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = 'pgbench-payee-' || :client_id::TEXT;
         SELECT pg_advisory_xact_lock(hashtextextended(lpad(to_hex(:e::BIGINT), 10, '0'), 0));
-        SELECT EXISTS (SELECT 1 FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id WHERE e.eid = lpad(to_hex(:e::BIGINT), 10, '0') AND s.status = ANY('{ADVERTISING,LOCKED}'::TEXT[]) AND s.exp_at > :now::BIGINT);
+        SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = lpad(to_hex(:e::BIGINT), 10, '0'));
         INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key) VALUES ('s-' || :n::TEXT, 'pgbench-payee-' || :client_id::TEXT, 1, 'ADVERTISING', :now::BIGINT, :now::BIGINT + 300000, NULL) ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1;
         INSERT INTO session_eids (eid, session_id, created_at) VALUES (lpad(to_hex(:e::BIGINT), 10, '0'), 's-' || :n::TEXT, :now::BIGINT);
         COMMIT;
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
-        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, u.display_name, u.email FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id WHERE e.eid = lpad(to_hex(:e::BIGINT), 10, '0') ORDER BY s.created_at DESC, s.seq DESC LIMIT 1;
+        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, u.display_name, u.email, u.verified_name, e.retired_at FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id WHERE e.eid = lpad(to_hex(:e::BIGINT), 10, '0') ORDER BY s.created_at DESC, s.seq DESC LIMIT 1;
         BEGIN ISOLATION LEVEL READ COMMITTED;
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
         SELECT pg_advisory_xact_lock(hashtext('pgbench-payer-' || :client_id::TEXT));
@@ -500,19 +504,23 @@ enum PgbenchAnchor {
         SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions WHERE locked_by = 'pgbench-payer-' || :client_id::TEXT AND status = 'LOCKED' AND lock_exp_at > :now::BIGINT AND exp_at > :now::BIGINT AND id <> 's-' || :n::TEXT;
         SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = 'pgbench-payer-' || :client_id::TEXT;
         UPDATE payment_sessions SET status = 'LOCKED', locked_by = 'pgbench-payer-' || :client_id::TEXT, lock_exp_at = :now::BIGINT + 30000 WHERE id = 's-' || :n::TEXT;
+        SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
         COMMIT;
         BEGIN ISOLATION LEVEL READ COMMITTED;
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
         SELECT pg_try_advisory_xact_lock(hashtextextended('pgbench-payer-' || :client_id::TEXT || E'\\n' || :n::TEXT, 1));
         SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys WHERE user_id = 'pgbench-payer-' || :client_id::TEXT AND key = 'k' || :n::TEXT FOR UPDATE;
-        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at FROM payment_sessions s WHERE s.id = 's-' || :n::TEXT;
-        INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES ('pgbench-payer-' || :client_id::TEXT, 'k' || :n::TEXT, 's-' || :n::TEXT, 'IN_FLIGHT', :now::BIGINT, :now::BIGINT) ON CONFLICT (user_id, key) DO NOTHING RETURNING 1;
         SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at FROM payment_sessions s WHERE s.id = 's-' || :n::TEXT FOR UPDATE;
+        INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES ('pgbench-payer-' || :client_id::TEXT, 'k' || :n::TEXT, 's-' || :n::TEXT, 'IN_FLIGHT', :now::BIGINT, :now::BIGINT) ON CONFLICT (user_id, key) DO NOTHING RETURNING 1;
         SELECT max(available_cents) FILTER (WHERE user_id = 'pgbench-payer-' || :client_id::TEXT) AS payer_balance, max(available_cents) FILTER (WHERE user_id = 'pgbench-payee-' || :client_id::TEXT) AS payee_balance FROM (SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE id = ANY('{}'::TEXT[]) OR user_id = ANY(ARRAY['pgbench-payer-' || :client_id::TEXT, 'pgbench-payee-' || :client_id::TEXT]) ORDER BY id FOR UPDATE) w \\gset
         UPDATE wallet_accounts w SET available_cents = b.balance FROM UNNEST(ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY[:payer_balance::BIGINT - 1, :payee_balance::BIGINT + 1]::BIGINT[]) AS b(id, balance) WHERE w.id = b.id;
-        INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at) SELECT *, :now::BIGINT FROM UNNEST(ARRAY['d-' || :n::TEXT, 'c-' || :n::TEXT], ARRAY['t-' || :n::TEXT, 't-' || :n::TEXT], ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY['DEBIT', 'CREDIT'], ARRAY[1, 1]::BIGINT[], ARRAY['SEND_P2P', 'RECEIVE_P2P'], ARRAY['session', 'session'], ARRAY['s-' || :n::TEXT, 's-' || :n::TEXT]);
+        SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1 FOR UPDATE \\gset
+        INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash) SELECT e.id, e.transfer_id, e.wallet_id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at, e.hash FROM UNNEST(ARRAY['d-' || :n::TEXT, 'c-' || :n::TEXT], ARRAY['t-' || :n::TEXT, 't-' || :n::TEXT], ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY['DEBIT', 'CREDIT'], ARRAY[1, 1]::BIGINT[], ARRAY['SEND_P2P', 'RECEIVE_P2P'], ARRAY['session', 'session'], ARRAY['s-' || :n::TEXT, 's-' || :n::TEXT], ARRAY[:now::BIGINT, :now::BIGINT], ARRAY[md5('d' || :n::TEXT) || md5('h' || :n::TEXT), md5('c' || :n::TEXT) || md5('h' || :n::TEXT)]) WITH ORDINALITY AS e(id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash, position) ORDER BY e.position;
+        UPDATE ledger_chain SET head_hash = md5('c' || :n::TEXT) || md5('h' || :n::TEXT), entry_count = :entry_count::BIGINT + 2 WHERE id = 1;
         UPDATE payment_sessions SET status = 'PAID', paid_by = 'pgbench-payer-' || :client_id::TEXT, paid_at = :now::BIGINT, locked_by = NULL, lock_exp_at = NULL WHERE id = 's-' || :n::TEXT;
+        INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES ('r-' || :n::TEXT, 'payment', 's-' || :n::TEXT, repeat('r', 640), :now::BIGINT);
         INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail, created_at, updated_at) VALUES ('pgbench-payer-' || :client_id::TEXT, 'k' || :n::TEXT, 's-' || :n::TEXT, 'DONE', :payer_balance::BIGINT - 1, NULL, NULL, :now::BIGINT, :now::BIGINT) ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents, problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail, updated_at = EXCLUDED.updated_at;
+        SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
         COMMIT;
 
         """

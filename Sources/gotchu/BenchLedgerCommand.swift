@@ -6,6 +6,7 @@ import GotchuLedgerClient
 import GotchuLedgerPostgres
 import GotchuLedgerSQLite
 import GotchuLedgerServer
+import Histogram
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -23,8 +24,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
 
             Anchors in the same run, so every figure has a ratio: on SQLite the same statements as raw SQL \
             through the SQLite C API in this binary and from Python's sqlite3 module (one thread; needs \
-            python3 and Benchmarks/ledger_sqlite.py); on PostgreSQL the same statements from pgbench (prepared, \
-            K clients). The HTTP server is measured with our own client and with wrk (K connections, a Lua \
+            python3 and Benchmarks/ledger_sqlite.py); on PostgreSQL the same statements from pgbench with K clients, \
+            prepared once (the database's best) and parsed every time (as the store's client sends them). The HTTP server is measured with our own client and with wrk (K connections, a Lua \
             script carrying the JSON bodies and tokens), so the client's cost and the server's are told apart. \
             An anchor whose tool is missing is skipped with a note. Latencies are per payment (wrk: per \
             request). Run on a quiet machine, from the repository's root.
@@ -114,9 +115,16 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                     }
                 }
             case .postgres(let server):
-                if let pgbench = try await PgbenchAnchor.run(server: server, clients: pairs, payments: perPair) {
-                    pgbench.print("same SQL, pgbench")
-                    anchors.append(("pgbench", pgbench))
+                for mode in PgbenchAnchor.Mode.allCases {
+                    if let pgbench = try await PgbenchAnchor.run(
+                        server: server,
+                        clients: pairs,
+                        payments: perPair,
+                        mode: mode
+                    ) {
+                        pgbench.print("same SQL, pgbench \(mode)")
+                        anchors.append(("pgbench \(mode)", pgbench))
+                    }
                 }
             }
         }
@@ -242,10 +250,17 @@ struct BenchLedgerCommand: AsyncParsableCommand {
 
 /// One measured run: payments, wall time, and the latency distribution.
 struct BenchFigure: Sendable {
+    /// Where a run's latency percentiles come from.
+    enum Latencies: Sendable {
+        /// Every latency, in microseconds, in an HdrHistogram (three significant digits).
+        case recorded(Histogram<UInt64>)
+        /// The percentiles the measuring tool computed itself (wrk), in microseconds.
+        case reported(p50: UInt64, p99: UInt64)
+    }
+
     var payments: Int
     var elapsed: Duration
-    /// Latencies in microseconds, sorted.
-    var latencies: [Int]
+    var latencies: Latencies
     /// Write transactions per commit in the run, where the store commits in groups.
     var commits: Double?
 
@@ -254,19 +269,30 @@ struct BenchFigure: Sendable {
     }
 
     init(payments: Int, elapsed: Duration, microseconds: [Int]) {
+        var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        histogram.autoResize = true
+        for value in microseconds { _ = histogram.record(UInt64(max(value, 0))) }
+        self.init(payments: payments, elapsed: elapsed, latencies: .recorded(histogram))
+    }
+
+    init(payments: Int, elapsed: Duration, latencies: Latencies) {
         self.payments = payments
         self.elapsed = elapsed
-        self.latencies = microseconds.sorted()
+        self.latencies = latencies
     }
 
     /// Payments per second.
     var rate: Double { Double(payments) / (elapsed / .seconds(1)) }
 
-    /// The latency at `percentile` (0…100), in milliseconds.
+    /// The latency at `percentile` (50 or 99 where the tool reported its own), in milliseconds.
     func latency(_ percentile: Double) -> Double {
-        guard !latencies.isEmpty else { return .nan }
-        let rank = Int((percentile / 100 * Double(latencies.count)).rounded(.up)) - 1
-        return Double(latencies[min(max(rank, 0), latencies.count - 1)]) / 1000
+        switch latencies {
+        case .recorded(let histogram):
+            guard histogram.totalCount > 0 else { return .nan }
+            return Double(histogram.valueAtPercentile(percentile)) / 1000
+        case .reported(let p50, let p99):
+            return Double(percentile < 99 ? p50 : p99) / 1000
+        }
     }
 
     /// `nil` for a skipped anchor.

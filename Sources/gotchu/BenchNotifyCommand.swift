@@ -70,17 +70,13 @@ struct BenchNotifyCommand: AsyncParsableCommand {
                     tokens: tokens
                 )
             }
-            let sorted = latencies.sorted()
-            let p50 = sorted[sorted.count / 2]
-            let p95 = sorted[Int((Double(sorted.count - 1) * 0.95).rounded(.up))]
+            let figure = BenchFigure(payments: latencies.count, elapsed: .seconds(1), latencies: latencies)
             print(
                 "  \(label.padding(toLength: 38, withPad: " ", startingAt: 0))"
-                    + String(format: "p50 %7.1f ms   p95 %7.1f ms", Self.milliseconds(p50), Self.milliseconds(p95))
+                    + String(format: "p50 %7.1f ms   p95 %7.1f ms", figure.latency(50), figure.latency(95))
             )
         }
     }
-
-    private static func milliseconds(_ duration: Duration) -> Double { duration / .milliseconds(1) }
 
     /// The terminal on the first server, the payer on the last.
     private static func sample(
