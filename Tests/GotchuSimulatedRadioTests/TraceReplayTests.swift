@@ -185,4 +185,40 @@ import Testing
         #expect(wrong == wrongPayees)
         #expect(decisions.count == 8)
     }
+
+    /// Taps made of measured phone-to-phone RSSI (docs/traces/measured): the payer 20 cm from the terminal it means,
+    /// the others 1.6-4 m or 0.8-1.4 m away, every terminal calibrated at 1 m.
+    static let measured = traces.appendingPathComponent("measured")
+
+    @Test(arguments: [("hand-20cm", 24, 4), ("hand-20cm-others-near", 26, 3)])
+    func measuredRecordingsReplayAsRecorded(name: String, calibrated: Int, uncalibrated: Int) throws {
+        let text = try String(contentsOf: Self.measured.appendingPathComponent("\(name).jsonl"), encoding: .utf8)
+        let expected = try String(
+            contentsOf: Self.measured.appendingPathComponent("\(name).decisions.jsonl"),
+            encoding: .utf8
+        )
+        let lines = try TraceReplay.parse(text)
+        #expect(lines.allSatisfy { $0.sighting.calibratedRSSI != nil && $0.sighting.txPower == nil })
+        let terminal = Dictionary(lines.map { ($0.sighting.eid, $0.terminal!) }, uniquingKeysWith: { a, _ in a })
+        let decisions = TraceReplay.traces(lines).map { ($0.trace, TraceReplay.replay($0.sightings)) }
+        #expect(decisions.count == 40)
+        #expect(decisions.map { $0.1.json(trace: $0.0) + "\n" }.joined() == expected)
+        // On real air the phone 20 cm away never reads as the −50 dBm today's rule asks for: its calibration is what
+        // lets the selector decide, and neither rule ever picks a terminal the payer did not mean.
+        let plain = TraceReplay.traces(lines).map { trace in
+            TraceReplay.replay(
+                trace.sightings.map {
+                    var sighting = $0
+                    sighting.calibratedRSSI = nil
+                    return sighting
+                }
+            )
+        }
+        #expect(decisions.count { $0.1.kind == .selected } == calibrated)
+        #expect(plain.count { $0.kind == .selected } == uncalibrated)
+        for decision in decisions.map(\.1) + plain where decision.kind == .selected {
+            #expect(terminal[decision.eid!] == 0)
+        }
+        #expect(decisions.allSatisfy { $0.1.kind != .none })
+    }
 }
