@@ -347,7 +347,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
     public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        return try await changingSession(sid) { transaction in
+        return try await signingSession(sid) { transaction, loaded in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
             // The session is read locked at admission and reused for the payment, and the key's row, locked since
             // admission, is not read again: one round trip each fewer.
@@ -366,6 +366,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     payerID: payerID,
                     idempotencyKey: idempotencyKey,
                     session: session,
+                    loaded: loaded,
                     transaction
                 ),
                 false
@@ -427,11 +428,20 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         payerID: String,
         idempotencyKey: String,
         session: SessionRow?,
+        loaded: LoadedSigner,
         _ transaction: Backend.Transaction
     ) async throws -> SendOutcome {
         let outcome: SendOutcome
         do {
-            outcome = .paid(newBalanceCents: try await pay(sid: sid, payerID: payerID, session: session, transaction))
+            outcome = .paid(
+                newBalanceCents: try await pay(
+                    sid: sid,
+                    payerID: payerID,
+                    session: session,
+                    loaded: loaded,
+                    transaction
+                )
+            )
         } catch let refusal as LedgerError {
             outcome = .refused(refusal)
         }
@@ -450,6 +460,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         sid: String,
         payerID: String,
         session locked: SessionRow?,
+        loaded: LoadedSigner,
         _ transaction: Backend.Transaction
     ) async throws -> Cents {
         let session: SessionRow
@@ -460,7 +471,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         try session.requirePayable(by: payerID, now: transaction.now)
         // Before anything is written: a refusal thrown after the transfer would be recorded as if nothing moved.
-        let signer = policy.signsReceipts ? try await signer(transaction) : nil
+        let signer = policy.signsReceipts ? try await signer(transaction, loaded: loaded) : nil
         let result = try await Self.transfer(
             transaction,
             from: .user(payerID),
@@ -519,13 +530,30 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     // MARK: Receipts
 
-    /// The current signing key: the cached one while it is fresh, else the newest from the database.
-    private func signer(_ transaction: Backend.Transaction) async throws -> ReceiptSigner {
+    /// The current signing key: the cached one while it is fresh, else the newest from the database, noted in
+    /// `loaded` for the cache.
+    private func signer(_ transaction: Backend.Transaction, loaded: LoadedSigner) async throws -> ReceiptSigner {
         let refresh = LedgerTime.milliseconds(policy.receiptKeyRefresh)
         if let signer = signerCache.signer(at: transaction.now, maximumAge: refresh) { return signer }
         let signer = try await Self.currentSigner(transaction)
-        signerCache.store(signer, at: transaction.now)
+        loaded.value.withLock { $0 = (signer, transaction.now) }
         return signer
+    }
+
+    /// ``changingSession(_:_:operation:_:)`` for a transaction that may sign a receipt: the key it loaded is cached
+    /// only once it has committed. A key the transaction made itself (the ledger had none usable) is gone if it rolls
+    /// back, and receipts signed with it would name a key no one can look up.
+    private func signingSession<T: Sendable>(
+        _ sid: String,
+        operation: String = #function,
+        _ body: (Backend.Transaction, LoadedSigner) async throws -> T
+    ) async throws -> T {
+        let loaded = LoadedSigner()
+        let result = try await changingSession(sid, operation: operation) { transaction in
+            try await body(transaction, loaded)
+        }
+        if let (signer, at) = loaded.value.withLock({ $0 }) { signerCache.store(signer, at: at) }
+        return result
     }
 
     /// The newest key with its private half, made first if there is none (a new ledger).
@@ -716,6 +744,11 @@ private final class ObserverBox: Sendable {
     let value = Mutex<(any LedgerStoreObserver)?>(nil)
 }
 
+/// The signing key one transaction loaded from the database, and when.
+private final class LoadedSigner: Sendable {
+    let value = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
+}
+
 private final class SignerCache: Sendable {
     private let loaded = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
 
@@ -749,7 +782,7 @@ extension LedgerEngine {
     ) async throws -> (refund: RefundResponse, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let signsReceipts = policy.signsReceipts
-        return try await changingSession(sid) { transaction in
+        return try await signingSession(sid) { transaction, loaded in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             // After the session's lock: a concurrent first use of the key on this session has committed by now.
             if let earlier = try await transaction.refund(requestedBy: payeeID, key: idempotencyKey) {
@@ -778,7 +811,7 @@ extension LedgerEngine {
                 )
             }
             // Before anything is written, like a payment's.
-            let signer = signsReceipts ? try await signer(transaction) : nil
+            let signer = signsReceipts ? try await signer(transaction, loaded: loaded) : nil
             let result = try await Self.transfer(
                 transaction,
                 from: .user(payeeID),
