@@ -30,7 +30,8 @@ struct SharedAirRadioTests {
         #expect(heard?.eid == eid)
         #expect(heard?.txPower == 0)
         #expect((heard?.rssi ?? -127) > -70)
+        // Only the advertiser's file: the junk is left to the sweep of files a minute stale, which a slow run reaches.
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-        #expect(files == ["junk.json"], "the advertiser's file is gone with its scope")
+        #expect(files.allSatisfy { $0 == "junk.json" }, "the advertiser's file is gone with its scope")
     }
 }
