@@ -738,7 +738,6 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     static func newID() -> String { RandomUUID.make() }
 }
 
-/// The signing key an engine loaded, and when (on the store's clock).
 /// The engine's observer, shared by its copies.
 private final class ObserverBox: Sendable {
     let value = Mutex<(any LedgerStoreObserver)?>(nil)
@@ -749,6 +748,7 @@ private final class LoadedSigner: Sendable {
     let value = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
 }
 
+/// The signing key an engine loaded, and when (on the store's clock), from a transaction that committed.
 private final class SignerCache: Sendable {
     private let loaded = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
 

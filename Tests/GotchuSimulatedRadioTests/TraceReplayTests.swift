@@ -133,16 +133,7 @@ import Testing
         #expect(decisions.count { $0.1.kind == .selected } == selected)
         #expect(!decisions.contains { $0.1.kind == .selected && terminal[$0.1.eid!] != 0 })
         // Without their calibrations the same sightings are judged on TX powers alone, and decide otherwise.
-        let stripped = TraceReplay.traces(lines).map { trace in
-            TraceReplay.replay(
-                trace.sightings.map {
-                    var plain = $0
-                    plain.calibratedRSSI = nil
-                    return plain
-                }
-            )
-        }
-        #expect(stripped != decisions.map(\.1))
+        #expect(Self.replayedWithoutCalibrations(lines) != decisions.map(\.1))
     }
 
     @Test func aCalibrationRoundTripsThroughARecording() throws {
@@ -186,6 +177,19 @@ import Testing
         #expect(decisions.count == 8)
     }
 
+    /// Each trace of `lines` replayed as if its terminals carried no calibrations.
+    static func replayedWithoutCalibrations(_ lines: [TraceLine]) -> [TraceReplay.Decision] {
+        TraceReplay.traces(lines).map { trace in
+            TraceReplay.replay(
+                trace.sightings.map {
+                    var plain = $0
+                    plain.calibratedRSSI = nil
+                    return plain
+                }
+            )
+        }
+    }
+
     /// Taps made of measured phone-to-phone RSSI (docs/traces/measured): the payer 20 cm from the terminal it means,
     /// the others 1.6-4 m or 0.8-1.4 m away, every terminal calibrated at 1 m.
     static let measured = traces.appendingPathComponent("measured")
@@ -205,15 +209,7 @@ import Testing
         #expect(decisions.map { $0.1.json(trace: $0.0) + "\n" }.joined() == expected)
         // On real air the phone 20 cm away never reads as the −50 dBm today's rule asks for: its calibration is what
         // lets the selector decide, and neither rule ever picks a terminal the payer did not mean.
-        let plain = TraceReplay.traces(lines).map { trace in
-            TraceReplay.replay(
-                trace.sightings.map {
-                    var sighting = $0
-                    sighting.calibratedRSSI = nil
-                    return sighting
-                }
-            )
-        }
+        let plain = Self.replayedWithoutCalibrations(lines)
         #expect(decisions.count { $0.1.kind == .selected } == calibrated)
         #expect(plain.count { $0.kind == .selected } == uncalibrated)
         for decision in decisions.map(\.1) + plain where decision.kind == .selected {
