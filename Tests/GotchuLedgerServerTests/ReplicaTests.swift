@@ -35,9 +35,15 @@ struct TestReplicas: Sendable {
         }
     }
 
-    /// A client of replica `replica` logged in as `email`, funded with `cents` when positive.
-    func client(_ email: String, replica: Int, funded cents: Cents = 0) async throws -> LedgerClient {
-        var client = LedgerClient(baseURL: urls[replica % urls.count])
+    /// A client of replica `replica` logged in as `email`, funded with `cents` when positive, that waits `timeout`
+    /// seconds of the server's silence.
+    func client(
+        _ email: String,
+        replica: Int,
+        funded cents: Cents = 0,
+        timeout: TimeInterval = 10
+    ) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: urls[replica % urls.count], timeout: timeout)
         client.token = try await client.devLogin(email: email).token
         if cents > 0 { _ = try await client.fund(amountCents: cents) }
         return client
@@ -100,7 +106,10 @@ struct ReplicaTests {
         try await TestReplicas.with(count: 2, policy: policy) { replicas in
             var users: [LedgerClient] = []
             for index in 0..<6 {
-                users.append(try await replicas.client("u\(index)@example.com", replica: index, funded: 100_000))
+                // Requests queue behind each other by design: on a loaded machine one may wait long for its turn.
+                users.append(
+                    try await replicas.client("u\(index)@example.com", replica: index, funded: 100_000, timeout: 120)
+                )
             }
             let clients = users
             let answers = await withTaskGroup(of: Answer.self) { group in

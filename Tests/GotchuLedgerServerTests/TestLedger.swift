@@ -128,9 +128,10 @@ struct TestLedger: Sendable {
         }
     }
 
-    /// A client logged in as `email`, funded with `cents` when positive.
-    func client(_ email: String, funded cents: Cents = 0) async throws -> LedgerClient {
-        var client = LedgerClient(baseURL: url)
+    /// A client logged in as `email`, funded with `cents` when positive, that waits `timeout` seconds of the
+    /// server's silence.
+    func client(_ email: String, funded cents: Cents = 0, timeout: TimeInterval = 10) async throws -> LedgerClient {
+        var client = LedgerClient(baseURL: url, timeout: timeout)
         client.token = try await client.devLogin(email: email).token
         if cents > 0 { _ = try await client.fund(amountCents: cents) }
         return client
