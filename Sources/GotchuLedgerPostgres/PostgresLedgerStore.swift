@@ -119,7 +119,19 @@ public struct PostgresLedgerBackend: LedgerBackend {
         defer { lease.end() }
         return try await client.withConnection { connection in
             lease.granted()
-            return try await body(connection)
+            do {
+                // On the connection's own event loop, each statement's write and its answer stay on one thread.
+                return try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
+                    try await body(connection)
+                }
+            } catch let error as PSQLError {
+                // postgres-nio remembers a failed preparation for the connection's life and fails every later use of
+                // that statement with the same error. A statement that failed may have failed in its preparation (its
+                // table renamed by a migration, a lock timeout), so the connection goes: the pool replaces it, and
+                // with it what it remembered. Business refusals are not database errors and keep it.
+                try? await connection.close()
+                throw error
+            }
         }
     }
 
@@ -134,8 +146,10 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 try await connection.rows("SELECT name FROM gotchu_migrations").map { try $0.decode(String.self) }
             )
             for migration in PostgresLedgerSchema.migrations where !applied.contains(migration.name) {
+                // Schema changes run once: nothing to prepare.
                 for statement in migration.statements {
-                    try await connection.execute(PostgresQuery(unsafeSQL: statement))
+                    _ = try await connection.connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        .collect()
                 }
                 try await connection.execute(
                     "INSERT INTO gotchu_migrations (name, applied_at) VALUES (\(migration.name), now())"
@@ -517,9 +531,9 @@ extension PostgresLedgerBackend {
         static let sessionColumns =
             "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at"
 
-        /// Runs `query` and reads every row, so errors raised while it executes surface here.
+        /// Runs `query` as a prepared statement and reads every row, so errors raised while it executes surface here.
         func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-            try await connection.query(query, logger: logger).collect()
+            try await PreparedLedgerStatement.run(query, on: connection, logger: logger)
         }
 
         func execute(_ query: PostgresQuery) async throws {
