@@ -271,10 +271,14 @@ extension SightingDecoder {
             value.typeCode == UInt8(ascii: "a")
             && value.forEachStringKeyedEntry { key, entry in
                 entries += 1
-                if !calibrationSeen,
-                    key.equals(BluetoothUUID.gotchuCalibration.uuidString)
-                        || BluetoothUUID(key.string) == .gotchuCalibration
-                {
+                // BlueZ writes keys as full lowercase UUIDs: those two are compared in place, and only a key in any
+                // other spelling is parsed (once).
+                let uuid =
+                    key.equals(serviceUUID.uuidString)
+                    ? serviceUUID
+                    : key.equals(BluetoothUUID.gotchuCalibration.uuidString)
+                        ? .gotchuCalibration : BluetoothUUID(key.string)
+                if uuid == .gotchuCalibration, !calibrationSeen {
                     // The first entry under the calibration's UUID decides; anything but one byte is no calibration.
                     calibrationSeen = true
                     calibration =
@@ -283,7 +287,7 @@ extension SightingDecoder {
                         }.flatMap { $0 }.flatMap { $0 }
                     return !decided
                 }
-                guard !decided, key.equals(serviceUUID.uuidString) || isOurs(key.string) else { return true }
+                guard !decided, uuid == serviceUUID else { return true }
                 // The first entry under our UUID decides.
                 let decoded = entry.withContents { inner in
                     inner.withBytes { bytes in Self.eid(bytes, key: key.string) }
