@@ -6,7 +6,7 @@ import NIOCore
 /// is then written from the loop's own thread, and the task resumes on that thread when the answer arrives; on the
 /// cooperative pool, every statement instead hopped from the task's thread to the loop and back, and those hand-offs
 /// cost a fifth of a payment's time. The engine's work between statements is short (hashing, a signature); password
-/// hashing leaves the thread (``Credentials``).
+/// hashing leaves the thread (``Passwords``).
 final class EventLoopTaskExecutor: TaskExecutor {
     let loop: any EventLoop
 

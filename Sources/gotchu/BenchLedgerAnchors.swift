@@ -402,9 +402,9 @@ enum WrkAnchor {
 enum PgbenchAnchor {
     /// How pgbench sends its statements (its `-M`).
     enum Mode: String, CaseIterable {
-        /// Each statement prepared once per connection, then only bound and run: the database's own best.
+        /// Each statement prepared once per connection, then only bound and run, as the store sends them.
         case prepared
-        /// Each statement parsed and planned every time it runs, as the store's client sends them.
+        /// Each statement parsed and planned every time it runs: what parsing costs the database.
         case extended
     }
 

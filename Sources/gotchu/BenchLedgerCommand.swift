@@ -25,9 +25,10 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             Anchors in the same run, so every figure has a ratio: on SQLite the same statements as raw SQL \
             through the SQLite C API in this binary and from Python's sqlite3 module (one thread; needs \
             python3 and Benchmarks/ledger_sqlite.py); on PostgreSQL the same statements from pgbench with K \
-            clients, prepared once (the database's best) and parsed every time (as the store's client sends \
-            them). The HTTP server is measured with our own client and with wrk (K connections, a Lua script \
-            carrying the JSON bodies and tokens), so the client's cost and the server's are told apart. \
+            clients, prepared once per connection (as the store sends them) and parsed every time (what \
+            parsing costs the database). The HTTP server is measured with our own client and with wrk (K \
+            connections, a Lua script carrying the JSON bodies and tokens), so the client's cost and the \
+            server's are told apart. \
             An anchor whose tool is missing is skipped with a note. Latencies are per payment (wrk: per \
             request). Run on a quiet machine, from the repository's root.
             """
