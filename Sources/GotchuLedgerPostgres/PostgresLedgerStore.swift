@@ -14,7 +14,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     /// The connection pool; it must be running while the store is used (it is a `Service`).
     public var client: PostgresClient { backend.client }
 
-    /// A store over the database at `url`.
+    /// A store over the database at `url` (which also says whether statements are prepared).
     /// - Parameters:
     ///   - clock: replaces the database clock (tests); `nil` judges time by `clock_timestamp()` on the server.
     ///   - maximumConnections: the pool's size.
@@ -32,17 +32,21 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
             policy: policy,
             clock: clock,
             maximumConnections: maximumConnections,
+            preparesStatements: url.preparesStatements,
             logger: logger
         )
     }
 
     /// A store over an existing client, which the caller runs.
-    /// - Parameter maximumConnections: the client's pool size, as reported in ``poolUsage()``.
+    /// - Parameters:
+    ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
+    ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
     public init(
         client: PostgresClient,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
         maximumConnections: Int = 20,
+        preparesStatements: Bool = true,
         logger: Logger
     ) {
         self.init(
@@ -50,6 +54,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
                 client: client,
                 clock: clock,
                 maximumConnections: maximumConnections,
+                preparesStatements: preparesStatements,
                 logger: logger
             ),
             policy: policy
@@ -93,18 +98,25 @@ public struct PostgresLedgerBackend: LedgerBackend {
     private let leases = PoolLeases()
     /// The pool's size (the client's `maximumConnections`).
     let maximumConnections: Int
+    /// Whether statements are prepared once per connection; off, the database parses each on every run (for a
+    /// pooler that cannot keep prepared statements).
+    let preparesStatements: Bool
 
     /// A backend over `client`, with `clock` replacing the database clock when given.
-    /// - Parameter maximumConnections: the client's pool size, as reported in ``poolUsage()``.
+    /// - Parameters:
+    ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
+    ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
     public init(
         client: PostgresClient,
         clock: (@Sendable () -> Date)?,
         maximumConnections: Int = 20,
+        preparesStatements: Bool = true,
         logger: Logger
     ) {
         self.client = client
         self.clock = clock
         self.maximumConnections = maximumConnections
+        self.preparesStatements = preparesStatements
         self.logger = logger
     }
 
@@ -175,7 +187,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         while true {
             do {
                 return try await withConnection { connection in
-                    let connection = Connection(connection: connection, logger: logger)
+                    let connection = Connection(connection: connection, prepares: preparesStatements, logger: logger)
                     try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
                     do {
                         let result = try await body(connection)
@@ -203,7 +215,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
     func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
         try await withConnection { connection in
-            try await body(Connection(connection: connection, logger: logger))
+            try await body(Connection(connection: connection, prepares: preparesStatements, logger: logger))
         }
     }
 
@@ -214,7 +226,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
 
     private func now(_ connection: PostgresConnection) async throws -> Int64 {
         if let clock { return LedgerTime.milliseconds(clock()) }
-        return try await Connection(connection: connection, logger: logger).value(
+        return try await Connection(connection: connection, prepares: preparesStatements, logger: logger).value(
             "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
             as: Int64.self
         ) ?? 0
@@ -526,14 +538,18 @@ extension PostgresLedgerBackend {
     /// A connection and the statements both transactions and single reads run on it.
     struct Connection {
         let connection: PostgresConnection
+        /// Whether statements run prepared (``PreparedLedgerStatement``) or parsed every time.
+        let prepares: Bool
         let logger: Logger
 
         static let sessionColumns =
             "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at"
 
-        /// Runs `query` as a prepared statement and reads every row, so errors raised while it executes surface here.
+        /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
+        /// executes surface here.
         func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-            try await PreparedLedgerStatement.run(query, on: connection, logger: logger)
+            guard prepares else { return try await connection.query(query, logger: logger).collect() }
+            return try await PreparedLedgerStatement.run(query, on: connection, logger: logger)
         }
 
         func execute(_ query: PostgresQuery) async throws {

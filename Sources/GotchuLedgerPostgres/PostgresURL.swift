@@ -2,11 +2,13 @@ public import Foundation
 import NIOSSL
 public import PostgresNIO
 
-/// A `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE]` connection URL.
+/// A `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE][&prepared_statements=on|off]` connection URL.
 ///
 /// `sslmode` means what it means to libpq: `disable` (plain), `prefer` (the default: TLS when the server offers it),
 /// `require` (TLS or nothing; neither checks the certificate, as in libpq) and `verify-full` (TLS with the
-/// certificate checked against the system's trust roots and the host name).
+/// certificate checked against the system's trust roots and the host name). `prepared_statements=off` has the
+/// database parse every statement on every run instead of once per connection, for a pooler that cannot keep
+/// prepared statements (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`).
 public struct PostgresURL: Sendable, Hashable {
     /// Host name or address.
     public var host: String
@@ -20,6 +22,8 @@ public struct PostgresURL: Sendable, Hashable {
     public var database: String
     /// `disable`, `prefer` (the default), `require` or `verify-full`.
     public var sslMode: String
+    /// Whether the ledger prepares each statement once per connection (`prepared_statements`, on by default).
+    public var preparesStatements: Bool
 
     /// Whether `text` names a PostgreSQL database rather than a file.
     public static func isPostgresURL(_ text: String) -> Bool {
@@ -44,12 +48,17 @@ public struct PostgresURL: Sendable, Hashable {
         guard ["disable", "prefer", "require", "verify-full"].contains(sslMode) else {
             throw PostgresURLError("sslmode must be disable, prefer, require or verify-full, got '\(sslMode)'")
         }
+        let prepared = components.queryItems?.first(where: { $0.name == "prepared_statements" })?.value ?? "on"
+        guard ["on", "off"].contains(prepared) else {
+            throw PostgresURLError("prepared_statements must be on or off, got '\(prepared)'")
+        }
         self.host = host
         self.port = components.port ?? 5432
         self.username = user.removingPercentEncoding ?? user
         self.password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? environment["PGPASSWORD"]
         self.database = database.removingPercentEncoding ?? database
         self.sslMode = sslMode
+        self.preparesStatements = prepared == "on"
     }
 
     /// The same server and credentials with another database.

@@ -46,17 +46,30 @@ struct PostgresPreparedStatementTests {
         }
     }
 
+    @Test("With prepared_statements=off in the URL nothing is prepared, and payments still pay")
+    func preparedStatementsOff() async throws {
+        try await Self.withLockedSession(preparesStatements: false) { _, store, sid, payer, _ in
+            let (outcome, _) = try await store.send(sid: sid, payerID: payer, idempotencyKey: "k")
+            #expect(outcome == .paid(newBalanceCents: 500))
+            let prepared = try await Self.preparedStatements(store)
+            #expect(prepared.isEmpty, "\(prepared)")
+        }
+    }
+
     static let logger = Logger(label: "prepared") { _ in SwiftLogNoOpLogHandler() }
 
     /// A migrated store on a fresh database, its pool one connection, with a payee's session of 500 cents locked by
     /// a payer holding 1,000.
     static func withLockedSession(
+        preparesStatements: Bool = true,
         _ body:
             @Sendable (PostgresURL, PostgresLedgerStore, _ sid: String, _ payerID: String, _ payeeID: String)
             async throws -> Void
     ) async throws {
         try await TestPostgres.withDatabase { url in
-            let store = PostgresLedgerStore(url: url, maximumConnections: 1, logger: logger)
+            var configured = url
+            configured.preparesStatements = preparesStatements
+            let store = PostgresLedgerStore(url: configured, maximumConnections: 1, logger: logger)
             try await withServices([store.client]) {
                 try await store.migrate()
                 let payee = try await store.login(email: "payee@example.com")

@@ -17,16 +17,20 @@ struct PostgresURLTests {
         #expect(try PostgresURL("postgres://a:inline@h/d", environment: ["PGPASSWORD": "env"]).password == "inline")
         #expect(short.with(database: "other").database == "other")
         #expect(try PostgresURL("postgres://a@h/d?sslmode=verify-full", environment: [:]).sslMode == "verify-full")
+        #expect(full.preparesStatements && short.preparesStatements)
+        let unprepared = try PostgresURL("postgres://a@h/d?sslmode=disable&prepared_statements=off", environment: [:])
+        #expect(!unprepared.preparesStatements && unprepared.sslMode == "disable")
     }
 
     @Test(
-        "Missing parts and unknown sslmodes are refused with a message",
+        "Missing parts, unknown sslmodes and prepared_statements values are refused with a message",
         arguments: [
             ("http://user@host/db", "expected postgres://"),
             ("postgres://host/db", "names no user"),
             ("postgres://user@host", "names no database"),
             ("postgres://user@host/", "names no database"),
             ("postgres://user@host/db?sslmode=verify-ca", "sslmode must be"),
+            ("postgres://user@host/db?prepared_statements=false", "prepared_statements must be on or off"),
         ]
     )
     func refuses(text: String, message: String) {
