@@ -160,8 +160,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
             for migration in PostgresLedgerSchema.migrations where !applied.contains(migration.name) {
                 // Schema changes run once: nothing to prepare.
                 for statement in migration.statements {
-                    _ = try await connection.connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                        .collect()
+                    _ = try await connection.unprepared(PostgresQuery(unsafeSQL: statement))
                 }
                 try await connection.execute(
                     "INSERT INTO gotchu_migrations (name, applied_at) VALUES (\(migration.name), now())"
@@ -187,7 +186,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         while true {
             do {
                 return try await withConnection { connection in
-                    let connection = Connection(connection: connection, prepares: preparesStatements, logger: logger)
+                    let connection = bind(connection)
                     try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
                     do {
                         let result = try await body(connection)
@@ -212,10 +211,15 @@ public struct PostgresLedgerBackend: LedgerBackend {
         return state == "40P01" || state == "40001"
     }
 
+    /// `connection` with the backend's way of running statements.
+    private func bind(_ connection: PostgresConnection) -> Connection {
+        Connection(connection: connection, prepares: preparesStatements, logger: logger)
+    }
+
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
     func read<T: Sendable>(_ body: (Connection) async throws -> T) async throws -> T {
         try await withConnection { connection in
-            try await body(Connection(connection: connection, prepares: preparesStatements, logger: logger))
+            try await body(bind(connection))
         }
     }
 
@@ -226,7 +230,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
 
     private func now(_ connection: PostgresConnection) async throws -> Int64 {
         if let clock { return LedgerTime.milliseconds(clock()) }
-        return try await Connection(connection: connection, prepares: preparesStatements, logger: logger).value(
+        return try await bind(connection).value(
             "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
             as: Int64.self
         ) ?? 0
@@ -548,8 +552,16 @@ extension PostgresLedgerBackend {
         /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
         /// executes surface here.
         func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-            guard prepares else { return try await connection.query(query, logger: logger).collect() }
-            return try await PreparedLedgerStatement.run(query, on: connection, logger: logger)
+            if prepares, let name = StatementNames.shared.name(for: query.sql) {
+                return try await PreparedLedgerStatement.run(query, named: name, on: connection, logger: logger)
+            }
+            return try await unprepared(query)
+        }
+
+        /// Runs `query` parsed on the spot (schema changes, prepared statements off, or past
+        /// ``StatementNames/capacity``) and reads every row.
+        func unprepared(_ query: PostgresQuery) async throws -> [PostgresRow] {
+            try await connection.query(query, logger: logger).collect()
         }
 
         func execute(_ query: PostgresQuery) async throws {

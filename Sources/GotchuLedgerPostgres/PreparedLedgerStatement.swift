@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// postgres-nio prepares by type: a ``PostgresPreparedStatement``'s static `name` and `sql`, read when it is executed.
 /// The store keeps its statements where they are used, as `PostgresQuery` interpolations, so this one type stands
-/// for all of them: ``run(_:on:logger:)`` binds the query's text and its name to the task while postgres-nio reads
+/// for all of them: ``run(_:named:on:logger:)`` binds the query's text and its name to the task while postgres-nio reads
 /// them, in `execute`, in the calling task. Should a later postgres-nio read them anywhere else, the process stops
 /// at the first statement rather than run some other text (every PostgreSQL test would fail).
 struct PreparedLedgerStatement: PostgresPreparedStatement {
@@ -30,17 +30,15 @@ struct PreparedLedgerStatement: PostgresPreparedStatement {
 
     func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 
-    /// Runs `query` on `connection` as a prepared statement and reads every row, so errors raised while it executes
-    /// surface here. A query beyond the first ``StatementNames/capacity`` distinct texts runs unprepared.
+    /// Runs `query` on `connection` as the prepared statement `name` and reads every row, so errors raised while it
+    /// executes surface here.
     static func run(
         _ query: PostgresQuery,
+        named name: String,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws -> [PostgresRow] {
-        guard let name = StatementNames.shared.name(for: query.sql) else {
-            return try await connection.query(query, logger: logger).collect()
-        }
-        return try await $current.withValue((name, query.sql)) {
+        try await $current.withValue((name, query.sql)) {
             let rows: AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> = try await connection.execute(
                 PreparedLedgerStatement(bindings: query.binds),
                 logger: logger
@@ -63,7 +61,7 @@ final class StatementNames: Sendable {
 
     private let names = Mutex<[String: String]>([:])
 
-    /// The name `sql` is prepared under, or `nil` when ``capacity`` texts already have one.
+    /// The name `sql` is prepared under, or `nil` when ``capacity`` texts already have one (it then runs unprepared).
     func name(for sql: String) -> String? {
         names.withLock { names in
             if let name = names[sql] { return name }
