@@ -107,7 +107,8 @@ public enum BlueZIngestBenchmark {
                 member: "PropertiesChanged",
                 pathNamespace: BlueZ.rootPath,
                 arg0: BlueZ.deviceInterface
-            )
+            ),
+            coalescing: BlueZRadio.scanCoalescing  // read as a scan reads
         ) { _ in counter.count() }
         let objects = try await BlueZ.managedObjects(on: connection)
         let adapter = try BlueZ.selectAdapter(named: nil, from: BlueZ.adapters(in: objects))

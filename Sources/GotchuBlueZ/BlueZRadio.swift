@@ -354,6 +354,11 @@ public final class BlueZRadio: Radio {
 
     // MARK: Scanning
 
+    /// How long the connection lets device signals gather while scanning before it reads them: a flood of reports is
+    /// then read, decoded and passed on many per wake-up instead of one or two. Selection windows are seconds long,
+    /// so a sighting a few milliseconds late changes nothing.
+    static let scanCoalescing: Duration = .milliseconds(5)
+
     public func scan(_ filter: ScanFilter) async throws -> AsyncThrowingStream<Sighting, any Error> {
         guard let owner = try await connection.nameOwner(of: BlueZ.service) else {
             throw BlueZError(.serviceUnavailable, message: "org.bluez is not on the bus (is bluetoothd running?)")
@@ -386,6 +391,7 @@ public final class BlueZRadio: Radio {
                 tokens.append(
                     try await connection.addSignalViewHandler(
                         matching: rule,
+                        coalescing: Self.scanCoalescing,
                         onEnd: {
                             continuation.finish(
                                 throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")

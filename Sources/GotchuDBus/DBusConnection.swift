@@ -88,6 +88,8 @@ public actor DBusConnection {
 
         let rule: DBusMatchRule
         let sink: Sink
+        /// How long reads may wait after a round for this subscriber's sake (see ``DBusEventLoop/readCoalescing``).
+        var coalescing: Duration = .zero
 
         func deliver(_ message: DBusMessage) {
             switch sink {
@@ -115,7 +117,9 @@ public actor DBusConnection {
     let logger: Logger
     var raw: OpaquePointer?
     var pendingCalls: [UInt64: PendingCall] = [:]
-    var subscriptions: [UInt64: Subscription] = [:]
+    var subscriptions: [UInt64: Subscription] = [:] {
+        didSet { loop.readCoalescing = subscriptions.values.map(\.coalescing).max() ?? .zero }
+    }
     var objects: [DBusObjectPath: ExportedObject] = [:]
     /// Whether a view handler received signals since the last ``dispatchRoundEnded()``.
     private var viewHandlersUndrained = false
@@ -513,16 +517,24 @@ public actor DBusConnection {
     /// Calls `handler` on the connection's own thread with every signal matching `rule` as it lies in libdbus's
     /// buffer, read in place and valid only during the call; `drained` runs after each round of dispatch in which
     /// the handler was called, so work batched per signal can be passed on once per round. For the highest rates:
-    /// nothing is converted that the handler does not read. Returns a token for ``removeSignalHandler(_:)``.
+    /// nothing is converted that the handler does not read. While the handler is added, a round that read messages
+    /// is followed by a wait of up to `coalescing` before the connection reads again, so a flood arrives in bursts
+    /// of many signals per round (and per `drained`) rather than a few; method calls made meanwhile still go out at
+    /// once, but their replies may wait that long. Returns a token for ``removeSignalHandler(_:)``.
     package func addSignalViewHandler(
         matching rule: DBusMatchRule,
+        coalescing: Duration = .zero,
         onEnd: @escaping @Sendable () -> Void = {},
         drained: @escaping @Sendable () -> Void = {},
         _ handler: @escaping @Sendable (DBusMessageView) -> Void
     ) async throws -> UInt64 {
         guard rule.isValid else { throw DBusError(.invalidArgs, "invalid match rule") }
         let token = makeToken()
-        subscriptions[token] = Subscription(rule: rule, sink: .view(handler, drained: drained, onEnd: onEnd))
+        subscriptions[token] = Subscription(
+            rule: rule,
+            sink: .view(handler, drained: drained, onEnd: onEnd),
+            coalescing: coalescing
+        )
         do {
             _ = try await callBus("AddMatch", [.string(rule.description)])
         } catch {
@@ -533,7 +545,7 @@ public actor DBusConnection {
     }
 
     /// Removes a handler added with ``addSignalHandler(matching:onEnd:_:)`` or
-    /// ``addSignalViewHandler(matching:onEnd:drained:_:)``, and its match.
+    /// ``addSignalViewHandler(matching:coalescing:onEnd:drained:_:)``, and its match.
     package func removeSignalHandler(_ token: UInt64) {
         removeSubscription(token)
     }

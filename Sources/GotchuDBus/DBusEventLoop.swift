@@ -40,6 +40,16 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     var connection: OpaquePointer?
     /// Runs after every round of dispatch while a connection is attached.
     private var afterDispatch: (() -> Void)?
+    /// The watch the last poll found readable, read again while a round's reads keep completing messages.
+    private var readableWatch: OpaquePointer?
+    /// libdbus reads at most 2 KiB of a socket per call, a handful of signals. Under a flood a round reads up to
+    /// this many times while each read completes a message, so the loop polls, and consumers flush and wake, once
+    /// per burst of up to 64 KiB instead of once per handful.
+    private static let readsPerRound = 32
+    /// After a round that read messages, how long the loop lets more arrive before it reads again, so that a flood
+    /// is read, dispatched and passed on in bursts. Jobs submitted meanwhile still run at once. Zero reads as soon
+    /// as data is there. Set on the loop thread.
+    var readCoalescing: Duration = .zero
 
     init() throws(DBusError) {
         let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
@@ -94,7 +104,10 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
         wake()
     }
 
+    /// Wakes the loop from another thread. On its own thread there is nothing to wake: the loop looks for jobs and
+    /// dispatchable messages before every poll.
     func wake() {
+        if isOnLoopThread { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
@@ -118,12 +131,42 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
             if stopping && jobs.isEmpty { break }
             if let connection {
                 // Every message already read is dispatched before the next poll, then consumers flush once.
-                while CGotchuDBus_dispatchDataRemains(connection) != 0 {}
+                let read = readableWatch != nil
+                var reads = 0
+                repeat {
+                    while CGotchuDBus_dispatchDataRemains(connection) != 0 {}
+                    reads += 1
+                } while reads < Self.readsPerRound && readAgain(connection)
+                readableWatch = nil
                 afterDispatch?()
+                if read && readCoalescing > .zero { waitForJobs(upTo: readCoalescing) }
             }
             pollOnce()
         }
         close(wakeFD)
+    }
+
+    /// Sleeps until `interval` passed or a job is submitted, whichever comes first.
+    private func waitForJobs(upTo interval: Duration) {
+        if state.withLock({ !$0.jobs.isEmpty || $0.stopping }) { return }
+        let (seconds, attoseconds) = interval.components
+        var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        // poll counts whole milliseconds: round up, so a short interval still waits.
+        let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+        if poll(&wake, 1, milliseconds) > 0 {
+            var value: UInt64 = 0
+            _ = read(wakeFD, &value, 8)
+        }
+    }
+
+    /// Reads the socket the last poll found readable once more; whether that completed a message to dispatch. A
+    /// socket with nothing left answers the read at once.
+    private func readAgain(_ connection: OpaquePointer) -> Bool {
+        guard let watch = readableWatch, watches.contains(watch), dbus_watch_get_enabled(watch) != 0 else {
+            return false
+        }
+        dbus_watch_handle(watch, DBUS_WATCH_READABLE.rawValue)
+        return dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS
     }
 
     private func pollOnce() {
@@ -164,6 +207,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
                 if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
                 if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
                 if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+                if flags == DBUS_WATCH_READABLE.rawValue { readableWatch = watch }
                 dbus_watch_handle(watch, flags)
             }
         }

@@ -309,6 +309,44 @@ struct ConnectionTests {
         }
     }
 
+    @Test("a view handler's coalescing gathers signals into one round, and does not hold back a call")
+    func coalescedReads() async throws {
+        try await withTwoConnections(on: Self.bus) { _, server, client in
+            let events = ViewEvents()
+            let token = try await client.addSignalViewHandler(
+                matching: DBusMatchRule(interface: "io.gotchu.Test.Signals", member: "Gathered"),
+                coalescing: .seconds(2),
+                drained: { events.append(.drained) },
+                { view in events.append(.tick("", view.withArguments { $0.int16 })) }
+            )
+            func tick(_ value: Int16) async throws {
+                try await server.emitSignal(
+                    path: DBusObjectPath(rawValue: "/io/gotchu")!,
+                    interface: "io.gotchu.Test.Signals",
+                    member: "Gathered",
+                    [.int16(value)]
+                )
+            }
+            try await tick(1)
+            #expect(try await eventually { events.all.last == .drained })
+            #expect(events.all == [.tick("", 1), .drained])
+            // The connection now waits before it reads again, so these arrive meanwhile and make one round, though
+            // each alone would have made its own.
+            for value: Int16 in 2...4 {
+                try await tick(value)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(try await eventually { events.ticks.count == 4 && events.all.last == .drained })
+            #expect(events.all == [.tick("", 1), .drained, .tick("", 2), .tick("", 3), .tick("", 4), .drained])
+            // During the next wait a call goes out and its reply is read at once, not after the wait.
+            let clock = ContinuousClock()
+            let start = clock.now
+            #expect(try await client.nameOwner(of: "org.freedesktop.DBus") == "org.freedesktop.DBus")
+            #expect(clock.now - start < .seconds(1))
+            await client.removeSignalHandler(token)
+        }
+    }
+
     @Test("scoped exports disappear when the scope ends, also on cancellation")
     func scopedExport() async throws {
         try await withTwoConnections(on: Self.bus) { _, server, client in
