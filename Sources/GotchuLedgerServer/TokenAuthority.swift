@@ -1,6 +1,7 @@
 public import Foundation
 import GotchuAPI
 import JWTKit
+import Synchronization
 
 /// Issues and checks the bearer tokens of the ledger API: HS256 JWTs with subject, issuer, issue and expiry times.
 ///
@@ -17,6 +18,7 @@ public struct TokenAuthority: Sendable {
     public static let leewaySeconds: Double = 60
 
     private let keys: JWTKeyCollection
+    private let acceptedHeaders = AcceptedHeaders()
     /// How long an issued token is valid.
     public let lifetime: Duration
     private let clock: @Sendable () -> Date
@@ -55,7 +57,7 @@ public struct TokenAuthority: Sendable {
     /// The user id in `token`, or `nil` when the token is malformed, forged, of another algorithm or issuer, has
     /// critical extensions, is not valid yet, has expired, or claims a longer life than this authority gives.
     public func userID(from token: String) async -> String? {
-        guard Self.hasAcceptableHeader(token),
+        guard hasAcceptableHeader(token),
             let claims = try? await keys.verify(token, as: TokenClaims.self)
         else { return nil }
         let now = clock()
@@ -73,12 +75,35 @@ public struct TokenAuthority: Sendable {
 
     /// Whether the header names HS256 and no `crit` extensions (RFC 7515 §4.1.11: a token whose critical extensions
     /// are not understood must be refused; this authority understands none).
-    private static func hasAcceptableHeader(_ token: String) -> Bool {
-        guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first,
-            let data = Data(base64URLEncoded: String(header)),
+    private func hasAcceptableHeader(_ token: String) -> Bool {
+        let header = String(token.prefix { $0 != "." })
+        if acceptedHeaders.contains(header) { return true }
+        guard Self.isAcceptable(header: header) else { return false }
+        acceptedHeaders.insert(header)
+        return true
+    }
+
+    private static func isAcceptable(header: String) -> Bool {
+        guard let data = Data(base64URLEncoded: header),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return false }
         return object["alg"] as? String == "HS256" && object["crit"] == nil
+    }
+}
+
+/// Token header segments already found acceptable. Every token an authority issues carries the same header, so it
+/// is parsed once, not on every request (Foundation's JSON parse cost more than the signature check). Headers come
+/// from clients, so the set is small and stops growing when full.
+private final class AcceptedHeaders: Sendable {
+    private static let capacity = 8
+    private let headers = Mutex(Set<String>())
+
+    func contains(_ header: String) -> Bool { headers.withLock { $0.contains(header) } }
+
+    func insert(_ header: String) {
+        headers.withLock { headers in
+            if headers.count < Self.capacity { headers.insert(header) }
+        }
     }
 }
 

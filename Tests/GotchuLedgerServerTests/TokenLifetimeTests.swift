@@ -23,11 +23,13 @@ struct TokenLifetimeTests {
         issuedAt: Date,
         expiresAt: Date,
         notBefore: Date? = nil,
-        crit: [String]? = nil
+        crit: [String]? = nil,
+        fields: [String: String] = [:]
     ) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: TestLedger.secret), digestAlgorithm: .sha256)
         var header = JWTHeader()
+        for (name, value) in fields { header.fields[name] = .string(value) }
         if let crit {
             header.crit = crit
             for name in crit { header.fields[name] = .string("x") }
@@ -92,6 +94,24 @@ struct TokenLifetimeTests {
                 #expect(kind == .unauthorized, "\(name)")
                 #expect(contentType == "application/problem+json", "\(name)")
             }
+        }
+    }
+
+    @Test("Every distinct header is judged: many acceptable ones, then crit twice, are answered each on its own")
+    func headersJudgedEachTime() async throws {
+        try await TestLedger.with { ledger in
+            let user = try await ledger.store.login(email: "alice@example.com").id
+            let now = ledger.clock.now()
+            // More distinct acceptable headers than the server remembers, each presented twice.
+            for index in 0..<12 {
+                let token = try await Self.sign(user, issuedAt: now, expiresAt: now + 60, fields: ["x-n": "\(index)"])
+                #expect(try await Self.status(ledger, token).0 == 200, "header \(index)")
+                #expect(try await Self.status(ledger, token).0 == 200, "header \(index), again")
+            }
+            let critical = try await Self.sign(user, issuedAt: now, expiresAt: now + 60, crit: ["x-n"])
+            #expect(try await Self.status(ledger, critical).0 == 401)
+            #expect(try await Self.status(ledger, critical).0 == 401)
+            #expect(try await Self.status(ledger, try await ledger.tokens.issue(userID: user)).0 == 200)
         }
     }
 
