@@ -131,7 +131,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
             if stopping && jobs.isEmpty { break }
             if let connection {
                 // Every message already read is dispatched before the next poll, then consumers flush once.
-                let read = readableWatch != nil
+                let socketWasRead = readableWatch != nil
                 var reads = 0
                 repeat {
                     while CGotchuDBus_dispatchDataRemains(connection) != 0 {}
@@ -139,7 +139,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
                 } while reads < Self.readsPerRound && readAgain(connection)
                 readableWatch = nil
                 afterDispatch?()
-                if read && readCoalescing > .zero { waitForJobs(upTo: readCoalescing) }
+                if socketWasRead && readCoalescing > .zero { waitForJobs(upTo: readCoalescing) }
             }
             pollOnce()
         }
@@ -150,10 +150,10 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     private func waitForJobs(upTo interval: Duration) {
         if state.withLock({ !$0.jobs.isEmpty || $0.stopping }) { return }
         let (seconds, attoseconds) = interval.components
-        var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        var wakeup = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         // poll counts whole milliseconds: round up, so a short interval still waits.
         let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
-        if poll(&wake, 1, milliseconds) > 0 {
+        if poll(&wakeup, 1, milliseconds) > 0 {
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
         }
