@@ -149,11 +149,8 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     /// Sleeps until `interval` passed or a job is submitted, whichever comes first.
     private func waitForJobs(upTo interval: Duration) {
         if state.withLock({ !$0.jobs.isEmpty || $0.stopping }) { return }
-        let (seconds, attoseconds) = interval.components
         var wakeup = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-        // poll counts whole milliseconds: round up, so a short interval still waits.
-        let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
-        if poll(&wakeup, 1, milliseconds) > 0 {
+        if poll(&wakeup, 1, Self.pollMilliseconds(interval)) > 0 {
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
         }
@@ -169,13 +166,18 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
         return dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS
     }
 
+    /// `duration` as poll's timeout, in whole milliseconds rounded up: a poll never returns before it has passed.
+    private static func pollMilliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        return Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+
     private func pollOnce() {
         let now = ContinuousClock.now
         var timeoutMilliseconds: Int32 = -1
         for entry in timeouts where dbus_timeout_get_enabled(entry.timeout) != 0 {
             let remaining = max(Duration.zero, entry.deadline - now)
-            let (seconds, attoseconds) = remaining.components
-            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let milliseconds = Self.pollMilliseconds(remaining)
             timeoutMilliseconds = timeoutMilliseconds < 0 ? milliseconds : min(timeoutMilliseconds, milliseconds)
         }
         // An already-queued job or buffered message must not wait for the poll.

@@ -7,9 +7,9 @@ import Synchronization
 ///
 /// postgres-nio prepares by type: a ``PostgresPreparedStatement``'s static `name` and `sql`, read when it is executed.
 /// The store keeps its statements where they are used, as `PostgresQuery` interpolations, so this one type stands
-/// for all of them: ``run(_:named:on:logger:)`` binds the query's text and its name to the task while postgres-nio reads
-/// them, in `execute`, in the calling task. Should a later postgres-nio read them anywhere else, the process stops
-/// at the first statement rather than run some other text (every PostgreSQL test would fail).
+/// for all of them: ``run(_:named:on:logger:)`` binds the query's text and its name to the task while postgres-nio
+/// reads them, in `execute`, in the calling task. Should a later postgres-nio read them anywhere else, the process
+/// stops at the first statement rather than run some other text (every PostgreSQL test would fail).
 struct PreparedLedgerStatement: PostgresPreparedStatement {
     /// The name and text of the statement being executed by the current task.
     @TaskLocal private static var current: (name: String, sql: String)?
