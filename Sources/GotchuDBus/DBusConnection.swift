@@ -396,7 +396,7 @@ public actor DBusConnection {
     /// Called by the message filter during dispatch, on the loop thread.
     func handleIncoming(_ cMessage: OpaquePointer) -> Bool {
         let type = dbus_message_get_type(cMessage)
-        if type == DBUS_MESSAGE_TYPE_SIGNAL { return handleSignal(DBusMessageView(cMessage)) }
+        if type == DBUS_MESSAGE_TYPE_SIGNAL { return DBusMessageView.reading(cMessage) { handleSignal($0) } }
         guard type == DBUS_MESSAGE_TYPE_METHOD_CALL else { return false }
         let message: DBusMessage
         do {

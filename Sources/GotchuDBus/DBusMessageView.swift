@@ -6,15 +6,59 @@ internal import CGotchuDBus
     import Musl
 #endif
 
-/// A received signal read in place from libdbus's buffer: headers are compared without copying and the body is
-/// walked with ``DBusArgumentReader`` only as far as the consumer needs, so a high-rate handler pays for what it
-/// reads and nothing else. libdbus has already validated the whole message (types, UTF-8, paths) when it arrives.
+/// A received signal read in place: headers are compared in libdbus's buffer without copying, and the body is walked
+/// with ``DBusArgumentReader`` straight from its wire format, only as far as the consumer needs, so a high-rate
+/// handler pays for what it reads and nothing else. libdbus has already validated the whole message (types, UTF-8,
+/// paths) when it arrives.
 ///
 /// Valid only during the handler call it is given to; ``message()`` converts it when a value must outlive it.
 package struct DBusMessageView {
     let raw: OpaquePointer
+    /// The body's bytes and their byte order; empty when the message has no body.
+    @usableFromInline let body: UnsafeRawBufferPointer
+    @usableFromInline let bigEndian: Bool
+    /// The body's signature, in libdbus's header.
+    @usableFromInline let signature: UnsafeBufferPointer<UInt8>
 
-    init(_ raw: OpaquePointer) { self.raw = raw }
+    /// A view of `raw` whose body is `body`; without one, the arguments read as none.
+    private init(_ raw: OpaquePointer, body: (bytes: UnsafeRawBufferPointer, bigEndian: Bool)?) {
+        self.raw = raw
+        self.body = body?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        self.bigEndian = body?.bigEndian ?? false
+        let signature = body == nil ? nil : dbus_message_get_signature(raw)
+        self.signature = UnsafeBufferPointer(
+            start: signature.map { UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self) },
+            count: signature.map { strlen($0) } ?? 0
+        )
+    }
+
+    /// Calls `body` with a view of `raw`. libdbus lends no pointer to a message's body, so its wire bytes are copied
+    /// out once (`dbus_message_marshal`: one allocation and a copy of a few hundred bytes, far less than walking the
+    /// body through libdbus's iterators) and freed when `body` returns.
+    static func reading<Result>(_ raw: OpaquePointer, _ body: (DBusMessageView) -> Result) -> Result {
+        var data: UnsafeMutablePointer<CChar>? = nil
+        var length: Int32 = 0
+        guard dbus_message_marshal(raw, &data, &length) != 0, let data else {
+            return body(DBusMessageView(raw, body: nil))
+        }
+        defer { dbus_free(data) }
+        let wire = UnsafeRawBufferPointer(start: data, count: Int(length))
+        let located = bodyRange(wire).map { (UnsafeRawBufferPointer(rebasing: wire[$0.0]), $0.bigEndian) }
+        return body(DBusMessageView(raw, body: located))
+    }
+
+    /// Where the body lies in a marshalled message, and whether it is big-endian: after the fixed 16 bytes of
+    /// header and the header fields, padded to 8.
+    static func bodyRange(_ wire: UnsafeRawBufferPointer) -> (Range<Int>, bigEndian: Bool)? {
+        guard wire.count >= 16 else { return nil }
+        let bigEndian = wire[0] == UInt8(ascii: "B")
+        guard let bodyLength = DBusArgumentReader.readUInt32(wire, at: 4, limit: wire.count, bigEndian),
+            let fieldsLength = DBusArgumentReader.readUInt32(wire, at: 12, limit: wire.count, bigEndian)
+        else { return nil }
+        let start = DBusArgumentReader.align(16 + Int(fieldsLength), 8)
+        guard start <= wire.count, Int(bodyLength) <= wire.count - start else { return nil }
+        return (start..<(start + Int(bodyLength)), bigEndian)
+    }
 
     /// Whether the message is a signal of `interface` and `member` (compared in place).
     package func isSignal(interface: StaticString, member: StaticString) -> Bool {
@@ -34,16 +78,12 @@ package struct DBusMessageView {
 
     /// Whether the body's signature starts with `prefix` (compared in place).
     package func signatureHasPrefix(_ prefix: StaticString) -> Bool {
-        guard let signature = dbus_message_get_signature(raw) else { return false }
-        return prefix.withUTF8Buffer { prefixBytes in
-            strlen(signature) >= prefixBytes.count
-                && (prefixBytes.isEmpty || memcmp(signature, prefixBytes.baseAddress!, prefixBytes.count) == 0)
-        }
+        prefix.withUTF8Buffer { prefixBytes in signature.starts(with: prefixBytes) }
     }
 
     /// The body's signature text, such as `sa{sv}as` (copied; for diagnostics).
     package var signatureText: String {
-        dbus_message_get_signature(raw).map { String(cString: $0) } ?? ""
+        String(decoding: signature, as: UTF8.self)
     }
 
     /// The whole message in Swift form, or an error when its body does not fit the value model.
@@ -52,18 +92,10 @@ package struct DBusMessageView {
     }
 
     /// Reads the arguments from the first one on.
+    @inlinable
     package func withArguments<Result>(_ body: (inout DBusArgumentReader) -> Result) -> Result {
-        withUnsafeTemporaryAllocation(of: DBusMessageIter.self, capacity: 1) { buffer in
-            let iter = buffer.baseAddress!
-            iter.initialize(to: DBusMessageIter())
-            if dbus_message_iter_init(raw, iter) == 0 {
-                // No arguments: an iterator that reports the end at once.
-                var reader = DBusArgumentReader(iter: nil)
-                return body(&reader)
-            }
-            var reader = DBusArgumentReader(iter: UnsafeMutableRawPointer(iter))
-            return body(&reader)
-        }
+        var reader = DBusArgumentReader(body: self.body, bigEndian: bigEndian, signature: signature)
+        return body(&reader)
     }
 
     static func equal(_ text: UnsafePointer<CChar>?, _ expected: StaticString) -> Bool {
@@ -97,137 +129,6 @@ package struct DBusMessageView {
     }
 }
 
-/// Walks a message body in place, one value at a time. Values are read only when asked for and only as the type
-/// they are: a reader never converts, so a wrong type on the wire shows as a type code the caller did not expect.
-package struct DBusArgumentReader {
-    /// A `DBusMessageIter`, kept untyped so the C type stays private to this module. `nil` for an empty body.
-    private let iter: UnsafeMutableRawPointer?
-
-    fileprivate init(iter: UnsafeMutableRawPointer?) { self.iter = iter }
-
-    private var cIter: UnsafeMutablePointer<DBusMessageIter>? { iter?.assumingMemoryBound(to: DBusMessageIter.self) }
-
-    /// The type code of the current value (`s`, `n`, `a`, `v`, `e`…), or 0 at the end.
-    package var typeCode: UInt8 {
-        guard let cIter else { return 0 }
-        let code = dbus_message_iter_get_arg_type(cIter)
-        return code > 0 && code < 128 ? UInt8(code) : 0
-    }
-
-    /// For an array: the type code of its elements (`e` for a dictionary's entries).
-    package var elementTypeCode: UInt8 {
-        guard let cIter, typeCode == UInt8(ascii: "a") else { return 0 }
-        let code = dbus_message_iter_get_element_type(cIter)
-        return code > 0 && code < 128 ? UInt8(code) : 0
-    }
-
-    /// The complete signature of the current value, such as `a{sv}` (copied; for diagnostics and rare checks).
-    package var signatureText: String {
-        guard let cIter, let text = dbus_message_iter_get_signature(cIter) else { return "" }
-        defer { dbus_free(text) }
-        return String(cString: text)
-    }
-
-    /// Moves to the next value; `false` at the end.
-    @discardableResult
-    package mutating func next() -> Bool {
-        guard let cIter else { return false }
-        return dbus_message_iter_next(cIter) != 0
-    }
-
-    /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
-    package func isString(_ expected: StaticString) -> Bool {
-        guard let text = stringPointer else { return false }
-        return DBusMessageView.equal(text, expected)
-    }
-
-    /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
-    package func isString(_ expected: String) -> Bool {
-        guard let text = stringPointer else { return false }
-        return DBusMessageView.equal(text, expected)
-    }
-
-    /// The current string, object path or signature (copied), or `nil` for another type.
-    package var string: String? {
-        stringPointer.map { String(cString: $0) }
-    }
-
-    private var stringPointer: UnsafePointer<CChar>? {
-        guard let cIter else { return nil }
-        switch typeCode {
-        case UInt8(ascii: "s"), UInt8(ascii: "o"), UInt8(ascii: "g"):
-            var pointer: UnsafePointer<CChar>? = nil
-            dbus_message_iter_get_basic(cIter, &pointer)
-            return pointer
-        default:
-            return nil
-        }
-    }
-
-    /// The current value if it is an `n`.
-    package var int16: Int16? {
-        guard let cIter, typeCode == UInt8(ascii: "n") else { return nil }
-        var value: Int16 = 0
-        dbus_message_iter_get_basic(cIter, &value)
-        return value
-    }
-
-    /// For an `ay`: its bytes, in place, for the duration of `body`; `nil` for another type.
-    package func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result? {
-        guard let cIter, typeCode == UInt8(ascii: "a"), elementTypeCode == UInt8(ascii: "y") else { return nil }
-        return withUnsafeTemporaryAllocation(of: DBusMessageIter.self, capacity: 1) { buffer in
-            let sub = buffer.baseAddress!
-            sub.initialize(to: DBusMessageIter())
-            dbus_message_iter_recurse(cIter, sub)
-            var base: UnsafePointer<UInt8>? = nil
-            var count: Int32 = 0
-            dbus_message_iter_get_fixed_array(sub, &base, &count)
-            return body(UnsafeBufferPointer(start: count > 0 ? base : nil, count: count > 0 ? Int(count) : 0))
-        }
-    }
-
-    /// Reads inside the current container (array, dictionary entry, variant or structure); `nil` when the
-    /// current value is not a container.
-    package func withContents<Result>(_ body: (inout DBusArgumentReader) -> Result) -> Result? {
-        guard let cIter else { return nil }
-        switch typeCode {
-        case UInt8(ascii: "a"), UInt8(ascii: "v"), UInt8(ascii: "e"), UInt8(ascii: "r"):
-            break
-        default:
-            return nil
-        }
-        return withUnsafeTemporaryAllocation(of: DBusMessageIter.self, capacity: 1) { buffer in
-            let sub = buffer.baseAddress!
-            sub.initialize(to: DBusMessageIter())
-            dbus_message_iter_recurse(cIter, sub)
-            var reader = DBusArgumentReader(iter: UnsafeMutableRawPointer(sub))
-            return body(&reader)
-        }
-    }
-
-    /// For a dictionary whose keys are strings (`a{s…}`): calls `body` with each key, in place, and a reader on
-    /// its value, in wire order, until `body` returns `false`. `false` when the current value is no such dictionary
-    /// (an empty one is not looked into: check ``signatureText`` when that matters).
-    @discardableResult
-    package func forEachStringKeyedEntry(_ body: (DBusString, inout DBusArgumentReader) -> Bool) -> Bool {
-        guard elementTypeCode == UInt8(ascii: "e") else { return false }
-        return withContents { entries in
-            while entries.typeCode == UInt8(ascii: "e") {
-                let keepGoing =
-                    entries.withContents { entry -> Bool? in
-                        guard let key = entry.stringPointer, entry.typeCode == UInt8(ascii: "s") else { return nil }
-                        entry.next()
-                        return body(DBusString(pointer: key), &entry)
-                    } ?? nil
-                guard let keepGoing else { return false }
-                if !keepGoing { return true }
-                entries.next()
-            }
-            return true
-        } ?? false
-    }
-}
-
 extension DBusMatchRule {
     /// ``matches(_:)`` on a message still in libdbus's buffer, without converting it.
     func matches(_ view: DBusMessageView) -> Bool {
@@ -252,18 +153,4 @@ extension DBusMatchRule {
         }
         return true
     }
-}
-
-/// A string inside a received message, compared in place and copied only on demand.
-package struct DBusString {
-    let pointer: UnsafePointer<CChar>
-
-    /// Whether it equals `expected`.
-    package func equals(_ expected: StaticString) -> Bool { DBusMessageView.equal(pointer, expected) }
-
-    /// Whether it equals `expected`.
-    package func equals(_ expected: String) -> Bool { DBusMessageView.equal(pointer, expected) }
-
-    /// The text (copied; libdbus has validated it as UTF-8).
-    package var string: String { String(cString: pointer) }
 }

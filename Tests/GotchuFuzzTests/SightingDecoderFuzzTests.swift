@@ -1,8 +1,10 @@
-import GotchuBlueZ
+import CGotchuDBus
 import GotchuCore
-import GotchuDBus
 import GotchuTesting
 import Testing
+
+@testable import GotchuBlueZ
+@testable import GotchuDBus
 
 extension Fuzzing {
     /// BlueZ `Device1` properties as a hostile or buggy `org.bluez` could send them: wrong types, huge arrays, nested
@@ -59,6 +61,55 @@ extension Fuzzing {
             return nil
         }
 
+        /// Random `Device1` properties, as `PropertiesChanged` carries them.
+        static func properties(_ input: inout FuzzInput) -> [String: DBusVariant] {
+            var properties: [String: DBusVariant] = [:]
+            if input.oneIn(2) { properties["RSSI"] = Self.signal(&input) }
+            if input.oneIn(3) { properties["TxPower"] = Self.signal(&input) }
+            if input.oneIn(2) { properties["ServiceData"] = Self.serviceData(&input) }
+            if input.oneIn(3) {
+                properties[input.string(maxLength: 6)] = DBusVariant(DBusFuzzing.anyValue(&input, depth: 2))
+            }
+            return properties
+        }
+
+        /// `changes` with the reasons of refusals left out: the two readings word them differently.
+        static func unworded(_ changes: SightingDecoder.Changes) -> SightingDecoder.Changes {
+            var changes = changes
+            if case .malformed = changes.serviceData { changes.serviceData = .malformed("") }
+            return changes
+        }
+
+        @Test("PropertiesChanged read in place, in either byte order, says what the same properties read whole say")
+        func inPlaceAgreesWithWhole() throws {
+            let decoder = SightingDecoder(serviceUUID: Self.ours)
+            let report = try Fuzz.run(iterations: 5_000, budget: .seconds(4)) { input in
+                let properties = Self.properties(&input)
+                let invalidated = (0..<input.int(in: 0...2)).map { _ in
+                    input.pick(["RSSI", "TxPower", "ServiceData", "Name"])
+                }
+                let whole = decoder.changes(properties, invalidated: invalidated)
+                let body: [DBusValue] = [.string("org.bluez.Device1"), .properties(properties), .strings(invalidated)]
+                // Only what D-Bus can carry (a key with a NUL cannot be sent).
+                guard let written = try? DBusWireFuzzTests.message(body) else { return }
+                dbus_message_unref(written)
+                for bigEndian in [false, true] {
+                    let message = try #require(
+                        DBusWireFuzzTests.demarshal(WireWriter.message(body, bigEndian: bigEndian)),
+                        "\(input.replay)"
+                    )
+                    defer { dbus_message_unref(message) }
+                    let reading = DBusMessageView.reading(message) { decoder.readPropertiesChanged($0) }
+                    guard case .changes(let inPlace) = reading else {
+                        Issue.record("read as \(reading) \(input.replay)")
+                        continue
+                    }
+                    #expect(Self.unworded(inPlace) == Self.unworded(whole), "\(properties) \(input.replay)")
+                }
+            }
+            #expect(report.iterations > 0)
+        }
+
         @Test("outcomes follow the properties sent; malformed data is reported, never decoded")
         func randomDevices() {
             let report = Fuzz.run(iterations: 10_000, budget: .seconds(5)) { input in
@@ -66,13 +117,7 @@ extension Fuzzing {
                 var tracked = Set<DBusObjectPath>()
                 for _ in 0..<input.int(in: 1...12) {
                     let path = input.pick(Self.paths)
-                    var properties: [String: DBusVariant] = [:]
-                    if input.oneIn(2) { properties["RSSI"] = Self.signal(&input) }
-                    if input.oneIn(3) { properties["TxPower"] = Self.signal(&input) }
-                    if input.oneIn(2) { properties["ServiceData"] = Self.serviceData(&input) }
-                    if input.oneIn(3) {
-                        properties[input.string(maxLength: 6)] = DBusVariant(DBusFuzzing.anyValue(&input, depth: 2))
-                    }
+                    let properties = Self.properties(&input)
                     let invalidated = input.oneIn(4) ? [input.pick(["RSSI", "TxPower", "ServiceData", "Name"])] : []
                     let event = input.int(in: 0...3)
                     let outcome: SightingDecoder.Outcome

@@ -1,0 +1,466 @@
+/// Walks a message body in place, one value at a time, straight from its wire format: values are read only when
+/// asked for and only as the type they are, so a wrong type on the wire shows as a type code the caller did not
+/// expect.
+///
+/// The reader never trusts the bytes: every length and offset is checked against its container, and a value that
+/// does not fit ends the walk (``typeCode`` becomes 0) instead of being read. libdbus has validated received
+/// messages before they get here, so that only happens to bytes from elsewhere.
+///
+/// Pure Swift and inlinable, so a consumer in another module is compiled against it directly: no generic lookups at
+/// run time on a path that runs for every signal.
+package struct DBusArgumentReader {
+    /// The message body. Alignment is reckoned from its start, which D-Bus places on an 8-byte boundary.
+    @usableFromInline let body: UnsafeRawBufferPointer
+    @usableFromInline let bigEndian: Bool
+    /// The types walked: a run of complete types, or in an array its one element type, repeated.
+    @usableFromInline let types: UnsafeBufferPointer<UInt8>
+    /// Whether this reader walks an array's elements (``types`` repeated until ``limit``).
+    @usableFromInline let repeats: Bool
+    /// Where the current value's type starts in ``types`` (always 0 in an array).
+    @usableFromInline var typeIndex: Int
+    /// Where the current value starts in ``body``, before its alignment padding.
+    @usableFromInline var offset: Int
+    /// The end of the enclosing container in ``body``.
+    @usableFromInline let limit: Int
+    /// How many containers enclose this reader.
+    @usableFromInline let depth: Int
+
+    /// Containers nest at most this deep (D-Bus allows 32 arrays and 32 structures, variants within that).
+    @usableFromInline static let maximumDepth = 64
+
+    /// A reader of `body`'s values, typed by `signature`.
+    @inlinable
+    package init(body: UnsafeRawBufferPointer, bigEndian: Bool, signature: UnsafeBufferPointer<UInt8>) {
+        self.init(
+            body: body,
+            bigEndian: bigEndian,
+            types: signature,
+            repeats: false,
+            offset: 0,
+            limit: body.count,
+            depth: 0
+        )
+    }
+
+    @inlinable
+    init(
+        body: UnsafeRawBufferPointer,
+        bigEndian: Bool,
+        types: UnsafeBufferPointer<UInt8>,
+        repeats: Bool,
+        offset: Int,
+        limit: Int,
+        depth: Int
+    ) {
+        self.body = body
+        self.bigEndian = bigEndian
+        self.types = types
+        self.repeats = repeats
+        self.typeIndex = 0
+        self.offset = offset
+        self.limit = min(limit, body.count)
+        self.depth = depth
+    }
+
+    /// A reader at its end.
+    @inlinable
+    static var empty: DBusArgumentReader {
+        DBusArgumentReader(
+            body: UnsafeRawBufferPointer(start: nil, count: 0),
+            bigEndian: false,
+            signature: UnsafeBufferPointer(start: nil, count: 0)
+        )
+    }
+
+    // MARK: Where the walk is
+
+    /// The type code of the current value (`s`, `n`, `a`, `v`, `e` for a dictionary entry, `r` for a structure…),
+    /// or 0 at the end.
+    @inlinable
+    package var typeCode: UInt8 {
+        guard let code = currentCode else { return 0 }
+        return Self.publicCode(code)
+    }
+
+    /// For an array: the type code of its elements (`e` for a dictionary's entries).
+    @inlinable
+    package var elementTypeCode: UInt8 {
+        guard currentCode == UInt8(ascii: "a"), typeIndex + 1 < types.count else { return 0 }
+        return Self.publicCode(types[typeIndex + 1])
+    }
+
+    /// The complete signature of the current value, such as `a{sv}` (copied; for diagnostics and rare checks).
+    package var signatureText: String {
+        guard currentCode != nil, let end = Self.typeEnd(types, typeIndex, depth: depth) else { return "" }
+        return String(decoding: UnsafeBufferPointer(rebasing: types[typeIndex..<end]), as: UTF8.self)
+    }
+
+    /// Moves to the next value; `false` at the end.
+    @inlinable
+    @discardableResult
+    package mutating func next() -> Bool {
+        guard currentCode != nil else { return false }
+        guard let end = Self.valueEnd(types, typeIndex, at: offset, in: body, limit: limit, bigEndian, depth: depth)
+        else {
+            stop()
+            return false
+        }
+        offset = end.offset
+        if !repeats { typeIndex = end.typeIndex }
+        return currentCode != nil
+    }
+
+    // MARK: Reading the current value
+
+    /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
+    @inlinable
+    package func isString(_ expected: StaticString) -> Bool {
+        guard let text = stringBytes else { return false }
+        return DBusString.equal(text, expected)
+    }
+
+    /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
+    @inlinable
+    package func isString(_ expected: String) -> Bool {
+        guard let text = stringBytes else { return false }
+        return DBusString.equal(text, expected)
+    }
+
+    /// The current string, object path or signature (copied), or `nil` for another type.
+    @inlinable
+    package var string: String? {
+        stringBytes.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The current string, object path or signature in place, without its terminating NUL.
+    @inlinable
+    var stringBytes: UnsafeBufferPointer<UInt8>? {
+        guard let code = currentCode else { return nil }
+        switch code {
+        case UInt8(ascii: "s"), UInt8(ascii: "o"):
+            let start = Self.align(offset, 4)
+            guard let length = readUInt32(at: start) else { return nil }
+            return bytes(from: start + 4, count: Int(length), terminated: true)
+        case UInt8(ascii: "g"):
+            guard offset < limit else { return nil }
+            return bytes(from: offset + 1, count: Int(body[offset]), terminated: true)
+        default:
+            return nil
+        }
+    }
+
+    /// The current value if it is an `n`.
+    @inlinable
+    package var int16: Int16? {
+        guard currentCode == UInt8(ascii: "n") else { return nil }
+        let start = Self.align(offset, 2)
+        guard start + 2 <= limit else { return nil }
+        let raw = body.loadUnaligned(fromByteOffset: start, as: UInt16.self)
+        return Int16(bitPattern: bigEndian ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))
+    }
+
+    /// For an `ay`: its bytes, in place, for the duration of `body`; `nil` for another type.
+    @inlinable
+    package func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result? {
+        guard elementTypeCode == UInt8(ascii: "y"), let contents = arrayContents else { return nil }
+        guard let bytes = bytes(from: contents.lowerBound, count: contents.count, terminated: false) else {
+            return nil
+        }
+        return body(bytes)
+    }
+
+    /// Reads inside the current container (array, dictionary entry, variant or structure); `nil` when the current
+    /// value is not a container or does not fit in its own.
+    @inlinable
+    package func withContents<Result>(_ body: (inout DBusArgumentReader) -> Result) -> Result? {
+        guard var reader = contents else { return nil }
+        return body(&reader)
+    }
+
+    /// A reader inside the current container.
+    @inlinable
+    var contents: DBusArgumentReader? {
+        guard let code = currentCode, depth < Self.maximumDepth else { return nil }
+        switch code {
+        case UInt8(ascii: "a"):
+            guard let contents = arrayContents,
+                let elementEnd = Self.typeEnd(types, typeIndex + 1, depth: depth + 1)
+            else { return nil }
+            return DBusArgumentReader(
+                body: body,
+                bigEndian: bigEndian,
+                types: UnsafeBufferPointer(rebasing: types[(typeIndex + 1)..<elementEnd]),
+                repeats: true,
+                offset: contents.lowerBound,
+                limit: contents.upperBound,
+                depth: depth + 1
+            )
+        case UInt8(ascii: "("), UInt8(ascii: "{"):
+            guard let end = Self.typeEnd(types, typeIndex, depth: depth) else { return nil }
+            return DBusArgumentReader(
+                body: body,
+                bigEndian: bigEndian,
+                types: UnsafeBufferPointer(rebasing: types[(typeIndex + 1)..<(end - 1)]),
+                repeats: false,
+                offset: Self.align(offset, 8),
+                limit: limit,
+                depth: depth + 1
+            )
+        case UInt8(ascii: "v"):
+            guard offset < limit,
+                let signature = bytes(from: offset + 1, count: Int(body[offset]), terminated: true)
+            else { return nil }
+            return DBusArgumentReader(
+                body: body,
+                bigEndian: bigEndian,
+                types: signature,
+                repeats: false,
+                offset: offset + 1 + signature.count + 1,
+                limit: limit,
+                depth: depth + 1
+            )
+        default:
+            return nil
+        }
+    }
+
+    /// For a dictionary whose keys are strings (`a{s…}`): calls `body` with each key, in place, and a reader on its
+    /// value, in wire order, until `body` returns `false`. `false` when the current value is no such dictionary (an
+    /// empty one is not looked into: check ``signatureText`` when that matters).
+    @inlinable
+    @discardableResult
+    package func forEachStringKeyedEntry(_ body: (DBusString, inout DBusArgumentReader) -> Bool) -> Bool {
+        guard elementTypeCode == UInt8(ascii: "e"), var entries = contents else { return false }
+        while entries.typeCode == UInt8(ascii: "e") {
+            guard var entry = entries.contents, entry.currentCode == UInt8(ascii: "s"), let key = entry.stringBytes
+            else { return false }
+            entry.next()
+            if !body(DBusString(bytes: key), &entry) { return true }
+            entries.next()
+        }
+        return true
+    }
+
+    // MARK: The wire format
+
+    /// The current value's type code as written in the signature, or `nil` at the end.
+    @inlinable
+    var currentCode: UInt8? {
+        if repeats {
+            guard !types.isEmpty, offset < limit else { return nil }
+            return types[0]
+        }
+        guard typeIndex < types.count else { return nil }
+        return types[typeIndex]
+    }
+
+    /// Ends the walk: what follows a value that does not fit cannot be found.
+    @inlinable
+    mutating func stop() {
+        typeIndex = types.count
+        offset = limit
+    }
+
+    /// For an array: the range of its elements in ``body``.
+    @inlinable
+    var arrayContents: Range<Int>? {
+        guard currentCode == UInt8(ascii: "a"), typeIndex + 1 < types.count else { return nil }
+        let start = Self.align(offset, 4)
+        guard let length = readUInt32(at: start) else { return nil }
+        let first = Self.align(start + 4, Self.alignment(types[typeIndex + 1]))
+        guard first <= limit, Int(length) <= limit - first else { return nil }
+        return first..<(first + Int(length))
+    }
+
+    @inlinable
+    func readUInt32(at position: Int) -> UInt32? {
+        Self.readUInt32(body, at: position, limit: limit, bigEndian)
+    }
+
+    /// `count` bytes from `start`, when they (and the NUL after them, when `terminated`) lie within the container.
+    @inlinable
+    func bytes(from start: Int, count: Int, terminated: Bool) -> UnsafeBufferPointer<UInt8>? {
+        guard start <= limit, count <= limit - start - (terminated ? 1 : 0) else { return nil }
+        if terminated, body[start + count] != 0 { return nil }
+        return UnsafeBufferPointer(
+            start: body.baseAddress.map { $0.advanced(by: start).assumingMemoryBound(to: UInt8.self) },
+            count: count
+        )
+    }
+
+    @inlinable
+    static func readUInt32(_ body: UnsafeRawBufferPointer, at position: Int, limit: Int, _ bigEndian: Bool) -> UInt32? {
+        guard position >= 0, position <= limit - 4 else { return nil }
+        let raw = body.loadUnaligned(fromByteOffset: position, as: UInt32.self)
+        return bigEndian ? UInt32(bigEndian: raw) : UInt32(littleEndian: raw)
+    }
+
+    /// The code callers see: libdbus's `r` and `e` for a structure and a dictionary entry.
+    @inlinable
+    static func publicCode(_ code: UInt8) -> UInt8 {
+        switch code {
+        case UInt8(ascii: "("): UInt8(ascii: "r")
+        case UInt8(ascii: "{"): UInt8(ascii: "e")
+        default: code
+        }
+    }
+
+    @inlinable
+    static func align(_ offset: Int, _ alignment: Int) -> Int {
+        (offset + alignment - 1) & ~(alignment - 1)
+    }
+
+    /// The alignment of a value of the type that starts with `code`.
+    @inlinable
+    static func alignment(_ code: UInt8) -> Int {
+        switch code {
+        case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
+        case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"), UInt8(ascii: "s"),
+            UInt8(ascii: "o"), UInt8(ascii: "a"):
+            4
+        case UInt8(ascii: "x"), UInt8(ascii: "t"), UInt8(ascii: "d"), UInt8(ascii: "("), UInt8(ascii: "{"): 8
+        default: 1
+        }
+    }
+
+    /// The size of a fixed-size basic type, or `nil` for another.
+    @inlinable
+    static func fixedSize(_ code: UInt8) -> Int? {
+        switch code {
+        case UInt8(ascii: "y"): 1
+        case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
+        case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"): 4
+        case UInt8(ascii: "x"), UInt8(ascii: "t"), UInt8(ascii: "d"): 8
+        default: nil
+        }
+    }
+
+    /// The index just past the complete type that starts at `index` in `types`, or `nil` if it is not one.
+    @usableFromInline
+    static func typeEnd(_ types: UnsafeBufferPointer<UInt8>, _ index: Int, depth: Int) -> Int? {
+        guard index < types.count, depth <= maximumDepth else { return nil }
+        switch types[index] {
+        case UInt8(ascii: "a"):
+            return typeEnd(types, index + 1, depth: depth + 1)
+        case UInt8(ascii: "("), UInt8(ascii: "{"):
+            let close = types[index] == UInt8(ascii: "(") ? UInt8(ascii: ")") : UInt8(ascii: "}")
+            var next = index + 1
+            while next < types.count, types[next] != close {
+                guard let end = typeEnd(types, next, depth: depth + 1) else { return nil }
+                next = end
+            }
+            return next < types.count && next > index + 1 ? next + 1 : nil
+        case UInt8(ascii: "s"), UInt8(ascii: "o"), UInt8(ascii: "g"), UInt8(ascii: "v"):
+            return index + 1
+        case let code:
+            return fixedSize(code) != nil ? index + 1 : nil
+        }
+    }
+
+    /// Where the value of the complete type at `index` in `types`, starting at `offset` in `body`, ends, and where
+    /// its type ends; `nil` when it does not fit within `limit` or its type is not one.
+    @usableFromInline
+    static func valueEnd(
+        _ types: UnsafeBufferPointer<UInt8>,
+        _ index: Int,
+        at offset: Int,
+        in body: UnsafeRawBufferPointer,
+        limit: Int,
+        _ bigEndian: Bool,
+        depth: Int
+    ) -> (offset: Int, typeIndex: Int)? {
+        guard index < types.count, depth <= maximumDepth else { return nil }
+        let code = types[index]
+        switch code {
+        case UInt8(ascii: "s"), UInt8(ascii: "o"):
+            let start = align(offset, 4)
+            guard let length = readUInt32(body, at: start, limit: limit, bigEndian),
+                Int(length) < limit - start - 4
+            else { return nil }
+            return (start + 4 + Int(length) + 1, index + 1)
+        case UInt8(ascii: "g"):
+            guard offset < limit else { return nil }
+            let length = Int(body[offset])
+            guard length < limit - offset - 1 else { return nil }
+            return (offset + 1 + length + 1, index + 1)
+        case UInt8(ascii: "a"):
+            let start = align(offset, 4)
+            guard index + 1 < types.count,
+                let length = readUInt32(body, at: start, limit: limit, bigEndian),
+                let elementEnd = typeEnd(types, index + 1, depth: depth + 1)
+            else { return nil }
+            let first = align(start + 4, alignment(types[index + 1]))
+            guard first <= limit, Int(length) <= limit - first else { return nil }
+            return (first + Int(length), elementEnd)
+        case UInt8(ascii: "("), UInt8(ascii: "{"):
+            let close = code == UInt8(ascii: "(") ? UInt8(ascii: ")") : UInt8(ascii: "}")
+            var position = align(offset, 8)
+            var next = index + 1
+            while next < types.count, types[next] != close {
+                guard let end = valueEnd(types, next, at: position, in: body, limit: limit, bigEndian, depth: depth + 1)
+                else { return nil }
+                (position, next) = end
+            }
+            guard next < types.count, position <= limit else { return nil }
+            return (position, next + 1)
+        case UInt8(ascii: "v"):
+            guard offset < limit else { return nil }
+            let length = Int(body[offset])
+            guard length < limit - offset - 1, let base = body.baseAddress else { return nil }
+            let signature = UnsafeBufferPointer(
+                start: base.advanced(by: offset + 1).assumingMemoryBound(to: UInt8.self),
+                count: length
+            )
+            guard
+                let end = valueEnd(
+                    signature,
+                    0,
+                    at: offset + 1 + length + 1,
+                    in: body,
+                    limit: limit,
+                    bigEndian,
+                    depth: depth + 1
+                ),
+                end.typeIndex == length
+            else { return nil }
+            return (end.offset, index + 1)
+        default:
+            guard let size = fixedSize(code) else { return nil }
+            let start = align(offset, alignment(code))
+            guard start <= limit - size else { return nil }
+            return (start + size, index + 1)
+        }
+    }
+}
+
+/// A string inside a received message, compared in place and copied only on demand.
+package struct DBusString {
+    /// Its UTF-8 bytes, without the NUL that ends it on the wire.
+    @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
+
+    @inlinable
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// Whether it equals `expected`.
+    @inlinable
+    package func equals(_ expected: StaticString) -> Bool { Self.equal(bytes, expected) }
+
+    /// Whether it equals `expected`.
+    @inlinable
+    package func equals(_ expected: String) -> Bool { Self.equal(bytes, expected) }
+
+    /// The text (copied; libdbus has validated it as UTF-8).
+    @inlinable
+    package var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    @inlinable
+    static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
+        expected.withUTF8Buffer { expectedBytes in bytes.elementsEqual(expectedBytes) }
+    }
+
+    @inlinable
+    static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: String) -> Bool {
+        var expected = expected
+        return expected.withUTF8 { expectedBytes in bytes.elementsEqual(expectedBytes) }
+    }
+}
