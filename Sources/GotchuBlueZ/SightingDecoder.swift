@@ -215,54 +215,47 @@ extension SightingDecoder {
     /// and the invalidated names. Every other property is stepped over without being decoded, and nothing is
     /// copied out of the message but an EID. The same rules as ``changes(_:invalidated:)``.
     func readPropertiesChanged(_ view: DBusMessageView) -> SignalReading {
-        view.withArguments { arguments -> SignalReading in
-            guard arguments.typeCode == UInt8(ascii: "s"), arguments.isString("org.bluez.Device1") else {
-                return .otherInterface
-            }
-            guard view.signatureHasPrefix("sa{sv}") else {
-                return .malformed("PropertiesChanged with arguments \(view.signatureText)")
-            }
-            arguments.next()
-            var changes = Changes()
-            arguments.forEachStringKeyedEntry { name, value in
-                // `value` is the entry's variant.
-                if name.equals("RSSI") {
-                    changes.rssi = .some(Self.signalStrength(value))
-                } else if name.equals("TxPower") {
-                    changes.txPower = .some(Self.signalStrength(value))
-                } else if name.equals("ServiceData") {
-                    var calibration: Int16?
-                    changes.serviceData =
-                        value.withContents { readServiceData(&$0, calibration: &calibration) } ?? .notOurs
-                    changes.calibratedRSSI = calibration
-                }
-                return true
-            }
-            if arguments.next(), arguments.typeCode == UInt8(ascii: "a"),
-                arguments.elementTypeCode == UInt8(ascii: "s")
-            {
-                _ = arguments.withContents { names in
-                    while names.typeCode == UInt8(ascii: "s") {
-                        if names.isString("RSSI") {
-                            changes.invalidatesRSSI = true
-                        } else if names.isString("TxPower") {
-                            changes.invalidatesTxPower = true
-                        } else if names.isString("ServiceData") {
-                            changes.invalidatesServiceData = true
-                        }
-                        names.next()
-                    }
-                }
-            }
-            return .changes(changes)
+        var arguments = view.arguments
+        guard arguments.typeCode == UInt8(ascii: "s"), arguments.isString("org.bluez.Device1") else {
+            return .otherInterface
         }
+        guard view.signatureHasPrefix("sa{sv}") else {
+            return .malformed("PropertiesChanged with arguments \(view.signatureText)")
+        }
+        arguments.next()
+        var changes = Changes()
+        arguments.forEachStringKeyedEntry { name, value in
+            // `value` is the entry's variant.
+            if name.equals("RSSI") {
+                changes.rssi = .some(Self.signalStrength(value))
+            } else if name.equals("TxPower") {
+                changes.txPower = .some(Self.signalStrength(value))
+            } else if name.equals("ServiceData") {
+                var calibration: Int16?
+                changes.serviceData = value.contents.map { readServiceData($0, calibration: &calibration) } ?? .notOurs
+                changes.calibratedRSSI = calibration
+            }
+            return true
+        }
+        if arguments.next(), arguments.typeCode == UInt8(ascii: "a"), arguments.elementTypeCode == UInt8(ascii: "s"),
+            var names = arguments.contents
+        {
+            while names.typeCode == UInt8(ascii: "s") {
+                if names.isString("RSSI") {
+                    changes.invalidatesRSSI = true
+                } else if names.isString("TxPower") {
+                    changes.invalidatesTxPower = true
+                } else if names.isString("ServiceData") {
+                    changes.invalidatesServiceData = true
+                }
+                names.next()
+            }
+        }
+        return .changes(changes)
     }
 
     /// The service data inside its variant: a dictionary with string keys whose entry under our UUID holds `ay`.
-    private func readServiceData(
-        _ value: inout DBusArgumentReader,
-        calibration: inout Int16?
-    ) -> Changes.ServiceData {
+    private func readServiceData(_ value: DBusArgumentReader, calibration: inout Int16?) -> Changes.ServiceData {
         var result = Changes.ServiceData.notOurs
         var entries = 0
         var decided = false
@@ -281,18 +274,14 @@ extension SightingDecoder {
                 if uuid == .gotchuCalibration, !calibrationSeen {
                     // The first entry under the calibration's UUID decides; anything but one byte is no calibration.
                     calibrationSeen = true
-                    calibration =
-                        entry.withContents { inner in
-                            inner.withBytes { bytes in Calibration.calibratedRSSI(serviceData: bytes) }
-                        }.flatMap { $0 }.flatMap { $0 }
+                    calibration = entry.contents?.bytes.flatMap { Calibration.calibratedRSSI(serviceData: $0) }
                     return !decided
                 }
                 guard !decided, uuid == serviceUUID else { return true }
                 // The first entry under our UUID decides.
-                let decoded = entry.withContents { inner in
-                    inner.withBytes { bytes in Self.eid(bytes, key: key.string) }
-                }
-                result = decoded.flatMap { $0 } ?? .malformed("service data under \(key.string) is not ay")
+                result =
+                    entry.contents?.bytes.map { Self.eid($0, key: key.string) }
+                    ?? .malformed("service data under \(key.string) is not ay")
                 decided = true
                 return !calibrationSeen
             }
@@ -305,7 +294,7 @@ extension SightingDecoder {
 
     /// ``signalStrength(_:)`` on a variant read in place.
     private static func signalStrength(_ variant: DBusArgumentReader) -> Int16? {
-        guard let value = variant.withContents({ $0.int16 }) ?? nil, value != 127 else { return nil }
+        guard let value = variant.contents?.int16, value != 127 else { return nil }
         return value
     }
 }

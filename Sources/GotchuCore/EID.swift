@@ -30,6 +30,8 @@ public struct EID: RawRepresentable, Hashable, Sendable, Codable, CustomStringCo
     }
 
     /// Decodes the service data of an advertisement: the 10 ASCII bytes of the text form. Anything else is `nil`.
+    /// Inlinable, so a scanner in another module gets it specialized to its buffer type: it runs for every signal.
+    @inlinable
     public init?(serviceData: some Collection<UInt8>) {
         guard serviceData.count == Self.length, serviceData.allSatisfy(Self.isLowerHex) else { return nil }
         self.rawValue = String(decoding: serviceData, as: UTF8.self)
@@ -71,7 +73,8 @@ public struct EID: RawRepresentable, Hashable, Sendable, Codable, CustomStringCo
         try container.encode(rawValue)
     }
 
-    private static func isLowerHex(_ byte: UInt8) -> Bool {
+    @usableFromInline
+    static func isLowerHex(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
     }
 

@@ -6,30 +6,30 @@
 /// does not fit ends the walk (``typeCode`` becomes 0) instead of being read. libdbus has validated received
 /// messages before they get here, so that only happens to bytes from elsewhere.
 ///
-/// Pure Swift and inlinable, so a consumer in another module is compiled against it directly: no generic lookups at
-/// run time on a path that runs for every signal.
+/// Readers and the strings and bytes they give are plain values that point into the message: like the view they
+/// come from, they are valid only during the handler call. Nothing on this path is generic, so no type metadata is
+/// looked up at run time for a signal.
 package struct DBusArgumentReader {
     /// The message body. Alignment is reckoned from its start, which D-Bus places on an 8-byte boundary.
-    @usableFromInline let body: UnsafeRawBufferPointer
-    @usableFromInline let bigEndian: Bool
+    let body: UnsafeRawBufferPointer
+    let bigEndian: Bool
     /// The types walked: a run of complete types, or in an array its one element type, repeated.
-    @usableFromInline let types: UnsafeBufferPointer<UInt8>
+    let types: UnsafeBufferPointer<UInt8>
     /// Whether this reader walks an array's elements (``types`` repeated until ``limit``).
-    @usableFromInline let repeats: Bool
+    let repeats: Bool
     /// Where the current value's type starts in ``types`` (always 0 in an array).
-    @usableFromInline var typeIndex: Int
+    var typeIndex: Int
     /// Where the current value starts in ``body``, before its alignment padding.
-    @usableFromInline var offset: Int
+    var offset: Int
     /// The end of the enclosing container in ``body``.
-    @usableFromInline let limit: Int
+    let limit: Int
     /// How many containers enclose this reader.
-    @usableFromInline let depth: Int
+    let depth: Int
 
     /// Containers nest at most this deep (D-Bus allows 32 arrays and 32 structures, variants within that).
-    @usableFromInline static let maximumDepth = 64
+    static let maximumDepth = 64
 
     /// A reader of `body`'s values, typed by `signature`.
-    @inlinable
     package init(body: UnsafeRawBufferPointer, bigEndian: Bool, signature: UnsafeBufferPointer<UInt8>) {
         self.init(
             body: body,
@@ -42,7 +42,6 @@ package struct DBusArgumentReader {
         )
     }
 
-    @inlinable
     init(
         body: UnsafeRawBufferPointer,
         bigEndian: Bool,
@@ -63,7 +62,6 @@ package struct DBusArgumentReader {
     }
 
     /// A reader at its end.
-    @inlinable
     static var empty: DBusArgumentReader {
         DBusArgumentReader(
             body: UnsafeRawBufferPointer(start: nil, count: 0),
@@ -76,14 +74,12 @@ package struct DBusArgumentReader {
 
     /// The type code of the current value (`s`, `n`, `a`, `v`, `e` for a dictionary entry, `r` for a structure…),
     /// or 0 at the end.
-    @inlinable
     package var typeCode: UInt8 {
         guard let code = currentCode else { return 0 }
         return Self.publicCode(code)
     }
 
     /// For an array: the type code of its elements (`e` for a dictionary's entries).
-    @inlinable
     package var elementTypeCode: UInt8 {
         guard currentCode == UInt8(ascii: "a"), typeIndex + 1 < types.count else { return 0 }
         return Self.publicCode(types[typeIndex + 1])
@@ -96,7 +92,6 @@ package struct DBusArgumentReader {
     }
 
     /// Moves to the next value; `false` at the end.
-    @inlinable
     @discardableResult
     package mutating func next() -> Bool {
         guard currentCode != nil else { return false }
@@ -113,27 +108,23 @@ package struct DBusArgumentReader {
     // MARK: Reading the current value
 
     /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
-    @inlinable
     package func isString(_ expected: StaticString) -> Bool {
         guard let text = stringBytes else { return false }
         return DBusString.equal(text, expected)
     }
 
     /// Whether the current value is a string (or object path) equal to `expected`, compared in place.
-    @inlinable
     package func isString(_ expected: String) -> Bool {
         guard let text = stringBytes else { return false }
         return DBusString.equal(text, expected)
     }
 
     /// The current string, object path or signature (copied), or `nil` for another type.
-    @inlinable
     package var string: String? {
         stringBytes.map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The current string, object path or signature in place, without its terminating NUL.
-    @inlinable
     var stringBytes: UnsafeBufferPointer<UInt8>? {
         guard let code = currentCode else { return nil }
         switch code {
@@ -150,7 +141,6 @@ package struct DBusArgumentReader {
     }
 
     /// The current value if it is an `n`.
-    @inlinable
     package var int16: Int16? {
         guard currentCode == UInt8(ascii: "n") else { return nil }
         let start = Self.align(offset, 2)
@@ -159,27 +149,15 @@ package struct DBusArgumentReader {
         return Int16(bitPattern: bigEndian ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))
     }
 
-    /// For an `ay`: its bytes, in place, for the duration of `body`; `nil` for another type.
-    @inlinable
-    package func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result? {
+    /// For an `ay`: its bytes, in place; `nil` for another type.
+    package var bytes: UnsafeBufferPointer<UInt8>? {
         guard elementTypeCode == UInt8(ascii: "y"), let contents = arrayContents else { return nil }
-        guard let bytes = bytes(from: contents.lowerBound, count: contents.count, terminated: false) else {
-            return nil
-        }
-        return body(bytes)
+        return bytes(from: contents.lowerBound, count: contents.count, terminated: false)
     }
 
-    /// Reads inside the current container (array, dictionary entry, variant or structure); `nil` when the current
+    /// A reader inside the current container (array, dictionary entry, variant or structure); `nil` when the current
     /// value is not a container or does not fit in its own.
-    @inlinable
-    package func withContents<Result>(_ body: (inout DBusArgumentReader) -> Result) -> Result? {
-        guard var reader = contents else { return nil }
-        return body(&reader)
-    }
-
-    /// A reader inside the current container.
-    @inlinable
-    var contents: DBusArgumentReader? {
+    package var contents: DBusArgumentReader? {
         guard let code = currentCode, depth < Self.maximumDepth else { return nil }
         switch code {
         case UInt8(ascii: "a"):
@@ -227,7 +205,6 @@ package struct DBusArgumentReader {
     /// For a dictionary whose keys are strings (`a{s…}`): calls `body` with each key, in place, and a reader on its
     /// value, in wire order, until `body` returns `false`. `false` when the current value is no such dictionary (an
     /// empty one is not looked into: check ``signatureText`` when that matters).
-    @inlinable
     @discardableResult
     package func forEachStringKeyedEntry(_ body: (DBusString, inout DBusArgumentReader) -> Bool) -> Bool {
         guard elementTypeCode == UInt8(ascii: "e"), var entries = contents else { return false }
@@ -244,7 +221,6 @@ package struct DBusArgumentReader {
     // MARK: The wire format
 
     /// The current value's type code as written in the signature, or `nil` at the end.
-    @inlinable
     var currentCode: UInt8? {
         if repeats {
             guard !types.isEmpty, offset < limit else { return nil }
@@ -255,14 +231,12 @@ package struct DBusArgumentReader {
     }
 
     /// Ends the walk: what follows a value that does not fit cannot be found.
-    @inlinable
     mutating func stop() {
         typeIndex = types.count
         offset = limit
     }
 
     /// For an array: the range of its elements in ``body``.
-    @inlinable
     var arrayContents: Range<Int>? {
         guard currentCode == UInt8(ascii: "a"), typeIndex + 1 < types.count else { return nil }
         let start = Self.align(offset, 4)
@@ -272,13 +246,11 @@ package struct DBusArgumentReader {
         return first..<(first + Int(length))
     }
 
-    @inlinable
     func readUInt32(at position: Int) -> UInt32? {
         Self.readUInt32(body, at: position, limit: limit, bigEndian)
     }
 
     /// `count` bytes from `start`, when they (and the NUL after them, when `terminated`) lie within the container.
-    @inlinable
     func bytes(from start: Int, count: Int, terminated: Bool) -> UnsafeBufferPointer<UInt8>? {
         guard start <= limit, count <= limit - start - (terminated ? 1 : 0) else { return nil }
         if terminated, body[start + count] != 0 { return nil }
@@ -288,7 +260,6 @@ package struct DBusArgumentReader {
         )
     }
 
-    @inlinable
     static func readUInt32(_ body: UnsafeRawBufferPointer, at position: Int, limit: Int, _ bigEndian: Bool) -> UInt32? {
         guard position >= 0, position <= limit - 4 else { return nil }
         let raw = body.loadUnaligned(fromByteOffset: position, as: UInt32.self)
@@ -296,7 +267,6 @@ package struct DBusArgumentReader {
     }
 
     /// The code callers see: libdbus's `r` and `e` for a structure and a dictionary entry.
-    @inlinable
     static func publicCode(_ code: UInt8) -> UInt8 {
         switch code {
         case UInt8(ascii: "("): UInt8(ascii: "r")
@@ -305,13 +275,11 @@ package struct DBusArgumentReader {
         }
     }
 
-    @inlinable
     static func align(_ offset: Int, _ alignment: Int) -> Int {
         (offset + alignment - 1) & ~(alignment - 1)
     }
 
     /// The alignment of a value of the type that starts with `code`.
-    @inlinable
     static func alignment(_ code: UInt8) -> Int {
         switch code {
         case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
@@ -324,7 +292,6 @@ package struct DBusArgumentReader {
     }
 
     /// The size of a fixed-size basic type, or `nil` for another.
-    @inlinable
     static func fixedSize(_ code: UInt8) -> Int? {
         switch code {
         case UInt8(ascii: "y"): 1
@@ -336,7 +303,6 @@ package struct DBusArgumentReader {
     }
 
     /// The index just past the complete type that starts at `index` in `types`, or `nil` if it is not one.
-    @usableFromInline
     static func typeEnd(_ types: UnsafeBufferPointer<UInt8>, _ index: Int, depth: Int) -> Int? {
         guard index < types.count, depth <= maximumDepth else { return nil }
         switch types[index] {
@@ -359,7 +325,6 @@ package struct DBusArgumentReader {
 
     /// Where the value of the complete type at `index` in `types`, starting at `offset` in `body`, ends, and where
     /// its type ends; `nil` when it does not fit within `limit` or its type is not one.
-    @usableFromInline
     static func valueEnd(
         _ types: UnsafeBufferPointer<UInt8>,
         _ index: Int,
@@ -436,29 +401,23 @@ package struct DBusArgumentReader {
 /// A string inside a received message, compared in place and copied only on demand.
 package struct DBusString {
     /// Its UTF-8 bytes, without the NUL that ends it on the wire.
-    @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
+    let bytes: UnsafeBufferPointer<UInt8>
 
-    @inlinable
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// Whether it equals `expected`.
-    @inlinable
     package func equals(_ expected: StaticString) -> Bool { Self.equal(bytes, expected) }
 
     /// Whether it equals `expected`.
-    @inlinable
     package func equals(_ expected: String) -> Bool { Self.equal(bytes, expected) }
 
     /// The text (copied; libdbus has validated it as UTF-8).
-    @inlinable
     package var string: String { String(decoding: bytes, as: UTF8.self) }
 
-    @inlinable
     static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
         expected.withUTF8Buffer { expectedBytes in bytes.elementsEqual(expectedBytes) }
     }
 
-    @inlinable
     static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: String) -> Bool {
         var expected = expected
         return expected.withUTF8 { expectedBytes in bytes.elementsEqual(expectedBytes) }

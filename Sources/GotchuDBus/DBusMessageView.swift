@@ -15,10 +15,10 @@ internal import CGotchuDBus
 package struct DBusMessageView {
     let raw: OpaquePointer
     /// The body's bytes and their byte order; empty when the message has no body.
-    @usableFromInline let body: UnsafeRawBufferPointer
-    @usableFromInline let bigEndian: Bool
+    let body: UnsafeRawBufferPointer
+    let bigEndian: Bool
     /// The body's signature, in libdbus's header.
-    @usableFromInline let signature: UnsafeBufferPointer<UInt8>
+    let signature: UnsafeBufferPointer<UInt8>
 
     /// A view of `raw` whose body is `body`; without one, the arguments read as none.
     private init(_ raw: OpaquePointer, body: (bytes: UnsafeRawBufferPointer, bigEndian: Bool)?) {
@@ -91,11 +91,9 @@ package struct DBusMessageView {
         try DBusMessage(cMessage: raw)
     }
 
-    /// Reads the arguments from the first one on.
-    @inlinable
-    package func withArguments<Result>(_ body: (inout DBusArgumentReader) -> Result) -> Result {
-        var reader = DBusArgumentReader(body: self.body, bigEndian: bigEndian, signature: signature)
-        return body(&reader)
+    /// A reader of the arguments, at the first one.
+    package var arguments: DBusArgumentReader {
+        DBusArgumentReader(body: body, bigEndian: bigEndian, signature: signature)
     }
 
     static func equal(_ text: UnsafePointer<CChar>?, _ expected: StaticString) -> Bool {
@@ -149,7 +147,8 @@ extension DBusMatchRule {
             else { return false }
         }
         if let arg0 {
-            guard view.withArguments({ $0.typeCode == UInt8(ascii: "s") && $0.isString(arg0) }) else { return false }
+            let arguments = view.arguments
+            guard arguments.typeCode == UInt8(ascii: "s"), arguments.isString(arg0) else { return false }
         }
         return true
     }

@@ -273,11 +273,10 @@ struct ConnectionTests {
                 drained: { events.append(.drained) },
                 { view in
                     // Read in place: the path, the first argument compared, the second read only if it is an `n`.
-                    let event = view.withArguments { arguments -> ViewEvent in
-                        let mine = arguments.isString("mine")
-                        arguments.next()
-                        return .tick(mine ? view.path?.rawValue ?? "?" : "not mine", arguments.int16)
-                    }
+                    var arguments = view.arguments
+                    let mine = arguments.isString("mine")
+                    arguments.next()
+                    let event = ViewEvent.tick(mine ? view.path?.rawValue ?? "?" : "not mine", arguments.int16)
                     events.append(event)
                 }
             )
@@ -317,7 +316,7 @@ struct ConnectionTests {
                 matching: DBusMatchRule(interface: "io.gotchu.Test.Signals", member: "Gathered"),
                 coalescing: .seconds(2),
                 drained: { events.append(.drained) },
-                { view in events.append(.tick("", view.withArguments { $0.int16 })) }
+                { view in events.append(.tick("", view.arguments.int16)) }
             )
             func tick(_ value: Int16) async throws {
                 try await server.emitSignal(

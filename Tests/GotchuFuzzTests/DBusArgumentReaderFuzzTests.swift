@@ -22,11 +22,11 @@ extension Fuzzing {
         }
 
         static func seen(_ reader: DBusArgumentReader) -> String {
-            if let bytes = reader.withBytes({ Array($0) }) { return "ay\(bytes)" }
+            if let bytes = reader.bytes { return "ay\(Array(bytes))" }
             let code = String(UnicodeScalar(reader.typeCode))
             if let text = reader.string { return code + text.debugDescription }
             if let number = reader.int16 { return "n\(number)" }
-            if let inside = reader.withContents({ seen(&$0) }) { return code + "\(inside)" }
+            if var contents = reader.contents { return code + "\(seen(&contents))" }
             return code
         }
 
@@ -51,7 +51,10 @@ extension Fuzzing {
 
         /// What the reader shows of a C message's arguments.
         static func seen(_ message: OpaquePointer) -> [String] {
-            DBusMessageView.reading(message) { view in view.withArguments { seen(&$0) } }
+            DBusMessageView.reading(message) { view in
+                var arguments = view.arguments
+                return seen(&arguments)
+            }
         }
 
         /// The body of a marshalled message, where ``DBusMessageView`` finds it.
