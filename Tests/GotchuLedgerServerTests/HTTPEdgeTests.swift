@@ -234,11 +234,30 @@ struct HTTPEdgeTests {
             #expect(records.all.filter { $0.level >= .error }.isEmpty, "\(records.all)")
             #expect(records.all.allSatisfy { $0.metadata["status"] != "500" })
 
-            // And the server keeps serving.
+            #expect(abandoned.metadata["status"] == nil)
+
+            // And the server keeps serving, with one line for the request.
             let client = try LoopbackConnection(port: url.port!)
             try client.send(Self.healthz)
             #expect(try await client.readResponse().status == 200)
+            let served = try #require(records.all.first { $0.message == "request" && $0.metadata["status"] == "200" })
+            #expect(served.metadata["method"] == "GET")
+            let latency = try #require(served.metadata["latency_ms"].map { "\($0)" })
+            #expect(latency.wholeMatch(of: /[0-9]+\.[0-9]{2}/) != nil, "\(latency)")
         }
+    }
+
+    @Test("Request latencies are logged in milliseconds with two decimals, rounded, never negative")
+    func latencyText() {
+        #expect(Duration.zero.millisecondsText == "0.00")
+        #expect(Duration.microseconds(4).millisecondsText == "0.00")
+        #expect(Duration.microseconds(5).millisecondsText == "0.01")
+        #expect(Duration.microseconds(1_234).millisecondsText == "1.23")
+        #expect(Duration.microseconds(1_235).millisecondsText == "1.24")
+        #expect(Duration.milliseconds(12).millisecondsText == "12.00")
+        #expect((Duration.seconds(3) + .microseconds(70)).millisecondsText == "3000.07")
+        #expect(Duration.milliseconds(-5).millisecondsText == "0.00")
+        #expect(Duration.seconds(Int64.max).millisecondsText == "1000000000000.00")
     }
 
     @Test("Connection slots: served up to the cap, then refused up to a bound, then dropped; a close frees its slot")
