@@ -27,6 +27,9 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     ) {
         var configuration = url.configuration
         configuration.options.maximumConnections = maximumConnections
+        // Kept open even when idle: postgres-nio arms an idle-timeout timer (a task) each time it takes back a
+        // connection above the minimum, which cost about 3 % of the CPU of a lone payer's payments.
+        configuration.options.minimumConnections = min(2, maximumConnections)
         self.init(
             client: PostgresClient(configuration: configuration, backgroundLogger: logger),
             policy: policy,
