@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// Walks a message body in place, one value at a time, straight from its wire format: values are read only when
 /// asked for and only as the type they are, so a wrong type on the wire shows as a type code the caller did not
 /// expect.
@@ -415,11 +421,18 @@ package struct DBusString {
     package var string: String { String(decoding: bytes, as: UTF8.self) }
 
     static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
-        expected.withUTF8Buffer { expectedBytes in bytes.elementsEqual(expectedBytes) }
+        expected.withUTF8Buffer { expectedBytes in equal(bytes, expectedBytes) }
     }
 
     static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: String) -> Bool {
         var expected = expected
-        return expected.withUTF8 { expectedBytes in bytes.elementsEqual(expectedBytes) }
+        return expected.withUTF8 { expectedBytes in equal(bytes, expectedBytes) }
+    }
+
+    /// Byte for byte, with `memcmp`: these comparisons run several times for every signal.
+    static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == expected.count else { return false }
+        guard let base = bytes.baseAddress, let expectedBase = expected.baseAddress else { return true }
+        return memcmp(base, expectedBase, bytes.count) == 0
     }
 }
