@@ -67,15 +67,6 @@ package struct DBusArgumentReader {
         self.depth = depth
     }
 
-    /// A reader at its end.
-    static var empty: DBusArgumentReader {
-        DBusArgumentReader(
-            body: UnsafeRawBufferPointer(start: nil, count: 0),
-            bigEndian: false,
-            signature: UnsafeBufferPointer(start: nil, count: 0)
-        )
-    }
-
     // MARK: Where the walk is
 
     /// The type code of the current value (`s`, `n`, `a`, `v`, `e` for a dictionary entry, `r` for a structure…),
