@@ -116,11 +116,20 @@ public actor DBusConnection {
 
     let logger: Logger
     var raw: OpaquePointer?
-    var pendingCalls: [UInt64: PendingCall] = [:]
+    var pendingCalls: [UInt64: PendingCall] = [:] {
+        didSet { updateReadCoalescing() }
+    }
     var subscriptions: [UInt64: Subscription] = [:] {
-        didSet { loop.readCoalescing = subscriptions.values.map(\.coalescing).max() ?? .zero }
+        didSet { updateReadCoalescing() }
     }
     var objects: [DBusObjectPath: ExportedObject] = [:]
+
+    /// Reads gather for the subscribers that ask for it (``Subscription/coalescing``), but never while a call awaits
+    /// its reply: the reply is read as soon as it arrives, however much else the bus sends meanwhile.
+    private func updateReadCoalescing() {
+        loop.readCoalescing =
+            pendingCalls.isEmpty ? subscriptions.values.map(\.coalescing).max() ?? .zero : .zero
+    }
     /// Whether a view handler received signals since the last ``dispatchRoundEnded()``.
     private var viewHandlersUndrained = false
     private var nextToken: UInt64 = 0

@@ -48,7 +48,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     private static let readsPerRound = 32
     /// After a round that read messages, how long the loop lets more arrive before it reads again, so that a flood
     /// is read, dispatched and passed on in bursts. Jobs submitted meanwhile still run at once. Zero reads as soon
-    /// as data is there. Set on the loop thread.
+    /// as data is there; the connection sets zero while a call awaits its reply. Set on the loop thread.
     var readCoalescing: Duration = .zero
 
     init() throws(DBusError) {

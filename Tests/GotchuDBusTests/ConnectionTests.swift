@@ -308,7 +308,7 @@ struct ConnectionTests {
         }
     }
 
-    @Test("a view handler's coalescing gathers signals into one round, and does not hold back a call")
+    @Test("a view handler's coalescing gathers signals into one round, and does not hold back a call's reply")
     func coalescedReads() async throws {
         try await withTwoConnections(on: Self.bus) { _, server, client in
             let events = ViewEvents()
@@ -337,7 +337,10 @@ struct ConnectionTests {
             }
             #expect(try await eventually { events.ticks.count == 4 && events.all.last == .drained })
             #expect(events.all == [.tick("", 1), .drained, .tick("", 2), .tick("", 3), .tick("", 4), .drained])
-            // During the next wait a call goes out and its reply is read at once, not after the wait.
+            // During the next wait a call goes out and its reply is read at once, not after the wait, even when
+            // another signal waits to be read beside it (its round would otherwise start a wait of its own).
+            try await tick(5)
+            try await Task.sleep(for: .milliseconds(100))
             let clock = ContinuousClock()
             let start = clock.now
             #expect(try await client.nameOwner(of: "org.freedesktop.DBus") == "org.freedesktop.DBus")
