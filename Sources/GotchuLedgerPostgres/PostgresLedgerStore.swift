@@ -189,13 +189,15 @@ public struct PostgresLedgerBackend: LedgerBackend {
         while true {
             do {
                 return try await withConnection { connection in
-                    let connection = bind(connection)
+                    let connection = bind(connection, deferring: DeferredWrites())
                     try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
                     do {
                         let result = try await body(connection)
+                        // Sends the writes still held back first.
                         try await connection.execute("COMMIT")
                         return result
                     } catch {
+                        connection.deferred?.discard()
                         // A failed ROLLBACK means the connection is broken; the pool discards it.
                         _ = try? await connection.execute("ROLLBACK")
                         throw error
@@ -215,8 +217,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
     }
 
     /// `connection` with the backend's way of running statements.
-    private func bind(_ connection: PostgresConnection) -> Connection {
-        Connection(connection: connection, prepares: preparesStatements, logger: logger)
+    private func bind(_ connection: PostgresConnection, deferring deferred: DeferredWrites? = nil) -> Connection {
+        Connection(connection: connection, prepares: preparesStatements, logger: logger, deferred: deferred)
     }
 
     /// Runs a single-statement read; one statement needs no transaction to see one snapshot.
@@ -548,6 +550,8 @@ extension PostgresLedgerBackend {
         /// Whether statements run prepared (``PreparedLedgerStatement``) or parsed every time.
         let prepares: Bool
         let logger: Logger
+        /// A transaction's writes held back until its next statement; `nil` outside transactions.
+        let deferred: DeferredWrites?
 
         static let sessionColumns =
             "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at"
@@ -555,16 +559,37 @@ extension PostgresLedgerBackend {
         /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
         /// executes surface here.
         func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+            try await sendDeferred()
+            return try await send(query)
+        }
+
+        /// Runs `query` parsed on the spot (schema changes, prepared statements off, or past
+        /// ``StatementNames/capacity``) and reads every row.
+        func unprepared(_ query: PostgresQuery) async throws -> [PostgresRow] {
+            try await sendDeferred()
+            return try await connection.query(query, logger: logger).collect()
+        }
+
+        private func send(_ query: PostgresQuery) async throws -> [PostgresRow] {
             if prepares, let name = StatementNames.shared.name(for: query.sql) {
                 return try await PreparedLedgerStatement.run(query, named: name, on: connection, logger: logger)
             }
             return try await unprepared(query)
         }
 
-        /// Runs `query` parsed on the spot (schema changes, prepared statements off, or past
-        /// ``StatementNames/capacity``) and reads every row.
-        func unprepared(_ query: PostgresQuery) async throws -> [PostgresRow] {
-            try await connection.query(query, logger: logger).collect()
+        /// A write whose answer nobody reads, to `table` (`nil` for a notification): in a transaction it is held back
+        /// and sent with the writes after it, as one statement, before the transaction's next read or its COMMIT
+        /// (see ``DeferredWrites``); outside one it runs at once.
+        func write(_ statement: SQLFragment, to table: String?) async throws {
+            guard let deferred else { return try await execute(statement.query) }
+            if deferred.hold(statement, writing: table) { return }
+            try await sendDeferred()
+            _ = deferred.hold(statement, writing: table)
+        }
+
+        private func sendDeferred() async throws {
+            guard let deferred, let held = deferred.take() else { return }
+            _ = try await send(held)
         }
 
         func execute(_ query: PostgresQuery) async throws {
@@ -781,17 +806,18 @@ extension PostgresLedgerBackend {
 
         public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
             // One statement; the rows are already locked, so the order it updates them in does not matter.
-            try await connection.execute(
+            try await connection.write(
                 """
                 UPDATE wallet_accounts w SET available_cents = b.balance
                 FROM UNNEST(\(balances.map(\.walletID)), \(balances.map(\.balance))) AS b(id, balance)
                 WHERE w.id = b.id
-                """
+                """,
+                to: "wallet_accounts"
             )
         }
 
         public func insert(entries: [EntryRow]) async throws {
-            try await connection.execute(
+            try await connection.write(
                 """
                 INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
                 created_at, hash) SELECT e.id, e.transfer_id, e.wallet_id, e.direction, e.amount_cents, e.type,
@@ -800,7 +826,8 @@ extension PostgresLedgerBackend {
                 \(entries.map(\.type)), \(entries.map(\.refType)), \(entries.map(\.refID)),
                 \(entries.map(\.createdAt)), \(entries.map(\.hash))) WITH ORDINALITY AS e(id, transfer_id, wallet_id,
                 direction, amount_cents, type, ref_type, ref_id, created_at, hash, position) ORDER BY e.position
-                """
+                """,
+                to: "ledger_entries"
             )
         }
 
@@ -860,8 +887,9 @@ extension PostgresLedgerBackend {
         }
 
         public func insert(eid: EID, sessionID: String) async throws {
-            try await connection.execute(
-                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (\(eid.rawValue), \(sessionID), \(now))"
+            try await connection.write(
+                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (\(eid.rawValue), \(sessionID), \(now))",
+                to: "session_eids"
             )
         }
 
@@ -885,30 +913,30 @@ extension PostgresLedgerBackend {
         }
 
         public func update(session sid: String, _ change: SessionChange) async throws {
-            let query: PostgresQuery
+            let statement: SQLFragment
             switch change {
             case .lock(let payerID, let until):
-                query = """
+                statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.locked.rawValue), locked_by = \(payerID),
                     lock_exp_at = \(until) WHERE id = \(sid)
                     """
             case .unlock:
-                query = """
+                statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.advertising.rawValue), lock_exp_at = \(now)
                     WHERE id = \(sid)
                     """
             case .paid(let payerID):
-                query = """
+                statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.paid.rawValue), paid_by = \(payerID),
                     paid_at = \(now), locked_by = NULL, lock_exp_at = NULL WHERE id = \(sid)
                     """
             case .cancelled:
-                query = """
+                statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.cancelled.rawValue), cancelled_at = \(now)
                     WHERE id = \(sid)
                     """
             }
-            try await connection.execute(query)
+            try await connection.write(statement, to: "payment_sessions")
         }
 
         /// The keys' own number space (seed 1), apart from the EID locks (seed 0). A collision of two keys' hashes
@@ -965,7 +993,7 @@ extension PostgresLedgerBackend {
 
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
             let stored = IdempotencyRecord.columns(for: outcome)
-            try await connection.execute(
+            try await connection.write(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
                 created_at, updated_at) VALUES (\(userID), \(key), \(sid), \(IdempotencyState.done.rawValue),
@@ -973,7 +1001,8 @@ extension PostgresLedgerBackend {
                 ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents,
                 problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail,
                 updated_at = EXCLUDED.updated_at
-                """
+                """,
+                to: "idempotency_keys"
             )
         }
 
@@ -984,8 +1013,9 @@ extension PostgresLedgerBackend {
         }
 
         public func setChainHead(_ head: ChainHead) async throws {
-            try await connection.execute(
-                "UPDATE ledger_chain SET head_hash = \(head.hash), entry_count = \(head.count) WHERE id = 1"
+            try await connection.write(
+                "UPDATE ledger_chain SET head_hash = \(head.hash), entry_count = \(head.count) WHERE id = 1",
+                to: "ledger_chain"
             )
         }
 
@@ -1035,11 +1065,12 @@ extension PostgresLedgerBackend {
         }
 
         public func insert(receipt: StoredReceipt) async throws {
-            try await connection.execute(
+            try await connection.write(
                 """
                 INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (\(receipt.id), \(receipt.kind),
                 \(receipt.sessionID), \(receipt.body), \(now))
-                """
+                """,
+                to: "receipts"
             )
         }
 
@@ -1058,9 +1089,7 @@ extension PostgresLedgerBackend {
         /// transaction commits.
         public func announce(sid: String, _ notice: SessionNotice) async throws {
             let payload = SessionNotice.payload(sid: sid, notice)
-            try await connection.execute(
-                "SELECT pg_notify(\(PostgresLedgerBackend.changeChannel), \(payload))"
-            )
+            try await connection.write("SELECT pg_notify(\(PostgresLedgerBackend.changeChannel), \(payload))", to: nil)
         }
     }
 }

@@ -482,8 +482,9 @@ enum PgbenchAnchor {
         }
     }
 
-    /// One payment as the PostgreSQL store runs it: the same statements, transactions and round trips (pgbench's
-    /// variables are parameters of unknown type in prepared mode, hence the casts).
+    /// One payment as the PostgreSQL store runs it: the same statements, transactions and round trips, with the writes
+    /// it holds back joined as it joins them (pgbench's variables are parameters of unknown type in prepared mode,
+    /// hence the casts).
     static let pgbenchScript = """
         \\set n random(1, 1000000000000000)
         \\set e random(0, 1099511627775)
@@ -503,8 +504,7 @@ enum PgbenchAnchor {
         SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at FROM payment_sessions s WHERE s.id = 's-' || :n::TEXT FOR UPDATE;
         SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions WHERE locked_by = 'pgbench-payer-' || :client_id::TEXT AND status = 'LOCKED' AND lock_exp_at > :now::BIGINT AND exp_at > :now::BIGINT AND id <> 's-' || :n::TEXT;
         SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = 'pgbench-payer-' || :client_id::TEXT;
-        UPDATE payment_sessions SET status = 'LOCKED', locked_by = 'pgbench-payer-' || :client_id::TEXT, lock_exp_at = :now::BIGINT + 30000 WHERE id = 's-' || :n::TEXT;
-        SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
+        WITH w0 AS (UPDATE payment_sessions SET status = 'LOCKED', locked_by = 'pgbench-payer-' || :client_id::TEXT, lock_exp_at = :now::BIGINT + 30000 WHERE id = 's-' || :n::TEXT) SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
         COMMIT;
         BEGIN ISOLATION LEVEL READ COMMITTED;
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
@@ -515,12 +515,7 @@ enum PgbenchAnchor {
         SELECT max(available_cents) FILTER (WHERE user_id = 'pgbench-payer-' || :client_id::TEXT) AS payer_balance, max(available_cents) FILTER (WHERE user_id = 'pgbench-payee-' || :client_id::TEXT) AS payee_balance FROM (SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE id = ANY('{}'::TEXT[]) OR user_id = ANY(ARRAY['pgbench-payer-' || :client_id::TEXT, 'pgbench-payee-' || :client_id::TEXT]) ORDER BY id FOR UPDATE) w \\gset
         UPDATE wallet_accounts w SET available_cents = b.balance FROM UNNEST(ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY[:payer_balance::BIGINT - 1, :payee_balance::BIGINT + 1]::BIGINT[]) AS b(id, balance) WHERE w.id = b.id;
         SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1 FOR UPDATE \\gset
-        INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash) SELECT e.id, e.transfer_id, e.wallet_id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at, e.hash FROM UNNEST(ARRAY['d-' || :n::TEXT, 'c-' || :n::TEXT], ARRAY['t-' || :n::TEXT, 't-' || :n::TEXT], ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY['DEBIT', 'CREDIT'], ARRAY[1, 1]::BIGINT[], ARRAY['SEND_P2P', 'RECEIVE_P2P'], ARRAY['session', 'session'], ARRAY['s-' || :n::TEXT, 's-' || :n::TEXT], ARRAY[:now::BIGINT, :now::BIGINT], ARRAY[md5('d' || :n::TEXT) || md5('h' || :n::TEXT), md5('c' || :n::TEXT) || md5('h' || :n::TEXT)]) WITH ORDINALITY AS e(id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash, position) ORDER BY e.position;
-        UPDATE ledger_chain SET head_hash = md5('c' || :n::TEXT) || md5('h' || :n::TEXT), entry_count = :entry_count::BIGINT + 2 WHERE id = 1;
-        UPDATE payment_sessions SET status = 'PAID', paid_by = 'pgbench-payer-' || :client_id::TEXT, paid_at = :now::BIGINT, locked_by = NULL, lock_exp_at = NULL WHERE id = 's-' || :n::TEXT;
-        INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES ('r-' || :n::TEXT, 'payment', 's-' || :n::TEXT, repeat('r', 640), :now::BIGINT);
-        INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail, created_at, updated_at) VALUES ('pgbench-payer-' || :client_id::TEXT, 'k' || :n::TEXT, 's-' || :n::TEXT, 'DONE', :payer_balance::BIGINT - 1, NULL, NULL, :now::BIGINT, :now::BIGINT) ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents, problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail, updated_at = EXCLUDED.updated_at;
-        SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
+        WITH w0 AS (INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash) SELECT e.id, e.transfer_id, e.wallet_id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at, e.hash FROM UNNEST(ARRAY['d-' || :n::TEXT, 'c-' || :n::TEXT], ARRAY['t-' || :n::TEXT, 't-' || :n::TEXT], ARRAY['wallet-pgbench-payer-' || :client_id::TEXT, 'wallet-pgbench-payee-' || :client_id::TEXT], ARRAY['DEBIT', 'CREDIT'], ARRAY[1, 1]::BIGINT[], ARRAY['SEND_P2P', 'RECEIVE_P2P'], ARRAY['session', 'session'], ARRAY['s-' || :n::TEXT, 's-' || :n::TEXT], ARRAY[:now::BIGINT, :now::BIGINT], ARRAY[md5('d' || :n::TEXT) || md5('h' || :n::TEXT), md5('c' || :n::TEXT) || md5('h' || :n::TEXT)]) WITH ORDINALITY AS e(id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id, created_at, hash, position) ORDER BY e.position), w1 AS (UPDATE ledger_chain SET head_hash = md5('c' || :n::TEXT) || md5('h' || :n::TEXT), entry_count = :entry_count::BIGINT + 2 WHERE id = 1), w2 AS (UPDATE payment_sessions SET status = 'PAID', paid_by = 'pgbench-payer-' || :client_id::TEXT, paid_at = :now::BIGINT, locked_by = NULL, lock_exp_at = NULL WHERE id = 's-' || :n::TEXT), w3 AS (INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES ('r-' || :n::TEXT, 'payment', 's-' || :n::TEXT, repeat('r', 640), :now::BIGINT)), w4 AS (INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail, created_at, updated_at) VALUES ('pgbench-payer-' || :client_id::TEXT, 'k' || :n::TEXT, 's-' || :n::TEXT, 'DONE', :payer_balance::BIGINT - 1, NULL, NULL, :now::BIGINT, :now::BIGINT) ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents, problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail, updated_at = EXCLUDED.updated_at) SELECT pg_notify('gotchu_session_changes', 's-' || :n::TEXT);
         COMMIT;
 
         """

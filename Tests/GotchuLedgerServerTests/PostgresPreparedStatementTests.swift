@@ -16,7 +16,15 @@ struct PostgresPreparedStatementTests {
             )
             let first = try await Self.preparedStatements(store)
             #expect(first.count >= 20 && first.keys.allSatisfy { $0.hasPrefix("gotchu_") })
-            #expect(first.values.contains { $0.hasPrefix("INSERT INTO receipts") })
+            // The payment's last writes went as one statement: the transfer's entries, the chain head, the session,
+            // the receipt, the key's outcome and the notification.
+            let joined = try #require(first.values.first { $0.contains("INSERT INTO receipts") }, "\(first)")
+            for part in [
+                "WITH w0 AS (", "INSERT INTO ledger_entries", "UPDATE ledger_chain", "UPDATE payment_sessions",
+                "INSERT INTO idempotency_keys", "SELECT pg_notify(",
+            ] {
+                #expect(joined.contains(part), "\(joined)")
+            }
 
             let (session, _) = try await store.createSession(payeeID: payee, amountCents: 100, idempotencyKey: nil)
             try await store.lock(sid: session.sid, payerID: payer)
