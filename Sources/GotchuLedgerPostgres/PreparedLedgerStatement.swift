@@ -2,7 +2,7 @@ import PostgresNIO
 import Synchronization
 
 /// A ledger statement run as a named prepared statement, so PostgreSQL parses and plans it once per connection
-/// instead of on every execution (a payment runs about 35 statements; parsing each every time cost a quarter of the
+/// instead of on every execution (a payment runs 27 statements; parsing each every time cost a quarter of the
 /// store's payments per second).
 ///
 /// postgres-nio prepares by type: a ``PostgresPreparedStatement``'s static `name` and `sql`, read when it is executed.
