@@ -123,18 +123,11 @@ package struct DBusArgumentReader {
 
     /// The current string, object path or signature in place, without its terminating NUL.
     var stringBytes: UnsafeBufferPointer<UInt8>? {
-        guard let code = currentCode else { return nil }
-        switch code {
-        case UInt8(ascii: "s"), UInt8(ascii: "o"):
-            let start = Self.align(offset, 4)
-            guard let length = readUInt32(at: start) else { return nil }
-            return bytes(from: start + 4, count: Int(length), terminated: true)
-        case UInt8(ascii: "g"):
-            guard offset < limit else { return nil }
-            return bytes(from: offset + 1, count: Int(body[offset]), terminated: true)
-        default:
-            return nil
-        }
+        guard let code = currentCode,
+            code == UInt8(ascii: "s") || code == UInt8(ascii: "o") || code == UInt8(ascii: "g"),
+            let text = Self.textRange(code, at: offset, in: body, limit: limit, bigEndian)
+        else { return nil }
+        return Self.buffer(body, text)
     }
 
     /// The current value if it is an `n`.
@@ -149,7 +142,7 @@ package struct DBusArgumentReader {
     /// For an `ay`: its bytes, in place; `nil` for another type.
     package var bytes: UnsafeBufferPointer<UInt8>? {
         guard elementTypeCode == UInt8(ascii: "y"), let contents = arrayContents else { return nil }
-        return bytes(from: contents.lowerBound, count: contents.count, terminated: false)
+        return Self.buffer(body, contents)
     }
 
     /// A reader inside the current container (array, dictionary entry, variant or structure); `nil` when the current
@@ -182,15 +175,14 @@ package struct DBusArgumentReader {
                 depth: depth + 1
             )
         case UInt8(ascii: "v"):
-            guard offset < limit,
-                let signature = bytes(from: offset + 1, count: Int(body[offset]), terminated: true)
+            guard let signature = Self.textRange(UInt8(ascii: "g"), at: offset, in: body, limit: limit, bigEndian)
             else { return nil }
             return DBusArgumentReader(
                 body: body,
                 bigEndian: bigEndian,
-                types: signature,
+                types: Self.buffer(body, signature),
                 repeats: false,
-                offset: offset + 1 + signature.count + 1,
+                offset: signature.upperBound + 1,
                 limit: limit,
                 depth: depth + 1
             )
@@ -236,25 +228,54 @@ package struct DBusArgumentReader {
     /// For an array: the range of its elements in ``body``.
     var arrayContents: Range<Int>? {
         guard currentCode == UInt8(ascii: "a"), typeIndex + 1 < types.count else { return nil }
-        let start = Self.align(offset, 4)
-        guard let length = readUInt32(at: start) else { return nil }
-        let first = Self.align(start + 4, Self.alignment(types[typeIndex + 1]))
+        return Self.arrayRange(of: types[typeIndex + 1], at: offset, in: body, limit: limit, bigEndian)
+    }
+
+    /// The bytes of `range` in `body`, in place.
+    static func buffer(_ body: UnsafeRawBufferPointer, _ range: Range<Int>) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(
+            start: body.baseAddress.map { $0.advanced(by: range.lowerBound).assumingMemoryBound(to: UInt8.self) },
+            count: range.count
+        )
+    }
+
+    /// Where the text of a string or object path (a 32-bit length first) or of a signature (`g`, an 8-bit length)
+    /// that starts at `offset` lies, without the NUL after it; `nil` when it or its NUL does not fit before `limit`.
+    static func textRange(
+        _ code: UInt8,
+        at offset: Int,
+        in body: UnsafeRawBufferPointer,
+        limit: Int,
+        _ bigEndian: Bool
+    ) -> Range<Int>? {
+        let start: Int
+        let length: Int
+        if code == UInt8(ascii: "g") {
+            guard offset >= 0, offset < limit else { return nil }
+            (start, length) = (offset + 1, Int(body[offset]))
+        } else {
+            let lengthAt = align(offset, 4)
+            guard let value = readUInt32(body, at: lengthAt, limit: limit, bigEndian) else { return nil }
+            (start, length) = (lengthAt + 4, Int(value))
+        }
+        guard length < limit - start, body[start + length] == 0 else { return nil }
+        return start..<(start + length)
+    }
+
+    /// Where the elements of an array of `element`s that starts at `offset` lie (after its length, padded to the
+    /// elements' alignment even when there are none); `nil` when they do not fit before `limit`.
+    static func arrayRange(
+        of element: UInt8,
+        at offset: Int,
+        in body: UnsafeRawBufferPointer,
+        limit: Int,
+        _ bigEndian: Bool
+    ) -> Range<Int>? {
+        let lengthAt = align(offset, 4)
+        guard let length = readUInt32(body, at: lengthAt, limit: limit, bigEndian) else { return nil }
+        let first = align(lengthAt + 4, alignment(element))
         guard first <= limit, Int(length) <= limit - first else { return nil }
         return first..<(first + Int(length))
-    }
-
-    func readUInt32(at position: Int) -> UInt32? {
-        Self.readUInt32(body, at: position, limit: limit, bigEndian)
-    }
-
-    /// `count` bytes from `start`, when they (and the NUL after them, when `terminated`) lie within the container.
-    func bytes(from start: Int, count: Int, terminated: Bool) -> UnsafeBufferPointer<UInt8>? {
-        guard start <= limit, count <= limit - start - (terminated ? 1 : 0) else { return nil }
-        if terminated, body[start + count] != 0 { return nil }
-        return UnsafeBufferPointer(
-            start: body.baseAddress.map { $0.advanced(by: start).assumingMemoryBound(to: UInt8.self) },
-            count: count
-        )
     }
 
     static func readUInt32(_ body: UnsafeRawBufferPointer, at position: Int, limit: Int, _ bigEndian: Bool) -> UInt32? {
@@ -334,26 +355,15 @@ package struct DBusArgumentReader {
         guard index < types.count, depth <= maximumDepth else { return nil }
         let code = types[index]
         switch code {
-        case UInt8(ascii: "s"), UInt8(ascii: "o"):
-            let start = align(offset, 4)
-            guard let length = readUInt32(body, at: start, limit: limit, bigEndian),
-                Int(length) < limit - start - 4
-            else { return nil }
-            return (start + 4 + Int(length) + 1, index + 1)
-        case UInt8(ascii: "g"):
-            guard offset < limit else { return nil }
-            let length = Int(body[offset])
-            guard length < limit - offset - 1 else { return nil }
-            return (offset + 1 + length + 1, index + 1)
+        case UInt8(ascii: "s"), UInt8(ascii: "o"), UInt8(ascii: "g"):
+            guard let text = textRange(code, at: offset, in: body, limit: limit, bigEndian) else { return nil }
+            return (text.upperBound + 1, index + 1)
         case UInt8(ascii: "a"):
-            let start = align(offset, 4)
             guard index + 1 < types.count,
-                let length = readUInt32(body, at: start, limit: limit, bigEndian),
+                let elements = arrayRange(of: types[index + 1], at: offset, in: body, limit: limit, bigEndian),
                 let elementEnd = typeEnd(types, index + 1, depth: depth + 1)
             else { return nil }
-            let first = align(start + 4, alignment(types[index + 1]))
-            guard first <= limit, Int(length) <= limit - first else { return nil }
-            return (first + Int(length), elementEnd)
+            return (elements.upperBound, elementEnd)
         case UInt8(ascii: "("), UInt8(ascii: "{"):
             let close = code == UInt8(ascii: "(") ? UInt8(ascii: ")") : UInt8(ascii: "}")
             var position = align(offset, 8)
@@ -366,24 +376,17 @@ package struct DBusArgumentReader {
             guard next < types.count, position <= limit else { return nil }
             return (position, next + 1)
         case UInt8(ascii: "v"):
-            guard offset < limit else { return nil }
-            let length = Int(body[offset])
-            guard length < limit - offset - 1, let base = body.baseAddress else { return nil }
-            let signature = UnsafeBufferPointer(
-                start: base.advanced(by: offset + 1).assumingMemoryBound(to: UInt8.self),
-                count: length
-            )
-            guard
+            guard let signature = textRange(UInt8(ascii: "g"), at: offset, in: body, limit: limit, bigEndian),
                 let end = valueEnd(
-                    signature,
+                    buffer(body, signature),
                     0,
-                    at: offset + 1 + length + 1,
+                    at: signature.upperBound + 1,
                     in: body,
                     limit: limit,
                     bigEndian,
                     depth: depth + 1
                 ),
-                end.typeIndex == length
+                end.typeIndex == signature.count
             else { return nil }
             return (end.offset, index + 1)
         default:

@@ -123,13 +123,6 @@ public actor DBusConnection {
         didSet { updateReadCoalescing() }
     }
     var objects: [DBusObjectPath: ExportedObject] = [:]
-
-    /// Reads gather for the subscribers that ask for it (``Subscription/coalescing``), but never while a call awaits
-    /// its reply: the reply is read as soon as it arrives, however much else the bus sends meanwhile.
-    private func updateReadCoalescing() {
-        loop.readCoalescing =
-            pendingCalls.isEmpty ? subscriptions.values.map(\.coalescing).max() ?? .zero : .zero
-    }
     /// Whether a view handler received signals since the last ``dispatchRoundEnded()``.
     private var viewHandlersUndrained = false
     private var nextToken: UInt64 = 0
@@ -141,6 +134,12 @@ public actor DBusConnection {
     private init(loop: DBusEventLoop, logger: Logger) {
         self.loop = loop
         self.logger = logger
+    }
+
+    /// Reads gather for the subscribers that ask for it (``Subscription/coalescing``), but never while a call awaits
+    /// its reply: the reply is read as soon as it arrives, however much else the bus sends meanwhile.
+    private func updateReadCoalescing() {
+        loop.readCoalescing = pendingCalls.isEmpty ? subscriptions.values.map(\.coalescing).max() ?? .zero : .zero
     }
 
     /// Opens a private connection to `bus` and registers with it.

@@ -567,14 +567,18 @@ extension PostgresLedgerBackend {
         /// ``StatementNames/capacity``) and reads every row.
         func unprepared(_ query: PostgresQuery) async throws -> [PostgresRow] {
             try await sendDeferred()
-            return try await connection.query(query, logger: logger).collect()
+            return try await sendUnprepared(query)
         }
 
         private func send(_ query: PostgresQuery) async throws -> [PostgresRow] {
             if prepares, let name = StatementNames.shared.name(for: query.sql) {
                 return try await PreparedLedgerStatement.run(query, named: name, on: connection, logger: logger)
             }
-            return try await unprepared(query)
+            return try await sendUnprepared(query)
+        }
+
+        private func sendUnprepared(_ query: PostgresQuery) async throws -> [PostgresRow] {
+            try await connection.query(query, logger: logger).collect()
         }
 
         /// A write whose answer nobody reads, to `table` (`nil` for a notification): in a transaction it is held back
