@@ -9,8 +9,8 @@ import Synchronization
     import Musl
 #endif
 
-/// Measures how fast `PropertiesChanged` signals become sightings: the whole path of a scan (libdbus parse, value
-/// model, match, decode, threshold) on a bus where an emitter owning `org.bluez` floods `Device1` updates as soon
+/// Measures how fast `PropertiesChanged` signals become sightings: the whole path of a scan (reading, match, decode,
+/// threshold) on a bus where an emitter owning `org.bluez` floods `Device1` updates as soon
 /// as discovery starts (`Benchmarks/dbus_fast_ingest.py emit` is one).
 ///
 /// Not part of the library's API: `gotchu bench dbus` runs it, through `@_spi(Benchmarks) import GotchuBlueZ`.
@@ -36,16 +36,21 @@ public enum BlueZIngestBenchmark {
         }
     }
 
-    /// Scans on `bus` until `count` sightings arrived or `timeout` passed.
+    /// Scans on `bus`, reading signals as `signalReading` says, until `count` sightings arrived or `timeout` passed.
     public static func run(
         bus: DBusConnection.Bus,
         count: Int,
+        signalReading: BlueZRadio.SignalReading = .automatic,
         timeout: Duration = .seconds(120),
         logger: Logger = Logger(label: "gotchu.bench")
     ) async throws -> Result {
         var quiet = logger
         quiet.logLevel = .warning
-        let radio = try await BlueZRadio.connect(to: bus, configuration: .init(filtersByUUID: false), logger: quiet)
+        let radio = try await BlueZRadio.connect(
+            to: bus,
+            configuration: .init(filtersByUUID: false, signalReading: signalReading),
+            logger: quiet
+        )
         defer { Task { await radio.close() } }
         let stream = try await radio.scan(ScanFilter())
         let clock = ContinuousClock()

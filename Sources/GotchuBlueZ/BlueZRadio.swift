@@ -22,6 +22,8 @@ public final class BlueZRadio: Radio {
         public var filtersByUUID: Bool
         /// How long to keep trying to register again after bluetoothd restarted.
         public var reregistrationTimeout: Duration
+        /// Where a scan reads bluetoothd's device signals.
+        public var signalReading: SignalReading
 
         /// Creates a configuration.
         public init(
@@ -29,14 +31,28 @@ public final class BlueZRadio: Radio {
             advertisingType: BlueZAdvertisingType = .peripheral,
             controllerRSSIThreshold: Int16? = nil,
             filtersByUUID: Bool = true,
-            reregistrationTimeout: Duration = .seconds(10)
+            reregistrationTimeout: Duration = .seconds(10),
+            signalReading: SignalReading = .automatic
         ) {
             self.adapter = adapter
             self.advertisingType = advertisingType
             self.controllerRSSIThreshold = controllerRSSIThreshold
             self.filtersByUUID = filtersByUUID
             self.reregistrationTimeout = reregistrationTimeout
+            self.signalReading = signalReading
         }
+    }
+
+    /// Where a scan reads bluetoothd's device signals: one arrives for every advertisement report, hundreds a second
+    /// in a busy room, and libdbus's reading and validating of each costs more than the sighting made of it.
+    public enum SignalReading: Hashable, Sendable {
+        /// A receive-only connection of the scan's own, read straight from its socket, when the bus address names
+        /// a Unix socket (the system bus always does); otherwise the radio's connection.
+        case automatic
+        /// Always a connection of the scan's own; a bus address without a Unix socket fails the scan.
+        case ownSocket
+        /// Always the radio's connection, through libdbus.
+        case connection
     }
 
     /// The bus connection used for everything.
@@ -383,32 +399,19 @@ public final class BlueZRadio: Radio {
             DBusMatchRule(sender: owner, interface: BlueZ.objectManagerInterface, member: "InterfacesAdded"),
             DBusMatchRule(sender: owner, interface: BlueZ.objectManagerInterface, member: "InterfacesRemoved"),
         ]
-        var tokens: [UInt64] = []
+        let signals = try await subscribe(rules, ingest) {
+            continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bus connection closed"))
+        }
         let adapter: BlueZAdapter
         let ownerChanges: AsyncStream<DBusNameOwnerChange>
         do {
-            for rule in rules {
-                tokens.append(
-                    try await connection.addSignalViewHandler(
-                        matching: rule,
-                        coalescing: Self.scanCoalescing,
-                        onEnd: {
-                            continuation.finish(
-                                throwing: BlueZError(.serviceUnavailable, message: "bus connection closed")
-                            )
-                        },
-                        drained: { ingest.flush() },
-                        { ingest.receive($0) }
-                    )
-                )
-            }
             ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
             let objects = try await managedObjects()
             adapter = try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
             ingest.start(adapter: adapter.path, known: objects)
             try await startDiscovery(on: adapter, filter: filter)
         } catch {
-            for token in tokens { await connection.removeSignalHandler(token) }
+            await signals.end(on: connection)
             throw error
         }
         let watcher = Task {
@@ -418,11 +421,10 @@ public final class BlueZRadio: Radio {
             }
         }
         let logger = self.logger
-        let subscriptions = tokens
         continuation.onTermination = { _ in
             watcher.cancel()
             Task {
-                for token in subscriptions { await connection.removeSignalHandler(token) }
+                await signals.end(on: connection)
                 do {
                     _ = try await self.call(
                         path: adapter.path,
@@ -437,6 +439,63 @@ public final class BlueZRadio: Radio {
         }
         logger.info("scanning", metadata: ["adapter": "\(adapter.name)", "uuid": "\(filter.serviceUUID)"])
         return stream
+    }
+
+    /// Where a scan's signals come from, to be ended with it.
+    private enum ScanSignals: Sendable {
+        case ownSocket(DBusSignalReceiver)
+        case connection([UInt64])
+
+        func end(on connection: DBusConnection) async {
+            switch self {
+            case .ownSocket(let receiver): receiver.close()
+            case .connection(let tokens): for token in tokens { await connection.removeSignalHandler(token) }
+            }
+        }
+    }
+
+    /// Subscribes `ingest` to `rules`, read as ``Configuration/signalReading`` says; `onEnd` runs if the signals end
+    /// before the scan does.
+    private func subscribe(
+        _ rules: [DBusMatchRule],
+        _ ingest: ScanIngest,
+        onEnd: @escaping @Sendable () -> Void
+    ) async throws -> ScanSignals {
+        if configuration.signalReading != .connection {
+            do {
+                return .ownSocket(
+                    try await DBusSignalReceiver.open(
+                        address: connection.address,
+                        rules: rules,
+                        coalescing: Self.scanCoalescing,
+                        logger: logger,
+                        onEnd: onEnd,
+                        drained: { ingest.flush() },
+                        { ingest.receive($0) }
+                    )
+                )
+            } catch let error as DBusError where error.name == .notSupported && configuration.signalReading == .automatic {
+                logger.debug("reading device signals through the connection", metadata: ["reason": "\(error.message)"])
+            }
+        }
+        var tokens: [UInt64] = []
+        do {
+            for rule in rules {
+                tokens.append(
+                    try await connection.addSignalViewHandler(
+                        matching: rule,
+                        coalescing: Self.scanCoalescing,
+                        onEnd: onEnd,
+                        drained: { ingest.flush() },
+                        { ingest.receive($0) }
+                    )
+                )
+            }
+        } catch {
+            await ScanSignals.connection(tokens).end(on: connection)
+            throw error
+        }
+        return .connection(tokens)
     }
 
     /// The exact discovery filter this radio sets for `filter`.

@@ -9,8 +9,8 @@
 /// expect.
 ///
 /// The reader never trusts the bytes: every length and offset is checked against its container, and a value that
-/// does not fit ends the walk (``typeCode`` becomes 0) instead of being read. libdbus has validated received
-/// messages before they get here, so that only happens to bytes from elsewhere.
+/// does not fit ends the walk (``typeCode`` becomes 0) instead of being read. Strings are not checked as UTF-8 here:
+/// they are compared byte for byte, and text is decoded with repair.
 ///
 /// Readers and the strings and bytes they give are plain values that point into the message: like the view they
 /// come from, they are valid only during the handler call. Nothing on this path is generic, so no type metadata is
@@ -137,6 +137,18 @@ package struct DBusArgumentReader {
         guard start + 2 <= limit else { return nil }
         let raw = body.loadUnaligned(fromByteOffset: start, as: UInt16.self)
         return Int16(bitPattern: bigEndian ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))
+    }
+
+    /// The current value if it is a `y`.
+    package var uint8: UInt8? {
+        guard currentCode == UInt8(ascii: "y"), offset < limit else { return nil }
+        return body[offset]
+    }
+
+    /// The current value if it is a `u`.
+    package var uint32: UInt32? {
+        guard currentCode == UInt8(ascii: "u") else { return nil }
+        return Self.readUInt32(body, at: Self.align(offset, 4), limit: limit, bigEndian)
     }
 
     /// For an `ay`: its bytes, in place; `nil` for another type.
@@ -411,7 +423,7 @@ package struct DBusString {
     /// Whether it equals `expected`.
     package func equals(_ expected: String) -> Bool { Self.equal(bytes, expected) }
 
-    /// The text (copied; libdbus has validated it as UTF-8).
+    /// The text (copied; bytes that are not UTF-8 are repaired).
     package var string: String { String(decoding: bytes, as: UTF8.self) }
 
     static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {

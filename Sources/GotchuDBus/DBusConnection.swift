@@ -131,8 +131,12 @@ public actor DBusConnection {
     /// Whether the connection is open.
     public var isConnected: Bool { raw.map { dbus_connection_get_is_connected($0) != 0 } ?? false }
 
-    private init(loop: DBusEventLoop, logger: Logger) {
+    /// The address the connection was opened at, such as `unix:path=/run/dbus/system_bus_socket`.
+    package nonisolated let address: String
+
+    private init(loop: DBusEventLoop, address: String, logger: Logger) {
         self.loop = loop
+        self.address = address
         self.logger = logger
     }
 
@@ -151,7 +155,7 @@ public actor DBusConnection {
             throw DBusError(.fileNotFound, "no address for the \(bus) (DBUS_SESSION_BUS_ADDRESS is unset)")
         }
         let loop = try DBusEventLoop()
-        let connection = DBusConnection(loop: loop, logger: logger)
+        let connection = DBusConnection(loop: loop, address: address, logger: logger)
         do {
             try await connection.open(address)
         } catch {
@@ -404,7 +408,15 @@ public actor DBusConnection {
     /// Called by the message filter during dispatch, on the loop thread.
     func handleIncoming(_ cMessage: OpaquePointer) -> Bool {
         let type = dbus_message_get_type(cMessage)
-        if type == DBUS_MESSAGE_TYPE_SIGNAL { return DBusMessageView.reading(cMessage) { handleSignal($0) } }
+        if type == DBUS_MESSAGE_TYPE_SIGNAL {
+            // libdbus makes this one up itself; it is looked at before anything is read from the message.
+            if dbus_message_is_signal(cMessage, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+                logger.debug("disconnected from the bus")
+                failEverything(DBusError(.disconnected, "the bus closed the connection"))
+                return true
+            }
+            return DBusMessageView.reading(cMessage) { handleSignal($0) } ?? false
+        }
         guard type == DBUS_MESSAGE_TYPE_METHOD_CALL else { return false }
         let message: DBusMessage
         do {
@@ -422,11 +434,6 @@ public actor DBusConnection {
 
     /// Matches a signal in place; it is converted to a ``DBusMessage`` only for subscribers that take one, once.
     private func handleSignal(_ view: DBusMessageView) -> Bool {
-        if view.isSignal(interface: "org.freedesktop.DBus.Local", member: "Disconnected") {
-            logger.debug("disconnected from the bus")
-            failEverything(DBusError(.disconnected, "the bus closed the connection"))
-            return true
-        }
         var converted: Result<DBusMessage, DBusError>?
         for (_, subscription) in subscriptions where subscription.rule.matches(view) {
             if case .view(let handler, _, _) = subscription.sink {

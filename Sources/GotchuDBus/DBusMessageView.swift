@@ -6,75 +6,186 @@ internal import CGotchuDBus
     import Musl
 #endif
 
-/// A received signal read in place: headers are compared in libdbus's buffer without copying, and the body is walked
-/// with ``DBusArgumentReader`` straight from its wire format, only as far as the consumer needs, so a high-rate
-/// handler pays for what it reads and nothing else. libdbus has already validated the whole message (types, UTF-8,
-/// paths) when it arrives.
+/// A received message read in place from its wire bytes: the header's fields are located once and compared without
+/// copying, and the body is walked with ``DBusArgumentReader`` only as far as the consumer needs, so a high-rate
+/// handler pays for what it reads and nothing else.
+///
+/// Every length and offset is checked against the message, so any bytes at all are safe to view; strings are not
+/// validated (they are compared byte for byte and decoded with repair). ``message()`` converts through libdbus,
+/// which validates the whole message.
 ///
 /// Valid only during the handler call it is given to; ``message()`` converts it when a value must outlive it.
 package struct DBusMessageView {
-    let raw: OpaquePointer
-    /// The body's bytes and their byte order; empty when the message has no body.
-    let body: UnsafeRawBufferPointer
-    let bigEndian: Bool
-    /// The body's signature, in libdbus's header.
-    let signature: UnsafeBufferPointer<UInt8>
-
-    /// A view of `raw` whose body is `body`; without one, the arguments read as none.
-    private init(_ raw: OpaquePointer, body: (bytes: UnsafeRawBufferPointer, bigEndian: Bool)?) {
-        self.raw = raw
-        self.body = body?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        self.bigEndian = body?.bigEndian ?? false
-        let signature = body == nil ? nil : dbus_message_get_signature(raw)
-        self.signature = UnsafeBufferPointer(
-            start: signature.map { UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self) },
-            count: signature.map { strlen($0) } ?? 0
-        )
+    /// The message types of the wire format.
+    package enum MessageType: UInt8 {
+        case methodCall = 1, methodReturn, error, signal
     }
 
-    /// Calls `body` with a view of `raw`. libdbus lends no pointer to a message's body, so its wire bytes are copied
-    /// out once (`dbus_message_marshal`: one allocation and a copy of a few hundred bytes, far less than walking the
-    /// body through libdbus's iterators) and freed when `body` returns.
-    static func reading<Result>(_ raw: OpaquePointer, _ body: (DBusMessageView) -> Result) -> Result {
+    /// The whole message, header and body.
+    let wire: UnsafeRawBufferPointer
+    let bigEndian: Bool
+    package let type: MessageType
+    /// The body's bytes.
+    let body: UnsafeRawBufferPointer
+    /// The header's fields, in place; `nil` when the message has none.
+    let pathBytes: DBusString?
+    let interfaceBytes: DBusString?
+    let memberBytes: DBusString?
+    let errorNameBytes: DBusString?
+    let senderBytes: DBusString?
+    /// The body's signature, empty without one.
+    let signature: UnsafeBufferPointer<UInt8>
+    /// The serial of the call this message answers.
+    package let replySerial: UInt32?
+
+    /// The header's fixed part: byte order, type, flags, version, body length, serial, fields' length.
+    static let fixedHeaderLength = 16
+    /// The longest message D-Bus allows (2²⁷ bytes).
+    package static let maximumLength = 1 << 27
+
+    /// How long the message at the start of `bytes` is, once its fixed header has arrived.
+    package enum Frame: Equatable {
+        /// Fewer than 16 bytes: the length is not known yet.
+        case incomplete
+        /// The message is this long in all (it may not have arrived whole yet).
+        case length(Int)
+        /// Not a D-Bus message: the stream cannot be followed past it.
+        case invalid(String)
+    }
+
+    /// The length of the message that starts `bytes`, from its fixed header alone.
+    package static func frame(_ bytes: UnsafeRawBufferPointer) -> Frame {
+        guard bytes.count >= fixedHeaderLength else { return .incomplete }
+        let order = bytes[0]
+        guard order == UInt8(ascii: "l") || order == UInt8(ascii: "B") else {
+            return .invalid("byte order \(order) is neither l nor B")
+        }
+        guard bytes[3] == 1 else { return .invalid("protocol version \(bytes[3]), not 1") }
+        let bigEndian = order == UInt8(ascii: "B")
+        guard let bodyLength = DBusArgumentReader.readUInt32(bytes, at: 4, limit: bytes.count, bigEndian),
+            let fieldsLength = DBusArgumentReader.readUInt32(bytes, at: 12, limit: bytes.count, bigEndian)
+        else { return .incomplete }
+        let length = DBusArgumentReader.align(fixedHeaderLength + Int(fieldsLength), 8) + Int(bodyLength)
+        guard length <= maximumLength else { return .invalid("a message of \(length) bytes, over the limit") }
+        return .length(length)
+    }
+
+    /// A view of the message `wire` holds exactly; `nil` when it is not a well-formed message of a known type (a
+    /// length that does not fit, a header field of the wrong type, a required field missing).
+    package init?(wire: UnsafeRawBufferPointer) {
+        guard case .length(let length) = Self.frame(wire), length == wire.count,
+            let type = MessageType(rawValue: wire[1])
+        else { return nil }
+        let bigEndian = wire[0] == UInt8(ascii: "B")
+        guard let fieldsLength = DBusArgumentReader.readUInt32(wire, at: 12, limit: wire.count, bigEndian) else {
+            return nil
+        }
+        let fieldsEnd = Self.fixedHeaderLength + Int(fieldsLength)
+        var path: DBusString?
+        var interface: DBusString?
+        var member: DBusString?
+        var errorName: DBusString?
+        var sender: DBusString?
+        var signature: DBusString?
+        var replySerial: UInt32?
+        let read = Self.headerFieldTypes.withUTF8Buffer { types in
+            // The fields are an a(yv) at offset 12; alignment is reckoned from the message's start.
+            let header = DBusArgumentReader(
+                body: wire,
+                bigEndian: bigEndian,
+                types: types,
+                repeats: false,
+                offset: 12,
+                limit: fieldsEnd,
+                depth: 0
+            )
+            guard var fields = header.contents else { return false }
+            while fields.typeCode == UInt8(ascii: "r") {
+                guard var field = fields.contents, let code = field.uint8, field.next(), let value = field.contents
+                else { return false }
+                // A known field of another type than its own makes the message invalid.
+                switch code {
+                case 1:
+                    guard let text = value.text(UInt8(ascii: "o")) else { return false }
+                    path = text
+                case 2:
+                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
+                    interface = text
+                case 3:
+                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
+                    member = text
+                case 4:
+                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
+                    errorName = text
+                case 5:
+                    guard let serial = value.uint32 else { return false }
+                    replySerial = serial
+                case 7:
+                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
+                    sender = text
+                case 8:
+                    guard let text = value.text(UInt8(ascii: "g")) else { return false }
+                    signature = text
+                default:
+                    break  // Destination, Unix fds, and fields of later versions: not needed here.
+                }
+                fields.next()
+            }
+            return true
+        }
+        guard read else { return nil }
+        switch type {
+        case .methodCall: guard path != nil, member != nil else { return nil }
+        case .methodReturn: guard replySerial != nil else { return nil }
+        case .error: guard replySerial != nil, errorName != nil else { return nil }
+        case .signal: guard path != nil, interface != nil, member != nil else { return nil }
+        }
+        let bodyStart = DBusArgumentReader.align(fieldsEnd, 8)
+        guard signature != nil || bodyStart == wire.count else { return nil }
+        self.wire = wire
+        self.bigEndian = bigEndian
+        self.type = type
+        self.body = UnsafeRawBufferPointer(rebasing: wire[bodyStart...])
+        self.pathBytes = path
+        self.interfaceBytes = interface
+        self.memberBytes = member
+        self.errorNameBytes = errorName
+        self.senderBytes = sender
+        self.signature = signature?.bytes ?? UnsafeBufferPointer(start: nil, count: 0)
+        self.replySerial = replySerial
+    }
+
+    private static let headerFieldTypes: StaticString = "a(yv)"
+
+    /// Calls `body` with a view of a message libdbus holds, or returns `nil` if libdbus cannot write it out. libdbus
+    /// lends no pointer to a message's bytes, so they are copied out once (`dbus_message_marshal`: one allocation
+    /// and a copy of a few hundred bytes, far less than walking the body through libdbus's iterators) and freed
+    /// when `body` returns.
+    static func reading<Result>(_ raw: OpaquePointer, _ body: (DBusMessageView) -> Result) -> Result? {
         var data: UnsafeMutablePointer<CChar>? = nil
         var length: Int32 = 0
-        guard dbus_message_marshal(raw, &data, &length) != 0, let data else {
-            return body(DBusMessageView(raw, body: nil))
-        }
+        guard dbus_message_marshal(raw, &data, &length) != 0, let data else { return nil }
         defer { dbus_free(data) }
-        let wire = UnsafeRawBufferPointer(start: data, count: Int(length))
-        let located = bodyRange(wire).map { (UnsafeRawBufferPointer(rebasing: wire[$0.0]), $0.bigEndian) }
-        return body(DBusMessageView(raw, body: located))
-    }
-
-    /// Where the body lies in a marshalled message, and whether it is big-endian: after the fixed 16 bytes of
-    /// header and the header fields, padded to 8.
-    static func bodyRange(_ wire: UnsafeRawBufferPointer) -> (Range<Int>, bigEndian: Bool)? {
-        guard wire.count >= 16 else { return nil }
-        let bigEndian = wire[0] == UInt8(ascii: "B")
-        guard let bodyLength = DBusArgumentReader.readUInt32(wire, at: 4, limit: wire.count, bigEndian),
-            let fieldsLength = DBusArgumentReader.readUInt32(wire, at: 12, limit: wire.count, bigEndian)
-        else { return nil }
-        let start = DBusArgumentReader.align(16 + Int(fieldsLength), 8)
-        guard start <= wire.count, Int(bodyLength) <= wire.count - start else { return nil }
-        return (start..<(start + Int(bodyLength)), bigEndian)
+        return DBusMessageView(wire: UnsafeRawBufferPointer(start: data, count: Int(length))).map(body)
     }
 
     /// Whether the message is a signal of `interface` and `member` (compared in place).
     package func isSignal(interface: StaticString, member: StaticString) -> Bool {
-        Self.equal(dbus_message_get_member(raw), member) && Self.equal(dbus_message_get_interface(raw), interface)
+        type == .signal && memberBytes?.equals(member) == true && interfaceBytes?.equals(interface) == true
     }
 
     /// The object path (copied).
     package var path: DBusObjectPath? {
-        dbus_message_get_path(raw).flatMap { DBusObjectPath(rawValue: String(cString: $0)) }
+        pathBytes.flatMap { DBusObjectPath(rawValue: $0.string) }
     }
 
     /// Whether the object path lies strictly below `ancestor`, compared in place.
     package func pathIsStrictlyBelow(_ ancestor: DBusObjectPath) -> Bool {
-        guard let path = dbus_message_get_path(raw) else { return false }
-        return Self.isStrictlyBelow(path, ancestor)
+        pathBytes?.isStrictlyBelow(ancestor) ?? false
     }
+
+    /// The error's name, for an error reply (copied).
+    package var errorName: String? { errorNameBytes?.string }
 
     /// Whether the body's signature starts with `prefix` (compared in place).
     package func signatureHasPrefix(_ prefix: StaticString) -> Bool {
@@ -86,64 +197,58 @@ package struct DBusMessageView {
         String(decoding: signature, as: UTF8.self)
     }
 
-    /// The whole message in Swift form, or an error when its body does not fit the value model.
+    /// The whole message in Swift form, read and validated by libdbus; an error when libdbus refuses it or its body
+    /// does not fit the value model.
     package func message() throws(DBusError) -> DBusMessage {
-        try DBusMessage(cMessage: raw)
+        let raw = wire.withMemoryRebound(to: CChar.self) { chars in
+            dbus_message_demarshal(chars.baseAddress, Int32(clamping: chars.count), nil)
+        }
+        guard let raw else { throw DBusError(.invalidArgs, "libdbus refused a received message as invalid") }
+        defer { dbus_message_unref(raw) }
+        return try DBusMessage(cMessage: raw)
     }
 
     /// A reader of the arguments, at the first one.
     package var arguments: DBusArgumentReader {
         DBusArgumentReader(body: body, bigEndian: bigEndian, signature: signature)
     }
+}
 
-    static func equal(_ text: UnsafePointer<CChar>?, _ expected: StaticString) -> Bool {
-        guard let text else { return false }
-        return expected.withUTF8Buffer { expectedBytes in
-            let length = strlen(text)
-            guard length == expectedBytes.count else { return false }
-            return length == 0 || memcmp(text, expectedBytes.baseAddress!, length) == 0
-        }
+extension DBusArgumentReader {
+    /// The current value in place if it is a string-like value of type `code` (`s`, `o` or `g`).
+    fileprivate func text(_ code: UInt8) -> DBusString? {
+        guard currentCode == code, let bytes = stringBytes else { return nil }
+        return DBusString(bytes: bytes)
     }
+}
 
-    static func equal(_ text: UnsafePointer<CChar>?, _ expected: String) -> Bool {
-        guard let text else { return false }
-        var expected = expected
-        return expected.withUTF8 { expectedBytes in
-            let length = strlen(text)
-            guard length == expectedBytes.count else { return false }
-            return length == 0 || memcmp(text, expectedBytes.baseAddress!, length) == 0
-        }
-    }
-
-    static func isStrictlyBelow(_ path: UnsafePointer<CChar>, _ ancestor: DBusObjectPath) -> Bool {
+extension DBusString {
+    /// Whether this object path lies strictly below `ancestor`.
+    func isStrictlyBelow(_ ancestor: DBusObjectPath) -> Bool {
         var prefix = ancestor.rawValue
         return prefix.withUTF8 { prefixBytes in
-            let length = strlen(path)
-            if prefixBytes.count == 1 { return length > 1 }  // Everything but "/" lies below the root.
-            guard length > prefixBytes.count + 1, memcmp(path, prefixBytes.baseAddress!, prefixBytes.count) == 0
-            else { return false }
-            return path[prefixBytes.count] == CChar(UInt8(ascii: "/"))
+            if prefixBytes.count == 1 { return bytes.count > 1 }  // Everything but "/" lies below the root.
+            guard bytes.count > prefixBytes.count + 1, bytes.starts(with: prefixBytes) else { return false }
+            return bytes[prefixBytes.count] == UInt8(ascii: "/")
         }
     }
 }
 
 extension DBusMatchRule {
-    /// ``matches(_:)`` on a message still in libdbus's buffer, without converting it.
+    /// ``matches(_:)`` on a message read in place, without converting it.
     func matches(_ view: DBusMessageView) -> Bool {
-        let raw = view.raw
-        guard dbus_message_get_type(raw) == DBUS_MESSAGE_TYPE_SIGNAL else { return false }
+        guard view.type == .signal else { return false }
         if let sender, sender.hasPrefix(":") || sender == "org.freedesktop.DBus",
-            !DBusMessageView.equal(dbus_message_get_sender(raw), sender)
+            view.senderBytes?.equals(sender) != true
         {
             return false
         }
-        if let interface, !DBusMessageView.equal(dbus_message_get_interface(raw), interface) { return false }
-        if let member, !DBusMessageView.equal(dbus_message_get_member(raw), member) { return false }
-        if let path, !DBusMessageView.equal(dbus_message_get_path(raw), path.rawValue) { return false }
+        if let interface, view.interfaceBytes?.equals(interface) != true { return false }
+        if let member, view.memberBytes?.equals(member) != true { return false }
+        if let path, view.pathBytes?.equals(path.rawValue) != true { return false }
         if let pathNamespace {
-            guard let messagePath = dbus_message_get_path(raw),
-                DBusMessageView.equal(messagePath, pathNamespace.rawValue)
-                    || DBusMessageView.isStrictlyBelow(messagePath, pathNamespace)
+            guard let messagePath = view.pathBytes,
+                messagePath.equals(pathNamespace.rawValue) || messagePath.isStrictlyBelow(pathNamespace)
             else { return false }
         }
         if let arg0 {

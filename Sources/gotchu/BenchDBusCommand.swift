@@ -32,6 +32,14 @@ struct BenchDBusCommand: AsyncParsableCommand {
     )
     var libdbusFloor = false
 
+    @Flag(
+        help: """
+            Read the signals through the radio's libdbus connection, as a scan does on a bus without a Unix \
+            socket, instead of on a socket of the scan's own.
+            """
+    )
+    var throughLibdbus = false
+
     func run() async throws {
         if libdbusFloor {
             let result = try await BlueZIngestBenchmark.runLibdbusFloor(bus: .address(bus), count: count)
@@ -40,9 +48,14 @@ struct BenchDBusCommand: AsyncParsableCommand {
             )
             return
         }
-        let result = try await BlueZIngestBenchmark.run(bus: .address(bus), count: count)
+        let result = try await BlueZIngestBenchmark.run(
+            bus: .address(bus),
+            count: count,
+            signalReading: throughLibdbus ? .connection : .ownSocket
+        )
+        let name = throughLibdbus ? "gotchu-libdbus" : "gotchu"
         Console().line(
-            #"{"implementation": "gotchu", "sightings": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#
+            #"{"implementation": "\#(name)", "sightings": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#
         )
     }
 }

@@ -54,12 +54,12 @@ extension Fuzzing {
             DBusMessageView.reading(message) { view in
                 var arguments = view.arguments
                 return seen(&arguments)
-            }
+            } ?? ["not viewable"]
         }
 
         /// The body of a marshalled message, where ``DBusMessageView`` finds it.
         static func body(of message: [UInt8]) -> [UInt8]? {
-            message.withUnsafeBytes { wire in DBusMessageView.bodyRange(wire).map { Array(message[$0.0]) } }
+            message.withUnsafeBytes { wire in DBusMessageView(wire: wire).map { Array($0.body) } }
         }
 
         @Test("random values written by libdbus are read in place as they were written")

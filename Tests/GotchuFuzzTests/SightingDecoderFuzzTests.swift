@@ -100,7 +100,7 @@ extension Fuzzing {
                     )
                     defer { dbus_message_unref(message) }
                     let reading = DBusMessageView.reading(message) { decoder.readPropertiesChanged($0) }
-                    guard case .changes(let inPlace) = reading else {
+                    guard case .changes(let inPlace)? = reading else {
                         Issue.record("read as \(reading) \(input.replay)")
                         continue
                     }
