@@ -419,6 +419,9 @@ public final class BlueZRadio: Radio {
                 continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bluetoothd left the bus"))
                 return
             }
+            // The stream ends with the radio's connection, which ends the scan even when its signals come from a
+            // socket of its own. (Cancelled, the scan has already ended.)
+            continuation.finish(throwing: BlueZError(.serviceUnavailable, message: "bus connection closed"))
         }
         let logger = self.logger
         continuation.onTermination = { _ in
@@ -474,7 +477,9 @@ public final class BlueZRadio: Radio {
                         { ingest.receive($0) }
                     )
                 )
-            } catch let error as DBusError where error.name == .notSupported && configuration.signalReading == .automatic {
+            } catch let error as DBusError
+                where error.name == .notSupported && configuration.signalReading == .automatic
+            {
                 logger.debug("reading device signals through the connection", metadata: ["reason": "\(error.message)"])
             }
         }

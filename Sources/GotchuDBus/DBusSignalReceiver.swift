@@ -39,8 +39,9 @@ package final class DBusSignalReceiver: Sendable {
 
     /// How long connecting, authenticating and adding the matches may take.
     static let setupTimeout: Duration = .seconds(10)
-    /// A message longer than this is skipped: no signal a receiver is for comes near it.
-    static let maximumMessage = 1 << 20
+    /// A message longer than this is skipped as it arrives, never held whole: no signal a receiver is for comes
+    /// near it (libdbus would hold up to D-Bus's limit, 128 MiB).
+    static let maximumMessage = 8 << 20
     /// What one read asks for: many signals per system call under a flood.
     static let readSize = 64 * 1024
 
@@ -156,12 +157,14 @@ package final class DBusSignalReceiver: Sendable {
             return
         }
         defer { closeDescriptor(socket) }
-        var reader = Reader(socket: socket)
+        var reader = Reader(socket: socket, logger: logger)
         // Hello first, as every connection must; then the rules. Each answer is awaited below, among the signals.
         var awaiting: Set<UInt32> = []
         do {
             var serial: UInt32 = 0
-            for message in [Self.busCall("Hello", [])] + rules.map({ Self.busCall("AddMatch", [.string($0.description)]) }) {
+            for message in [Self.busCall("Hello", [])]
+                + rules.map({ Self.busCall("AddMatch", [.string($0.description)]) })
+            {
                 serial += 1
                 try Self.send(message, serial: serial, on: socket)
                 awaiting.insert(serial)
@@ -242,6 +245,7 @@ package final class DBusSignalReceiver: Sendable {
     /// The first of the address's sockets that accepts a connection, authenticated; the socket, blocking.
     private func connectAndAuthenticate() throws(DBusError) -> Int32 {
         var failures: [String] = []
+        var name = DBusError.Name.noServer
         for address in sockets {
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw DBusError(.failed, "socket failed: errno \(errno)") }
@@ -252,9 +256,10 @@ package final class DBusSignalReceiver: Sendable {
             } catch {
                 closeDescriptor(fd)
                 failures.append("\(address): \(error.message)")
+                name = error.name
             }
         }
-        throw DBusError(.noServer, "could not connect to the bus: " + failures.joined(separator: "; "))
+        throw DBusError(name, "could not connect to the bus: " + failures.joined(separator: "; "))
     }
 
     private static func connect(_ socket: Int32, to address: DBusSocketAddress) throws(DBusError) {
@@ -294,7 +299,10 @@ package final class DBusSignalReceiver: Sendable {
         }
         let answer = String(decoding: line.dropLast(2), as: UTF8.self)
         guard answer.hasPrefix("OK ") else {
-            throw DBusError(.accessDenied, "the bus refused EXTERNAL authentication as uid \(uid): \(answer.debugDescription)")
+            throw DBusError(
+                .accessDenied,
+                "the bus refused EXTERNAL authentication as uid \(uid): \(answer.debugDescription)"
+            )
         }
         try writeAll(Array("BEGIN\r\n".utf8), to: socket)
     }
@@ -327,7 +335,7 @@ package final class DBusSignalReceiver: Sendable {
     private static func writeAll(_ bytes: [UInt8], to socket: Int32) throws(DBusError) {
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(socket, $0.baseAddress! + written, bytes.count - written) }
+            let count = bytes.withUnsafeBytes { sendBytes(socket, $0.baseAddress! + written, bytes.count - written) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { throw DBusError(.disconnected, "could not write to the bus: errno \(errno)") }
             written += count
@@ -339,6 +347,7 @@ package final class DBusSignalReceiver: Sendable {
     /// Reads the socket into one buffer and cuts it into messages, in place.
     private struct Reader: ~Copyable {
         let socket: Int32
+        let logger: Logger
         private var buffer: UnsafeMutableRawBufferPointer
         /// The bytes read and not yet handled: `buffer[start..<end]`.
         private var start = 0
@@ -346,8 +355,9 @@ package final class DBusSignalReceiver: Sendable {
         /// Bytes still to drop of a message too long to keep.
         private var skipping = 0
 
-        init(socket: Int32) {
+        init(socket: Int32, logger: Logger) {
             self.socket = socket
+            self.logger = logger
             buffer = .allocate(byteCount: 2 * DBusSignalReceiver.readSize, alignment: 8)
         }
 
@@ -360,7 +370,10 @@ package final class DBusSignalReceiver: Sendable {
             let count = read(socket, buffer.baseAddress! + end, buffer.count - end)
             if count < 0 && (errno == EINTR || errno == EAGAIN) { return }
             guard count > 0 else {
-                throw DBusError(.disconnected, count == 0 ? "the bus closed the connection" : "read failed: errno \(errno)")
+                throw DBusError(
+                    .disconnected,
+                    count == 0 ? "the bus closed the connection" : "read failed: errno \(errno)"
+                )
             }
             end += count
             if skipping > 0 {
@@ -376,6 +389,7 @@ package final class DBusSignalReceiver: Sendable {
                 case .invalid(let reason):
                     throw DBusError(.failed, "the bus sent something that is not D-Bus: \(reason)")
                 case .length(let length) where length > DBusSignalReceiver.maximumMessage:
+                    logger.debug("skipped a message too long to hold", metadata: ["bytes": "\(length)"])
                     skipping = length
                     let dropped = min(skipping, end - start)
                     skipping -= dropped
@@ -417,6 +431,11 @@ package final class DBusSignalReceiver: Sendable {
 
 /// `close`, under a name the receiver's own ``DBusSignalReceiver/close()`` does not shadow.
 private func closeDescriptor(_ fd: Int32) { close(fd) }
+
+/// `send` without `SIGPIPE`: a bus that hung up is an error to report, not a signal that ends the process.
+private func sendBytes(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+    send(fd, bytes, count, Int32(MSG_NOSIGNAL))
+}
 
 /// `connect`, likewise.
 private func connectSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {

@@ -66,9 +66,12 @@ struct ScanningTests {
         }
     }
 
-    @Test("sightings from known devices, InterfacesAdded and PropertiesChanged; removal forgets the device")
-    func sightings() async throws {
-        try await withFakeBlueZ { _, fake, radio in
+    @Test(
+        "sightings from known devices, InterfacesAdded and PropertiesChanged; removal forgets the device",
+        arguments: [BlueZRadio.SignalReading.ownSocket, .connection]
+    )
+    func sightings(reading: BlueZRadio.SignalReading) async throws {
+        try await withFakeBlueZ(configuration: .init(signalReading: reading)) { _, fake, radio in
             try await fake.addDevice(
                 "dev_00_00_00_00_00_01",
                 properties: ["RSSI": .int16(-70), "TxPower": .int16(0), "ServiceData": serviceData("0000000001")]
@@ -241,9 +244,12 @@ struct ScanningTests {
         }
     }
 
-    @Test("a burst larger than one batch arrives whole and in order")
-    func burst() async throws {
-        try await withFakeBlueZ { _, fake, radio in
+    @Test(
+        "a burst larger than one batch arrives whole and in order",
+        arguments: [BlueZRadio.SignalReading.ownSocket, .connection]
+    )
+    func burst(reading: BlueZRadio.SignalReading) async throws {
+        try await withFakeBlueZ(configuration: .init(signalReading: reading)) { _, fake, radio in
             let stream = try await radio.scan(ScanFilter())
             var iterator = stream.makeAsyncIterator()
             let connection = await fake.connection
@@ -309,6 +315,28 @@ struct ScanningTests {
         try await withFakeBlueZ { _, fake, radio in
             let stream = try await radio.scan(ScanFilter())
             try await fake.restart()
+            do {
+                for try await _ in stream {}
+                Issue.record("the scan ended without an error")
+            } catch let error as BlueZError {
+                #expect(error.kind == .serviceUnavailable)
+            }
+        }
+    }
+
+    @Test(
+        "closing the radio ends its scan with serviceUnavailable, wherever the scan reads its signals",
+        arguments: [BlueZRadio.SignalReading.ownSocket, .connection]
+    )
+    func closingEndsScan(reading: BlueZRadio.SignalReading) async throws {
+        try await withFakeBlueZ(configuration: .init(signalReading: reading)) { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            await radio.close()
+            // bluetoothd goes on reporting; the scan ends all the same.
+            try await fake.addDevice(
+                "dev_late",
+                properties: ["RSSI": .int16(-40), "ServiceData": serviceData("a1b2c3d4e5")]
+            )
             do {
                 for try await _ in stream {}
                 Issue.record("the scan ended without an error")

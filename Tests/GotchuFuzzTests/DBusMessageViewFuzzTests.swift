@@ -101,13 +101,19 @@ extension Fuzzing {
             #expect(report.iterations > 0)
         }
 
-        @Test("mutated messages: what libdbus accepts is viewed as libdbus reads it; the rest is viewed safely or refused")
+        @Test(
+            "mutated messages: what libdbus accepts is viewed as libdbus reads it; the rest is viewed safely or refused"
+        )
         func mutatedMessages() {
             let report = Fuzz.run(iterations: 20_000, budget: .seconds(4)) { input in
                 guard let bytes = Self.anyMessage(&input) else { return }
                 let mutated = input.mutate(bytes)
-                let header = mutated.withUnsafeBytes { wire in
-                    DBusMessageView(wire: wire).map { view in
+                let header = mutated.withUnsafeBytes { bytes in
+                    // libdbus reads the first message and leaves what follows: so does a stream.
+                    guard case .length(let length) = DBusMessageView.frame(bytes), length <= bytes.count else {
+                        return nil as Header?
+                    }
+                    return DBusMessageView(wire: UnsafeRawBufferPointer(rebasing: bytes[..<length])).map { view in
                         // Walking whatever the view offers must stay inside the bytes (debug bounds checks are on).
                         var arguments = view.arguments
                         _ = DBusArgumentReaderFuzzTests.seen(&arguments, limit: 1_000)
@@ -132,10 +138,15 @@ extension Fuzzing {
                 stream.withUnsafeBytes { wire in
                     var start = 0
                     while start < wire.count {
-                        guard case .length(let length) = DBusMessageView.frame(UnsafeRawBufferPointer(rebasing: wire[start...])),
+                        guard
+                            case .length(let length) = DBusMessageView.frame(
+                                UnsafeRawBufferPointer(rebasing: wire[start...])
+                            ),
                             length <= wire.count - start
                         else { break }
-                        let view = DBusMessageView(wire: UnsafeRawBufferPointer(rebasing: wire[start..<(start + length)]))
+                        let view = DBusMessageView(
+                            wire: UnsafeRawBufferPointer(rebasing: wire[start..<(start + length)])
+                        )
                         #expect(view != nil, "\(input.replay)")
                         found.append(length)
                         start += length
@@ -148,7 +159,9 @@ extension Fuzzing {
 
         @Test("bytes that are no message are refused by the framing, not followed")
         func badFrames() {
-            [UInt8](repeating: 0, count: 16).withUnsafeBytes { #expect(DBusMessageView.frame($0) == .invalid("byte order 0 is neither l nor B")) }
+            [UInt8](repeating: 0, count: 16).withUnsafeBytes {
+                #expect(DBusMessageView.frame($0) == .invalid("byte order 0 is neither l nor B"))
+            }
             var header: [UInt8] = [UInt8(ascii: "l"), 4, 0, 2] + [UInt8](repeating: 0, count: 12)
             header.withUnsafeBytes { #expect(DBusMessageView.frame($0) == .invalid("protocol version 2, not 1")) }
             header[3] = 1
@@ -161,7 +174,9 @@ extension Fuzzing {
             }
             header[7] = 0
             header.withUnsafeBytes { #expect(DBusMessageView.frame($0) == .length(16)) }
-            header.withUnsafeBytes { #expect(DBusMessageView(wire: UnsafeRawBufferPointer(rebasing: $0[..<15])) == nil) }
+            header.withUnsafeBytes {
+                #expect(DBusMessageView(wire: UnsafeRawBufferPointer(rebasing: $0[..<15])) == nil)
+            }
             // A signal with no path, interface or member is framed but not viewed.
             header.withUnsafeBytes { #expect(DBusMessageView(wire: $0) == nil) }
         }
