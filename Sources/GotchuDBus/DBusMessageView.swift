@@ -88,52 +88,69 @@ package struct DBusMessageView {
         var sender: DBusString?
         var signature: DBusString?
         var replySerial: UInt32?
-        let read = Self.headerFieldTypes.withUTF8Buffer { types in
-            // The fields are an a(yv) at offset 12; alignment is reckoned from the message's start.
-            let header = DBusArgumentReader(
-                body: wire,
-                bigEndian: bigEndian,
-                types: types,
-                repeats: false,
-                offset: 12,
-                limit: fieldsEnd,
-                depth: 0
-            )
-            guard var fields = header.contents else { return false }
-            while fields.typeCode == UInt8(ascii: "r") {
-                guard var field = fields.contents, let code = field.uint8, field.next(), let value = field.contents
-                else { return false }
-                // A known field of another type than its own makes the message invalid.
+        // The fields are an a(yv) whose elements start at 16 (its length is at 12): each an 8-aligned structure of a
+        // code byte and a variant. Walked directly, not through a reader: this runs for every message received.
+        var offset = Self.fixedHeaderLength
+        while offset < fieldsEnd {
+            offset = DBusArgumentReader.align(offset, 8)
+            guard offset < fieldsEnd,
+                let types = DBusArgumentReader.textRange(
+                    UInt8(ascii: "g"),
+                    at: offset + 1,
+                    in: wire,
+                    limit: fieldsEnd,
+                    bigEndian
+                )
+            else { return nil }
+            let code = wire[offset]
+            let valueStart = types.upperBound + 1
+            // The fields read here are of one basic type each; a known field of another type makes the message invalid.
+            let single = types.count == 1 ? wire[types.lowerBound] : 0
+            switch code {
+            case 1, 2, 3, 4, 7, 8:
+                let expected = code == 1 ? UInt8(ascii: "o") : code == 8 ? UInt8(ascii: "g") : UInt8(ascii: "s")
+                guard single == expected,
+                    let text = DBusArgumentReader.textRange(
+                        single,
+                        at: valueStart,
+                        in: wire,
+                        limit: fieldsEnd,
+                        bigEndian
+                    )
+                else { return nil }
+                let value = DBusString(bytes: DBusArgumentReader.buffer(wire, text))
                 switch code {
-                case 1:
-                    guard let text = value.text(UInt8(ascii: "o")) else { return false }
-                    path = text
-                case 2:
-                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
-                    interface = text
-                case 3:
-                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
-                    member = text
-                case 4:
-                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
-                    errorName = text
-                case 5:
-                    guard let serial = value.uint32 else { return false }
-                    replySerial = serial
-                case 7:
-                    guard let text = value.text(UInt8(ascii: "s")) else { return false }
-                    sender = text
-                case 8:
-                    guard let text = value.text(UInt8(ascii: "g")) else { return false }
-                    signature = text
-                default:
-                    break  // Destination, Unix fds, and fields of later versions: not needed here.
+                case 1: path = value
+                case 2: interface = value
+                case 3: member = value
+                case 4: errorName = value
+                case 7: sender = value
+                default: signature = value
                 }
-                fields.next()
+                offset = text.upperBound + 1
+            case 5:
+                let at = DBusArgumentReader.align(valueStart, 4)
+                guard single == UInt8(ascii: "u"),
+                    let serial = DBusArgumentReader.readUInt32(wire, at: at, limit: fieldsEnd, bigEndian)
+                else { return nil }
+                replySerial = serial
+                offset = at + 4
+            default:
+                // Destination, Unix fds, and fields of later versions: stepped over.
+                guard
+                    let end = DBusArgumentReader.valueEnd(
+                        DBusArgumentReader.buffer(wire, types),
+                        0,
+                        at: valueStart,
+                        in: wire,
+                        limit: fieldsEnd,
+                        bigEndian,
+                        depth: 1
+                    ), end.typeIndex == types.count
+                else { return nil }
+                offset = end.offset
             }
-            return true
         }
-        guard read else { return nil }
         switch type {
         case .methodCall: guard path != nil, member != nil else { return nil }
         case .methodReturn: guard replySerial != nil else { return nil }
@@ -154,8 +171,6 @@ package struct DBusMessageView {
         self.signature = signature?.bytes ?? UnsafeBufferPointer(start: nil, count: 0)
         self.replySerial = replySerial
     }
-
-    private static let headerFieldTypes: StaticString = "a(yv)"
 
     /// Calls `body` with a view of a message libdbus holds, or returns `nil` if libdbus cannot write it out. libdbus
     /// lends no pointer to a message's bytes, so they are copied out once (`dbus_message_marshal`: one allocation
@@ -211,14 +226,6 @@ package struct DBusMessageView {
     /// A reader of the arguments, at the first one.
     package var arguments: DBusArgumentReader {
         DBusArgumentReader(body: body, bigEndian: bigEndian, signature: signature)
-    }
-}
-
-extension DBusArgumentReader {
-    /// The current value in place if it is a string-like value of type `code` (`s`, `o` or `g`).
-    fileprivate func text(_ code: UInt8) -> DBusString? {
-        guard currentCode == code, let bytes = stringBytes else { return nil }
-        return DBusString(bytes: bytes)
     }
 }
 
