@@ -30,7 +30,6 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
 
     private let state = Mutex(State())
     private let wakeFD: Int32
-    private var thread = pthread_t()
     /// The loop thread's id, published by the thread itself so checks never race with `pthread_create`.
     private let loopThread = Atomic<UInt>(0)
     // The fields below are touched only on the loop thread.
@@ -55,20 +54,9 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
         let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         guard fd >= 0 else { throw DBusError(.failed, "eventfd failed: errno \(errno)") }
         wakeFD = fd
-        let box = Unmanaged.passRetained(self).toOpaque()
-        let status = pthread_create(
-            &thread,
-            nil,
-            { argument in
-                guard let argument else { return nil }
-                let loop = Unmanaged<DBusEventLoop>.fromOpaque(argument).takeRetainedValue()
-                loop.run()
-                return nil
-            },
-            box
-        )
+        // The thread holds the loop until it ends.
+        let status = startThread { [self] in run() }
         guard status == 0 else {
-            Unmanaged<DBusEventLoop>.fromOpaque(box).release()
             close(fd)
             throw DBusError(.failed, "could not start the D-Bus thread: \(status)")
         }
@@ -167,7 +155,7 @@ final class DBusEventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     /// `duration` as poll's timeout, in whole milliseconds rounded up: a poll never returns before it has passed.
-    private static func pollMilliseconds(_ duration: Duration) -> Int32 {
+    static func pollMilliseconds(_ duration: Duration) -> Int32 {
         let (seconds, attoseconds) = duration.components
         return Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }

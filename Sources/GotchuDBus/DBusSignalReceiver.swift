@@ -103,24 +103,11 @@ package final class DBusSignalReceiver: Sendable {
         )
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             receiver.setup.withLock { $0 = .waiting(continuation) }
-            var thread = pthread_t()
-            let box = Unmanaged.passRetained(receiver).toOpaque()
-            let status = pthread_create(
-                &thread,
-                nil,
-                { argument in
-                    guard let argument else { return nil }
-                    Unmanaged<DBusSignalReceiver>.fromOpaque(argument).takeRetainedValue().run()
-                    return nil
-                },
-                box
-            )
-            guard status == 0 else {
-                Unmanaged<DBusSignalReceiver>.fromOpaque(box).release()
+            // The thread holds the receiver until it ends.
+            let status = startThread { receiver.run() }
+            if status != 0 {
                 receiver.finishSetup(DBusError(.failed, "could not start the signal thread: \(status)"))
-                return
             }
-            pthread_detach(thread)
         }
         return receiver
     }
@@ -176,7 +163,7 @@ package final class DBusSignalReceiver: Sendable {
         let deadline = ContinuousClock.now + Self.setupTimeout
         var ending: (any Error)?
         while !stopping.load(ordering: .acquiring) {
-            let waitMilliseconds = awaiting.isEmpty ? -1 : Self.milliseconds(deadline - .now)
+            let waitMilliseconds = awaiting.isEmpty ? -1 : DBusEventLoop.pollMilliseconds(max(.zero, deadline - .now))
             if !awaiting.isEmpty && waitMilliseconds == 0 {
                 ending = DBusError(.noReply, "the bus did not answer Hello and AddMatch in \(Self.setupTimeout)")
                 break
@@ -206,7 +193,7 @@ package final class DBusSignalReceiver: Sendable {
             }
             if signals > 0 {
                 drained()
-                if coalescing > .zero { waitForStop(milliseconds: Self.milliseconds(coalescing)) }
+                if coalescing > .zero { waitForStop(milliseconds: DBusEventLoop.pollMilliseconds(coalescing)) }
             }
         }
         if !finishSetup(ending ?? DBusError(.disconnected, "closed before the bus answered")) {
@@ -233,11 +220,6 @@ package final class DBusSignalReceiver: Sendable {
     private func waitForStop(milliseconds: Int32) {
         var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         _ = poll(&wake, 1, milliseconds)
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int32 {
-        let (seconds, attoseconds) = max(.zero, duration).components
-        return Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
     // MARK: Connecting

@@ -61,19 +61,20 @@ public enum KioskControl {
             await onServing()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    // Each property changes (and is announced) only when its value does.
+                    // Each property changes (and is announced) only when its value does. The charge goes first, so
+                    // a client that sees a new state finds the charge (and its problem) that go with it.
                     var state = DBusValue.string(initial.state.rawValue)
                     var charge = dictionary(initial.charge).dbusValue
                     for await status in updates {
                         let newState = DBusValue.string(status.state.rawValue)
                         let newCharge = dictionary(status.charge).dbusValue
-                        if newState != state {
-                            try? await connection.setProperty("State", of: interface, at: path, to: newState)
-                            state = newState
-                        }
                         if newCharge != charge {
                             try? await connection.setProperty("CurrentCharge", of: interface, at: path, to: newCharge)
                             charge = newCharge
+                        }
+                        if newState != state {
+                            try? await connection.setProperty("State", of: interface, at: path, to: newState)
+                            state = newState
                         }
                     }
                 }

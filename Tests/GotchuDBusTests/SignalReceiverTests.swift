@@ -42,6 +42,17 @@ struct SignalReceiverTests {
         )
     }
 
+    /// A receiver of the `Tick` signals `server` sends (the suite's bus is shared by tests that run at once).
+    static func openForTicks(
+        from server: DBusConnection,
+        on bus: PrivateBus,
+        coalescing: Duration = .zero,
+        _ seen: Seen
+    ) async throws -> DBusSignalReceiver {
+        let rule = DBusMatchRule(sender: await server.uniqueName, interface: "io.gotchu.Test.Signals", member: "Tick")
+        return try await open(bus.address, [rule], coalescing: coalescing, seen)
+    }
+
     static func tick(_ connection: DBusConnection, _ path: String, _ arguments: [DBusValue]) async throws {
         try await connection.emitSignal(
             path: DBusObjectPath(rawValue: path)!,
@@ -95,12 +106,7 @@ struct SignalReceiverTests {
         let bus = try await Self.bus.get()
         try await DBusConnection.withConnection(to: .address(bus.address)) { server in
             let seen = Seen()
-            let receiver = try await Self.open(
-                bus.address,
-                [DBusMatchRule(sender: await server.uniqueName, interface: "io.gotchu.Test.Signals", member: "Tick")],
-                coalescing: .seconds(2),
-                seen
-            )
+            let receiver = try await Self.openForTicks(from: server, on: bus, coalescing: .seconds(2), seen)
             defer { receiver.close() }
             try await Self.tick(server, "/a", [.string("one")])
             #expect(try await eventually { seen.all.last == .drained })
@@ -123,11 +129,7 @@ struct SignalReceiverTests {
         let bus = try await Self.bus.get()
         try await DBusConnection.withConnection(to: .address(bus.address)) { server in
             let seen = Seen()
-            let receiver = try await Self.open(
-                bus.address,
-                [DBusMatchRule(sender: await server.uniqueName, interface: "io.gotchu.Test.Signals", member: "Tick")],
-                seen
-            )
+            let receiver = try await Self.openForTicks(from: server, on: bus, seen)
             defer { receiver.close() }
             let huge = [UInt8](repeating: 0x61, count: DBusSignalReceiver.maximumMessage + 1)
             try await Self.tick(server, "/big", [.string("big"), .bytes(huge)])
