@@ -139,18 +139,6 @@ package struct DBusArgumentReader {
         return Int16(bitPattern: bigEndian ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))
     }
 
-    /// The current value if it is a `y`.
-    package var uint8: UInt8? {
-        guard currentCode == UInt8(ascii: "y"), offset < limit else { return nil }
-        return body[offset]
-    }
-
-    /// The current value if it is a `u`.
-    package var uint32: UInt32? {
-        guard currentCode == UInt8(ascii: "u") else { return nil }
-        return Self.readUInt32(body, at: Self.align(offset, 4), limit: limit, bigEndian)
-    }
-
     /// For an `ay`: its bytes, in place; `nil` for another type.
     package var bytes: UnsafeBufferPointer<UInt8>? {
         guard elementTypeCode == UInt8(ascii: "y"), let contents = arrayContents else { return nil }
