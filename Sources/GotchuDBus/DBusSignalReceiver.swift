@@ -72,7 +72,7 @@ package final class DBusSignalReceiver: Sendable {
 
     /// Connects to the bus at `address` and adds `rules`; returns once the bus has answered every `AddMatch`.
     /// `handler` then runs on the receiver's thread for each matching signal, `drained` after each read's signals
-    /// are handled (so work batched per signal can be passed on once per read), and `onEnd` once when the
+    /// are handled (so work batched per signal can be passed on once per read), and `onEnd` once when the open
     /// connection ends: closed by ``close()``, by the bus, or by a stream that is not D-Bus. After a read that
     /// brought signals the receiver waits `coalescing` before reading again, so a flood arrives in batches.
     ///
