@@ -1,3 +1,4 @@
+import Foundation
 import GotchuBlueZ
 import GotchuCore
 import GotchuDBus
@@ -342,6 +343,47 @@ struct ScanningTests {
                 Issue.record("the scan ended without an error")
             } catch let error as BlueZError {
                 #expect(error.kind == .serviceUnavailable)
+            }
+        }
+    }
+
+    @Test("a bus reached over TCP, which has no socket a scan can open itself, is scanned through libdbus")
+    func tcpBusFallsBack() async throws {
+        // The private bus also listens on loopback TCP, where clients authenticate anonymously.
+        let port = try freeLoopbackPort()
+        let include = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-tcp-\(port).conf")
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <listen>tcp:host=127.0.0.1,port=\(port)</listen>
+          <auth>ANONYMOUS</auth>
+          <allow_anonymous/>
+        </busconfig>
+        """.write(to: include, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: include) }
+        try await PrivateBus.with(includes: [include]) { bus in
+            let fake = try await FakeBlueZ.start(on: bus)
+            defer { Task { await fake.stop() } }
+            let tcp = "tcp:host=127.0.0.1,port=\(port)"
+            try await DBusConnection.withConnection(to: .address(tcp)) { connection in
+                let radio = BlueZRadio(connection: connection)
+                let stream = try await radio.scan(ScanFilter())
+                try await fake.addDevice(
+                    "dev_tcp",
+                    properties: ["RSSI": .int16(-40), "ServiceData": serviceData("a1b2c3d4e5")]
+                )
+                var iterator = stream.makeAsyncIterator()
+                let sighting = try #require(try await iterator.next())
+                #expect(sighting.eid == sampleEID)
+                // Asked for its own socket, the scan refuses such a bus instead.
+                let strict = BlueZRadio(connection: connection, configuration: .init(signalReading: .ownSocket))
+                do {
+                    _ = try await strict.scan(ScanFilter())
+                    Issue.record("a scan opened a socket of its own on a TCP bus")
+                } catch let error as DBusError {
+                    #expect(error.name == .notSupported)
+                }
             }
         }
     }
