@@ -358,11 +358,7 @@ package final class DBusSignalReceiver: Sendable {
                 )
             }
             end += count
-            if skipping > 0 {
-                let dropped = min(skipping, end - start)
-                skipping -= dropped
-                start += dropped
-            }
+            dropSkipped()
             while skipping == 0 {
                 let available = UnsafeRawBufferPointer(rebasing: buffer[start..<end])
                 switch DBusMessageView.frame(available) {
@@ -373,9 +369,7 @@ package final class DBusSignalReceiver: Sendable {
                 case .length(let length) where length > DBusSignalReceiver.maximumMessage:
                     logger.debug("skipped a message too long to hold", metadata: ["bytes": "\(length)"])
                     skipping = length
-                    let dropped = min(skipping, end - start)
-                    skipping -= dropped
-                    start += dropped
+                    dropSkipped()
                 case .length(let length):
                     guard length <= available.count else {
                         // The rest has not arrived; make room for it if the buffer cannot hold it.
@@ -388,6 +382,13 @@ package final class DBusSignalReceiver: Sendable {
                     start += length
                 }
             }
+        }
+
+        /// Drops what has arrived of the message being skipped.
+        private mutating func dropSkipped() {
+            let dropped = min(skipping, end - start)
+            skipping -= dropped
+            start += dropped
         }
 
         /// Moves the unhandled bytes to the front.
