@@ -6,23 +6,28 @@ import Synchronization
 /// A write request takes the connection through a gate (one at a time, in arrival order), opens the shared
 /// `IMMEDIATE` transaction if none is open, and runs inside a savepoint of its own: released if it succeeds, rolled
 /// back to if it throws, so one request's refusal never undoes another's writes. Then, if more requests are waiting
-/// and the batch is not full, it hands the connection to the next one and waits; the last of the batch commits for
-/// all. Every request, refused ones too (their refusal may rest on a batch-mate's write), is answered only after
-/// the commit returned, which with `synchronous=FULL` means the batch is on disk; if the commit fails, every member
-/// gets its error. Under load one fsync is shared by the whole batch; alone, a request commits at once.
+/// or on their way and the batch is not full, it hands the connection to the next one and waits; the last of the
+/// batch commits for all. Every request, refused ones too (their refusal may rest on a batch-mate's write), is
+/// answered only after the commit returned, which with `synchronous=FULL` means the batch is on disk; if the commit
+/// fails, every member gets its error. Under load one fsync is shared by the whole batch; alone, a request commits at
+/// once.
 ///
-/// The statements of a request run on its own thread through GRDB's synchronous access (``sync(_:)``): no thread
-/// hop per statement, and no task's cancellation can interrupt a statement of a transaction others share. Only the
-/// begin and the commit leave the thread, to GRDB's writer queue, so no thread of the concurrency pool waits out
-/// another writer's lock or the fsync.
+/// A request's turn at the connection runs on the writer's own thread (``SQLiteWriterExecutor``), and its statements
+/// through GRDB's synchronous access (``sync(_:)``): no thread hop per statement or per hand-over, and no task's
+/// cancellation can interrupt a statement of a transaction others share. The begin and the commit block that thread,
+/// not one of the concurrency pool, while they wait out another writer's lock or the fsync.
 final class SQLiteWriter: Sendable {
     let database: DatabasePool
     private let maximumBatch: Int
+    private let executor = SQLiteWriterExecutor()
     private let state = Mutex(State())
 
     private struct State: ~Copyable {
         var busy = false
         var waiting: [CheckedContinuation<Void, Never>] = []
+        /// Requests that asked for the connection and are still on their way to the writer's thread: each will take the
+        /// gate in turn, so a holder that sees one may leave the commit to it.
+        var arriving = 0
         /// Members of the open transaction that finished their savepoint and wait for its commit.
         var pending: [CheckedContinuation<Void, any Error>] = []
         /// Transactions run and commits made, since the store opened.
@@ -43,10 +48,16 @@ final class SQLiteWriter: Sendable {
 
     /// Runs `body` in a savepoint of the current batch and returns its result once the batch is committed.
     func transaction<T>(_ body: () async throws -> T) async throws -> T {
+        announce()
+        return try await withTaskExecutorPreference(executor) { try await turn(body) }
+    }
+
+    /// A request's turn at the connection, on the writer's thread.
+    private func turn<T>(_ body: () async throws -> T) async throws -> T {
         await acquire()
         var result: Result<T, any Error>
         do {
-            if try !sync({ db in db.isInsideTransaction }) { try await begin() }
+            if try !sync({ db in db.isInsideTransaction }) { try begin() }
             // Prepared once per connection: parsing them was a visible share of a payment's time.
             try sync { db in try db.cachedStatement(sql: "SAVEPOINT request").execute() }
             do {
@@ -82,20 +93,26 @@ final class SQLiteWriter: Sendable {
         }
         let handOver = state.withLock { state in
             state.transactions += 1
-            return !state.waiting.isEmpty && state.pending.count + 1 < maximumBatch
+            return (!state.waiting.isEmpty || state.arriving > 0) && state.pending.count + 1 < maximumBatch
         }
         if handOver {
             // Refused requests wait too: a refusal may rest on a batch-mate's write, which must be durable first.
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let next = state.withLock { state in
+                let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
                     state.pending.append(continuation)
+                    if state.waiting.isEmpty {
+                        // One is on its way (while the gate is held, an arrival can only join `waiting`): it takes the
+                        // free gate, and the batch with it.
+                        state.busy = false
+                        return nil
+                    }
                     return state.waiting.removeFirst()
                 }
-                next.resume()
+                next?.resume()
             }
         } else {
             defer { release() }
-            try await commit()
+            try commit()
         }
         return try result.get()
     }
@@ -109,48 +126,43 @@ final class SQLiteWriter: Sendable {
     /// Requests waiting for the connection.
     var waitingCount: Int { state.withLock { $0.waiting.count } }
 
+    /// Requests that asked for the connection and have not reached the writer's thread yet.
+    var arrivingCount: Int { state.withLock { $0.arriving } }
+
     /// Runs `body` with the connection to itself: the batch in progress, if any, is committed first.
     func exclusively<T>(_ body: () async throws -> T) async throws -> T {
-        await acquire()
-        defer { release() }
-        if try sync({ db in db.isInsideTransaction }) { try await commit() }
-        return try await body()
-    }
-
-    /// Opens the shared transaction on GRDB's writer queue: `BEGIN IMMEDIATE` waits (up to the busy timeout) while
-    /// another connection to the file writes, another process's or another store's in this one, and a wait that long
-    /// must not hold a thread of the concurrency pool, which the other writer may need to finish.
-    private func begin() async throws {
-        let outcome: Result<Void, any Error> = await withCheckedContinuation { continuation in
-            database.asyncWriteWithoutTransaction { db in
-                continuation.resume(returning: Result { try db.beginTransaction(.immediate) })
-            }
+        announce()
+        return try await withTaskExecutorPreference(executor) {
+            await acquire()
+            defer { release() }
+            if try sync({ db in db.isInsideTransaction }) { try commit() }
+            return try await body()
         }
-        try outcome.get()
     }
 
-    /// Commits the open transaction on GRDB's writer queue and answers its waiting members; on failure they all get
-    /// the error.
-    private func commit() async throws {
-        let outcome: Result<Void, any Error> = await withCheckedContinuation { continuation in
-            database.asyncWriteWithoutTransaction { db in
+    /// Opens the shared transaction. `BEGIN IMMEDIATE` waits (up to the busy timeout) while another connection to the
+    /// file writes, another process's or another store's in this one.
+    private func begin() throws {
+        try sync { db in try db.beginTransaction(.immediate) }
+    }
+
+    /// Commits the open transaction and answers its waiting members; on failure they all get the error.
+    private func commit() throws {
+        do {
+            try sync { db in
                 do {
                     try db.commit()
-                    continuation.resume(returning: .success(()))
                 } catch {
                     if db.isInsideTransaction { try? db.rollback() }
-                    continuation.resume(returning: .failure(error))
+                    throw error
                 }
             }
-        }
-        switch outcome {
-        case .success:
-            state.withLock { $0.commits += 1 }
-            settle(error: nil)
-        case .failure(let error):
+        } catch {
             settle(error: error)
             throw error
         }
+        state.withLock { $0.commits += 1 }
+        settle(error: nil)
     }
 
     /// Answers the batch's waiting members, with `error` if it did not commit.
@@ -177,15 +189,22 @@ final class SQLiteWriter: Sendable {
         next?.resume()
     }
 
+    /// Counts a request on its way to the writer's thread; its ``acquire()`` there uncounts it.
+    private func announce() {
+        state.withLock { $0.arriving += 1 }
+    }
+
     private func acquire() async {
         let entered = state.withLock { state in
             if state.busy { return false }
             state.busy = true
+            state.arriving -= 1
             return true
         }
         if entered { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let entered = state.withLock { state in
+                state.arriving -= 1
                 if state.busy {
                     state.waiting.append(continuation)
                     return false

@@ -173,6 +173,30 @@ struct GroupCommitTests {
         }
     }
 
+    @Test("Requests still on their way to the writer's thread join the batch of the request that holds it")
+    func arrivalsJoinTheBatch() async throws {
+        try await Self.withWriter { writer, observer, events in
+            let released = Mutex(false)
+            let first = Task {
+                try await writer.transaction {
+                    try Self.insert(1, writer)
+                    // Keeps the writer's thread itself busy (no suspension), so the others cannot reach it yet.
+                    while !released.withLock({ $0 }) { usleep(1_000) }
+                }
+            }
+            #expect(try await eventually { !writer.isIdle })
+            let others = (2...3).map { x in Task { try await writer.transaction { try Self.insert(x, writer) } } }
+            #expect(try await eventually { writer.arrivingCount == 2 })
+            #expect(writer.waitingCount == 0)
+            released.withLock { $0 = true }
+            try await first.value
+            for other in others { try await other.value }
+            #expect(writer.statistics == (3, 1))
+            #expect(events.all == ["commit"])
+            #expect(try await Self.rows(observer) == [1, 2, 3])
+        }
+    }
+
     @Test("Alone, a request commits at once")
     func alone() async throws {
         try await Self.withWriter { writer, observer, events in
