@@ -99,7 +99,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     /// The writer as the one connection transactions take turns at: whether a transaction holds it, and how many
     /// wait for it.
     public func poolUsage() async -> LedgerPoolUsage? {
-        LedgerPoolUsage(inUse: writer.isIdle ? 0 : 1, waiting: writer.waitingCount, maximum: 1)
+        let usage = writer.usage
+        return LedgerPoolUsage(inUse: usage.inUse ? 1 : 0, waiting: usage.waiting, maximum: 1)
     }
 
     /// Reads a row or a few by key on the calling thread. Such a lookup takes microseconds, less than the two thread

@@ -129,6 +129,12 @@ final class SQLiteWriter: Sendable {
     /// Requests that asked for the connection and have not reached the writer's thread yet.
     var arrivingCount: Int { state.withLock { $0.arriving } }
 
+    /// Whether the connection is in use (a request holds it, or a batch is open), and how many requests wait for it:
+    /// at the gate or on their way to the writer's thread.
+    var usage: (inUse: Bool, waiting: Int) {
+        state.withLock { ($0.busy || !$0.pending.isEmpty, $0.waiting.count + $0.arriving) }
+    }
+
     /// Runs `body` with the connection to itself: the batch in progress, if any, is committed first.
     func exclusively<T>(_ body: () async throws -> T) async throws -> T {
         announce()

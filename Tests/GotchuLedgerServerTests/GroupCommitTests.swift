@@ -188,6 +188,8 @@ struct GroupCommitTests {
             let others = (2...3).map { x in Task { try await writer.transaction { try Self.insert(x, writer) } } }
             #expect(try await eventually { writer.arrivingCount == 2 })
             #expect(writer.waitingCount == 0)
+            // The pool gauge counts them as waiting.
+            #expect(writer.usage == (true, 2))
             released.withLock { $0 = true }
             try await first.value
             for other in others { try await other.value }
