@@ -9,7 +9,7 @@ extension SQLiteLedgerBackend {
 
     fileprivate static func refundedCents(_ sessionID: String, _ db: Database) throws -> Cents {
         try Cents.fetchOne(
-            db,
+            cached: db,
             sql: "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE session_id = ?",
             arguments: [sessionID]
         ) ?? 0
@@ -20,7 +20,7 @@ extension SQLiteLedgerBackend.Transaction {
     public func refund(requestedBy: String, key: String) async throws -> RefundRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(
-                db,
+                cached: db,
                 sql: """
                     SELECT refunds.*, receipts.body AS receipt_body FROM refunds
                     LEFT JOIN receipts ON receipts.id = refunds.receipt_id
