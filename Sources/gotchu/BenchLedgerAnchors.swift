@@ -81,6 +81,7 @@ enum RawSQLiteAnchor {
         var latencies: [Duration] = []
         latencies.reserveCapacity(payments)
         var chainCount = 0
+        let cpu = BenchCPU.now()
         let start = ContinuousClock.now
         for index in 0..<payments {
             let began = ContinuousClock.now
@@ -163,7 +164,9 @@ enum RawSQLiteAnchor {
             try writer.step(prepared[1], [])
             latencies.append(ContinuousClock.now - began)
         }
-        return BenchFigure(payments: payments, elapsed: ContinuousClock.now - start, latencies: latencies)
+        var figure = BenchFigure(payments: payments, elapsed: ContinuousClock.now - start, latencies: latencies)
+        figure.cpu = BenchCPU.since(cpu).own
+        return figure
     }
 
     private static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -265,7 +268,9 @@ enum PythonAnchor {
             print("  (Python anchor skipped: \(script) not found; run from the repository's root)")
             return .skipped
         }
+        let cpu = BenchCPU.now()
         let result = try BenchProcess.run("python3", [script, path, payer, payee, "\(payments)"])
+        let used = BenchCPU.since(cpu).children
         guard result.status == 0,
             let object = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any],
             let seconds = object["seconds"] as? Double, let latencies = object["latencies_us"] as? [Int]
@@ -273,7 +278,10 @@ enum PythonAnchor {
             print("  (Python anchor failed: exit \(result.status))")
             return .skipped
         }
-        return BenchFigure(payments: payments, elapsed: .seconds(seconds), microseconds: latencies)
+        var figure = BenchFigure(payments: payments, elapsed: .seconds(seconds), microseconds: latencies)
+        // The script's whole run, its start and set-up included.
+        figure.cpu = used
+        return figure
     }
 }
 
@@ -305,6 +313,7 @@ enum WrkAnchor {
         try (table + luaScript).write(to: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: script) }
         return try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
+            let cpu = BenchCPU.now()
             let result = try await BenchProcess.runDetached(
                 "wrk",
                 [
@@ -322,11 +331,13 @@ enum WrkAnchor {
             guard fields.count == 5 else { return .skipped }
             let (paid, failures, microseconds, p50, p99) = (fields[0], fields[1], fields[2], fields[3], fields[4])
             if failures > 0 { print("  (wrk: \(failures) requests answered with an error)") }
-            return BenchFigure(
+            var figure = BenchFigure(
                 payments: paid,
                 elapsed: .microseconds(microseconds),
                 latencies: .reported(p50: UInt64(p50), p99: UInt64(p99))
             )
+            figure.cpu = BenchCPU.since(cpu).own
+            return figure
         }
     }
 
@@ -455,9 +466,11 @@ enum PgbenchAnchor {
                 "-f", script.path, "-l", "--log-prefix", directory.appendingPathComponent("log").path,
                 "-h", url.host, "-p", "\(url.port)", "-U", url.username, name,
             ]
+            let cpu = BenchCPU.now()
             let start = ContinuousClock.now
             let result = try await BenchProcess.runDetached("pgbench", arguments, withErrors: true)
             let elapsed = ContinuousClock.now - start
+            let used = BenchCPU.since(cpu).children
             try await BenchBackend.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
             guard result.status == 0 else {
                 print("  (pgbench failed: exit \(result.status)) \(result.output.suffix(400))")
@@ -475,7 +488,9 @@ enum PgbenchAnchor {
             }
             let tps = result.output.split(separator: "\n").first { $0.hasPrefix("tps = ") }
             if let tps { print("    pgbench: \(tps)") }
-            return BenchFigure(payments: clients * payments, elapsed: elapsed, microseconds: latencies)
+            var figure = BenchFigure(payments: clients * payments, elapsed: elapsed, microseconds: latencies)
+            figure.cpu = used
+            return figure
         } catch {
             try? await BenchBackend.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
             throw error

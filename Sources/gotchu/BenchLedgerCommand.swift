@@ -164,6 +164,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     @discardableResult
     static func drive(pairs: Int, payments: Int, store: any LedgerStore) async throws -> BenchFigure {
         let users = try await users(store, pairs: pairs, payments: payments)
+        let cpu = BenchCPU.now()
         let start = ContinuousClock.now
         let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
             for (payer, payee) in users {
@@ -192,7 +193,9 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             }
             return try await group.reduce(into: []) { $0 += $1 }
         }
-        return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
+        var figure = BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
+        figure.cpu = BenchCPU.since(cpu).own
+        return figure
     }
 
     /// Runs one server per store and splits the pairs across them.
@@ -227,6 +230,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                     )
                 )
             }
+            let cpu = BenchCPU.now()
             let start = ContinuousClock.now
             let latencies = try await withThrowingTaskGroup(of: [Duration].self) { payers in
                 for (payerClient, payeeClient) in clients {
@@ -245,7 +249,13 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 }
                 return try await payers.reduce(into: []) { $0 += $1 }
             }
-            return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
+            var figure = BenchFigure(
+                payments: latencies.count,
+                elapsed: ContinuousClock.now - start,
+                latencies: latencies
+            )
+            figure.cpu = BenchCPU.since(cpu).own
+            return figure
         }
     }
 }
@@ -265,6 +275,9 @@ struct BenchFigure: Sendable {
     var latencies: Latencies
     /// Write transactions per commit in the run, where the store commits in groups.
     var commits: Double?
+    /// The CPU the measured side used in the run: this process (the store, and for HTTP runs the server and our
+    /// client; with wrk the server alone), or the anchor's own process.
+    var cpu: Duration?
 
     init(payments: Int, elapsed: Duration, latencies: [Duration]) {
         self.init(payments: payments, elapsed: elapsed, microseconds: latencies.map { Int($0 / .microseconds(1)) })
@@ -302,8 +315,12 @@ struct BenchFigure: Sendable {
 
     func print(_ name: String, latencyUnit: String = "") {
         let label = "  " + name + String(repeating: " ", count: max(0, 26 - name.count))
-        let figures = String(format: "%9.1f payments/s   p50 %7.2f ms   p99 %7.2f ms", rate, latency(50), latency(99))
-        Swift.print(label + figures + (latencyUnit.isEmpty ? "" : " " + latencyUnit))
+        var figures = String(format: "%9.1f payments/s   p50 %7.2f ms   p99 %7.2f ms", rate, latency(50), latency(99))
+        if !latencyUnit.isEmpty { figures += " " + latencyUnit }
+        if let cpu, payments > 0 {
+            figures += String(format: "   cpu %6.0f µs/payment", cpu / .microseconds(1) / Double(payments))
+        }
+        Swift.print(label + figures)
     }
 
     static var skipped: BenchFigure { BenchFigure(payments: 0, elapsed: .seconds(1), microseconds: []) }
