@@ -4,10 +4,10 @@ import Synchronization
 /// Read-only connections for lookups: the row or few rows of a key, read in one statement on the calling thread.
 ///
 /// GRDB's pool runs every read in a transaction of its own (`BEGIN`, `COMMIT`) and hands out its readers through a
-/// barrier queue, a semaphore, a dispatch group and a lock; for a statement of microseconds that cost more than the
-/// statement (a fifth of a lookup's time under load). One statement reads one snapshot by itself, in SQLite's
-/// autocommit mode, so a lookup needs no transaction: it takes an idle connection from a list under a mutex, runs, and
-/// puts it back. In WAL mode a reader never waits for the writer.
+/// barrier queue, a semaphore, a dispatch group and a lock. For a statement of microseconds that cost more than the
+/// statement itself: about 4 % of the server's CPU with 32 payers, in a `perf` profile. One statement reads one
+/// snapshot by itself, in SQLite's autocommit mode, so a lookup needs no transaction: it takes an idle connection from
+/// a list under a mutex, runs, and puts it back. In WAL mode a reader never waits for the writer.
 final class SQLiteLookupReaders: Sendable {
     private let path: String
     private let configuration: Configuration
