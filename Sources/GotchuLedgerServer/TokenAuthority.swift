@@ -1,5 +1,6 @@
 public import Foundation
 import GotchuAPI
+import GotchuCore
 import JWTKit
 import Synchronization
 
@@ -19,7 +20,10 @@ public struct TokenAuthority: Sendable {
 
     private let keys: JWTKeyCollection
     private let acceptedHeaders = AcceptedHeaders()
-    private let verified = VerifiedTokens()
+    /// Tokens whose signature and issuer were checked, with their claims: a client sends the same token on every
+    /// request for its life, and checking it (an HMAC and a JSON parse) was a visible share of a small request's time.
+    /// Only a token that passed enters, keyed by its whole text, signature included.
+    private let verified = BoundedCache<String, VerifiedClaims>(capacity: 4096)
     /// How long an issued token is valid.
     public let lifetime: Duration
     private let clock: @Sendable () -> Date
@@ -58,14 +62,14 @@ public struct TokenAuthority: Sendable {
     /// The user id in `token`, or `nil` when the token is malformed, forged, of another algorithm or issuer, has
     /// critical extensions, is not valid yet, has expired, or claims a longer life than this authority gives.
     public func userID(from token: String) async -> String? {
-        let claims: VerifiedTokens.Claims
+        let claims: VerifiedClaims
         if let known = verified[token] {
             claims = known
         } else {
             guard hasAcceptableHeader(token),
                 let decoded = try? await keys.verify(token, as: TokenClaims.self)
             else { return nil }
-            claims = VerifiedTokens.Claims(
+            claims = VerifiedClaims(
                 userID: decoded.sub.value,
                 issued: decoded.iat.value,
                 expires: decoded.exp.value,
@@ -119,30 +123,12 @@ private final class AcceptedHeaders: Sendable {
     }
 }
 
-/// Tokens whose signature and issuer were checked, with their claims: a client sends the same token on every request
-/// for its life, and checking it (an HMAC and a JSON parse) was a visible share of a small request's time. Only a
-/// token that passed enters, keyed by its whole text, signature included. The set is bounded: when full it starts
-/// over.
-private final class VerifiedTokens: Sendable {
-    struct Claims: Sendable {
-        var userID: String
-        var issued: Date
-        var expires: Date
-        var notBefore: Date?
-    }
-
-    private static let capacity = 4096
-    private let tokens = Mutex<[String: Claims]>([:])
-
-    subscript(token: String) -> Claims? {
-        get { tokens.withLock { $0[token] } }
-        set {
-            tokens.withLock { tokens in
-                if tokens.count >= Self.capacity { tokens.removeAll(keepingCapacity: true) }
-                tokens[token] = newValue
-            }
-        }
-    }
+/// The claims of a token whose signature and issuer were checked.
+private struct VerifiedClaims: Sendable {
+    var userID: String
+    var issued: Date
+    var expires: Date
+    var notBefore: Date?
 }
 
 /// Why a token authority could not be made.
