@@ -18,6 +18,9 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public let changes: SessionChanges
     /// The signing key last loaded, so a payment reads no key.
     private let signerCache = SignerCache()
+    /// Payment receipts by session id, as committed. A stored receipt never changes, so the copy answers for the
+    /// row: the payment's answer and every later status of the session skip reading and decoding it.
+    private let paymentReceipts = BoundedCache<String, Receipt>(capacity: 1024)
     /// Told of every transaction, where the server keeps metrics.
     private let observerBox = ObserverBox()
 
@@ -482,7 +485,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         )
         try await transaction.update(session: sid, .paid(payerID: payerID))
         if let signer {
-            _ = try await storeReceipt(
+            let (_, _, receipt) = try await storeReceipt(
                 .payment,
                 signer: signer,
                 sid: sid,
@@ -492,12 +495,13 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 entries: result.entries,
                 transaction
             )
+            loaded.paymentReceipt.withLock { $0 = receipt }
         }
         return result.from
     }
 
     /// Signs the receipt of a payment or refund whose transfer wrote `entries`, and stores it in the same
-    /// transaction; returns its id and the stored JSON.
+    /// transaction; returns its id, the stored JSON and the receipt.
     private func storeReceipt(
         _ kind: ReceiptKind,
         signer: ReceiptSigner,
@@ -507,7 +511,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         payerID: String,
         entries: [EntryRow],
         _ transaction: Backend.Transaction
-    ) async throws -> (id: String, body: String) {
+    ) async throws -> (id: String, body: String, receipt: Receipt) {
         let id = Self.newID()
         let receipt = try signer.sign(
             Receipt(
@@ -525,7 +529,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         )
         let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
         try await transaction.insert(receipt: StoredReceipt(id: id, kind: kind.rawValue, sessionID: sid, body: body))
-        return (id, body)
+        return (id, body, receipt)
     }
 
     // MARK: Receipts
@@ -550,9 +554,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     ) async throws -> T {
         let loaded = LoadedSigner()
         let result = try await changingSession(sid, operation: operation) { transaction in
-            try await body(transaction, loaded)
+            loaded.reset()
+            return try await body(transaction, loaded)
         }
         if let (signer, at) = loaded.value.withLock({ $0 }) { signerCache.store(signer, at: at) }
+        if let receipt = loaded.paymentReceipt.withLock({ $0 }) { paymentReceipts[receipt.sessionID] = receipt }
         return result
     }
 
@@ -592,7 +598,12 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func receipt(sessionID: String) async throws -> Receipt? {
-        try await backend.receipt(sessionID: sessionID, kind: .payment)?.receipt()
+        if let known = paymentReceipts[sessionID] { return known }
+        guard let receipt = try await backend.receipt(sessionID: sessionID, kind: .payment)?.receipt() else {
+            return nil
+        }
+        paymentReceipts[sessionID] = receipt
+        return receipt
     }
 
     public func receiptKeys() async throws -> ReceiptKeySet {
@@ -743,9 +754,17 @@ private final class ObserverBox: Sendable {
     let value = Mutex<(any LedgerStoreObserver)?>(nil)
 }
 
-/// The signing key one transaction loaded from the database, and when.
+/// What one signing transaction loaded or signed, for after it commits: the signing key it read from the database
+/// (and when), and the payment receipt it stored. Emptied when the transaction's body starts, so what an attempt
+/// rolled back and run again (a deadlock on PostgreSQL) loaded never outlives it.
 private final class LoadedSigner: Sendable {
     let value = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
+    let paymentReceipt = Mutex<Receipt?>(nil)
+
+    func reset() {
+        value.withLock { $0 = nil }
+        paymentReceipt.withLock { $0 = nil }
+    }
 }
 
 /// The signing key an engine loaded, and when (on the store's clock), from a transaction that committed.
@@ -821,7 +840,7 @@ extension LedgerEngine {
                 reference: ("session", sid)
             )
             let refundID = Self.newID()
-            var receipt: (id: String, body: String)?
+            var receipt: (id: String, body: String, receipt: Receipt)?
             if let signer {
                 receipt = try await storeReceipt(
                     .refund,

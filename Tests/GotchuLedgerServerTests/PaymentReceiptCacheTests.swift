@@ -1,0 +1,40 @@
+import Foundation
+import GRDB
+import GotchuAPI
+import GotchuLedger
+import Testing
+
+@testable import GotchuLedgerSQLite
+
+@Suite("The payment receipts a store keeps")
+struct PaymentReceiptCacheTests {
+    @Test("A payment that rolled back leaves no receipt behind; the one that commits is the one stored")
+    func onlyCommittedReceipts() async throws {
+        try await GroupCommitTests.withLockedSession { store, path, sid, payerID in
+            let database = try DatabaseQueue(path: path)
+            // The payment signs and stores its receipt, then fails before it commits.
+            try await database.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
+                        BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
+                        """
+                )
+            }
+            await #expect(throws: DatabaseError.self) {
+                _ = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
+            }
+            #expect(try await store.receipt(sessionID: sid) == nil)
+            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+
+            let (outcome, _) = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
+            #expect(outcome == .paid(newBalanceCents: 500))
+            let kept = try #require(try await store.receipt(sessionID: sid))
+            // A store on the same file, with nothing kept, reads the row.
+            let other = try SQLiteLedgerStore(path: path)
+            let stored = try #require(try await other.receipt(sessionID: sid))
+            #expect(kept == stored)
+            try kept.verify(against: try await store.receiptKeys())
+        }
+    }
+}
