@@ -107,6 +107,13 @@ struct PayeeNameTests {
             #expect(!name.unicodeScalars.contains { DisplayText.isUnsafe($0) })
             #expect(name.hasPrefix(String(repeating: "\u{FFFD}", count: 11) + "$5.00\u{FFFD}to\u{FFFD}"))
             #expect(name.unicodeScalars.count == 64)
+            // Printable ASCII only, but longer than a name may be now: still bounded.
+            let long = try await ledger.store.login(email: String(repeating: "y", count: 100) + "@example.com")
+            payee.token = try await ledger.tokens.issue(userID: long.id)
+            let longSession = try await payee.createSession(amountCents: 100)
+            #expect(
+                try await payer.resolve(eid: longSession.eid).payeeDisplay.name == String(repeating: "y", count: 64)
+            )
         }
     }
 }
