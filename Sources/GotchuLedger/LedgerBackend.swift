@@ -35,7 +35,7 @@ public protocol LedgerBackend: Sendable {
 
     /// The session that was given `eid`, with its payee's name, e-mail address and verified name, and when the EID
     /// was rotated away (`nil` while it is the session's current one). EIDs are never given twice; of rows written
-    /// before that rule, the newest session's.
+    /// before that rule, the newest session's; with the store's time of the read.
     func session(eid: EID) async throws -> EIDSession?
 
     /// The user with this (normalized) e-mail address and its password hash, if any.
@@ -338,12 +338,16 @@ public struct EIDSession: Sendable, Hashable {
     public var payee: PayeeRow
     /// When the EID was rotated away; `nil` while current.
     public var retiredAt: Int64?
+    /// The store's time when the row was read, which a resolve judges expiry by: where that clock is the database's,
+    /// it comes with the row, in one round trip.
+    public var readAt: Int64
 
-    /// A row as read from the database.
-    public init(session: SessionRow, payee: PayeeRow, retiredAt: Int64?) {
+    /// A row as read from the database at `readAt`.
+    public init(session: SessionRow, payee: PayeeRow, retiredAt: Int64?, readAt: Int64) {
         self.session = session
         self.payee = payee
         self.retiredAt = retiredAt
+        self.readAt = readAt
     }
 }
 

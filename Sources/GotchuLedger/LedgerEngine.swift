@@ -214,10 +214,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     public func resolve(eid: EID) async throws -> ResolveResponse {
-        let now = try await backend.now()
         guard let found = try await backend.session(eid: eid) else {
             throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
         }
+        let now = found.readAt
         if let retiredAt = found.retiredAt, now >= retiredAt + LedgerTime.milliseconds(policy.eidGrace) {
             throw LedgerError(.eidRetired, detail: "EID \(eid) was replaced by a newer one; scan again")
         }

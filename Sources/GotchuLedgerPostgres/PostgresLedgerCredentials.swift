@@ -8,8 +8,7 @@ extension PostgresLedgerBackend {
         let row = try await read { connection in
             try await connection.rows(
                 """
-                SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT,
-                \(unescaped: Connection.apiKeyColumns) WHERE k.secret_hash = \(hash)
+                SELECT \(unescaped: Self.clockMilliseconds), \(unescaped: Connection.apiKeyColumns) WHERE k.secret_hash = \(hash)
                 """
             ).first
         }

@@ -233,10 +233,13 @@ public struct PostgresLedgerBackend: LedgerBackend {
         return try await withConnection { connection in try await now(connection) }
     }
 
+    /// The database's clock in milliseconds, as SQL: one clock for every server on the database.
+    static let clockMilliseconds = "floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT"
+
     private func now(_ connection: PostgresConnection) async throws -> Int64 {
         if let clock { return LedgerTime.milliseconds(clock()) }
         return try await bind(connection).value(
-            "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
+            "SELECT \(unescaped: Self.clockMilliseconds)",
             as: Int64.self
         ) ?? 0
     }
@@ -385,10 +388,12 @@ public struct PostgresLedgerBackend: LedgerBackend {
 
     public func session(eid: EID) async throws -> EIDSession? {
         try await read { connection in
+            // The database's clock in the same statement: a resolve takes one round trip.
             guard
                 let row = try await connection.rows(
                     """
-                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email, u.verified_name, e.retired_at
+                    SELECT \(unescaped: Connection.sessionColumns), u.display_name, u.email, u.verified_name, e.retired_at,
+                    \(unescaped: Self.clockMilliseconds) AS read_at
                     FROM session_eids e
                     JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
                     WHERE e.eid = \(eid.rawValue) ORDER BY s.created_at DESC, s.seq DESC LIMIT 1
@@ -403,7 +408,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
                     email: try columns["email"].decode(String.self),
                     verifiedName: try columns["verified_name"].decode(String?.self)
                 ),
-                retiredAt: try columns["retired_at"].decode(Int64?.self)
+                retiredAt: try columns["retired_at"].decode(Int64?.self),
+                readAt: try clock.map { LedgerTime.milliseconds($0()) } ?? columns["read_at"].decode(Int64.self)
             )
         }
     }

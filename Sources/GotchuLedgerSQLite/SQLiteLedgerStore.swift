@@ -250,7 +250,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(eid: EID) async throws -> EIDSession? {
-        try lookup { db in
+        let now = LedgerTime.milliseconds(clock())
+        return try lookup { db in
             try Row.fetchOne(
                 cached: db,
                 sql: """
@@ -263,7 +264,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                 EIDSession(
                     session: try SessionRow(row),
                     payee: PayeeRow(name: row["display_name"], email: row["email"], verifiedName: row["verified_name"]),
-                    retiredAt: row["eid_retired_at"]
+                    retiredAt: row["eid_retired_at"],
+                    readAt: now
                 )
             }
         }

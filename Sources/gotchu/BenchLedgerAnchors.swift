@@ -511,8 +511,7 @@ enum PgbenchAnchor {
         INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key) VALUES ('s-' || :n::TEXT, 'pgbench-payee-' || :client_id::TEXT, 1, 'ADVERTISING', :now::BIGINT, :now::BIGINT + 300000, NULL) ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1;
         INSERT INTO session_eids (eid, session_id, created_at) VALUES (lpad(to_hex(:e::BIGINT), 10, '0'), 's-' || :n::TEXT, :now::BIGINT);
         COMMIT;
-        SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
-        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, u.display_name, u.email, u.verified_name, e.retired_at FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id WHERE e.eid = lpad(to_hex(:e::BIGINT), 10, '0') ORDER BY s.created_at DESC, s.seq DESC LIMIT 1;
+        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, u.display_name, u.email, u.verified_name, e.retired_at, floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS read_at FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id WHERE e.eid = lpad(to_hex(:e::BIGINT), 10, '0') ORDER BY s.created_at DESC, s.seq DESC LIMIT 1;
         BEGIN ISOLATION LEVEL READ COMMITTED;
         SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now \\gset
         SELECT pg_advisory_xact_lock(hashtext('pgbench-payer-' || :client_id::TEXT));
