@@ -82,14 +82,7 @@ final class DeferredWrites {
         case 0: return nil
         case 1: return writes[0].statement.query
         default:
-            var query = PostgresQuery.StringInterpolation(literalCapacity: 0, interpolationCount: 0)
-            var clauses = 0
-            for write in writes where write.table != nil {
-                query.appendLiteral(clauses == 0 ? "WITH w\(clauses) AS (" : ", w\(clauses) AS (")
-                write.statement.append(to: &query)
-                query.appendLiteral(")")
-                clauses += 1
-            }
+            var query = clauses()
             if let notification = writes.first(where: { $0.table == nil }) {
                 query.appendLiteral(" ")
                 notification.statement.append(to: &query)
@@ -98,5 +91,30 @@ final class DeferredWrites {
             }
             return PostgresQuery(stringInterpolation: query)
         }
+    }
+
+    /// What is held and `read`, a `SELECT` of `table` alone, as one statement, forgetting what was held; `nil` (and
+    /// nothing forgotten) when nothing is held, a notification is, or a write to `table` is. The read runs against the
+    /// snapshot the writes start from, so it must not look at what they write: a table of its own.
+    func take(before read: SQLFragment, reading table: String) -> PostgresQuery? {
+        guard !writes.isEmpty, !writes.contains(where: { $0.table == nil || $0.table == table }) else { return nil }
+        defer { writes.removeAll() }
+        var query = clauses()
+        query.appendLiteral(" ")
+        read.append(to: &query)
+        return PostgresQuery(stringInterpolation: query)
+    }
+
+    /// The held writes to tables as the `WITH` clauses of one statement.
+    private func clauses() -> PostgresQuery.StringInterpolation {
+        var query = PostgresQuery.StringInterpolation(literalCapacity: 0, interpolationCount: 0)
+        var clauses = 0
+        for write in writes where write.table != nil {
+            query.appendLiteral(clauses == 0 ? "WITH w\(clauses) AS (" : ", w\(clauses) AS (")
+            write.statement.append(to: &query)
+            query.appendLiteral(")")
+            clauses += 1
+        }
+        return query
     }
 }
