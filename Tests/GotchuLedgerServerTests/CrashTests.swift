@@ -247,14 +247,7 @@ struct InterruptedSendTests {
         // The server's payment fails at its last step, writing its outcome: its key, admitted in the same
         // transaction, and its transfer go with it, so the file holds nothing of the payment.
         let database = try DatabaseQueue(path: path)
-        try await database.write { db in
-            try db.execute(
-                sql: """
-                    CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
-                    BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
-                    """
-            )
-        }
+        try await OutcomeFailure.impose(on: database)
         #expect(await problemKind { try await payer.send(sid: session.sid, idempotencyKey: "k") } == .internalError)
         let state = try await database.read { db in
             try String.fetchAll(db, sql: "SELECT state FROM idempotency_keys")
@@ -262,7 +255,7 @@ struct InterruptedSendTests {
         #expect(state.isEmpty)
         #expect(try await payer.wallet().availableCents == 1_000)
         #expect(try await server.stop(signal: SIGKILL) == SIGKILL)
-        try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+        try await OutcomeFailure.lift(on: database)
 
         (server, _) = try await Self.start(arguments, port: url.port!, environment)
         #expect(

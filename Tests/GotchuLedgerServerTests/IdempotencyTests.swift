@@ -205,20 +205,13 @@ struct IdempotencyTests {
         try await TestLedger.with(store: .sqlite) { ledger in
             let (payer, sid) = try await lockedSession(ledger)
             let database = try DatabaseQueue(path: try ledger.databasePath)
-            try await database.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
-                        BEGIN SELECT RAISE(ABORT, 'simulated failure'); END
-                        """
-                )
-            }
+            try await OutcomeFailure.impose(on: database)
             #expect(await problemKind { try await payer.send(sid: sid, idempotencyKey: "atomic") } == .internalError)
             #expect(try await payer.wallet().availableCents == 10_000)
             #expect(try await ledger.store.audit().entryCount == 2)  // only the funding pair
             #expect(try await payer.session(sid: sid).status == .locked)
 
-            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+            try await OutcomeFailure.lift(on: database)
             #expect(
                 try await payer.send(sid: sid, idempotencyKey: "atomic")
                     == SignedAnswer(newBalanceCents: 9_900, replayed: false)

@@ -13,19 +13,12 @@ struct PaymentReceiptCacheTests {
         try await GroupCommitTests.withLockedSession { store, path, sid, payerID in
             let database = try DatabaseQueue(path: path)
             // The payment signs and stores its receipt, then fails before it commits.
-            try await database.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
-                        BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
-                        """
-                )
-            }
+            try await OutcomeFailure.impose(on: database)
             await #expect(throws: DatabaseError.self) {
                 _ = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
             }
             #expect(try await store.receipt(sessionID: sid) == nil)
-            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+            try await OutcomeFailure.lift(on: database)
 
             let (outcome, _) = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
             #expect(outcome == .paid(newBalanceCents: 500))

@@ -15,19 +15,14 @@ struct ReceiptKeyCacheTests {
             // No usable key: the next payment makes one inside its own transaction. Then it fails before commit.
             try await database.write { db in
                 try db.execute(sql: "UPDATE receipt_keys SET retired_at = 1, private_key = NULL")
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER refuse_outcome BEFORE UPDATE ON idempotency_keys WHEN NEW.state = 'DONE'
-                        BEGIN SELECT RAISE(ABORT, 'simulated failure'); END;
-                        """
-                )
             }
+            try await OutcomeFailure.impose(on: database)
             await #expect(throws: DatabaseError.self) {
                 _ = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
             }
             let rows = try await store.backend.receiptKeys()
             #expect(rows.count == 1 && rows.allSatisfy { $0.retiredAt != nil })
-            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
+            try await OutcomeFailure.lift(on: database)
 
             let (outcome, _) = try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k")
             #expect(outcome == .paid(newBalanceCents: 500))
