@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import GotchuCore
 public import GotchuLedger
 import HTTPTypes
 import Hummingbird
@@ -31,6 +32,11 @@ public struct LedgerMetrics: LedgerStoreObserver {
     private let factory: PrometheusMetricsFactory
     private let openConnections: CoreMetrics.Gauge
     private let refusedConnections: CoreMetrics.Counter
+    /// The handles of the counters and timers recorded per request and per transaction, made once per label set:
+    /// making one asks the registry, which checks the name and looks the labels up under its lock, and that cost
+    /// more than recording.
+    private let counters = BoundedCache<MetricKey, CoreMetrics.Counter>(capacity: 1024)
+    private let timers = BoundedCache<MetricKey, CoreMetrics.Timer>(capacity: 1024)
 
     /// Creates the metrics over `registry` (a fresh one by default).
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -64,51 +70,53 @@ public struct LedgerMetrics: LedgerStoreObserver {
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     func request(route: String, method: String, status: Int, duration: Duration) {
-        CoreMetrics.Counter(
-            label: "gotchu_ledger_requests_total",
-            dimensions: [("route", route), ("method", method), ("status", String(status))],
-            factory: factory
-        ).increment()
-        let (seconds, attoseconds) = duration.components
-        CoreMetrics.Timer(
-            label: "gotchu_ledger_request_duration_seconds",
-            dimensions: [("route", route), ("method", method)],
-            factory: factory
-        ).recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        if status == 429 {
-            CoreMetrics.Counter(
-                label: "gotchu_ledger_rate_limited_total",
-                dimensions: [("route", route)],
-                factory: factory
-            )
+        counter("gotchu_ledger_requests_total", [("route", route), ("method", method), ("status", String(status))])
             .increment()
-        }
+        timer("gotchu_ledger_request_duration_seconds", [("route", route), ("method", method)])
+            .recordNanoseconds(Self.nanoseconds(duration))
+        if status == 429 { counter("gotchu_ledger_rate_limited_total", [("route", route)]).increment() }
     }
 
     func payment(outcome: String) {
-        CoreMetrics.Counter(label: "gotchu_ledger_payments_total", dimensions: [("outcome", outcome)], factory: factory)
-            .increment()
+        counter("gotchu_ledger_payments_total", [("outcome", outcome)]).increment()
     }
 
     /// Counts a refund (`gotchu_ledger_refunds_total{outcome}`): `refunded`, `replayed`, or the problem kind of a
     /// refusal, as ``payment(outcome:)`` names a payment's.
     func refund(outcome: String) {
-        CoreMetrics.Counter(label: "gotchu_ledger_refunds_total", dimensions: [("outcome", outcome)], factory: factory)
-            .increment()
+        counter("gotchu_ledger_refunds_total", [("outcome", outcome)]).increment()
     }
 
     public func transaction(operation: String, duration: Duration, committed: Bool) {
-        let (seconds, attoseconds) = duration.components
-        CoreMetrics.Timer(
-            label: "gotchu_ledger_store_transaction_duration_seconds",
-            dimensions: [("operation", operation)],
-            factory: factory
-        ).recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        CoreMetrics.Counter(
-            label: "gotchu_ledger_store_transactions_total",
-            dimensions: [("operation", operation), ("outcome", committed ? "committed" : "rolled-back")],
-            factory: factory
+        timer("gotchu_ledger_store_transaction_duration_seconds", [("operation", operation)])
+            .recordNanoseconds(Self.nanoseconds(duration))
+        counter(
+            "gotchu_ledger_store_transactions_total",
+            [("operation", operation), ("outcome", committed ? "committed" : "rolled-back")]
         ).increment()
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// The counter `label` with `dimensions`, made the first time.
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        let key = MetricKey(label: label, dimensions: dimensions)
+        if let known = counters[key] { return known }
+        let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+        counters[key] = made
+        return made
+    }
+
+    /// The timer `label` with `dimensions`, made the first time.
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
+        let key = MetricKey(label: label, dimensions: dimensions)
+        if let known = timers[key] { return known }
+        let made = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
+        timers[key] = made
+        return made
     }
 
     /// Records the store's connections as they are now (at a scrape).
@@ -181,5 +189,16 @@ struct LedgerMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         case .get, .head, .post, .put, .delete, .patch, .options, .trace, .connect: method.rawValue
         default: "other"
         }
+    }
+}
+
+/// A metric's name and labels, as the handles made for them are found again.
+private struct MetricKey: Hashable, Sendable {
+    var label: String
+    var dimensions: [String]
+
+    init(label: String, dimensions: [(String, String)]) {
+        self.label = label
+        self.dimensions = dimensions.flatMap { [$0.0, $0.1] }
     }
 }
