@@ -183,6 +183,10 @@ final class ConnectionGuard {
     private var bodyPending = false
     private var headsRead = 0
     private var responsesEnded = 0
+    /// When the request being received runs out of time; `nil` when none is.
+    private var deadline: NIODeadline?
+    /// Fires at or before ``deadline``. Left to fire when a request ends early, and moved on when it finds a later
+    /// deadline: a request costs reading the clock, not scheduling and cancelling a task of the event loop.
     private var timer: Scheduled<Void>?
     /// Set once the connection is being answered and closed here: nothing more is read.
     private(set) var closing = false
@@ -217,7 +221,7 @@ final class ConnectionGuard {
         case .end:
             bodyPending = false
             receiving = false
-            cancelTimer()
+            deadline = nil
         }
     }
 
@@ -260,11 +264,21 @@ final class ConnectionGuard {
     }
 
     private func arm() {
+        let due = NIODeadline.now() + readTimeout
+        deadline = due
+        if timer == nil { schedule(at: due) }
+    }
+
+    private func schedule(at due: NIODeadline) {
         guard let context = bytesContext else { return }
-        cancelTimer()
-        timer = context.eventLoop.assumeIsolated().scheduleTask(in: readTimeout) { [self] in
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in
             timer = nil
-            expire()
+            guard receiving, let deadline else { return }
+            if deadline > .now() {
+                schedule(at: deadline)
+            } else {
+                expire()
+            }
         }
     }
 

@@ -93,6 +93,21 @@ struct HTTPEdgeTests {
         }
     }
 
+    @Test("On a kept-alive connection, a request's read timeout counts from its own first byte, not the one before's")
+    func readTimeoutPerRequest() async throws {
+        try await TestLedger.with(limits: Self.limits(readTimeout: .milliseconds(600))) { ledger in
+            let connection = try LoopbackConnection(port: ledger.url.port!)
+            try connection.send(Self.healthz)
+            #expect(try await connection.readResponse().status == 200)
+            try await Task.sleep(for: .milliseconds(400))
+            // The first request's time would run out 200 ms into this one's.
+            let started = ContinuousClock.now
+            try connection.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            #expect(try await connection.waitForClose().isEmpty)
+            #expect(ContinuousClock.now - started >= .milliseconds(550))
+        }
+    }
+
     @Test("A body trickled a byte at a time is dropped after the read timeout, counted from the request's first byte")
     func slowBody() async throws {
         try await TestLedger.with(limits: Self.limits(readTimeout: .milliseconds(500))) { ledger in
