@@ -9,7 +9,7 @@ extension SQLiteLedgerBackend {
         """
 
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
-        let key = try lookup { db in
+        let key = try await lookup { db in
             try Row.fetchOne(
                 cached: db,
                 sql: "SELECT \(Self.apiKeyColumns) WHERE k.secret_hash = ?",
@@ -30,7 +30,7 @@ extension SQLiteLedgerBackend {
     }
 
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
-        try lookup { db in try Self.user(issuer: issuer, subject: subject, db) }
+        try await lookup { db in try Self.user(issuer: issuer, subject: subject, db) }
     }
 
     fileprivate static func user(issuer: String, subject: String, _ db: Database) throws -> LedgerUser? {

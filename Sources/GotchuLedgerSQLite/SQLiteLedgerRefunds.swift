@@ -4,7 +4,7 @@ public import GotchuLedger
 
 extension SQLiteLedgerBackend {
     public func refundedCents(sessionID: String) async throws -> Cents {
-        try lookup { db in try Self.refundedCents(sessionID, db) }
+        try await lookup { db in try Self.refundedCents(sessionID, db) }
     }
 
     fileprivate static func refundedCents(_ sessionID: String, _ db: Database) throws -> Cents {

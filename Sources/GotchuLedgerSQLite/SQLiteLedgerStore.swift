@@ -111,19 +111,21 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     /// Reads a row or a few by key, in one statement, on the calling thread. Such a lookup takes microseconds, less
     /// than the two thread hops of GRDB's asynchronous read (to a reader's queue and back), which cost a resolve more
-    /// than its query; a reader in WAL mode never waits for the writer. It runs on one of ``SQLiteLookupReaders``, or
-    /// in the pool when all of those are busy.
-    func lookup<T>(_ body: (Database) throws -> T) throws -> T {
+    /// than its query; a reader in WAL mode never waits for the writer. It runs on one of ``SQLiteLookupReaders``, or,
+    /// when all of those are busy, as an asynchronous read of the pool. Never a synchronous one: that blocks its
+    /// thread while the pool's readers are taken, and readers held by reads that wait for a thread of the concurrency
+    /// pool to resume are freed only when one is, so with every thread blocked the server stopped.
+    func lookup<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         if let found = try lookupReaders.read(body) { return found }
-        return try database.read(body)
+        return try await database.read(body)
     }
 
     public func user(id: String) async throws -> LedgerUser? {
-        try lookup { db in try Self.user(column: "id", id, db) }
+        try await lookup { db in try Self.user(column: "id", id, db) }
     }
 
     public func credentials(email: String) async throws -> UserCredentials? {
-        try lookup { db in
+        try await lookup { db in
             try Row.fetchOne(
                 cached: db,
                 sql: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
@@ -251,7 +253,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     public func session(eid: EID) async throws -> EIDSession? {
         let now = LedgerTime.milliseconds(clock())
-        return try lookup { db in
+        return try await lookup { db in
             try Row.fetchOne(
                 cached: db,
                 sql: """
@@ -272,7 +274,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func session(id: String) async throws -> SessionRow? {
-        try lookup { db in try Self.session(id, db) }
+        try await lookup { db in try Self.session(id, db) }
     }
 
     public func audit() async throws -> LedgerAudit {
@@ -346,7 +348,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
-        try lookup { db in
+        try await lookup { db in
             try Row.fetchOne(
                 cached: db,
                 sql: """
@@ -391,7 +393,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func ping() async throws {
-        _ = try lookup { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
+        _ = try await lookup { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
     }
 
     fileprivate static func user(column: String, _ value: String, _ db: Database) throws -> LedgerUser? {
