@@ -103,19 +103,26 @@ public struct LedgerMetrics: LedgerStoreObserver {
 
     /// The counter `label` with `dimensions`, made the first time.
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
-        let key = MetricKey(label: label, dimensions: dimensions)
-        if let known = counters[key] { return known }
-        let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-        counters[key] = made
-        return made
+        Self.handle(in: counters, label, dimensions) {
+            CoreMetrics.Counter(label: $0, dimensions: $1, factory: factory)
+        }
     }
 
     /// The timer `label` with `dimensions`, made the first time.
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
+        Self.handle(in: timers, label, dimensions) { CoreMetrics.Timer(label: $0, dimensions: $1, factory: factory) }
+    }
+
+    private static func handle<Metric: Sendable>(
+        in cache: BoundedCache<MetricKey, Metric>,
+        _ label: String,
+        _ dimensions: [(String, String)],
+        make: (String, [(String, String)]) -> Metric
+    ) -> Metric {
         let key = MetricKey(label: label, dimensions: dimensions)
-        if let known = timers[key] { return known }
-        let made = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
-        timers[key] = made
+        if let known = cache[key] { return known }
+        let made = make(label, dimensions)
+        cache[key] = made
         return made
     }
 
