@@ -2,7 +2,6 @@ public import Foundation
 import GotchuAPI
 import GotchuCore
 import JWTKit
-import Synchronization
 
 /// Issues and checks the bearer tokens of the ledger API: HS256 JWTs with subject, issuer, issue and expiry times.
 ///
@@ -19,7 +18,10 @@ public struct TokenAuthority: Sendable {
     public static let leewaySeconds: Double = 60
 
     private let keys: JWTKeyCollection
-    private let acceptedHeaders = AcceptedHeaders()
+    /// Token header segments already found acceptable. Every token an authority issues carries the same header, so
+    /// it is parsed once, not on every request (Foundation's JSON parse cost more than the signature check). Headers
+    /// come from clients, so the set is small.
+    private let acceptedHeaders = BoundedCache<String, Bool>(capacity: 8)
     /// Tokens whose signature and issuer were checked, with their claims: a client sends the same token on every
     /// request for its life, and checking it (an HMAC and a JSON parse) was a visible share of a small request's time.
     /// Only a token that passed enters, keyed by its whole text, signature included.
@@ -93,9 +95,9 @@ public struct TokenAuthority: Sendable {
     /// are not understood must be refused; this authority understands none).
     private func hasAcceptableHeader(_ token: String) -> Bool {
         let header = String(token.prefix { $0 != "." })
-        if acceptedHeaders.contains(header) { return true }
+        if acceptedHeaders[header] != nil { return true }
         guard Self.isAcceptable(header: header) else { return false }
-        acceptedHeaders.insert(header)
+        acceptedHeaders[header] = true
         return true
     }
 
@@ -104,22 +106,6 @@ public struct TokenAuthority: Sendable {
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return false }
         return object["alg"] as? String == "HS256" && object["crit"] == nil
-    }
-}
-
-/// Token header segments already found acceptable. Every token an authority issues carries the same header, so it
-/// is parsed once, not on every request (Foundation's JSON parse cost more than the signature check). Headers come
-/// from clients, so the set is small and stops growing when full.
-private final class AcceptedHeaders: Sendable {
-    private static let capacity = 8
-    private let headers = Mutex(Set<String>())
-
-    func contains(_ header: String) -> Bool { headers.withLock { $0.contains(header) } }
-
-    func insert(_ header: String) {
-        headers.withLock { headers in
-            if headers.count < Self.capacity { headers.insert(header) }
-        }
     }
 }
 

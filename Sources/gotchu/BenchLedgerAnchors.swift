@@ -164,9 +164,8 @@ enum RawSQLiteAnchor {
             try writer.step(prepared[1], [])
             latencies.append(ContinuousClock.now - began)
         }
-        var figure = BenchFigure(payments: payments, elapsed: ContinuousClock.now - start, latencies: latencies)
-        figure.cpu = BenchCPU.since(cpu).own
-        return figure
+        return BenchFigure(payments: payments, elapsed: ContinuousClock.now - start, latencies: latencies)
+            .with(cpu: BenchCPU.since(cpu).own)
     }
 
     private static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -278,10 +277,8 @@ enum PythonAnchor {
             print("  (Python anchor failed: exit \(result.status))")
             return .skipped
         }
-        var figure = BenchFigure(payments: payments, elapsed: .seconds(seconds), microseconds: latencies)
-        // The script's whole run, its start and set-up included.
-        figure.cpu = used
-        return figure
+        // The CPU of the script's whole run, its start and set-up included.
+        return BenchFigure(payments: payments, elapsed: .seconds(seconds), microseconds: latencies).with(cpu: used)
     }
 }
 
@@ -331,13 +328,11 @@ enum WrkAnchor {
             guard fields.count == 5 else { return .skipped }
             let (paid, failures, microseconds, p50, p99) = (fields[0], fields[1], fields[2], fields[3], fields[4])
             if failures > 0 { print("  (wrk: \(failures) requests answered with an error)") }
-            var figure = BenchFigure(
+            return BenchFigure(
                 payments: paid,
                 elapsed: .microseconds(microseconds),
                 latencies: .reported(p50: UInt64(p50), p99: UInt64(p99))
-            )
-            figure.cpu = BenchCPU.since(cpu).own
-            return figure
+            ).with(cpu: BenchCPU.since(cpu).own)
         }
     }
 
@@ -488,9 +483,7 @@ enum PgbenchAnchor {
             }
             let tps = result.output.split(separator: "\n").first { $0.hasPrefix("tps = ") }
             if let tps { print("    pgbench: \(tps)") }
-            var figure = BenchFigure(payments: clients * payments, elapsed: elapsed, microseconds: latencies)
-            figure.cpu = used
-            return figure
+            return BenchFigure(payments: clients * payments, elapsed: elapsed, microseconds: latencies).with(cpu: used)
         } catch {
             try? await BenchBackend.administer(server, "DROP DATABASE \(name) WITH (FORCE)", logger: logger)
             throw error

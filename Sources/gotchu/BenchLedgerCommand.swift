@@ -193,9 +193,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             }
             return try await group.reduce(into: []) { $0 += $1 }
         }
-        var figure = BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
-        figure.cpu = BenchCPU.since(cpu).own
-        return figure
+        return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
+            .with(cpu: BenchCPU.since(cpu).own)
     }
 
     /// Runs one server per store and splits the pairs across them.
@@ -249,13 +248,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
                 }
                 return try await payers.reduce(into: []) { $0 += $1 }
             }
-            var figure = BenchFigure(
-                payments: latencies.count,
-                elapsed: ContinuousClock.now - start,
-                latencies: latencies
-            )
-            figure.cpu = BenchCPU.since(cpu).own
-            return figure
+            return BenchFigure(payments: latencies.count, elapsed: ContinuousClock.now - start, latencies: latencies)
+                .with(cpu: BenchCPU.since(cpu).own)
         }
     }
 }
@@ -294,6 +288,13 @@ struct BenchFigure: Sendable {
         self.payments = payments
         self.elapsed = elapsed
         self.latencies = latencies
+    }
+
+    /// This figure with the CPU its measured side used.
+    func with(cpu: Duration) -> BenchFigure {
+        var figure = self
+        figure.cpu = cpu
+        return figure
     }
 
     /// Payments per second.
