@@ -9,6 +9,10 @@ import PostgresNIO
 /// The SQLite anchor in this binary: the statements the SQLite store issues for one payment, as raw SQL through the
 /// SQLite C API on one connection, each statement prepared once, no framework, no task hop, one thread. It stores
 /// the chain's hashes and the receipt without computing them (no SHA-256, no signature, no JSON).
+///
+/// With `transactionsPerCommit` above one it is the ceiling of group commit: each payment's transactions are
+/// savepoints, as the store's writer runs them, in one shared transaction committed every that many. Its resolve reads
+/// through the writing connection, which sees what is not yet committed; the store's resolve waits for the commit.
 enum RawSQLiteAnchor {
     private static let statements: [String] = [
         "BEGIN IMMEDIATE",  // 0
@@ -62,6 +66,8 @@ enum RawSQLiteAnchor {
         "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1",  // 17
         "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1",  // 18
         "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",  // 19
+        "SAVEPOINT request",  // 20
+        "RELEASE request",  // 21
     ]
 
     /// A receipt's stored body is about this long; the anchor stores a fixed one (no signing, no JSON).
@@ -73,11 +79,31 @@ enum RawSQLiteAnchor {
     }
 
     /// Runs `payments` payments from `payer` to `payee` on the file at `path`.
-    static func run(path: String, payer: String, payee: String, payments: Int) throws -> BenchFigure {
+    static func run(
+        path: String,
+        payer: String,
+        payee: String,
+        payments: Int,
+        transactionsPerCommit: Int = 1
+    ) throws -> BenchFigure {
         let writer = try Connection(path: path)
         let reader = try Connection(path: path)
         let prepared = try statements.map { try writer.prepare($0) }
-        let resolve = try reader.prepare(statements[6])
+        let resolve = transactionsPerCommit > 1 ? prepared[6] : try reader.prepare(statements[6])
+        let resolver = transactionsPerCommit > 1 ? writer : reader
+        var uncommitted = 0
+        func begin() throws {
+            if uncommitted == 0 { try writer.step(prepared[0], []) }
+            if transactionsPerCommit > 1 { try writer.step(prepared[20], []) }
+        }
+        func commit() throws {
+            if transactionsPerCommit > 1 { try writer.step(prepared[21], []) }
+            uncommitted += 1
+            if uncommitted == transactionsPerCommit {
+                try writer.step(prepared[1], [])
+                uncommitted = 0
+            }
+        }
         var latencies: [Duration] = []
         latencies.reserveCapacity(payments)
         var chainCount = 0
@@ -87,7 +113,7 @@ enum RawSQLiteAnchor {
             let began = ContinuousClock.now
             // Create.
             var now = Self.now()
-            try writer.step(prepared[0], [])
+            try begin()
             try writer.step(prepared[2], [.text(payee)])
             let eid = EID.random().rawValue
             try writer.step(prepared[3], [.text(eid)])
@@ -100,21 +126,21 @@ enum RawSQLiteAnchor {
                 ]
             )
             try writer.step(prepared[5], [.text(eid), .text(sid), .integer(now)])
-            try writer.step(prepared[1], [])
+            try commit()
             // Resolve.
-            guard try reader.step(resolve, [.text(eid)]) == sid else { throw CLIError("resolve failed") }
+            guard try resolver.step(resolve, [.text(eid)]) == sid else { throw CLIError("resolve failed") }
             // Lock.
             now = Self.now()
-            try writer.step(prepared[0], [])
+            try begin()
             try writer.step(prepared[7], [.text(sid)])
             try writer.step(prepared[8], [.text(payer), .text("LOCKED"), .integer(now), .integer(now), .text(sid)])
             try writer.step(prepared[2], [.text(payer)])
             try writer.step(prepared[9], [.text("LOCKED"), .text(payer), .integer(now + 30_000), .text(sid)])
-            try writer.step(prepared[1], [])
+            try commit()
             // Send: one transaction, as the store's (the key admitted in flight, paid, its outcome recorded).
             let key = "\(index)"
             now = Self.now()
-            try writer.step(prepared[0], [])
+            try begin()
             try writer.step(prepared[10], [.text(payer), .text(key)])
             try writer.step(prepared[7], [.text(sid)])
             try writer.step(
@@ -161,9 +187,10 @@ enum RawSQLiteAnchor {
                     .integer(now), .integer(now),
                 ]
             )
-            try writer.step(prepared[1], [])
+            try commit()
             latencies.append(ContinuousClock.now - began)
         }
+        if uncommitted > 0 { try writer.step(prepared[1], []) }
         return BenchFigure(payments: payments, elapsed: ContinuousClock.now - start, latencies: latencies)
             .with(cpu: BenchCPU.since(cpu).own)
     }

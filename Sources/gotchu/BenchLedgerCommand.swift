@@ -24,7 +24,9 @@ struct BenchLedgerCommand: AsyncParsableCommand {
 
             Anchors in the same run, so every figure has a ratio: on SQLite the same statements as raw SQL \
             through the SQLite C API in this binary and from Python's sqlite3 module (one thread; needs \
-            python3 and Benchmarks/ledger_sqlite.py); on PostgreSQL the same statements from pgbench with K \
+            python3 and Benchmarks/ledger_sqlite.py), and with K above one the C API again committing as many \
+            transactions at once as the store's group commit did (the ceiling of group commit on this \
+            machine: one thread, no framework, nothing to wait for); on PostgreSQL the same statements from pgbench with K \
             clients, prepared once per connection (as the store sends them) and parsed every time (what \
             parsing costs the database). The HTTP server is measured with our own client and with wrk (K \
             connections, a Lua script carrying the JSON bodies and tokens), so the client's cost and the \
@@ -90,6 +92,22 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         if !noAnchors {
             switch backend {
             case .sqlite:
+                if pairs > 1, let commits = direct.commits, commits > 1 {
+                    // What the same statements can do on this machine, committed in groups the size the store's were.
+                    let perCommit = Int(commits.rounded())
+                    let raw = try await backend.measureFigure { stores, _ in
+                        let users = try await Self.users(stores[0], pairs: 1, payments: pairs * perPair)
+                        return try RawSQLiteAnchor.run(
+                            path: stores.path,
+                            payer: users[0].0.id,
+                            payee: users[0].1.id,
+                            payments: pairs * perPair,
+                            transactionsPerCommit: perCommit
+                        )
+                    }
+                    raw.print("raw SQL, C API, \(perCommit)/commit")
+                    anchors.append(("C API \(perCommit)/commit", raw))
+                }
                 if pairs == 1 {
                     let raw = try await backend.measureFigure { stores, _ in
                         let users = try await Self.users(stores[0], pairs: 1, payments: perPair)
