@@ -73,7 +73,11 @@ let package = Package(
         // The ledger backends: SQL, schema and migrations of one database each.
         .target(
             name: "GotchuLedgerSQLite",
-            dependencies: ["GotchuLedger", "GotchuCore", "GotchuAPI", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "GotchuLedger", "GotchuCore", "GotchuAPI", .product(name: "GRDB", package: "GRDB.swift"),
+                // Rows decoded by position, straight from the stepped statement.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(

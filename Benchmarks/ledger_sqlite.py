@@ -31,6 +31,12 @@ def main():
     def new_id():
         return str(uuid.uuid4())
 
+    wallet_by_user = "SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = ?"
+    session_by_id = (
+        "SELECT payment_sessions.id, payment_sessions.payee_id, payment_sessions.amount_cents, payment_sessions.status, "
+        "payment_sessions.exp_at, payment_sessions.locked_by, payment_sessions.lock_exp_at, payment_sessions.paid_by, "
+        "payment_sessions.paid_at FROM payment_sessions WHERE id = ?"
+    )
     latencies = []
     start = time.perf_counter()
     for index in range(count):
@@ -38,7 +44,7 @@ def main():
         # Create.
         t = now()
         db.execute("BEGIN IMMEDIATE")
-        db.execute("SELECT * FROM wallet_accounts WHERE user_id = ?", (payee,)).fetchone()
+        db.execute(wallet_by_user, (payee,)).fetchone()
         eid = os.urandom(5).hex()
         db.execute("SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)", (eid,)).fetchone()
         sid = new_id()
@@ -52,8 +58,9 @@ def main():
         # Resolve.
         t = now()
         row = reader.execute(
-            "SELECT s.*, u.display_name, u.email, u.verified_name, e.retired_at AS eid_retired_at FROM session_eids e "
-            "JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id "
+            "SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, "
+            "s.paid_at, u.display_name, u.email, u.verified_name, e.retired_at "
+            "FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id "
             "WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1",
             (eid,),
         ).fetchone()
@@ -61,13 +68,13 @@ def main():
         # Lock.
         t = now()
         db.execute("BEGIN IMMEDIATE")
-        db.execute("SELECT * FROM payment_sessions WHERE id = ?", (sid,)).fetchone()
+        db.execute(session_by_id, (sid,)).fetchone()
         db.execute(
             "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions "
             "WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?",
             (payer, "LOCKED", t, t, sid),
         ).fetchone()
-        db.execute("SELECT * FROM wallet_accounts WHERE user_id = ?", (payer,)).fetchone()
+        db.execute(wallet_by_user, (payer,)).fetchone()
         db.execute(
             "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
             ("LOCKED", payer, t + 30_000, sid),
@@ -77,9 +84,12 @@ def main():
         key = str(index)
         t = now()
         db.execute("BEGIN IMMEDIATE")
-        record = "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?"
+        record = (
+            "SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys "
+            "WHERE user_id = ? AND key = ?"
+        )
         db.execute(record, (payer, key)).fetchone()
-        db.execute("SELECT * FROM payment_sessions WHERE id = ?", (sid,)).fetchone()
+        db.execute(session_by_id, (sid,)).fetchone()
         db.execute(
             "INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (user_id, key) DO NOTHING",

@@ -126,11 +126,10 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     public func credentials(email: String) async throws -> UserCredentials? {
         try await lookup { db in
-            try Row.fetchOne(
-                cached: db,
-                sql: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
+            try db.fetchOne(
+                cached: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
                 arguments: [email]
-            ).map { UserCredentials(user: LedgerUser($0), passwordHash: $0["password_hash"]) }
+            ) { UserCredentials(user: try LedgerUser($0), passwordHash: try $0.optional(3)) }
         }
     }
 
@@ -254,24 +253,28 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func session(eid: EID) async throws -> EIDSession? {
         let now = LedgerTime.milliseconds(clock())
         return try await lookup { db in
-            try Row.fetchOne(
-                cached: db,
-                sql: """
-                    SELECT s.*, u.display_name, u.email, u.verified_name, e.retired_at AS eid_retired_at FROM session_eids e
-                    JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
-                    WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
-                    """,
-                arguments: [eid.rawValue]
-            ).map { row in
-                EIDSession(
+            try db.fetchOne(cached: Self.sessionByEID, arguments: [eid.rawValue]) { row in
+                let payee = SessionRow.columnCount
+                return EIDSession(
                     session: try SessionRow(row),
-                    payee: PayeeRow(name: row["display_name"], email: row["email"], verifiedName: row["verified_name"]),
-                    retiredAt: row["eid_retired_at"],
+                    payee: PayeeRow(
+                        name: try row(payee),
+                        email: try row(payee + 1),
+                        verifiedName: try row.optional(payee + 2)
+                    ),
+                    retiredAt: try row.optional(payee + 3),
                     readAt: now
                 )
             }
         }
     }
+
+    /// A session by any of its EIDs (the newest session, should an EID ever have been reused), with its payee.
+    private static let sessionByEID = """
+        SELECT \(SessionRow.columns(of: "s")), u.display_name, u.email, u.verified_name, e.retired_at
+        FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
+        """
 
     public func session(id: String) async throws -> SessionRow? {
         try await lookup { db in try Self.session(id, db) }
@@ -324,21 +327,18 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         // One read transaction: one snapshot of every table.
         try await database.read { db in
             LedgerSnapshot(
-                wallets: try Row.fetchAll(cached: db, sql: "SELECT * FROM wallet_accounts ORDER BY id").map {
+                wallets: try db.fetchAll(cached: "SELECT \(WalletRow.columns) FROM wallet_accounts ORDER BY id") {
                     try WalletRow($0)
                 },
                 entries: try Row.fetchAll(cached: db, sql: "SELECT * FROM ledger_entries ORDER BY seq").map {
                     try StoredEntry($0)
                 },
                 chainHead: try Self.chainHead(db),
-                sessions: try Row.fetchAll(cached: db, sql: "SELECT * FROM payment_sessions ORDER BY id").map {
-                    try SessionRow($0)
-                },
-                receipts: try Row.fetchAll(
-                    cached: db,
-                    sql: "SELECT id, kind, session_id, body FROM receipts ORDER BY id"
-                ).map {
-                    StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"])
+                sessions: try db.fetchAll(
+                    cached: "SELECT \(SessionRow.columns(of: "payment_sessions")) FROM payment_sessions ORDER BY id"
+                ) { try SessionRow($0) },
+                receipts: try db.fetchAll(cached: "SELECT \(StoredReceipt.columns) FROM receipts ORDER BY id") {
+                    try StoredReceipt($0)
                 },
                 receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) },
                 deposits: try Row.fetchAll(db, sql: "SELECT * FROM deposits ORDER BY id").map(DepositRow.init),
@@ -349,14 +349,13 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
         try await lookup { db in
-            try Row.fetchOne(
-                cached: db,
-                sql: """
-                    SELECT id, kind, session_id, body FROM receipts WHERE session_id = ? AND kind = ?
+            try db.fetchOne(
+                cached: """
+                    SELECT \(StoredReceipt.columns) FROM receipts WHERE session_id = ? AND kind = ?
                     ORDER BY created_at, id LIMIT 1
                     """,
                 arguments: [sessionID, kind.rawValue]
-            ).map { StoredReceipt(id: $0["id"], kind: $0["kind"], sessionID: $0["session_id"], body: $0["body"]) }
+            ) { try StoredReceipt($0) }
         }
     }
 
@@ -384,12 +383,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func chainHead(_ db: Database) throws -> ChainHead {
-        guard
-            let row = try Row.fetchOne(cached: db, sql: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1")
-        else {
-            throw LedgerError(.inconsistent, detail: "the ledger has no chain head")
+        let head = try db.fetchOne(cached: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1") {
+            ChainHead(hash: try $0(0), count: try $0(1))
         }
-        return ChainHead(hash: row["head_hash"], count: row["entry_count"])
+        guard let head else { throw LedgerError(.inconsistent, detail: "the ledger has no chain head") }
+        return head
     }
 
     public func ping() async throws {
@@ -397,24 +395,23 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func user(column: String, _ value: String, _ db: Database) throws -> LedgerUser? {
-        try Row.fetchOne(
-            cached: db,
-            sql: "SELECT id, display_name, disabled_at FROM users WHERE \(column) = ?",
+        try db.fetchOne(
+            cached: "SELECT id, display_name, disabled_at FROM users WHERE \(column) = ?",
             arguments: [value]
-        ).map { LedgerUser($0) }
+        ) { try LedgerUser($0) }
     }
 
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
-        try Row.fetchOne(cached: db, sql: "SELECT * FROM wallet_accounts WHERE user_id = ?", arguments: [userID]).map {
-            try WalletRow($0)
-        }
+        try db.fetchOne(cached: walletByUser, arguments: [userID]) { try WalletRow($0) }
     }
 
     fileprivate static func session(_ sid: String, _ db: Database) throws -> SessionRow? {
-        try Row.fetchOne(cached: db, sql: "SELECT * FROM payment_sessions WHERE id = ?", arguments: [sid]).map {
-            try SessionRow($0)
-        }
+        try db.fetchOne(cached: sessionByID, arguments: [sid]) { try SessionRow($0) }
     }
+
+    private static let walletByUser = "SELECT \(WalletRow.columns) FROM wallet_accounts WHERE user_id = ?"
+    private static let sessionByID =
+        "SELECT \(SessionRow.columns(of: "payment_sessions")) FROM payment_sessions WHERE id = ?"
 }
 
 extension SQLiteLedgerBackend {
@@ -555,13 +552,11 @@ extension SQLiteLedgerBackend {
 
         public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
             let sql = """
-                SELECT * FROM wallet_accounts WHERE id IN (\(Self.placeholders(accountIDs.count)))
+                SELECT \(WalletRow.columns) FROM wallet_accounts WHERE id IN (\(Self.placeholders(accountIDs.count)))
                 OR user_id IN (\(Self.placeholders(userIDs.count))) ORDER BY id
                 """
             let arguments = StatementArguments(accountIDs + userIDs)
-            return try sync { db in
-                try Row.fetchAll(cached: db, sql: sql, arguments: arguments).map { try WalletRow($0) }
-            }
+            return try sync { db in try db.fetchAll(cached: sql, arguments: arguments) { try WalletRow($0) } }
         }
 
         /// One statement for the transfer's balances.
@@ -680,15 +675,13 @@ extension SQLiteLedgerBackend {
         public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
             let now = self.now
             return try sync { db in
-                let row = try Row.fetchOne(
-                    cached: db,
-                    sql: """
-                        SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
+                try db.fetchOne(
+                    cached: """
+                        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
                         WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
                         """,
                     arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
-                )
-                return (row?["count"] ?? 0, row?["amount"] ?? 0)
+                ) { (count: try $0(0), amount: try $0(1)) } ?? (0, 0)
             }
         }
 
@@ -727,18 +720,20 @@ extension SQLiteLedgerBackend {
 
         public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
             try sync { db in
-                try Row.fetchOne(
-                    cached: db,
-                    sql: "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",
+                try db.fetchOne(
+                    cached: """
+                        SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
+                        WHERE user_id = ? AND key = ?
+                        """,
                     arguments: [userID, key]
-                ).map { row in
+                ) { row in
                     IdempotencyRecord(
-                        sid: row["sid"],
-                        state: row["state"],
-                        updatedAt: row["updated_at"],
-                        balance: row["balance_cents"],
-                        refusalKind: row["problem_type"],
-                        refusalDetail: row["problem_detail"]
+                        sid: try row(0),
+                        state: try row(1),
+                        updatedAt: try row(2),
+                        balance: try row.optional(3),
+                        refusalKind: try row.optional(4),
+                        refusalDetail: try row.optional(5)
                     )
                 }
             }
@@ -860,24 +855,46 @@ extension SQLiteLedgerBackend {
 }
 
 extension SessionRow {
-    init(_ row: Row) throws {
+    private static let columnNames = [
+        "id", "payee_id", "amount_cents", "status", "exp_at", "locked_by", "lock_exp_at", "paid_by", "paid_at",
+    ]
+
+    /// How many columns ``init(_:)`` reads.
+    static var columnCount: CInt { CInt(columnNames.count) }
+
+    /// The columns ``init(_:)`` reads, in its order, of `table` (a table's name or alias).
+    static func columns(of table: String) -> String {
+        columnNames.map { "\(table).\($0)" }.joined(separator: ", ")
+    }
+
+    init(_ row: SQLiteColumns) throws {
         self.init(
-            id: row["id"],
-            payeeID: row["payee_id"],
-            amount: row["amount_cents"],
-            storedStatus: try StoredSessionStatus(stored: row["status"]),
-            expiresAt: row["exp_at"],
-            lockedBy: row["locked_by"],
-            lockExpiresAt: row["lock_exp_at"],
-            paidBy: row["paid_by"],
-            paidAt: row["paid_at"]
+            id: try row(0),
+            payeeID: try row(1),
+            amount: try row(2),
+            storedStatus: try StoredSessionStatus(stored: try row(3)),
+            expiresAt: try row(4),
+            lockedBy: try row.optional(5),
+            lockExpiresAt: try row.optional(6),
+            paidBy: try row.optional(7),
+            paidAt: try row.optional(8)
         )
     }
 }
 
 extension LedgerUser {
-    fileprivate init(_ row: Row) {
-        self.init(id: row["id"], displayName: row["display_name"], disabled: row["disabled_at"] as Int64? != nil)
+    /// Reads `id, display_name, disabled_at`.
+    fileprivate init(_ row: SQLiteColumns) throws {
+        self.init(id: try row(0), displayName: try row(1), disabled: try row.optional(2) as Int64? != nil)
+    }
+}
+
+extension StoredReceipt {
+    /// The columns ``init(_:)`` reads, in its order.
+    static let columns = "id, kind, session_id, body"
+
+    fileprivate init(_ row: SQLiteColumns) throws {
+        self.init(id: try row(0), kind: try row(1), sessionID: try row(2), body: try row(3))
     }
 }
 
@@ -900,10 +917,13 @@ extension StoredEntry {
 }
 
 extension WalletRow {
-    init(_ row: Row) throws {
-        guard let kind = WalletKind(rawValue: row["kind"]) else {
+    /// The columns ``init(_:)`` reads, in its order.
+    static let columns = "id, user_id, available_cents, kind"
+
+    init(_ row: SQLiteColumns) throws {
+        guard let kind = WalletKind(rawValue: try row(3)) else {
             throw LedgerError(.inconsistent, detail: "a wallet has an unknown kind")
         }
-        self.init(id: row["id"], userID: row["user_id"], balance: row["available_cents"], kind: kind)
+        self.init(id: try row(0), userID: try row.optional(1), balance: try row(2), kind: kind)
     }
 }

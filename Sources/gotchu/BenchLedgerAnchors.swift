@@ -17,7 +17,7 @@ enum RawSQLiteAnchor {
     private static let statements: [String] = [
         "BEGIN IMMEDIATE",  // 0
         "COMMIT",  // 1
-        "SELECT * FROM wallet_accounts WHERE user_id = ?",  // 2
+        "SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = ?",  // 2
         "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)",  // 3
         """
         INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
@@ -25,17 +25,25 @@ enum RawSQLiteAnchor {
         """,  // 4
         "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",  // 5
         """
-        SELECT s.*, u.display_name, u.email, u.verified_name, e.retired_at AS eid_retired_at FROM session_eids e
-        JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at,
+        u.display_name, u.email, u.verified_name, e.retired_at
+        FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
         WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
         """,  // 6
-        "SELECT * FROM payment_sessions WHERE id = ?",  // 7
         """
-        SELECT COUNT(*) AS count, COALESCE(SUM(amount_cents), 0) AS amount FROM payment_sessions
+        SELECT payment_sessions.id, payment_sessions.payee_id, payment_sessions.amount_cents, payment_sessions.status,
+        payment_sessions.exp_at, payment_sessions.locked_by, payment_sessions.lock_exp_at, payment_sessions.paid_by,
+        payment_sessions.paid_at FROM payment_sessions WHERE id = ?
+        """,  // 7
+        """
+        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
         WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
         """,  // 8
         "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",  // 9
-        "SELECT * FROM idempotency_keys WHERE user_id = ? AND key = ?",  // 10
+        """
+        SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
+        WHERE user_id = ? AND key = ?
+        """,  // 10
         """
         INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (user_id, key) DO NOTHING
