@@ -27,7 +27,10 @@ struct SQLiteColumns {
         guard storageClass == T.storageClass else {
             throw LedgerError(.inconsistent, detail: "column \(index) of a stored row is not a \(T.self)")
         }
-        return T(sqliteStatement: statement, index: index)
+        guard let value = T(sqliteStatement: statement, index: index) else {
+            throw LedgerError(.inconsistent, detail: "column \(index) of a stored row is out of range for a \(T.self)")
+        }
+        return value
     }
 }
 
