@@ -121,7 +121,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     public func user(id: String) async throws -> LedgerUser? {
-        try await lookup { db in try Self.user(column: "id", id, db) }
+        try await lookup { db in try Self.user(.id, id, db) }
     }
 
     public func credentials(email: String) async throws -> UserCredentials? {
@@ -394,11 +394,15 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         _ = try await lookup { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
     }
 
-    fileprivate static func user(column: String, _ value: String, _ db: Database) throws -> LedgerUser? {
-        try db.fetchOne(
-            cached: "SELECT id, display_name, disabled_at FROM users WHERE \(column) = ?",
-            arguments: [value]
-        ) { try LedgerUser($0) }
+    /// A user by id or by e-mail: each a fixed statement, not text put together on every read (the server reads the
+    /// user on every request).
+    fileprivate enum UserKey: String {
+        case id = "SELECT id, display_name, disabled_at FROM users WHERE id = ?"
+        case email = "SELECT id, display_name, disabled_at FROM users WHERE email = ?"
+    }
+
+    fileprivate static func user(_ key: UserKey, _ value: String, _ db: Database) throws -> LedgerUser? {
+        try db.fetchOne(cached: key.rawValue, arguments: [value]) { try LedgerUser($0) }
     }
 
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
@@ -441,11 +445,11 @@ extension SQLiteLedgerBackend {
         }
 
         public func user(email: String) async throws -> LedgerUser? {
-            try sync { db in try SQLiteLedgerBackend.user(column: "email", email, db) }
+            try sync { db in try SQLiteLedgerBackend.user(.email, email, db) }
         }
 
         public func user(id: String) async throws -> LedgerUser? {
-            try sync { db in try SQLiteLedgerBackend.user(column: "id", id, db) }
+            try sync { db in try SQLiteLedgerBackend.user(.id, id, db) }
         }
 
         public func setPassword(userID: String, hash: String) async throws {
