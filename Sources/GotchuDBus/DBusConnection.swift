@@ -130,6 +130,13 @@ public actor DBusConnection {
     public private(set) var uniqueName = ""
     /// Whether the connection is open.
     public var isConnected: Bool { raw.map { dbus_connection_get_is_connected($0) != 0 } ?? false }
+    /// The connection's socket, `nil` when closed (tests: ``unreadBytes(on:)`` shows what the bus has sent that
+    /// the loop has not read yet).
+    var socketDescriptor: Int32? {
+        var fd: Int32 = -1
+        guard let raw, dbus_connection_get_unix_fd(raw, &fd) != 0 else { return nil }
+        return fd
+    }
 
     /// The address the connection was opened at, such as `unix:path=/run/dbus/system_bus_socket`.
     package nonisolated let address: String

@@ -34,6 +34,8 @@ package final class DBusSignalReceiver: Sendable {
     private let drained: @Sendable () -> Void
     private let onEnd: @Sendable () -> Void
     private let wakeFD: Int32
+    /// The socket while the thread reads it, -1 otherwise; only ``unreadByteCount`` looks at it from elsewhere.
+    private let connectedSocket = Atomic<Int32>(-1)
     private let stopping = Atomic<Bool>(false)
     private let setup = Mutex(Setup.waiting(nil))
 
@@ -119,6 +121,16 @@ package final class DBusSignalReceiver: Sendable {
         _ = write(wakeFD, &one, 8)
     }
 
+    /// How many bytes the bus has sent that wait unread on the socket (tests: what was sent is there to read).
+    var unreadByteCount: Int { unreadBytes(on: connectedSocket.load(ordering: .acquiring)) }
+
+    /// Ends the wait that follows a read before its `coalescing` has passed, as ``close()`` does but without closing
+    /// (tests: a wait that lasts until the test has sent what it is to gather).
+    func endCoalescingWait() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
     /// Resumes ``open(address:rules:coalescing:logger:onEnd:drained:_:)`` once: with `error`, or with success.
     /// Whether setup was still waiting.
     @discardableResult
@@ -143,7 +155,11 @@ package final class DBusSignalReceiver: Sendable {
             finishSetup(error)
             return
         }
-        defer { closeDescriptor(socket) }
+        connectedSocket.store(socket, ordering: .releasing)
+        defer {
+            connectedSocket.store(-1, ordering: .releasing)
+            closeDescriptor(socket)
+        }
         var reader = Reader(socket: socket, logger: logger)
         // Hello first, as every connection must; then the rules. Each answer is awaited below, among the signals.
         var awaiting: Set<UInt32> = []
@@ -410,6 +426,13 @@ package final class DBusSignalReceiver: Sendable {
             buffer = larger
         }
     }
+}
+
+/// How many bytes wait unread on the socket `fd`; 0 for a descriptor that is no open socket.
+func unreadBytes(on fd: Int32) -> Int {
+    guard fd >= 0 else { return 0 }
+    var count: Int32 = 0
+    return ioctl(fd, UInt(FIONREAD), &count) == 0 ? Int(count) : 0
 }
 
 /// `close`, under a name the receiver's own ``DBusSignalReceiver/close()`` does not shadow.
