@@ -13,7 +13,7 @@ final class SQLiteLookupReaders: Sendable {
     private let configuration: Configuration
     /// The most connections opened; lookups beyond them go to the pool.
     let limit: Int
-    private let state = Mutex<(idle: [DatabaseQueue], opened: Int)>(([], 0))
+    private let state = Mutex<(idle: [DatabaseQueue], opened: Int, busy: Int)>(([], 0, 0))
 
     /// Lookups on the database at `path`, through at most `limit` connections made with `configuration` (read-only).
     init(path: String, configuration: Configuration, limit: Int) {
@@ -35,6 +35,9 @@ final class SQLiteLookupReaders: Sendable {
     /// How many connections are open (tests).
     var openedCount: Int { state.withLock { $0.opened } }
 
+    /// How many lookups found all `limit` connections busy, and so went to the pool (tests).
+    var busyCount: Int { state.withLock { $0.busy } }
+
     /// An idle connection, a new one while fewer than `limit` are open, or `nil`.
     private func take() throws -> DatabaseQueue? {
         enum Taken {
@@ -44,7 +47,10 @@ final class SQLiteLookupReaders: Sendable {
         }
         let taken = state.withLock { state -> Taken in
             if let idle = state.idle.popLast() { return .idle(idle) }
-            guard state.opened < limit else { return .none }
+            guard state.opened < limit else {
+                state.busy += 1
+                return .none
+            }
             state.opened += 1
             return .open
         }

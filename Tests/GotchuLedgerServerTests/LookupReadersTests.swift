@@ -12,18 +12,30 @@ import Testing
 struct LookupReadersTests {
     struct Failure: Error {}
 
-    /// Readers that hold their connection until released, or by themselves for 10 s, which the test counts as a
-    /// failure.
+    /// Readers that hold their connection until released.
     final class Holders: Sendable {
-        let release = DispatchSemaphore(value: 0)
-        private let state = Mutex((holding: 0, timedOut: false))
+        private let gate = DispatchSemaphore(value: 0)
+        private let state = Mutex((holding: 0, released: false))
 
         var holding: Int { state.withLock { $0.holding } }
-        var timedOut: Bool { state.withLock { $0.timedOut } }
 
         func hold() {
-            state.withLock { $0.holding += 1 }
-            if release.wait(timeout: .now() + 10) == .timedOut { state.withLock { $0.timedOut = true } }
+            let released = state.withLock { state in
+                state.holding += 1
+                return state.released
+            }
+            guard !released else { return }
+            gate.wait()
+            gate.signal()  // For the next holder.
+        }
+
+        /// Lets every holder go, those holding and any still to come; more calls change nothing.
+        func release() {
+            let first = state.withLock { state in
+                defer { state.released = true }
+                return !state.released
+            }
+            if first { gate.signal() }
         }
     }
 
@@ -90,11 +102,14 @@ struct LookupReadersTests {
         let limit = backend.lookupReaders.limit
         let poolReaders = backend.database.configuration.maximumReaderCount
         let holders = Holders()
-        // A lookup that blocked the pool's threads would stop this test for good (nothing could run to fail it):
-        // after 30 s a thread of its own says so and ends the process.
+        // Whatever fails below, the readers held come free, so that the test ends.
+        defer { holders.release() }
+        // A lookup that blocked the pool's threads would stop this test for good: nothing could run to fail it, not
+        // even its time limit. A thread of its own then says so and ends the process, once the time limit would
+        // have failed the test had it been able to.
         let finished = Mutex(false)
         Thread.detachNewThread {
-            for _ in 0..<300 {
+            for _ in 0..<900 {
                 if finished.withLock({ $0 }) { return }
                 Thread.sleep(forTimeInterval: 0.1)
             }
@@ -114,7 +129,9 @@ struct LookupReadersTests {
         #expect(try await eventually { holders.holding == 1 + poolReaders })
         #expect(backend.lookupReaders.openedCount == limit)
 
-        // More lookups than the concurrency pool has threads; each must wait for a reader without blocking one.
+        // More lookups than the concurrency pool has threads; each finds every lookup connection busy, then waits
+        // for a reader of the pool, which must not hold a thread: had the first few kept theirs, the rest could not
+        // run to get this far.
         let lookups = Task {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<16 {
@@ -123,12 +140,11 @@ struct LookupReadersTests {
                 return try await group.reduce(0, +)
             }
         }
+        #expect(try await eventually { backend.lookupReaders.busyCount == 16 })
         // A task that needs a thread of the pool still runs while they wait.
-        try await Task.sleep(for: .milliseconds(200))
         #expect(await Task { true }.value)
-        for _ in 0..<(1 + poolReaders) { holders.release.signal() }
+        holders.release()
         #expect(try await lookups.value == 16 * 7)
         for task in held { try await task.value }
-        #expect(!holders.timedOut)
     }
 }
