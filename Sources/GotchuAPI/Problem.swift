@@ -43,6 +43,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case forbidden
     case accountExists = "account-exists"
     case ownSession = "own-session"
+    case emailUnconfirmed = "email-unconfirmed"
     case notFound = "not-found"
     case sessionNotFound = "session-not-found"
     case sessionExpired = "session-expired"
@@ -83,7 +84,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         switch self {
         case .badRequest, .invalidAmount, .idempotencyKeyMissing: return 400
         case .unauthorized: return 401
-        case .forbidden, .ownSession: return 403
+        case .forbidden, .ownSession, .emailUnconfirmed: return 403
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
@@ -108,6 +109,7 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .forbidden: return "Forbidden"
         case .accountExists: return "An account with this e-mail address exists"
         case .ownSession: return "A payee cannot pay its own session"
+        case .emailUnconfirmed: return "The account's e-mail address is not confirmed yet"
         case .notFound: return "Not found"
         case .sessionNotFound: return "Session not found"
         case .sessionExpired: return "Session expired"

@@ -96,3 +96,28 @@ public struct RefreshRequest: Codable, Hashable, Sendable {
         self.refreshToken = try container.decodeStrictString(forKey: .refreshToken)
     }
 }
+
+/// `POST /auth/register/confirm`: the code mailed to a registered address, with the address and the password it was
+/// registered with (so a code alone, mailed for someone else's registration of the address, confirms nothing).
+public struct RegistrationConfirmRequest: Codable, Hashable, Sendable {
+    /// The registered e-mail address.
+    public var email: String
+    /// The code mailed to it.
+    public var code: String
+    /// The password given when registering.
+    public var password: String
+
+    /// Creates a request.
+    public init(email: String, code: String, password: String) {
+        self.email = email
+        self.code = code
+        self.password = password
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.email = try container.decodeStrictString(forKey: .email)
+        self.code = try container.decodeStrictString(forKey: .code)
+        self.password = try container.decodeStrictString(forKey: .password)
+    }
+}

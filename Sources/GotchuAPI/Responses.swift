@@ -535,3 +535,23 @@ public enum EntryPageSize {
     /// The most a page holds.
     public static let maximum = 500
 }
+
+/// `POST /auth/register` → 202, the same whatever the address: a mail went to it, with a code to confirm it (or,
+/// for an address that has an account, word that someone tried to register it).
+public struct RegistrationResponse: Codable, Hashable, Sendable {
+    /// What happens next, for a person to read.
+    public var detail: String
+    /// How many seconds a code mailed by this server stays valid.
+    public var codeExpiresIn: Int
+
+    /// Creates a response.
+    public init(detail: String, codeExpiresIn: Int) {
+        self.detail = detail
+        self.codeExpiresIn = codeExpiresIn
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case detail
+        case codeExpiresIn = "code_expires_in"
+    }
+}

@@ -1,6 +1,6 @@
 import Crypto
 import Dispatch
-import Foundation
+public import Foundation
 import HummingbirdBcrypt
 import Synchronization
 
@@ -117,11 +117,65 @@ public struct UserCredentials: Sendable, Hashable {
     public var user: LedgerUser
     /// The bcrypt hash of its password; `nil` for an account without one (made by development login).
     public var passwordHash: String?
+    /// Whether its e-mail address is confirmed (every account but one made by open registration and not yet
+    /// confirmed).
+    public var confirmed: Bool
 
     /// A row as read from the database.
-    public init(user: LedgerUser, passwordHash: String?) {
+    public init(user: LedgerUser, passwordHash: String?, confirmed: Bool = true) {
         self.user = user
         self.passwordHash = passwordHash
+        self.confirmed = confirmed
+    }
+}
+
+/// An `email_confirmations` row: the code open registration mailed to an account's address, kept only as its
+/// SHA-256 digest, until it is used, runs out of tries or is replaced.
+public struct EmailConfirmationRow: Sendable, Hashable {
+    public var userID: String
+    /// ``RefreshTokens/digest(_:)`` of the code.
+    public var codeDigest: String
+    /// Milliseconds since 1970 on the store's clock.
+    public var expiresAt: Int64
+    /// How many more wrong tries void it.
+    public var attemptsLeft: Int
+
+    /// A row as read from the database (or about to be inserted).
+    public init(userID: String, codeDigest: String, expiresAt: Int64, attemptsLeft: Int) {
+        self.userID = userID
+        self.codeDigest = codeDigest
+        self.expiresAt = expiresAt
+        self.attemptsLeft = attemptsLeft
+    }
+}
+
+/// What registering an address came to. The server mails the address accordingly and answers every case alike, so
+/// the answer tells nobody whether an account has the address.
+public enum RegistrationOutcome: Sendable, Hashable {
+    /// A new account, or an unconfirmed one registered again, waits for `code`, valid until `expiresAt`.
+    case confirmationNeeded(code: String, expiresAt: Date)
+    /// A confirmed account has the address: nothing changed, and its owner is to be told someone tried.
+    case alreadyRegistered
+    /// The address looks like another account's (the same skeleton): nothing was created.
+    case lookAlike
+}
+
+/// The one-time codes that confirm an e-mail address: random decimal digits, mailed in the clear and stored as a
+/// digest.
+public enum ConfirmationCodes {
+    /// How many digits a code has: 10^8 codes, of which an attacker without the mailbox gets
+    /// ``LedgerPolicy/confirmationAttempts`` guesses per mailed code.
+    public static let digits = 8
+
+    /// A new code.
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<digits).map { _ in Character(String(Int.random(in: 0...9, using: &generator))) })
+    }
+
+    /// `code` as typed, with spaces and hyphens a person may add removed.
+    static func normalize(_ code: String) -> String {
+        String(code.unicodeScalars.filter { $0 != " " && $0 != "-" }.map(Character.init))
     }
 }
 

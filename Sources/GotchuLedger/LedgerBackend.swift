@@ -111,8 +111,34 @@ public protocol LedgerTransaction {
     /// The user with this id, if any.
     func user(id: String) async throws -> LedgerUser?
 
-    /// Inserts a user; `false` if the address is taken (a concurrent first login won).
-    func insert(user: LedgerUser, email: String) async throws -> Bool
+    /// Inserts a user whose address has the skeleton `skeleton` (``ConfusableText/skeleton(_:)``), its address
+    /// confirmed at ``now`` when `confirmed`; `false` if the address or the skeleton is taken (a concurrent first
+    /// login won, or another account's address looks the same).
+    func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool
+
+    /// Whether the user's e-mail address is confirmed; `nil` for an unknown user.
+    func emailConfirmed(userID: String) async throws -> Bool?
+
+    /// Marks the user's e-mail address confirmed at ``now``.
+    func confirmEmail(userID: String) async throws
+
+    /// The user's pending e-mail confirmation, locked until the transaction ends where the database locks rows.
+    func emailConfirmation(userID: String) async throws -> EmailConfirmationRow?
+
+    /// Inserts the user's pending e-mail confirmation, replacing the one it had.
+    func replace(emailConfirmation: EmailConfirmationRow) async throws
+
+    /// Sets how many tries the user's pending e-mail confirmation has left.
+    func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws
+
+    /// Deletes the user's pending e-mail confirmation.
+    func deleteEmailConfirmation(userID: String) async throws
+
+    /// Up to `limit` users stored before addresses had skeletons, oldest first, with their addresses.
+    func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)]
+
+    /// Sets the skeleton of a user's address unless another user's address has it; `false` if one does.
+    func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool
 
     /// Inserts a user's empty wallet.
     func insertWallet(id: String, userID: String) async throws
@@ -320,6 +346,11 @@ public protocol LedgerTransaction {
 
 extension LedgerTransaction {
     public func announce(sid: String, _ notice: SessionNotice) async throws {}
+
+    /// Inserts a user with a confirmed address; `false` if the address, or one that looks the same, is taken.
+    public func insert(user: LedgerUser, email: String) async throws -> Bool {
+        try await insert(user: user, email: email, skeleton: ConfusableText.skeleton(email), confirmed: true)
+    }
 }
 
 /// A change of an API key's stored state, at the transaction's time.

@@ -16,6 +16,9 @@ extension LedgerEngine {
         }
         guard await Passwords.verify(password, hash: hash) else { throw Self.wrongCredentials }
         guard !credentials.user.disabled else { throw Self.accountDisabled }
+        // No token for an address nobody proved to own: once confirmed, the account must not hold a login that
+        // whoever registered it first obtained.
+        guard credentials.confirmed else { throw Self.emailUnconfirmed }
         if Passwords.cost(of: hash) != policy.passwordCost {
             // The operator changed --bcrypt-cost: the hash follows at the next login, the one time the password is
             // known. Only if it is still the hash just checked, so a reset meanwhile is not undone.
@@ -28,8 +31,90 @@ extension LedgerEngine {
         return credentials.user
     }
 
-    public func register(email: String, password: String, displayName: String?) async throws -> LedgerUser {
-        try await createUser(email: email, displayName: displayName, password: password, audit: nil)
+    public func register(email: String, password: String) async throws -> RegistrationOutcome {
+        let (normalized, nameFromEmail) = try LedgerUser.normalize(email: email)
+        try Self.checkNewAddress(normalized)
+        try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
+        // Hashed whatever the address turns out to be, so a taken address is answered after the same work.
+        let hash = await Passwords.hash(password, cost: policy.passwordCost)
+        let code = ConfirmationCodes.make()
+        let lifetime = LedgerTime.milliseconds(policy.confirmationCodeLifetime)
+        let attempts = policy.confirmationAttempts
+        let skeleton = ConfusableText.skeleton(normalized)
+        return try await measuredTransaction { transaction in
+            let confirmation = { (userID: String) in
+                EmailConfirmationRow(
+                    userID: userID,
+                    codeDigest: RefreshTokens.digest(code),
+                    expiresAt: transaction.now + lifetime,
+                    attemptsLeft: attempts
+                )
+            }
+            // Two registrations of one new address race on its unique index: the loser finds the winner's account.
+            for _ in 0..<2 {
+                if let user = try await transaction.user(email: normalized) {
+                    guard !user.disabled, try await transaction.emailConfirmed(userID: user.id) == false else {
+                        return .alreadyRegistered
+                    }
+                    // Whoever registered the address before never confirmed it, so need not own it: the newest
+                    // registration's password and code replace theirs, and an address cannot be held by a stranger.
+                    let row = confirmation(user.id)
+                    try await transaction.setPassword(userID: user.id, hash: hash)
+                    try await transaction.revokeRefreshTokens(userID: user.id)
+                    try await transaction.replace(emailConfirmation: row)
+                    return .confirmationNeeded(code: code, expiresAt: LedgerTime.date(row.expiresAt))
+                }
+                let user = LedgerUser(id: Self.newID(), displayName: nameFromEmail)
+                if try await transaction.insert(user: user, email: normalized, skeleton: skeleton, confirmed: false) {
+                    let row = confirmation(user.id)
+                    try await transaction.setPassword(userID: user.id, hash: hash)
+                    try await transaction.insertWallet(id: Self.newID(), userID: user.id)
+                    try await transaction.replace(emailConfirmation: row)
+                    return .confirmationNeeded(code: code, expiresAt: LedgerTime.date(row.expiresAt))
+                }
+                // Not the address itself (the next turn reads that one): another account's address looks the same.
+                if try await transaction.user(email: normalized) == nil { return .lookAlike }
+            }
+            throw LedgerError(.unavailable, detail: "could not register the address; try again")
+        }
+    }
+
+    public func confirmRegistration(email: String, code: String, password: String) async throws -> LedgerUser {
+        var credentials: UserCredentials?
+        if let normalized = try? LedgerUser.normalize(email: email).email {
+            credentials = try await backend.credentials(email: normalized)
+        }
+        // The password is checked in every case (against a decoy without an account), so no refusal is quicker.
+        var hash = credentials?.passwordHash
+        if hash == nil { hash = await Passwords.decoyHash(cost: policy.passwordCost) }
+        let passwordMatches = await Passwords.verify(password, hash: hash ?? "")
+        guard let credentials, credentials.passwordHash != nil, !credentials.confirmed, !credentials.user.disabled
+        else { throw Self.wrongConfirmation }
+        let userID = credentials.user.id
+        let digest = RefreshTokens.digest(ConfirmationCodes.normalize(code))
+        let confirmed: Bool = try await measuredTransaction { transaction in
+            guard let row = try await transaction.emailConfirmation(userID: userID) else { return false }
+            guard transaction.now < row.expiresAt, row.attemptsLeft > 0 else {
+                try await transaction.deleteEmailConfirmation(userID: userID)
+                return false
+            }
+            // Digests of codes, compared: what the comparison's time could tell is of no use without the code. A
+            // registration since the password was read replaced the code too, so its old code fails here.
+            guard passwordMatches, row.codeDigest == digest else {
+                if row.attemptsLeft > 1 {
+                    try await transaction.setConfirmationAttempts(row.attemptsLeft - 1, userID: userID)
+                } else {
+                    try await transaction.deleteEmailConfirmation(userID: userID)
+                }
+                return false
+            }
+            try await transaction.confirmEmail(userID: userID)
+            try await transaction.deleteEmailConfirmation(userID: userID)
+            return true
+        }
+        // A refusal's spent attempt committed above, before it is thrown.
+        guard confirmed else { throw Self.wrongConfirmation }
+        return credentials.user
     }
 
     public func issueRefreshToken(userID: String) async throws -> String {
@@ -181,11 +266,13 @@ extension LedgerEngine {
         audit: (actor: String, action: String, detail: String)?
     ) async throws -> LedgerUser {
         let (normalized, nameFromEmail) = try LedgerUser.normalize(email: email)
+        try Self.checkNewAddress(normalized)
         try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
         let hash = await Passwords.hash(password, cost: policy.passwordCost)
         let user = LedgerUser(id: Self.newID(), displayName: displayName ?? nameFromEmail)
         let create: (Backend.Transaction) async throws -> LedgerUser = { transaction in
             guard try await transaction.insert(user: user, email: normalized) else {
+                guard try await transaction.user(email: normalized) != nil else { throw Self.lookAlike }
                 throw LedgerError(.accountExists, detail: "an account with this e-mail address exists")
             }
             try await transaction.setPassword(userID: user.id, hash: hash)
@@ -207,6 +294,71 @@ extension LedgerEngine {
             throw LedgerError(.unknownUser, detail: "no user has the address \(email)")
         }
         return user
+    }
+
+    /// Fills in the skeletons of the addresses stored before skeletons existed, oldest account first, in batches.
+    /// Of two old addresses that look the same, the older keeps the skeleton; the younger gets it followed by a
+    /// space and its id, which no address's skeleton can equal (addresses hold no spaces), so it blocks nothing.
+    func fillEmailSkeletons() async throws {
+        while true {
+            let more = try await measuredTransaction { transaction in
+                let users = try await transaction.usersWithoutSkeleton(limit: 1_000)
+                for user in users {
+                    let skeleton = ConfusableText.skeleton(user.email)
+                    if try await !transaction.setSkeleton(skeleton, userID: user.id) {
+                        _ = try await transaction.setSkeleton("\(skeleton) \(user.id)", userID: user.id)
+                    }
+                }
+                return !users.isEmpty
+            }
+            if !more { return }
+        }
+    }
+
+    /// Refuses an address for a new account (whatever made it: registration, an operator, development login) whose
+    /// name part or a domain label holds compatibility forms (full-width `ｚ`, mathematical `𝐳`) or mixes scripts
+    /// (Latin `z` with Cyrillic `о`): such addresses print like another's in a payer's prompt. Addresses stored
+    /// before this check stay usable.
+    static func checkNewAddress(_ email: String) throws(LedgerError) {
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        for part in parts.prefix(1) + (parts.dropFirst().first?.split(separator: ".") ?? []) {
+            let text = String(part)
+            if text.precomposedStringWithCompatibilityMapping != text.precomposedStringWithCanonicalMapping {
+                throw LedgerError(
+                    .invalidInput,
+                    detail: "email must be written in plain characters: \"\(text)\" holds full-width or other "
+                        + "compatibility forms (write \"\(text.precomposedStringWithCompatibilityMapping)\")"
+                )
+            }
+            if ConfusableText.mixesScripts(text) {
+                let scripts = ConfusableText.scripts(of: text).map(\.rawValue).sorted().joined(separator: ", ")
+                throw LedgerError(
+                    .invalidInput,
+                    detail: "email must keep to one script in each part: \"\(text)\" mixes \(scripts), "
+                        + "which can imitate another address"
+                )
+            }
+        }
+    }
+
+    static var lookAlike: LedgerError {
+        LedgerError(.invalidInput, detail: "this address looks like the address of another account; choose another")
+    }
+
+    static var emailUnconfirmed: LedgerError {
+        LedgerError(
+            .emailUnconfirmed,
+            detail: "the account's e-mail address is not confirmed yet: send the code mailed to it to "
+                + "POST /auth/register/confirm"
+        )
+    }
+
+    private static var wrongConfirmation: LedgerError {
+        LedgerError(
+            .unknownUser,
+            detail: "the code or the password is wrong, or the code has expired or was used up; register again "
+                + "for a new code"
+        )
     }
 
     private static var wrongCredentials: LedgerError {

@@ -19,6 +19,8 @@ extension LedgerEngine {
             guard let user = try await transaction.user(email: normalized) else {
                 throw LedgerError(.unknownUser, detail: "no user has the address \(normalized)")
             }
+            // An address nobody proved to own takes no money.
+            guard try await transaction.emailConfirmed(userID: user.id) != false else { throw Self.emailUnconfirmed }
             let deposit = DepositRow(
                 id: Self.newID(),
                 reference: reference,

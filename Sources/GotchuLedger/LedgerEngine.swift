@@ -64,6 +64,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func migrate() async throws {
         try await backend.migrate()
+        try await fillEmailSkeletons()
         try await chainUnchainedEntries()
         try await measuredTransaction { transaction in _ = try await Self.currentSigner(transaction) }
     }
@@ -101,8 +102,13 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     guard !user.disabled else { throw Self.accountDisabled }
                     return user
                 }
+                try Self.checkNewAddress(normalized)
                 let user = LedgerUser(id: Self.newID(), displayName: displayName)
-                guard try await transaction.insert(user: user, email: normalized) else { continue }
+                guard try await transaction.insert(user: user, email: normalized) else {
+                    // Not the address itself (the next turn reads that one): another account's looks the same.
+                    guard try await transaction.user(email: normalized) != nil else { throw Self.lookAlike }
+                    continue
+                }
                 try await transaction.insertWallet(id: Self.newID(), userID: user.id)
                 return user
             }
@@ -124,7 +130,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func fund(userID: String, amountCents: Cents) async throws -> Cents {
         try policy.validate(amount: amountCents)
         return try await measuredTransaction { transaction in
-            try await Self.transfer(
+            guard try await transaction.emailConfirmed(userID: userID) != false else { throw Self.emailUnconfirmed }
+            return try await Self.transfer(
                 transaction,
                 from: .account(LedgerAccounts.fundingWalletID),
                 to: .user(userID),
@@ -164,7 +171,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         try policy.validate(amount: amountCents)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await measuredTransaction { transaction in
-            guard try await transaction.wallet(userID: payeeID) != nil else { throw Self.unknownUser }
+            // The payee's row in place of its wallet's (every user has one wallet): the same one read, and with it
+            // whether its address was proved, without which it may not be paid.
+            guard let confirmed = try await transaction.emailConfirmed(userID: payeeID) else { throw Self.unknownUser }
+            guard confirmed else { throw Self.emailUnconfirmed }
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
             {

@@ -17,6 +17,8 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case forbidden
         /// An account with this e-mail address exists already.
         case accountExists = "account-exists"
+        /// The account's e-mail address is not confirmed yet: it cannot log in, be a session's payee or be credited.
+        case emailUnconfirmed = "email-unconfirmed"
         /// The payee tried to lock or pay its own session.
         case ownSession = "own-session"
         /// No such session, or none the user may see.

@@ -29,6 +29,10 @@ public struct LedgerPolicy: Sendable, Hashable {
     public var passwordCost: Int = Passwords.defaultCost
     /// The fewest characters a new password may have.
     public var minimumPasswordLength: Int = Passwords.defaultMinimumLength
+    /// How long a code mailed by open registration (``LedgerStore/register(email:password:)``) confirms the address.
+    public var confirmationCodeLifetime: Duration = .seconds(30 * 60)
+    /// How many wrong tries a confirmation code allows; then it is void, and only registering again mails a new one.
+    public var confirmationAttempts: Int = 5
     /// How long a refresh token stays usable if it is not used; each refresh starts the time again.
     public var refreshTokenLifetime: Duration = .seconds(30 * 86_400)
     /// The ISO 4217 currency of every amount, as receipts state it.
@@ -194,9 +198,19 @@ public protocol LedgerStore: Sendable {
     /// disabled account is refused (`forbidden`) only once its password was right.
     func login(email: String, password: String) async throws -> LedgerUser
 
-    /// Creates a user with a password and a wallet (open registration, or an operator); `accountExists` if the
-    /// address is taken.
-    func register(email: String, password: String, displayName: String?) async throws -> LedgerUser
+    /// Open registration: creates an account with a password and a wallet whose address is not confirmed yet, and a
+    /// confirmation code for it (stored as a digest), which the caller mails to the address. An address that an
+    /// unconfirmed account holds gets the new password and a new code (whoever registered it first may not own it);
+    /// a confirmed account's address, or one that looks like another account's (``ConfusableText/skeleton(_:)``),
+    /// changes nothing. The password is hashed in every case, so the cases take alike. A malformed address, one that
+    /// mixes scripts or holds compatibility forms, and a password the policy refuses are `invalidInput`.
+    func register(email: String, password: String) async throws -> RegistrationOutcome
+
+    /// Confirms the address of an account made by ``register(email:password:)`` with the code mailed to it and the
+    /// password it was registered with, and returns the account. Every refusal is the same `unknownUser`, after the
+    /// same work (unknown address, confirmed already, no code, expired code, wrong code, wrong password); a wrong
+    /// code or password uses up one of the code's ``LedgerPolicy/confirmationAttempts``.
+    func confirmRegistration(email: String, code: String, password: String) async throws -> LedgerUser
 
     /// A new refresh token for `userID`, the first of a new family; only its digest is stored.
     func issueRefreshToken(userID: String) async throws -> String

@@ -59,12 +59,29 @@ public struct LedgerClient: Sendable {
         )
     }
 
-    /// `POST /auth/register` (servers with open registration): creates the account and logs it in.
-    public func register(email: String, password: String) async throws(LedgerClientError) -> LoginResponse {
+    /// `POST /auth/register` (servers with open registration): asks for an account; the server mails the address a
+    /// code, which ``confirmRegistration(email:code:password:)`` takes. The answer is the same whether or not the
+    /// address has an account already.
+    public func register(email: String, password: String) async throws(LedgerClientError) -> RegistrationResponse {
         try await request(
             "POST",
             "/auth/register",
             body: PasswordLoginRequest(email: email, password: password),
+            authenticated: false
+        )
+    }
+
+    /// `POST /auth/register/confirm`: confirms a registered address with the code mailed to it and the password
+    /// registered with it, and logs the account in.
+    public func confirmRegistration(
+        email: String,
+        code: String,
+        password: String
+    ) async throws(LedgerClientError) -> LoginResponse {
+        try await request(
+            "POST",
+            "/auth/register/confirm",
+            body: RegistrationConfirmRequest(email: email, code: code, password: password),
             authenticated: false
         )
     }

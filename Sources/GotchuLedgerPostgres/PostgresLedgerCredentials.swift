@@ -124,3 +124,85 @@ extension APIKey {
         )
     }
 }
+
+// Open registration: users with unconfirmed addresses, the codes mailed to confirm them, and the skeletons that keep
+// look-alike addresses apart.
+extension PostgresLedgerBackend.Transaction {
+    public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
+        let confirmedAt: Int64? = confirmed ? now : nil
+        // Any unique index refuses it: the address, or its skeleton (a concurrent insert of either waits for the
+        // other transaction, then inserts nothing if that one committed).
+        return try await !connection.rows(
+            """
+            INSERT INTO users (id, email, email_skeleton, display_name, created_at, email_confirmed_at)
+            VALUES (\(user.id), \(email), \(skeleton), \(user.displayName), \(now), \(confirmedAt))
+            ON CONFLICT DO NOTHING RETURNING id
+            """
+        ).isEmpty
+    }
+
+    public func emailConfirmed(userID: String) async throws -> Bool? {
+        try await connection.first(
+            "SELECT email_confirmed_at IS NOT NULL FROM users WHERE id = \(userID)",
+            as: Bool.self
+        )
+    }
+
+    public func confirmEmail(userID: String) async throws {
+        try await connection.execute(
+            "UPDATE users SET email_confirmed_at = \(now) WHERE id = \(userID) AND email_confirmed_at IS NULL"
+        )
+    }
+
+    public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
+        try await connection.first(
+            """
+            SELECT code_hash, expires_at, attempts_left FROM email_confirmations WHERE user_id = \(userID) FOR UPDATE
+            """,
+            as: (String, Int64, Int32).self
+        ).map { EmailConfirmationRow(userID: userID, codeDigest: $0.0, expiresAt: $0.1, attemptsLeft: Int($0.2)) }
+    }
+
+    public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
+        try await connection.execute(
+            """
+            INSERT INTO email_confirmations (user_id, code_hash, expires_at, attempts_left)
+            VALUES (\(row.userID), \(row.codeDigest), \(row.expiresAt), \(Int32(clamping: row.attemptsLeft)))
+            ON CONFLICT (user_id) DO UPDATE SET code_hash = EXCLUDED.code_hash, expires_at = EXCLUDED.expires_at,
+            attempts_left = EXCLUDED.attempts_left
+            """
+        )
+    }
+
+    public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
+        try await connection.execute(
+            """
+            UPDATE email_confirmations SET attempts_left = \(Int32(clamping: attemptsLeft)) WHERE user_id = \(userID)
+            """
+        )
+    }
+
+    public func deleteEmailConfirmation(userID: String) async throws {
+        try await connection.execute("DELETE FROM email_confirmations WHERE user_id = \(userID)")
+    }
+
+    public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
+        try await connection.rows(
+            """
+            SELECT id, email FROM users WHERE email_skeleton IS NULL ORDER BY created_at, id LIMIT \(Int64(limit))
+            """
+        ).map { row in
+            let (id, email) = try row.decode((String, String).self)
+            return (id: id, email: email)
+        }
+    }
+
+    public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
+        try await !connection.rows(
+            """
+            UPDATE users SET email_skeleton = \(skeleton) WHERE id = \(userID)
+            AND NOT EXISTS (SELECT 1 FROM users WHERE email_skeleton = \(skeleton)) RETURNING id
+            """
+        ).isEmpty
+    }
+}

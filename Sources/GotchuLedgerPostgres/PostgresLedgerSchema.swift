@@ -289,5 +289,25 @@ enum PostgresLedgerSchema {
             "v10: entry history index",
             ["CREATE INDEX IF NOT EXISTS ledger_entries_transfer ON ledger_entries (transfer_id)"]
         ),
+        (
+            // Open registration: the skeleton of each address (filled in by the engine for rows stored before it),
+            // unique, so no account's address looks like another's; when each address was proved to be its owner's
+            // (every account made before this counts as confirmed); and the codes mailed to prove it, as digests.
+            "v13: email confirmation",
+            [
+                "ALTER TABLE users ADD COLUMN email_skeleton TEXT",
+                "CREATE UNIQUE INDEX users_email_skeleton ON users (email_skeleton)",
+                "ALTER TABLE users ADD COLUMN email_confirmed_at BIGINT",
+                "UPDATE users SET email_confirmed_at = created_at",
+                """
+                CREATE TABLE email_confirmations (
+                    user_id TEXT PRIMARY KEY REFERENCES users(id),
+                    code_hash TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    attempts_left INTEGER NOT NULL CHECK (attempts_left >= 0)
+                )
+                """,
+            ]
+        ),
     ]
 }

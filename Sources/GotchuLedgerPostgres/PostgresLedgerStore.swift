@@ -251,12 +251,16 @@ public struct PostgresLedgerBackend: LedgerBackend {
     public func credentials(email: String) async throws -> UserCredentials? {
         try await read { connection in
             try await connection.first(
-                "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = \(email)",
-                as: (String, String, Int64?, String?).self
+                """
+                SELECT id, display_name, disabled_at, password_hash, email_confirmed_at IS NOT NULL FROM users
+                WHERE email = \(email)
+                """,
+                as: (String, String, Int64?, String?, Bool).self
             ).map {
                 UserCredentials(
                     user: LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil),
-                    passwordHash: $0.3
+                    passwordHash: $0.3,
+                    confirmed: $0.4
                 )
             }
         }
@@ -788,15 +792,6 @@ extension PostgresLedgerBackend {
                 VALUES (\(entry.actor), \(entry.action), \(entry.subject), \(entry.detail), \(entry.at))
                 """
             )
-        }
-
-        public func insert(user: LedgerUser, email: String) async throws -> Bool {
-            try await !connection.rows(
-                """
-                INSERT INTO users (id, email, display_name, created_at) VALUES (\(user.id), \(email),
-                \(user.displayName), \(now)) ON CONFLICT (email) DO NOTHING RETURNING id
-                """
-            ).isEmpty
         }
 
         public func insertWallet(id: String, userID: String) async throws {

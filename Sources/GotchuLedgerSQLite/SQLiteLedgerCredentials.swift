@@ -122,3 +122,110 @@ extension APIKey {
         )
     }
 }
+
+// Open registration: users with unconfirmed addresses, the codes mailed to confirm them, and the skeletons that keep
+// look-alike addresses apart.
+extension SQLiteLedgerBackend.Transaction {
+    public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
+        let now = self.now
+        return try sync { db in
+            // Any unique index refuses it: the address, or its skeleton.
+            try db.execute(
+                cached: """
+                    INSERT INTO users (id, email, email_skeleton, display_name, created_at, email_confirmed_at)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    """,
+                arguments: [user.id, email, skeleton, user.displayName, now, confirmed ? now : nil]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func emailConfirmed(userID: String) async throws -> Bool? {
+        try sync { db in
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT email_confirmed_at IS NOT NULL FROM users WHERE id = ?",
+                arguments: [userID]
+            )
+        }
+    }
+
+    public func confirmEmail(userID: String) async throws {
+        let now = self.now
+        try sync { db in
+            try db.execute(
+                cached: "UPDATE users SET email_confirmed_at = ? WHERE id = ? AND email_confirmed_at IS NULL",
+                arguments: [now, userID]
+            )
+        }
+    }
+
+    public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
+        try sync { db in
+            try Row.fetchOne(
+                cached: db,
+                sql: "SELECT code_hash, expires_at, attempts_left FROM email_confirmations WHERE user_id = ?",
+                arguments: [userID]
+            ).map { row in
+                EmailConfirmationRow(
+                    userID: userID,
+                    codeDigest: row["code_hash"],
+                    expiresAt: row["expires_at"],
+                    attemptsLeft: row["attempts_left"]
+                )
+            }
+        }
+    }
+
+    public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
+        try sync { db in
+            try db.execute(
+                cached: """
+                    INSERT INTO email_confirmations (user_id, code_hash, expires_at, attempts_left) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (user_id) DO UPDATE SET code_hash = excluded.code_hash,
+                    expires_at = excluded.expires_at, attempts_left = excluded.attempts_left
+                    """,
+                arguments: [row.userID, row.codeDigest, row.expiresAt, row.attemptsLeft]
+            )
+        }
+    }
+
+    public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
+        try sync { db in
+            try db.execute(
+                cached: "UPDATE email_confirmations SET attempts_left = ? WHERE user_id = ?",
+                arguments: [attemptsLeft, userID]
+            )
+        }
+    }
+
+    public func deleteEmailConfirmation(userID: String) async throws {
+        try sync { db in
+            try db.execute(cached: "DELETE FROM email_confirmations WHERE user_id = ?", arguments: [userID])
+        }
+    }
+
+    public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
+        try sync { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT id, email FROM users WHERE email_skeleton IS NULL ORDER BY created_at, id LIMIT ?",
+                arguments: [limit]
+            ).map { (id: $0["id"], email: $0["email"]) }
+        }
+    }
+
+    public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
+        try sync { db in
+            try db.execute(
+                sql: """
+                    UPDATE users SET email_skeleton = ? WHERE id = ?
+                    AND NOT EXISTS (SELECT 1 FROM users WHERE email_skeleton = ?)
+                    """,
+                arguments: [skeleton, userID, skeleton]
+            )
+            return db.changesCount > 0
+        }
+    }
+}

@@ -127,9 +127,18 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func credentials(email: String) async throws -> UserCredentials? {
         try await lookup { db in
             try db.fetchOne(
-                cached: "SELECT id, display_name, disabled_at, password_hash FROM users WHERE email = ?",
+                cached: """
+                    SELECT id, display_name, disabled_at, password_hash, email_confirmed_at IS NOT NULL FROM users
+                    WHERE email = ?
+                    """,
                 arguments: [email]
-            ) { UserCredentials(user: try LedgerUser($0), passwordHash: try $0.optional(3)) }
+            ) {
+                UserCredentials(
+                    user: try LedgerUser($0),
+                    passwordHash: try $0.optional(3),
+                    confirmed: try $0(4) as Int64 != 0
+                )
+            }
         }
     }
 
@@ -530,16 +539,6 @@ extension SQLiteLedgerBackend {
             try execute(
                 "INSERT INTO admin_audit (actor, action, subject, detail, created_at) VALUES (?, ?, ?, ?, ?)",
                 [entry.actor, entry.action, entry.subject, entry.detail, entry.at]
-            )
-        }
-
-        public func insert(user: LedgerUser, email: String) async throws -> Bool {
-            try changes(
-                """
-                INSERT INTO users (id, email, display_name, created_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (email) DO NOTHING
-                """,
-                [user.id, email, user.displayName, now]
             )
         }
 

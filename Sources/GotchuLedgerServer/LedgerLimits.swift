@@ -21,6 +21,10 @@ public struct LedgerLimits: Sendable {
     public var loginBackoff: LoginBackoff? = LoginBackoff()
     /// `POST /auth/register` per client address (when registration is open): each costs a password hash.
     public var registerPerAddress: RateLimit? = RateLimit(perSecond: 0.1, burst: 5)
+    /// Registrations per e-mail address registered (when registration is open): each sends that address a mail, so
+    /// this bounds how often anyone can make the server write to a stranger, and how many codes of one address an
+    /// attacker gets to guess at. A refusal says nothing of whether the address has an account.
+    public var registerPerRecipient: RateLimit? = RateLimit(perSecond: 1.0 / 600, burst: 3)
     /// Takes the client address from the last `X-Forwarded-For` entry (the one the proxy in front added) instead of
     /// the peer address. Only behind a proxy that sets it: anyone else can write any address there.
     public var trustForwardedFor = false
@@ -71,6 +75,7 @@ public struct LedgerLimits: Sendable {
         limits.payoutPerUser = nil
         limits.loginBackoff = nil
         limits.registerPerAddress = nil
+        limits.registerPerRecipient = nil
         return limits
     }
 }
@@ -91,6 +96,7 @@ struct AbuseLimiters: Sendable {
     let sendPerUser: RateLimiter?
     let payoutPerUser: RateLimiter?
     let registerPerAddress: RateLimiter?
+    let registerPerRecipient: RateLimiter?
     let login: LoginThrottle?
     let trustForwardedFor: Bool
     let resolveAccess: ResolveAccess
@@ -105,6 +111,7 @@ struct AbuseLimiters: Sendable {
         sendPerUser = limiter(limits.sendPerUser)
         payoutPerUser = limiter(limits.payoutPerUser)
         registerPerAddress = limiter(limits.registerPerAddress)
+        registerPerRecipient = limiter(limits.registerPerRecipient)
         login = limits.loginBackoff.map {
             LoginThrottle(backoff: $0, capacity: limits.trackedClients, clock: limits.clock)
         }

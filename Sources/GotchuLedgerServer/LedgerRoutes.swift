@@ -20,6 +20,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     private let servedDocument = ServedDocument()
 
     let registration: Registration
+    /// Sends the mails of open registration.
+    let mailer: (any RegistrationMailer)?
     /// Verifies the access tokens of an external issuer, when one is trusted.
     let identities: OIDCVerifier?
 
@@ -29,6 +31,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         identities: OIDCVerifier? = nil,
         developmentMode: Bool,
         registration: Registration = .closed,
+        mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits,
         metrics: LedgerMetrics?
     ) {
@@ -38,6 +41,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         self.identities = identities
         self.developmentMode = developmentMode
         self.registration = registration
+        self.mailer = mailer
         self.limiters = AbuseLimiters(limits)
         self.limits = limits
         self.eventStreams = EventStreamSlots(maximumPerUser: limits.eventStreamsPerUser)
@@ -262,17 +266,32 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             }
         )
         if registration == .open {
-            routes.append(
+            routes += [
                 LedgerRoute(.post, "/auth/register", "register") { request, context in
                     let body = try await decode(PasswordLoginRequest.self, request, context)
                     // Checked here, where the address enters: payers are shown its name part and its domain.
                     let email = try EmailAddress.normalize(body.email)
-                    // Counted once the request is well-formed, before the password is hashed (what the limit spares).
+                    try Passwords.validate(body.password, minimumLength: store.policy.minimumPasswordLength)
+                    // Counted once the request is well-formed, before the password is hashed (what the limits spare).
                     try limiters.registerPerAddress?.take(clientAddress(request, context))
-                    let user = try await store.register(email: email, password: body.password, displayName: nil)
+                    try limiters.registerPerRecipient?.take(email)
+                    // Whatever the address turned out to be, one mail goes to it and the answer is the same.
+                    let outcome = try await store.register(email: email, password: body.password)
+                    try await sendRegistrationMail(outcome, to: email, context)
+                    return try registrationAccepted()
+                },
+                LedgerRoute(.post, "/auth/register/confirm", "confirmRegistration") { request, context in
+                    let body = try await decode(RegistrationConfirmRequest.self, request, context)
+                    // Each costs a password check, as a registration costs a hash.
+                    try limiters.registerPerAddress?.take(clientAddress(request, context))
+                    let user = try await store.confirmRegistration(
+                        email: body.email,
+                        code: body.code,
+                        password: body.password
+                    )
                     return try json(try await session(for: user.id))
-                }
-            )
+                },
+            ]
         }
         if let metrics {
             routes.append(
@@ -504,6 +523,7 @@ private final class ServedDocument: Sendable {
 public enum Registration: String, CaseIterable, Sendable {
     /// Accounts are made by an operator.
     case closed
-    /// Anyone may register with an e-mail address and a password.
+    /// Anyone may register with an e-mail address and a password, and confirm the address with the code mailed to
+    /// it (the server needs a ``RegistrationMailer``).
     case open
 }

@@ -14,6 +14,7 @@ public enum LedgerServer {
     /// - Parameters:
     ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
     ///   - registration: whether anyone may create an account (`POST /auth/register`).
+    ///   - mailer: sends the confirmation codes of open registration; required when `registration` is open.
     ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
     ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
@@ -32,6 +33,7 @@ public enum LedgerServer {
         port: Int = 8080,
         developmentMode: Bool = false,
         registration: Registration = .closed,
+        mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -39,6 +41,7 @@ public enum LedgerServer {
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
+        precondition(registration == .closed || mailer != nil, "open registration needs a mailer for its codes")
         precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
         precondition(
             limits.eventStreamsPerUser >= 1 && limits.eventHeartbeat > .zero && limits.eventSafetyPoll > .zero,
@@ -58,6 +61,7 @@ public enum LedgerServer {
             identities: identities,
             developmentMode: developmentMode,
             registration: registration,
+            mailer: mailer,
             limits: limits,
             metrics: metrics
         ).register(on: router)
@@ -183,6 +187,7 @@ extension LedgerServer {
         identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
         registration: Registration = .closed,
+        mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -198,6 +203,7 @@ extension LedgerServer {
                 port: 0,
                 developmentMode: developmentMode,
                 registration: registration,
+                mailer: mailer,
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
@@ -236,6 +242,7 @@ extension LedgerServer {
         identities: OIDCVerifier? = nil,
         developmentMode: Bool = true,
         registration: Registration = .closed,
+        mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
@@ -249,6 +256,7 @@ extension LedgerServer {
             identities: identities,
             developmentMode: developmentMode,
             registration: registration,
+            mailer: mailer,
             limits: limits,
             metrics: metrics,
             tls: tls,

@@ -116,6 +116,7 @@ extension Problem {
             case .forbidden: .forbidden
             case .accountExists: .accountExists
             case .ownSession: .ownSession
+            case .emailUnconfirmed: .emailUnconfirmed
             case .sessionNotFound: .sessionNotFound
             case .sessionExpired: .sessionExpired
             case .sessionCancelled: .sessionCancelled

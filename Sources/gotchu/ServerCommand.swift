@@ -30,6 +30,8 @@ struct ServerCommand: AsyncParsableCommand {
               gotchu admin user add you@example.com --password-stdin   # the first account, then:
               gotchu login --email you@example.com
               gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
+              gotchu server --registration open --mail-command /usr/sbin/sendmail \\
+                --mail-from 'Gotchu <noreply@example.com>' ...   # open registration
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
                 gotchu server --host 0.0.0.0 --database /var/lib/gotchu/ledger.sqlite
               PGPASSWORD=... gotchu server --jwt-secret ... \\
@@ -64,6 +66,22 @@ struct ServerCommand: AsyncParsableCommand {
         )
     )
     var registration: Registration = .closed
+
+    @Option(
+        help: ArgumentHelp(
+            "With --registration open: a sendmail-compatible program (/usr/sbin/sendmail, msmtp, ...) that mails each registrant the code confirming their address, run as PATH -i -- ADDRESS with an RFC 5322 message on stdin; it must exit 0 once it took the mail. Open registration does not start without it, except with --dev, which writes the codes to the log instead.",
+            valueName: "path"
+        )
+    )
+    var mailCommand: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "The From: of registration mails (default: Gotchu ledger <gotchu@THIS-HOST>).",
+            valueName: "address"
+        )
+    )
+    var mailFrom: String?
 
     @Option(
         help: ArgumentHelp(
@@ -330,6 +348,26 @@ struct ServerCommand: AsyncParsableCommand {
             guard range.contains(value) else { throw ValidationError("--\(option) must be \(range), got \(value)") }
         }
         try check("port", port, 0...65535)
+        if registration == .open, mailCommand == nil, !dev {
+            throw ValidationError(
+                "--registration open needs --mail-command PATH, a sendmail-compatible program: each registrant is "
+                    + "mailed a code that proves the address is theirs before the account can log in or be paid "
+                    + "(only a --dev server registers without it, writing the codes to its log)"
+            )
+        }
+        if let mailCommand {
+            guard registration == .open else {
+                throw ValidationError("--mail-command is used only with --registration open")
+            }
+            guard FileManager.default.isExecutableFile(atPath: mailCommand) else {
+                throw ValidationError("--mail-command \(mailCommand) is not an executable file")
+            }
+        }
+        if let mailFrom, mailFrom.contains(where: { $0.isNewline }) || !mailFrom.contains("@") {
+            throw ValidationError(
+                "--mail-from must be one line holding an address, such as 'Gotchu <noreply@example.com>'"
+            )
+        }
         guard (tlsCert == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together: pass both for HTTPS, or neither")
         }
@@ -412,6 +450,19 @@ struct ServerCommand: AsyncParsableCommand {
         }
     }
 
+    /// What mails registrants their codes: the --mail-command, or on a development server without one the log.
+    private func registrationMailer(logger: Logger) -> (any RegistrationMailer)? {
+        if let mailCommand {
+            return SendmailCommand(
+                path: mailCommand,
+                sender: mailFrom ?? "Gotchu ledger <gotchu@\(ProcessInfo.processInfo.hostName)>"
+            )
+        }
+        guard registration == .open, dev else { return nil }
+        logger.warning("open registration without --mail-command: confirmation codes are written to this log")
+        return LoggedRegistrationMailer(logger: logger)
+    }
+
     /// Migrates the store, then serves until SIGTERM or SIGINT.
     private func serve(
         store: some LedgerStore,
@@ -444,6 +495,7 @@ struct ServerCommand: AsyncParsableCommand {
             port: port,
             developmentMode: dev,
             registration: registration,
+            mailer: registrationMailer(logger: logger),
             limits: limits,
             metrics: LedgerMetrics(),
             tls: tls,

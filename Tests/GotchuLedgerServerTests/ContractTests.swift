@@ -65,13 +65,16 @@ struct ContractTests {
         limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 6)
         limits.lockPerUser = RateLimit(perSecond: 0.001, burst: 6)
         limits.sendPerUser = RateLimit(perSecond: 0.001, burst: 6)
-        // Two wrong passwords for one account, then it must wait; three registrations from this address, then wait.
+        // Two wrong passwords for one account, then it must wait; four registrations and confirmations from this
+        // address, then wait.
         var backoff = LoginBackoff()
         backoff.freeFailuresPerAccount = 2
         limits.loginBackoff = backoff
-        limits.registerPerAddress = RateLimit(perSecond: 0.001, burst: 3)
+        limits.registerPerAddress = RateLimit(perSecond: 0.001, burst: 4)
         policy.passwordCost = 4
-        try await TestLedger.with(store: store, policy: policy, registration: .open, limits: limits) { ledger in
+        let mail = MailBox()
+        try await TestLedger.with(store: store, policy: policy, registration: .open, mailer: mail, limits: limits) {
+            ledger in
             let yaml = try await ledger.raw("GET", "/openapi.yaml")
             #expect(yaml.status == 200)
             let contract = try Contract(yaml: String(decoding: yaml.body, as: UTF8.self))
@@ -103,6 +106,10 @@ struct ContractTests {
                 _ = try await ledger.store.addUser(email: email, displayName: nil, password: password, actor: "test")
             }
             try await ledger.store.disableUser(email: "off@example.com", actor: "test")
+            // A registration whose code the calls below confirm (the first of the four the limit lets through).
+            _ = try await ledger.anonymous.register(email: "c@example.com", password: password)
+            let code = try #require(mail.code(for: "c@example.com"))
+            let wrongCode = code == "00000000" ? "11111111" : "00000000"
             let refresh = try #require(
                 try await ledger.anonymous.login(email: "pw@example.com", password: password).refreshToken
             )
@@ -135,9 +142,14 @@ struct ContractTests {
                     [:]
                 ),
                 (
-                    "POST", "/auth/register", "/auth/register", #"{"email":"r@example.com","password":"\#(password)"}"#,
-                    [:]
+                    "POST", "/auth/register/confirm", "/auth/register/confirm",
+                    #"{"email":"c@example.com","code":"\#(wrongCode)","password":"\#(password)"}"#, [:]
                 ),
+                (
+                    "POST", "/auth/register/confirm", "/auth/register/confirm",
+                    #"{"email":"c@example.com","code":"\#(code)","password":"\#(password)"}"#, [:]
+                ),
+                ("POST", "/auth/register/confirm", "/auth/register/confirm", #"{"email":1}"#, [:]),
                 ("POST", "/auth/register", "/auth/register", #"{"email":"s@example.com","password":"short"}"#, [:]),
                 (
                     "POST", "/auth/register", "/auth/register", #"{"email":"t@example.com","password":"\#(password)"}"#,

@@ -30,6 +30,7 @@ struct PostgresMigrationTests {
                         "v8: deposits and payouts",
                         "v9: refunds",
                         "v10: entry history index",
+                        "v13: email confirmation",
                     ] && Set(migrations).count == migrations.count
                 )
                 // The four made one receipt key between them.

@@ -226,6 +226,8 @@ struct ServerCommandTests {
             (["--access-token-lifetime", "0"], "--access-token-lifetime must be 60...86400"),
             (["--refresh-token-lifetime", "60"], "--refresh-token-lifetime must be 3600...31536000"),
             (["--registration", "sometimes"], "--registration"),
+            (["--mail-command", "/bin/sh"], "--mail-command is used only with --registration open"),
+            (["--registration", "open", "--mail-command", "/nonexistent"], "is not an executable file"),
         ]
     )
     func outOfRange(options: [String], message: String) async throws {

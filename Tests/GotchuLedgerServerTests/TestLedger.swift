@@ -71,6 +71,7 @@ struct TestLedger: Sendable {
         policy: LedgerPolicy = LedgerPolicy(),
         developmentMode: Bool = true,
         registration: Registration = .closed,
+        mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = .unlimited,
         identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
@@ -89,6 +90,7 @@ struct TestLedger: Sendable {
                 identities: identities?(clock),
                 developmentMode: developmentMode,
                 registration: registration,
+                mailer: mailer ?? (registration == .open ? MailBox() : nil),
                 limits: limits,
                 services: services
             ) { url in
