@@ -74,8 +74,9 @@ public protocol LedgerBackend: Sendable {
     /// Every receipt key, newest first.
     func receiptKeys() async throws -> [ReceiptKeyRow]
 
-    /// The session's refunded total, outside a transaction.
-    func refundedCents(sessionID: String) async throws -> Cents
+    /// The sum of the DEBIT entries of type `entryType` that reference (`refType`, `refID`), outside a transaction:
+    /// what the money movements of that kind for that row add up to (served by the index on `(ref_type, ref_id)`).
+    func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents
 
     /// Checks the database answers.
     func ping() async throws
@@ -337,8 +338,10 @@ public protocol LedgerTransaction {
     /// The refund `requestedBy` made under the idempotency key `key`, with its receipt's body, if any.
     func refund(requestedBy: String, key: String) async throws -> RefundRow?
 
-    /// The sum of the session's refunds (the caller holds the session's row locked).
-    func refundedCents(sessionID: String) async throws -> Cents
+    /// The sum of the DEBIT entries of type `entryType` that reference (`refType`, `refID`): what the money movements
+    /// of that kind for that row add up to, read from the ledger itself rather than from any table beside it (the
+    /// caller holds the referenced row locked, so no transfer of it commits meanwhile).
+    func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents
 
     /// Inserts a refund; `false` if its requester's key is taken (a concurrent first use won).
     func insert(refund: RefundRow) async throws -> Bool

@@ -312,7 +312,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         var response = session.response(now: now)
         if session.storedStatus == .paid {
             response.receipt = try await receipt(sessionID: session.id)
-            response.refundedCents = try await backend.refundedCents(sessionID: session.id)
+            response.refundedCents = try await backend.debitedCents(
+                refType: "session",
+                refID: session.id,
+                entryType: LedgerVerifier.refundTypes.debit
+            )
         }
         return response
     }
@@ -800,7 +804,8 @@ extension LedgerEngine {
     /// ``ReceiptKind/refund``; the same `idempotencyKey` with the same request replays the refund (`true`).
     ///
     /// The session's row is locked first, so the refunds of one session run one after another, each seeing the total
-    /// of those before it: the total never exceeds what was paid, however many servers refund at once. The payee's
+    /// of those before it: the total never exceeds what was paid, however many servers refund at once. That total is
+    /// the sum of the session's refund entries in the ledger, not of the `refunds` rows. The payee's
     /// wallet must cover the amount. The refund, its transfer, its receipt and its key commit together, so a
     /// request that dies leaves nothing and its retry refunds once.
     public func refund(
@@ -828,7 +833,13 @@ extension LedgerEngine {
                         + " can be refunded"
                 )
             }
-            let refunded = try await transaction.refundedCents(sessionID: sid)
+            // What the refund transfers moved back, from the entries: the refunds table beside them says which
+            // request made each one, but a row deleted or edited there must not free money that already went back.
+            let refunded = try await transaction.debitedCents(
+                refType: "session",
+                refID: sid,
+                entryType: LedgerVerifier.refundTypes.debit
+            )
             let (total, overflow) = refunded.addingReportingOverflow(amountCents)
             guard !overflow, total <= session.amount else {
                 throw LedgerError(

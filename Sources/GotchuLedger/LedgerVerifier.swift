@@ -20,6 +20,8 @@ public struct LedgerSnapshot: Sendable {
     public var deposits: [DepositRow]
     /// Every payout.
     public var payouts: [PayoutRow]
+    /// Every refund (the `refunds` table; ``RefundRow/receiptBody`` is not read).
+    public var refunds: [RefundRow]
 
     /// A snapshot as a backend read it.
     public init(
@@ -30,7 +32,8 @@ public struct LedgerSnapshot: Sendable {
         receipts: [StoredReceipt],
         receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)],
         deposits: [DepositRow] = [],
-        payouts: [PayoutRow] = []
+        payouts: [PayoutRow] = [],
+        refunds: [RefundRow] = []
     ) {
         self.wallets = wallets
         self.entries = entries
@@ -40,6 +43,7 @@ public struct LedgerSnapshot: Sendable {
         self.receiptKeys = receiptKeys
         self.deposits = deposits
         self.payouts = payouts
+        self.refunds = refunds
     }
 }
 
@@ -292,6 +296,8 @@ public enum LedgerVerifier {
         )
         var refundReceipts = 0
         for row in snapshot.receipts {
+        // Each refund receipt's transfer, for the refund rows.
+        var refundReceiptTransfers: [String: (transferID: String, sessionID: String)] = [:]
             let receipt: Receipt
             do {
                 receipt = try row.receipt()
@@ -318,6 +324,7 @@ public enum LedgerVerifier {
                 }
                 refundReceipts += 1
                 continue
+                refundReceiptTransfers[receipt.id] = (transferID, row.sessionID)
             }
             guard receipt.kind == .payment else { continue }
             guard receiptsBySession.updateValue(receipt, forKey: row.sessionID) == nil else {
@@ -354,11 +361,114 @@ public enum LedgerVerifier {
 
         // 7. Deposits and payouts against their entries and the system accounts they move money through.
         try verifyMoneyInOut(snapshot, transfers: transfers, order: transferOrder, into: &result)
+        // 6b. The refunds table against the refund transfers and their receipts.
+        try verifyRefundRows(
+            snapshot,
+            transfers: transfers,
+            refundsBySession: refundsBySession,
+            receiptTransfers: refundReceiptTransfers,
+            receiptsSince: receiptsSince,
+            into: &result
+        )
+
     }
 }
 
 extension LedgerVerifier {
     /// Each deposit is one transfer of its amount from the deposits account to its user; each payout one request
+extension LedgerVerifier {
+    /// The `refunds` table says which request made each refund, and the server answers a refund's replays from it,
+    /// so it must agree with the ledger: each row names one refund transfer of its session
+    /// (of its amount, made by the session's payee) and that transfer's receipt, no two rows share a transfer, every
+    /// refund transfer and refund receipt has its row, and each row's refunded total is the sum of its session's
+    /// refund transfers up to and including its own.
+    private static func verifyRefundRows(
+        _ snapshot: LedgerSnapshot,
+        transfers: [String: [StoredEntry]],
+        refundsBySession: [String: [String]],
+        receiptTransfers: [String: (transferID: String, sessionID: String)],
+        receiptsSince: Int64?,
+        into result: inout LedgerVerification
+    ) throws(Broken) {
+        let sessions = Dictionary(snapshot.sessions.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var rowByTransfer: [String: RefundRow] = [:]
+        var rowByReceipt: [String: RefundRow] = [:]
+        for row in snapshot.refunds.sorted(by: { $0.id < $1.id }) {
+            let what = "refund \(row.id) of session \(row.sessionID)"
+            guard let session = sessions[row.sessionID] else {
+                throw Broken("\(what) names a session that does not exist")
+            }
+            guard refundsBySession[row.sessionID]?.contains(row.transferID) == true,
+                let debit = transfers[row.transferID]?.first(where: { $0.direction == .debit })
+            else {
+                throw Broken(
+                    "\(what) names transfer \(row.transferID), which is not a refund transfer of that session: no "
+                        + "money moved back for it"
+                )
+            }
+            if let other = rowByTransfer.updateValue(row, forKey: row.transferID) {
+                throw Broken(
+                    "\(what) and refund \(other.id) both name transfer \(row.transferID): one movement counted twice"
+                )
+            }
+            guard debit.amount == row.amount else {
+                throw Broken(
+                    "\(what) is of \(row.amount) cents but its transfer \(row.transferID) moved \(debit.amount)"
+                )
+            }
+            guard row.requestedBy == session.payeeID else {
+                throw Broken("\(what) was made by \(row.requestedBy), not by the session's payee")
+            }
+            if let receiptID = row.receiptID {
+                guard let described = receiptTransfers[receiptID], described.sessionID == row.sessionID,
+                    described.transferID == row.transferID
+                else {
+                    throw Broken(
+                        "\(what) names receipt \(receiptID), which is not the refund receipt of its transfer "
+                            + "\(row.transferID)"
+                    )
+                }
+                if let other = rowByReceipt.updateValue(row, forKey: receiptID) {
+                    throw Broken("\(what) and refund \(other.id) both name receipt \(receiptID)")
+                }
+            } else if let since = receiptsSince, row.createdAt >= since {
+                throw Broken("\(what) was made after receipts began but names no receipt")
+            }
+        }
+        for (sid, ids) in refundsBySession.sorted(by: { $0.key < $1.key }) {
+            guard let session = sessions[sid] else { continue }  // Named by the refund transfers' check.
+            var running: Cents = 0
+            for id in ids {
+                guard let row = rowByTransfer[id] else {
+                    throw Broken(
+                        "session \(sid): refund transfer \(id) has no refunds row (the row was deleted, or the money "
+                            + "moved outside the ledger)"
+                    )
+                }
+                // Within what was paid, checked with the refund transfers.
+                running += row.amount
+                guard row.refundedTotal == running else {
+                    throw Broken(
+                        "refund \(row.id) of session \(sid) records \(row.refundedTotal) cents refunded in total, but the "
+                            + "session's refund transfers up to it add up to \(running) (of \(session.amount) paid)"
+                    )
+                }
+            }
+        }
+        for (receiptID, described) in receiptTransfers.sorted(by: { $0.key < $1.key })
+        where rowByReceipt[receiptID] == nil {
+            throw Broken(
+                "refund receipt \(receiptID) of session \(described.sessionID) is named by no refunds row (the row "
+                    + "was deleted or edited)"
+            )
+        }
+        result.passed.append(
+            "refund rows: \(snapshot.refunds.count), each naming one refund transfer of its amount and its receipt; "
+                + "every refund transfer has its row, and each running total agrees with the entries"
+        )
+    }
+}
+
     /// transfer from its user into the payouts clearing account, then, as its status says, nothing more (pending),
     /// one transfer on to the settled-payouts account (settled) or one back to its user (failed); no transfer names
     /// a deposit or payout that does not exist; and each of those system accounts holds what the rows say.

@@ -1,18 +1,50 @@
+import GotchuAPI
 public import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
-    public func refundedCents(sessionID: String) async throws -> Int64 {
-        try await read { connection in try await connection.refundedCents(sessionID: sessionID) }
+    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
+        try await read { connection in
+            try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
+        }
     }
 }
 
 extension PostgresLedgerBackend.Connection {
-    func refundedCents(sessionID: String) async throws -> Int64 {
+    func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
         try await value(
-            "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM refunds WHERE session_id = \(sessionID)",
+            """
+            SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM ledger_entries
+            WHERE ref_type = \(refType) AND ref_id = \(refID) AND type = \(entryType)
+            AND direction = \(EntryDirection.debit.rawValue)
+            """,
             as: Int64.self
         ) ?? 0
+    }
+
+    /// Every refund, in the order they were made (for `ledger verify`).
+    func refunds() async throws -> [RefundRow] {
+        try await rows(
+            """
+            SELECT id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,
+            refunded_total_cents, created_at FROM refunds ORDER BY created_at, id
+            """
+        ).map { row in
+            let (id, sessionID, amount, requestedBy, key, transferID, receiptID, total, createdAt) = try row.decode(
+                (String, String, Int64, String, String, String, String?, Int64, Int64).self
+            )
+            return RefundRow(
+                id: id,
+                sessionID: sessionID,
+                amount: amount,
+                requestedBy: requestedBy,
+                idempotencyKey: key,
+                transferID: transferID,
+                receiptID: receiptID,
+                refundedTotal: total,
+                createdAt: createdAt
+            )
+        }
     }
 }
 
@@ -41,8 +73,8 @@ extension PostgresLedgerBackend.Transaction {
         }
     }
 
-    public func refundedCents(sessionID: String) async throws -> Int64 {
-        try await connection.refundedCents(sessionID: sessionID)
+    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
+        try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
     }
 
     /// A concurrent first use of the key waits on the unique index until the other commits (then inserts nothing).

@@ -491,7 +491,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 ).map { try DepositRow($0) },
                 payouts: try await connection.rows(
                     "SELECT \(unescaped: Connection.payoutColumns) FROM payouts p ORDER BY p.id"
-                ).map { try PayoutRow($0) }
+                ).map { try PayoutRow($0) },
+                refunds: try await connection.refunds()
             )
         }
     }

@@ -1,18 +1,49 @@
 import GRDB
+import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
 
 extension SQLiteLedgerBackend {
-    public func refundedCents(sessionID: String) async throws -> Cents {
-        try await lookup { db in try Self.refundedCents(sessionID, db) }
+    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
+        try await lookup { db in try Self.debitedCents(refType, refID, entryType, db) }
     }
 
-    fileprivate static func refundedCents(_ sessionID: String, _ db: Database) throws -> Cents {
+    fileprivate static func debitedCents(
+        _ refType: String,
+        _ refID: String,
+        _ entryType: String,
+        _ db: Database
+    ) throws -> Cents {
         try Cents.fetchOne(
             cached: db,
-            sql: "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds WHERE session_id = ?",
-            arguments: [sessionID]
+            sql: """
+                SELECT COALESCE(SUM(amount_cents), 0) FROM ledger_entries
+                WHERE ref_type = ? AND ref_id = ? AND type = ? AND direction = ?
+                """,
+            arguments: [refType, refID, entryType, EntryDirection.debit.rawValue]
         ) ?? 0
+    }
+
+    /// Every refund, in the order they were made, each column's storage class checked (for `ledger verify`).
+    static func refunds(_ db: Database) throws -> [RefundRow] {
+        try db.fetchAll(
+            cached: """
+                SELECT id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,
+                refunded_total_cents, created_at FROM refunds ORDER BY created_at, id
+                """
+        ) { row in
+            RefundRow(
+                id: try row(0),
+                sessionID: try row(1),
+                amount: try row(2),
+                requestedBy: try row(3),
+                idempotencyKey: try row(4),
+                transferID: try row(5),
+                receiptID: try row.optional(6),
+                refundedTotal: try row(7),
+                createdAt: try row(8)
+            )
+        }
     }
 }
 
@@ -44,8 +75,10 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
-    public func refundedCents(sessionID: String) async throws -> Cents {
-        try await database.writeWithoutTransaction { db in try SQLiteLedgerBackend.refundedCents(sessionID, db) }
+    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
+        try await database.writeWithoutTransaction { db in
+            try SQLiteLedgerBackend.debitedCents(refType, refID, entryType, db)
+        }
     }
 
     public func insert(refund: RefundRow) async throws -> Bool {

@@ -351,7 +351,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                 },
                 receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) },
                 deposits: try Row.fetchAll(db, sql: "SELECT * FROM deposits ORDER BY id").map(DepositRow.init),
-                payouts: try Row.fetchAll(db, sql: "SELECT * FROM payouts ORDER BY id").map { try PayoutRow($0) }
+                payouts: try Row.fetchAll(db, sql: "SELECT * FROM payouts ORDER BY id").map { try PayoutRow($0) },
+                refunds: try Self.refunds(db)
             )
         }
     }

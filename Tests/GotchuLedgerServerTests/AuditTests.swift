@@ -37,7 +37,7 @@ struct AuditTests {
                 _ = try await Self.fill(store, payments: 5)
                 let verification = try await store.verify()
                 #expect(verification.isValid, "\(verification)")
-                #expect(verification.passed.count == 8)
+                #expect(verification.passed.count == 9)
                 #expect(verification.passed[0].hasPrefix("hash chain: 12 entries"))
                 #expect(verification.passed.contains { $0.hasPrefix("receipts: 5,") })
                 #expect(verification.passed.contains { $0.hasPrefix("refunds") })
