@@ -86,7 +86,8 @@ public struct LedgerVerification: Sendable, Hashable {
 
 /// The audit of a whole ledger, from its entries up, in a fixed order that stops at the first broken row: the hash
 /// chain, each transfer, every balance recomputed from the entries, the sum over all accounts, sessions against
-/// their entries, and receipts against their payments and keys.
+/// their entries, refunds against their entries, receipts against their payments and keys, and the refunds table
+/// against the refund transfers and their receipts.
 public enum LedgerVerifier {
     /// The types of a payment's two entries.
     static let paymentTypes = (debit: "SEND_P2P", credit: "RECEIVE_P2P")
@@ -295,9 +296,9 @@ public enum LedgerVerifier {
             uniquingKeysWith: { first, _ in first }
         )
         var refundReceipts = 0
-        for row in snapshot.receipts {
         // Each refund receipt's transfer, for the refund rows.
         var refundReceiptTransfers: [String: (transferID: String, sessionID: String)] = [:]
+        for row in snapshot.receipts {
             let receipt: Receipt
             do {
                 receipt = try row.receipt()
@@ -322,9 +323,9 @@ public enum LedgerVerifier {
                 else {
                     throw Broken("refund receipt \(receipt.id) of session \(row.sessionID) does not describe a refund")
                 }
+                refundReceiptTransfers[receipt.id] = (transferID, row.sessionID)
                 refundReceipts += 1
                 continue
-                refundReceiptTransfers[receipt.id] = (transferID, row.sessionID)
             }
             guard receipt.kind == .payment else { continue }
             guard receiptsBySession.updateValue(receipt, forKey: row.sessionID) == nil else {
@@ -359,8 +360,6 @@ public enum LedgerVerifier {
                 + (refundReceipts > 0 ? "; \(refundReceipts) of refunds, each matching its refund" : "")
         )
 
-        // 7. Deposits and payouts against their entries and the system accounts they move money through.
-        try verifyMoneyInOut(snapshot, transfers: transfers, order: transferOrder, into: &result)
         // 6b. The refunds table against the refund transfers and their receipts.
         try verifyRefundRows(
             snapshot,
@@ -371,11 +370,11 @@ public enum LedgerVerifier {
             into: &result
         )
 
+        // 7. Deposits and payouts against their entries and the system accounts they move money through.
+        try verifyMoneyInOut(snapshot, transfers: transfers, order: transferOrder, into: &result)
     }
 }
 
-extension LedgerVerifier {
-    /// Each deposit is one transfer of its amount from the deposits account to its user; each payout one request
 extension LedgerVerifier {
     /// The `refunds` table says which request made each refund, and the server answers a refund's replays from it,
     /// so it must agree with the ledger: each row names one refund transfer of its session
@@ -469,6 +468,8 @@ extension LedgerVerifier {
     }
 }
 
+extension LedgerVerifier {
+    /// Each deposit is one transfer of its amount from the deposits account to its user; each payout one request
     /// transfer from its user into the payouts clearing account, then, as its status says, nothing more (pending),
     /// one transfer on to the settled-payouts account (settled) or one back to its user (failed); no transfer names
     /// a deposit or payout that does not exist; and each of those system accounts holds what the rows say.
