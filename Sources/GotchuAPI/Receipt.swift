@@ -75,7 +75,26 @@ public struct Receipt: Codable, Hashable, Sendable {
         case keyID = "kid"
     }
 
+    /// Any key, to find the ones a receipt does not have.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Decodes a receipt, refusing keys it does not have: a field the signature does not cover is not part of what
+    /// the ledger said, and a reader that took it for one would be misled.
     public init(from decoder: any Decoder) throws {
+        let keys = try decoder.container(keyedBy: AnyKey.self).allKeys
+        for key in keys where CodingKeys(stringValue: key.stringValue) == nil {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath + [key],
+                    debugDescription: "a receipt has no field \(DisplayText.quoted(key.stringValue))"
+                )
+            )
+        }
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.id = try container.decode(String.self, forKey: .id)
         self.kind = try container.decode(ReceiptKind.self, forKey: .kind)
@@ -113,6 +132,67 @@ public struct Receipt: Codable, Hashable, Sendable {
         var bytes: [UInt8] = []
         for field in ["gotchu-payer-ref-v1", receiptID, payerID] { CanonicalField.append(field, to: &bytes) }
         return Base64URL.encode(Data(SHA256.hash(data: bytes)))
+    }
+
+    /// The receipt as JSON exactly as the ledger writes it (``APIJSON/encoder()``: compact, keys sorted, amounts as
+    /// integers): its one spelling, which ``init(strictJSON:)`` requires.
+    public var canonicalJSON: Data {
+        // Strings, integers and an array of strings always encode.
+        (try? APIJSON.encoder().encode(self)) ?? Data()
+    }
+
+    /// A receipt read strictly from `json`, the text someone presented: the whole text must be JSON in which no object
+    /// names a key twice, the receipt must have no key it does not define, and the text (but for whitespace around
+    /// it) must be ``canonicalJSON`` byte for byte. Then every reader, in any language, takes the same fields from it
+    /// as this one, and the fields the signature covers are the ones presented; a text that other parsers could read
+    /// differently (`"amount_cents":700,"amount_cents":999999`) is refused before its signature is looked at.
+    public init(strictJSON json: some Collection<UInt8>) throws(ReceiptError) {
+        let bytes = Array(json)
+        guard bytes.count <= Self.maximumJSONSize else {
+            throw ReceiptError("the receipt is larger than \(Self.maximumJSONSize) bytes")
+        }
+        do {
+            _ = try StrictJSON.check(bytes, maximumDepth: 4)
+        } catch {
+            throw ReceiptError("the receipt is not strict JSON: \(error.description)")
+        }
+        let start = bytes.firstIndex { !StrictJSON.isWhitespace($0) } ?? bytes.endIndex
+        let end = (bytes.lastIndex { !StrictJSON.isWhitespace($0) }).map { $0 + 1 } ?? start
+        let text = bytes[start..<end]
+        let receipt: Receipt
+        do {
+            receipt = try APIJSON.decoder().decode(Receipt.self, from: Data(text))
+        } catch let DecodingError.dataCorrupted(context) {
+            throw ReceiptError("not a receipt: \(context.debugDescription)")
+        } catch {
+            throw ReceiptError("not a receipt (a JSON object with id, kind, sid, …, kid and signature): \(error)")
+        }
+        guard text.elementsEqual(receipt.canonicalJSON) else {
+            throw ReceiptError(
+                "the receipt is not spelled as the ledger wrote it (compact JSON, keys sorted, amounts as integers), "
+                    + "so its text may not say what its signature covers"
+            )
+        }
+        self = receipt
+    }
+
+    /// The largest receipt text read (a receipt with 16 entries of 128 characters is far smaller).
+    public static let maximumJSONSize = 65_536
+
+    /// Checks an API answer that may carry a receipt under `receipt`: no object in the whole answer names a key
+    /// twice (else which receipt it carries depends on who reads it), and the receipt, if present and not `null`,
+    /// reads with ``init(strictJSON:)``. The answer is decoded separately, and from text that passed, every decoder
+    /// finds this receipt.
+    public static func checkAnswer(_ answer: some Collection<UInt8>) throws(ReceiptError) {
+        let bytes = Array(answer)
+        let members: [String: Range<Int>]
+        do {
+            members = try StrictJSON.check(bytes)
+        } catch {
+            throw ReceiptError("the answer is not strict JSON: \(error.description)")
+        }
+        guard let range = members["receipt"], !bytes[range].elementsEqual("null".utf8) else { return }
+        _ = try Receipt(strictJSON: bytes[range])
     }
 
     /// Checks the receipt's shape, then its signature against `keys`: its key must be among them.

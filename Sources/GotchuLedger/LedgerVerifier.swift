@@ -86,8 +86,8 @@ public struct LedgerVerification: Sendable, Hashable {
 
 /// The audit of a whole ledger, from its entries up, in a fixed order that stops at the first broken row: the hash
 /// chain, each transfer, every balance recomputed from the entries, the sum over all accounts, sessions against
-/// their entries, refunds against their entries, receipts against their payments and keys, and the refunds table
-/// against the refund transfers and their receipts.
+/// their entries, refunds against their entries, receipts (read strictly: ``Receipt/init(strictJSON:)``) against
+/// their payments and keys, and the refunds table against the refund transfers and their receipts.
 public enum LedgerVerifier {
     /// The types of a payment's two entries.
     static let paymentTypes = (debit: "SEND_P2P", credit: "RECEIVE_P2P")
@@ -301,7 +301,8 @@ public enum LedgerVerifier {
         for row in snapshot.receipts {
             let receipt: Receipt
             do {
-                receipt = try row.receipt()
+                // Strictly: a stored text other readers would take other fields from is not the receipt it signs.
+                receipt = try Receipt(strictJSON: Array(row.body.utf8))
                 try receipt.verify(against: keys)
             } catch {
                 throw Broken("receipt \(row.id) of session \(row.sessionID): \(error)")

@@ -370,6 +370,12 @@ public struct LedgerClient: Sendable {
             )
         }
         do {
+            // Strictly where a receipt may ride: which receipt an answer carries must not depend on who reads it.
+            try Receipt.checkAnswer(data)
+        } catch {
+            throw .unexpectedResponse(status: response.statusCode, body: error.description)
+        }
+        do {
             return try APIJSON.decoder().decode(Output.self, from: data)
         } catch {
             throw .unexpectedResponse(

@@ -124,7 +124,7 @@ extension LedgerClient {
                     for raw in raws {
                         // Kinds this client does not know are skipped: a newer server may send more.
                         guard let kind = SessionEventKind(rawValue: raw.type) else { continue }
-                        guard
+                        guard (try? Receipt.checkAnswer(raw.data.utf8)) != nil,
                             let status = try? APIJSON.decoder().decode(
                                 SessionStatusResponse.self,
                                 from: Data(raw.data.utf8)

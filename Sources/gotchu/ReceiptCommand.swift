@@ -18,7 +18,8 @@ struct ReceiptVerifyCommand: AsyncParsableCommand {
         abstract: "Check one receipt's signature against a ledger's published keys or a key file.",
         discussion: """
             The receipt is the JSON object a payment's answer or a session's status carries under \
-            "receipt" (that whole answer is accepted too). Its signature is checked against the keys \
+            "receipt" (that whole answer is accepted too), exactly as the ledger wrote it: compact, \
+            no key twice, no key a receipt does not have. Its signature is checked against the keys \
             the ledger publishes at /.well-known/gotchu-receipt-keys (--server), or against a key \
             file in the same JSON form (--keys), so a third party needs no account and need not trust \
             the answer the receipt came in.
@@ -80,14 +81,22 @@ struct ReceiptVerifyCommand: AsyncParsableCommand {
         } catch {
             throw ReceiptError("cannot read \(file): \(error.localizedDescription)")
         }
-        guard data.count <= 65_536 else { throw ReceiptError("\(file) is larger than a receipt can be") }
-        let decoder = APIJSON.decoder()
-        if let receipt = try? decoder.decode(Receipt.self, from: data) { return receipt }
-        if let wrapped = try? decoder.decode(Wrapped.self, from: data) { return wrapped.receipt }
-        throw ReceiptError("\(file) holds no receipt (a JSON object with id, kind, sid, …, kid and signature)")
-    }
-
-    private struct Wrapped: Decodable {
-        var receipt: Receipt
+        guard data.count <= Receipt.maximumJSONSize else {
+            throw ReceiptError("\(file) is larger than a receipt can be")
+        }
+        // Strictly, as the ledger wrote it: no key twice anywhere, no key a receipt lacks, the receipt's exact text.
+        let members: [String: Range<Int>]
+        do {
+            members = try StrictJSON.check(data)
+        } catch {
+            throw ReceiptError("\(file) is not strict JSON: \(error.description)")
+        }
+        if members["id"] == nil, let range = members["receipt"] {
+            return try Receipt(strictJSON: Array(data)[range])
+        }
+        guard members["id"] != nil else {
+            throw ReceiptError("\(file) holds no receipt (a JSON object with id, kind, sid, …, kid and signature)")
+        }
+        return try Receipt(strictJSON: data)
     }
 }
