@@ -435,10 +435,36 @@ public enum Base64URL {
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8
     )
 
-    /// Decodes `text`; `nil` if it is not base64url.
+    /// Each byte's value in the alphabet; 0xFF for bytes outside it.
+    private static let values: [UInt8] = {
+        var values = [UInt8](repeating: 0xFF, count: 256)
+        for (value, character) in alphabet.enumerated() { values[Int(character)] = UInt8(value) }
+        return values
+    }()
+
+    /// Whether `text` is base64url exactly as ``encode(_:)`` writes it, the one spelling of its bytes: only the URL
+    /// alphabet, no padding, no length that leaves a lone character, and the unused low bits of a short last group
+    /// zero (RFC 4648 §3.5). Other spellings of the same bytes (another of the last character's look-alikes, `=`
+    /// appended) are refused, so a signature or a token cannot be reworded and still pass as the same one.
+    public static func isCanonical(_ text: some StringProtocol) -> Bool {
+        var count = 0
+        var last: UInt8 = 0
+        for byte in text.utf8 {
+            last = values[Int(byte)]
+            guard last != 0xFF else { return false }
+            count += 1
+        }
+        switch count % 4 {
+        case 1: return false
+        case 2: return last & 0x0F == 0
+        case 3: return last & 0x03 == 0
+        default: return true
+        }
+    }
+
+    /// Decodes `text`; `nil` if it is not canonical base64url (``isCanonical(_:)``).
     public static func decode(_ text: String) -> Data? {
-        guard text.utf8.allSatisfy({ $0 < 0x80 }), !text.contains("+"), !text.contains("/"), !text.contains("=")
-        else { return nil }
+        guard isCanonical(text) else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         return Data(base64Encoded: base64)

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 public import Foundation
+import GotchuAPI
 import GotchuCore
 import JWTKit
 import NIOCore
@@ -84,7 +85,9 @@ public actor OIDCVerifier {
 
     /// The identity in `token`, or `nil` when it is not a valid access token of the issuer for the audience.
     public func identity(from token: String) async -> Identity? {
-        guard let header = TokenHeader(token), header.crit == nil, let algorithm = header.alg,
+        // One spelling per token: jwt-kit would take a reworded signature (``CompactJWS/isCanonical(_:)``).
+        guard CompactJWS.isCanonical(token), let header = TokenHeader(token), header.crit == nil,
+            let algorithm = header.alg,
             Self.algorithms[algorithm] != nil, let kid = header.kid
         else { return nil }
         let now = clock()
@@ -207,7 +210,7 @@ struct TokenHeader: Decodable {
 
     init?(_ token: String) {
         guard let part = token.split(separator: ".", omittingEmptySubsequences: false).first,
-            let data = Data(base64URL: String(part)),
+            let data = Base64URL.decode(String(part)),
             let header = try? JSONDecoder().decode(TokenHeader.self, from: data)
         else { return nil }
         self = header
@@ -264,13 +267,5 @@ private struct LenientKeySet: Decodable {
     private struct LenientKey: Decodable {
         var key: JWK?
         init(from decoder: any Decoder) throws { key = try? JWK(from: decoder) }
-    }
-}
-
-extension Data {
-    fileprivate init?(base64URL text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        self.init(base64Encoded: base64)
     }
 }

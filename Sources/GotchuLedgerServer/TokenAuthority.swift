@@ -9,7 +9,8 @@ import JWTKit
 /// extensions through `crit` (none is understood), is refused before its signature is looked at. A token is
 /// accepted only within the lifetime this authority issues: not before its `nbf` or `iat`, not after its `exp`, and
 /// never one whose `exp` lies further from its `iat` or from now than that lifetime, so a token signed with the
-/// secret but a far `exp` does not outlive the rule.
+/// secret but a far `exp` does not outlive the rule. Its three segments must be canonical base64url
+/// (``CompactJWS/isCanonical(_:)``): a token has one spelling, not four that decode alike.
 public struct TokenAuthority: Sendable {
     /// The `iss` claim written and required.
     public static let issuer = "gotchu-ledger"
@@ -61,14 +62,15 @@ public struct TokenAuthority: Sendable {
         return try await keys.sign(claims)
     }
 
-    /// The user id in `token`, or `nil` when the token is malformed, forged, of another algorithm or issuer, has
-    /// critical extensions, is not valid yet, has expired, or claims a longer life than this authority gives.
+    /// The user id in `token`, or `nil` when the token is malformed (not three segments of canonical base64url),
+    /// forged, of another algorithm or issuer, has critical extensions, is not valid yet, has expired, or claims a
+    /// longer life than this authority gives.
     public func userID(from token: String) async -> String? {
         let claims: VerifiedClaims
         if let known = verified[token] {
             claims = known
         } else {
-            guard hasAcceptableHeader(token),
+            guard CompactJWS.isCanonical(token), hasAcceptableHeader(token),
                 let decoded = try? await keys.verify(token, as: TokenClaims.self)
             else { return nil }
             claims = VerifiedClaims(
@@ -102,7 +104,7 @@ public struct TokenAuthority: Sendable {
     }
 
     private static func isAcceptable(header: String) -> Bool {
-        guard let data = Data(base64URLEncoded: header),
+        guard let data = Base64URL.decode(header),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return false }
         return object["alg"] as? String == "HS256" && object["crit"] == nil
@@ -143,10 +145,17 @@ private struct TokenClaims: JWTPayload {
     }
 }
 
-extension Data {
-    fileprivate init?(base64URLEncoded text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        self.init(base64Encoded: base64)
+/// The JWS compact serialization (RFC 7515 §7.1) as this server accepts it.
+enum CompactJWS {
+    /// Whether `token` is three non-empty segments (header, payload, signature) joined by dots, each canonical
+    /// base64url (``Base64URL/isCanonical(_:)``). jwt-kit decodes the segments leniently: a signature whose last
+    /// character is swapped for one that differs only in the bits no byte uses, or with `=` appended, decodes to the
+    /// same bytes and would verify; a token that is not spelled exactly as it was signed is refused here first.
+    static func isCanonical(_ token: String) -> Bool {
+        let segments = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3 else { return false }
+        return segments.allSatisfy { segment in
+            !segment.isEmpty && Base64URL.isCanonical(Substring(segment))
+        }
     }
 }
