@@ -190,6 +190,10 @@ final class ConnectionGuard {
     private var timer: Scheduled<Void>?
     /// Set once the connection is being answered and closed here: nothing more is read.
     private(set) var closing = false
+    /// Whether an event stream is being sent: a client closing its side then has gone away (an event stream's
+    /// client has nothing left to send), and the connection is closed at once rather than at the next heartbeat's
+    /// failed write, which frees the stream's per-user slot.
+    private(set) var streaming = false
 
     init(readTimeout: TimeAmount, logger: Logger) {
         self.readTimeout = readTimeout
@@ -226,7 +230,15 @@ final class ConnectionGuard {
     }
 
     func partWritten(_ part: HTTPResponsePart) {
-        if case .end = part { responsesEnded += 1 }
+        switch part {
+        case .head(let head):
+            streaming = head.headerFields[.contentType] == EventStreamMedia.type
+        case .end:
+            responsesEnded += 1
+            streaming = false
+        case .body:
+            break
+        }
     }
 
     /// A parser error: answered here when no request is with the responder (it is in the head of a new one);
@@ -350,8 +362,9 @@ final class RequestBytesHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // Once answering here, the client closing its side ends the connection; the parser has nothing to say.
-        if connection.closing, case ChannelEvent.inputClosed = event {
+        // Once answering here, or sending an event stream, the client closing its side ends the connection; the
+        // parser has nothing to say.
+        if connection.closing || connection.streaming, case ChannelEvent.inputClosed = event {
             context.close(promise: nil)
             return
         }

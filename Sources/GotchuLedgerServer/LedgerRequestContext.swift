@@ -10,10 +10,13 @@ public struct LedgerRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The address of the connection's peer (the client, or the proxy in front of it).
     public let remoteAddress: SocketAddress?
+    /// Completes when the request's connection closes: a long response (an event stream) ends with it.
+    let connectionClosed: EventLoopFuture<Void>
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.connectionClosed = source.channel.closeFuture
     }
 
     public var maxUploadSize: Int { Self.maximumBodySize }

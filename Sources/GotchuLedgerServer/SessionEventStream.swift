@@ -149,6 +149,8 @@ extension LedgerRoutes {
         }
         // Watching before the first read: a change committed between the two still wakes the stream.
         let watcher = store.changes.watch(sid: sid)
+        // The client gone, the stream ends now and its slot is free, not at the next heartbeat's failed write.
+        context.connectionClosed.whenComplete { _ in watcher.close() }
         let first = try await store.watchedSession(sid: sid, payeeID: user)
         let stream = SessionEventStream(
             store: store,
