@@ -66,6 +66,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case rateLimited = "rate-limited"
     case internalError = "internal-error"
     case unavailable
+    case databaseUnavailable = "database-unavailable"
+    case storageFull = "storage-full"
 
     /// The URI prefix of every Gotchu problem type.
     public static let typePrefix = "urn:gotchu:problem:"
@@ -77,6 +79,16 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     public init?(typeURI: String) {
         guard typeURI.hasPrefix(Self.typePrefix) else { return nil }
         self.init(rawValue: String(typeURI.dropFirst(Self.typePrefix.count)))
+    }
+
+    /// How many seconds a client should wait before retrying a request refused with this kind (`Retry-After`), for
+    /// the kinds that are the server's condition rather than the request's.
+    public var retryAfterSeconds: Int? {
+        switch self {
+        case .databaseUnavailable: return 5
+        case .storageFull: return 30
+        default: return nil
+        }
     }
 
     /// The HTTP status this kind is always sent with.
@@ -96,7 +108,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .rateLimited: return 429
         case .insufficientFunds, .idempotencyKeyReused: return 422
         case .internalError: return 500
-        case .unavailable: return 503
+        case .unavailable, .databaseUnavailable: return 503
+        case .storageFull: return 507
         }
     }
 
@@ -132,6 +145,8 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .rateLimited: return "Too many requests"
         case .internalError: return "Internal server error"
         case .unavailable: return "Service unavailable"
+        case .databaseUnavailable: return "The ledger's database is unavailable"
+        case .storageFull: return "The ledger's disk is full"
         }
     }
 }

@@ -81,6 +81,10 @@ public protocol LedgerBackend: Sendable {
     /// Checks the database answers.
     func ping() async throws
 
+    /// Commits one small write (the time of this check, in a table of its own), proving the database takes writes
+    /// now: reachable, not read-only, and with room on its disk.
+    func checkWritable() async throws
+
     /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`, with their users' addresses.
     func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing]
 
@@ -172,6 +176,9 @@ public protocol LedgerTransaction {
 
     /// Revokes at ``now`` every unrevoked token of the user.
     func revokeRefreshTokens(userID: String) async throws
+
+    /// Refuses from ``now`` on every access token of the user issued before (``LedgerUser/tokensNotBefore``).
+    func revokeAccessTokens(userID: String) async throws
 
     /// Deletes refresh tokens that expired before `time`; returns how many.
     func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int

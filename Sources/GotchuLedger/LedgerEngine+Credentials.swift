@@ -142,8 +142,10 @@ extension LedgerEngine {
             }
             guard row.revokedAt == nil else { return .refused("the refresh token was revoked; log in again") }
             guard row.usedAt == nil else {
-                // A used token again: a copy exists. Whichever of the two holders is honest, the family ends here.
+                // A used token again: a copy exists. Whichever of the two holders is honest, the family ends here,
+                // and so do the access tokens either of them holds.
                 try await transaction.revokeRefreshTokens(familyID: row.familyID)
+                try await transaction.revokeAccessTokens(userID: row.userID)
                 return .refused("the refresh token was used before; every token of this login is revoked")
             }
             guard transaction.now < row.expiresAt else {
@@ -182,6 +184,9 @@ extension LedgerEngine {
                 return
             }
             try await transaction.revokeRefreshTokens(familyID: row.familyID)
+            // The access tokens too: a logout must end the login now, not when its last access token expires. The
+            // user's other logins refresh theirs.
+            try await transaction.revokeAccessTokens(userID: row.userID)
         }
     }
 
@@ -221,8 +226,9 @@ extension LedgerEngine {
         try await recordingAudit(actor: actor, action: "user.reset-password", subject: normalized) { transaction in
             let user = try await Self.existingUser(normalized, transaction)
             try await transaction.setPassword(userID: user.id, hash: hash)
-            // Whoever knew the old password may hold a session: it ends with it.
+            // Whoever knew the old password may hold a session: it ends with it, access tokens included.
             try await transaction.revokeRefreshTokens(userID: user.id)
+            try await transaction.revokeAccessTokens(userID: user.id)
         }
     }
 

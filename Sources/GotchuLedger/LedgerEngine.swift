@@ -719,6 +719,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func ping() async throws { try await backend.ping() }
 
+    public func checkWritable() async throws { try await backend.checkWritable() }
+
     // MARK: Internals
 
     /// Runs `body` in one transaction that may change session `sid`, then tells the session's watchers: inside the

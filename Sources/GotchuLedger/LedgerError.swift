@@ -55,6 +55,11 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case refundExceedsPayment = "refund-exceeds-payment"
         /// The store could not finish the operation this time (a retry may succeed).
         case unavailable
+        /// The database cannot be reached in time (down, restarting, or every connection busy): nothing was written,
+        /// and a retry once it is back may succeed.
+        case databaseUnavailable = "database-unavailable"
+        /// The disk holding the database is full: nothing was written, and writes resume once space is freed.
+        case storageFull = "storage-full"
         /// The stored data breaks an invariant the rules rely on.
         case inconsistent = "internal-error"
     }

@@ -65,12 +65,16 @@ public struct LedgerUser: Sendable, Hashable {
     public var displayName: String
     /// Whether an operator disabled the account: it cannot log in, and its tokens are refused.
     public var disabled: Bool
+    /// When the user's access tokens were last revoked (a logout, a stolen refresh token), in milliseconds since
+    /// 1970 on the store's clock: a token issued before is refused. `nil` when they never were.
+    public var tokensNotBefore: Int64?
 
     /// A user as read from the database.
-    public init(id: String, displayName: String, disabled: Bool = false) {
+    public init(id: String, displayName: String, disabled: Bool = false, tokensNotBefore: Int64? = nil) {
         self.id = id
         self.displayName = displayName
         self.disabled = disabled
+        self.tokensNotBefore = tokensNotBefore
     }
 }
 
@@ -342,6 +346,10 @@ public protocol LedgerStore: Sendable {
 
     /// Checks the store answers.
     func ping() async throws
+
+    /// Checks the store can be reached and written now, by committing one small write; throws the reason when it
+    /// cannot (``LedgerError/Kind/databaseUnavailable``, ``LedgerError/Kind/storageFull``, or the database's error).
+    func checkWritable() async throws
 
     // MARK: Deposits and payouts
 

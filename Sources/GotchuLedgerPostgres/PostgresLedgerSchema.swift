@@ -290,6 +290,16 @@ enum PostgresLedgerSchema {
             ["CREATE INDEX IF NOT EXISTS ledger_entries_transfer ON ledger_entries (transfer_id)"]
         ),
         (
+            // One row, written by each readiness check: proof that the database takes writes now.
+            "v11: health checks",
+            ["CREATE TABLE health_checks (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at BIGINT NOT NULL)"]
+        ),
+        (
+            // Access tokens issued before this time are refused: set by a logout and by a reused refresh token.
+            "v12: access token revocation",
+            ["ALTER TABLE users ADD COLUMN tokens_not_before BIGINT"]
+        ),
+        (
             // Open registration: the skeleton of each address (filled in by the engine for rows stored before it),
             // unique, so no account's address looks like another's; when each address was proved to be its owner's
             // (every account made before this counts as confirmed); and the codes mailed to prove it, as digests.

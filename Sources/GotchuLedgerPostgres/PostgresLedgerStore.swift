@@ -18,11 +18,14 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     /// - Parameters:
     ///   - clock: replaces the database clock (tests); `nil` judges time by `clock_timestamp()` on the server.
     ///   - maximumConnections: the pool's size.
+    ///   - connectionWait: how long a request waits for a connection before it is refused as
+    ///     ``LedgerError/Kind/databaseUnavailable`` (the database down, restarting, or every connection busy).
     public init(
         url: PostgresURL,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
         maximumConnections: Int = 20,
+        connectionWait: Duration = PostgresLedgerBackend.defaultConnectionWait,
         logger: Logger
     ) {
         var configuration = url.configuration
@@ -36,6 +39,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
             clock: clock,
             maximumConnections: maximumConnections,
             preparesStatements: url.preparesStatements,
+            connectionWait: connectionWait,
             logger: logger
         )
     }
@@ -44,12 +48,14 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     /// - Parameters:
     ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
     ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
+    ///   - connectionWait: how long a request waits for a connection before it is refused as unavailable.
     public init(
         client: PostgresClient,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
         maximumConnections: Int = 20,
         preparesStatements: Bool = true,
+        connectionWait: Duration = PostgresLedgerBackend.defaultConnectionWait,
         logger: Logger
     ) {
         self.init(
@@ -58,6 +64,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
                 clock: clock,
                 maximumConnections: maximumConnections,
                 preparesStatements: preparesStatements,
+                connectionWait: connectionWait,
                 logger: logger
             ),
             policy: policy
@@ -104,22 +111,33 @@ public struct PostgresLedgerBackend: LedgerBackend {
     /// Whether statements are prepared once per connection; off, the database parses each on every run (for a
     /// pooler that cannot keep prepared statements).
     let preparesStatements: Bool
+    /// How long a request waits for a connection of the pool before it is refused.
+    let connectionWait: Duration
+
+    /// How long a request waits for a connection by default: long enough to ride out a busy moment, short enough
+    /// that a client (and a load balancer's health check) learns of an outage in seconds, not after the minute
+    /// postgres-nio's pool would keep it waiting while it retries the database.
+    public static let defaultConnectionWait: Duration = .seconds(3)
 
     /// A backend over `client`, with `clock` replacing the database clock when given.
     /// - Parameters:
     ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
     ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
+    ///   - connectionWait: how long a request waits for a connection before it is refused as
+    ///     ``LedgerError/Kind/databaseUnavailable``.
     public init(
         client: PostgresClient,
         clock: (@Sendable () -> Date)?,
         maximumConnections: Int = 20,
         preparesStatements: Bool = true,
+        connectionWait: Duration = Self.defaultConnectionWait,
         logger: Logger
     ) {
         self.client = client
         self.clock = clock
         self.maximumConnections = maximumConnections
         self.preparesStatements = preparesStatements
+        self.connectionWait = connectionWait
         self.logger = logger
     }
 
@@ -128,25 +146,100 @@ public struct PostgresLedgerBackend: LedgerBackend {
         return LedgerPoolUsage(inUse: inUse, waiting: waiting, maximum: maximumConnections)
     }
 
-    /// Leases a connection from the pool for `body`, counted in ``poolUsage()``.
+    /// Leases a connection from the pool for `body`, counted in ``poolUsage()``. A request that gets no connection
+    /// within ``connectionWait`` is refused as ``LedgerError/Kind/databaseUnavailable`` (its place in the pool's queue
+    /// given up), and so is one whose connection fails under it: a client learns of an outage at once, and no request
+    /// holds an HTTP connection while the pool retries the database.
     func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let lease = leases.ask()
         defer { lease.end() }
-        return try await client.withConnection { connection in
-            lease.granted()
-            do {
-                // On the connection's own event loop, each statement's write and its answer stay on one thread.
-                return try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
-                    try await body(connection)
+        do {
+            return try await Self.leasing(lease, within: connectionWait, from: client) { connection in
+                do {
+                    // On the connection's own event loop, each statement's write and its answer stay on one thread.
+                    return try await withTaskExecutorPreference(EventLoopTaskExecutor(connection.eventLoop)) {
+                        try await body(connection)
+                    }
+                } catch let error as PSQLError {
+                    // postgres-nio remembers a failed preparation for the connection's life and fails every later use
+                    // of that statement with the same error. A statement that failed may have failed in its
+                    // preparation (its table renamed by a migration, a lock timeout), so the connection goes: the
+                    // pool replaces it, and with it what it remembered. Business refusals are not database errors
+                    // and keep it.
+                    try? await connection.close()
+                    throw error
                 }
-            } catch let error as PSQLError {
-                // postgres-nio remembers a failed preparation for the connection's life and fails every later use of
-                // that statement with the same error. A statement that failed may have failed in its preparation (its
-                // table renamed by a migration, a lock timeout), so the connection goes: the pool replaces it, and
-                // with it what it remembered. Business refusals are not database errors and keep it.
-                try? await connection.close()
-                throw error
             }
+        } catch let error as PSQLError {
+            throw Self.outage(error) ?? error
+        }
+    }
+
+    /// Runs `body` with a connection of `client`'s pool, waiting at most `wait` for one.
+    ///
+    /// postgres-nio's lease has no deadline of its own but gives up its place in the queue when its task is cancelled,
+    /// so the lease runs in a child task beside a timer: whichever of the grant and the deadline comes first wins
+    /// (``PoolLeases/Lease``), and a deadline that wins cancels the waiting lease. Once granted, `body` runs to its end
+    /// whatever the time.
+    private static func leasing<T: Sendable>(
+        _ lease: PoolLeases.Lease,
+        within wait: Duration,
+        from client: PostgresClient,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withoutActuallyEscaping(body) { body in
+            // The child runs `body` while this task waits for it, so nothing `body` captures is used by two tasks.
+            let transfer = UncheckedTransfer(body)
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await client.withConnection { connection in
+                        guard lease.granted() else { throw CancellationError() }
+                        return try await transfer.value(connection)
+                    }
+                }
+                group.addTask {
+                    // Cancelled (the lease finished first) or timed out: either way the lease decides.
+                    try? await Task.sleep(for: wait)
+                    guard lease.expire() else { return nil }
+                    throw LedgerError(
+                        .databaseUnavailable,
+                        detail:
+                            "no database connection within \(wait.seconds) s; the database may be down or overloaded"
+                    )
+                }
+                while let result = try await group.next() {
+                    if let result {
+                        group.cancelAll()
+                        return result
+                    }
+                }
+                throw CancellationError()
+            }
+        }
+    }
+
+    /// The refusal for a database error that means the database is out of reach or out of room, or `nil` for any
+    /// other (a constraint, a bug): those stay errors of their own.
+    static func outage(_ error: PSQLError) -> LedgerError? {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .poolClosed:
+            return LedgerError(.databaseUnavailable, detail: "the connection to the database failed; retry shortly")
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            // 53100 disk_full; class 08 connection exceptions; 57P01–57P03 shutdown and startup; class 53 other
+            // resource limits (too many connections, out of memory).
+            if state == "53100" {
+                return LedgerError(.storageFull, detail: "the database's disk is full; writes resume once it has room")
+            }
+            if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") {
+                return LedgerError(
+                    .databaseUnavailable,
+                    detail: "the database refused the request (\(state)); retry shortly"
+                )
+            }
+            return nil
+        default:
+            return nil
         }
     }
 
@@ -517,6 +610,17 @@ public struct PostgresLedgerBackend: LedgerBackend {
         try await read { connection in try await connection.execute("SELECT 1") }
     }
 
+    public func checkWritable() async throws {
+        try await read { connection in
+            try await connection.execute(
+                """
+                INSERT INTO health_checks (id, checked_at) VALUES (1, \(unescaped: Self.clockMilliseconds))
+                ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at
+                """
+            )
+        }
+    }
+
     /// The notification channel session changes are announced on.
     public static let changeChannel = "gotchu_session_changes"
 
@@ -642,9 +746,9 @@ extension PostgresLedgerBackend {
 
         func user(id: String) async throws -> LedgerUser? {
             try await first(
-                "SELECT id, display_name, disabled_at FROM users WHERE id = \(id)",
-                as: (String, String, Int64?).self
-            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil) }
+                "SELECT id, display_name, disabled_at, tokens_not_before FROM users WHERE id = \(id)",
+                as: (String, String, Int64?, Int64?).self
+            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil, tokensNotBefore: $0.3) }
         }
 
         static let entryColumns =
@@ -700,9 +804,9 @@ extension PostgresLedgerBackend {
 
         public func user(email: String) async throws -> LedgerUser? {
             try await connection.first(
-                "SELECT id, display_name, disabled_at FROM users WHERE email = \(email)",
-                as: (String, String, Int64?).self
-            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil) }
+                "SELECT id, display_name, disabled_at, tokens_not_before FROM users WHERE email = \(email)",
+                as: (String, String, Int64?, Int64?).self
+            ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil, tokensNotBefore: $0.3) }
         }
 
         public func user(id: String) async throws -> LedgerUser? {
@@ -773,6 +877,10 @@ extension PostgresLedgerBackend {
             try await connection.execute(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(userID) AND revoked_at IS NULL"
             )
+        }
+
+        public func revokeAccessTokens(userID: String) async throws {
+            try await connection.execute("UPDATE users SET tokens_not_before = \(now) WHERE id = \(userID)")
         }
 
         public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
@@ -1173,23 +1281,46 @@ private final class PoolLeases: Sendable {
     /// One lease's passage from waiting to in use to returned (or given up while waiting).
     final class Lease: Sendable {
         private let leases: PoolLeases
-        private let isGranted = Mutex(false)
+        private enum State { case waiting, granted, expired }
+        private let isGranted = Mutex(State.waiting)
 
         fileprivate init(leases: PoolLeases) { self.leases = leases }
 
-        func granted() {
-            isGranted.withLock { $0 = true }
+        /// The pool granted a connection: `false` if the wait expired first (the connection goes back unused).
+        func granted() -> Bool {
+            let won = isGranted.withLock { state in
+                guard state == .waiting else { return false }
+                state = .granted
+                return true
+            }
+            guard won else { return false }
             leases.counts.withLock {
                 $0.waiting -= 1
                 $0.inUse += 1
             }
+            return true
+        }
+
+        /// The wait is over: `true` if no connection was granted before (the request is refused).
+        func expire() -> Bool {
+            isGranted.withLock { state in
+                guard state == .waiting else { return false }
+                state = .expired
+                return true
+            }
         }
 
         func end() {
-            let granted = isGranted.withLock { $0 }
+            let granted = isGranted.withLock { $0 == .granted }
             leases.counts.withLock {
                 if granted { $0.inUse -= 1 } else { $0.waiting -= 1 }
             }
         }
     }
+}
+
+/// A value handed to a child task that runs while its parent waits for it, so it is never used by two tasks at once.
+private struct UncheckedTransfer<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

@@ -264,6 +264,16 @@ enum SQLiteLedgerSchema {
         migrator.registerMigration("v10: entry history index") { db in
             try db.execute(sql: "CREATE INDEX ledger_entries_transfer ON ledger_entries (transfer_id)")
         }
+        // One row, written by each readiness check: proof that the database takes writes now.
+        migrator.registerMigration("v11: health checks") { db in
+            try db.execute(
+                sql: "CREATE TABLE health_checks (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at INTEGER NOT NULL)"
+            )
+        }
+        // Access tokens issued before this time are refused: set by a logout and by a reused refresh token.
+        migrator.registerMigration("v12: access token revocation") { db in
+            try db.execute(sql: "ALTER TABLE users ADD COLUMN tokens_not_before INTEGER")
+        }
         // Open registration: the skeleton of each address (``ConfusableText/skeleton(_:)``, filled in by the engine
         // for rows stored before it), unique, so no account's address looks like another's; when each address was
         // proved to be its owner's (every account made before this counts as confirmed); and the codes mailed to

@@ -95,8 +95,24 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     /// Runs `body` in a savepoint of the writer's current batch, and returns once the batch is committed
     /// (``SQLiteWriter``): concurrent transactions share one commit, and a refusal undoes only its own writes.
     public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
-        try await writer.transaction {
-            try await body(Transaction(database: database, writer: writer, now: LedgerTime.milliseconds(clock())))
+        do {
+            return try await writer.transaction {
+                try await body(Transaction(database: database, writer: writer, now: LedgerTime.milliseconds(clock())))
+            }
+        } catch let error as DatabaseError {
+            throw Self.outage(error) ?? error
+        }
+    }
+
+    /// The refusal for a database error that means the file cannot take writes now, or `nil` for any other.
+    static func outage(_ error: DatabaseError) -> LedgerError? {
+        switch error.resultCode {
+        case .SQLITE_FULL:
+            LedgerError(.storageFull, detail: "the disk holding the ledger is full; writes resume once space is freed")
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_READONLY:
+            LedgerError(.databaseUnavailable, detail: "the ledger's file cannot be written (\(error.resultCode))")
+        default:
+            nil
         }
     }
 
@@ -404,15 +420,33 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         _ = try await lookup { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
     }
 
+    public func checkWritable() async throws {
+        try await transaction { transaction in
+            try writer.sync { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO health_checks (id, checked_at) VALUES (1, ?)
+                        ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at
+                        """,
+                    arguments: [transaction.now]
+                )
+            }
+        }
+    }
+
     /// A user by id or by e-mail: each a fixed statement, not text put together on every read (the server reads the
     /// user on every request).
     fileprivate enum UserKey: String {
-        case id = "SELECT id, display_name, disabled_at FROM users WHERE id = ?"
-        case email = "SELECT id, display_name, disabled_at FROM users WHERE email = ?"
+        case id = "SELECT id, display_name, disabled_at, tokens_not_before FROM users WHERE id = ?"
+        case email = "SELECT id, display_name, disabled_at, tokens_not_before FROM users WHERE email = ?"
     }
 
     fileprivate static func user(_ key: UserKey, _ value: String, _ db: Database) throws -> LedgerUser? {
-        try db.fetchOne(cached: key.rawValue, arguments: [value]) { try LedgerUser($0) }
+        try db.fetchOne(cached: key.rawValue, arguments: [value]) { row in
+            var user = try LedgerUser(row)
+            user.tokensNotBefore = try row.optional(3)
+            return user
+        }
     }
 
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
@@ -527,6 +561,10 @@ extension SQLiteLedgerBackend {
                 "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 [now, userID]
             )
+        }
+
+        public func revokeAccessTokens(userID: String) async throws {
+            try execute("UPDATE users SET tokens_not_before = ? WHERE id = ?", [now, userID])
         }
 
         public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {

@@ -24,6 +24,12 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let mailer: (any RegistrationMailer)?
     /// Verifies the access tokens of an external issuer, when one is trusted.
     let identities: OIDCVerifier?
+    /// The store outage in progress, which a passing readiness check ends.
+    let outage: StoreOutage
+
+    /// How long `GET /readyz` waits for the store before it answers not ready: under a second, so a load balancer's
+    /// check (typically with a timeout of one or two seconds) gets an answer, not a time-out.
+    static var readinessDeadline: Duration { .milliseconds(900) }
 
     init(
         store: Store,
@@ -33,9 +39,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         registration: Registration = .closed,
         mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits,
-        metrics: LedgerMetrics?
+        metrics: LedgerMetrics?,
+        outage: StoreOutage = StoreOutage()
     ) {
         self.store = store
+        self.outage = outage
         self.metrics = metrics
         self.tokens = tokens
         self.identities = identities
@@ -85,6 +93,23 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             LedgerRoute(.get, "/healthz", "health") { _, _ in
                 try await store.ping()
                 return try json(HealthResponse(status: "ok"))
+            },
+            LedgerRoute(.get, "/livez", "liveness") { _, _ in
+                // The process serves requests; the store is not asked, so an outage of the database does not get a
+                // healthy server restarted.
+                try json(HealthResponse(status: "ok"))
+            },
+            LedgerRoute(.get, "/readyz", "readiness") { _, context in
+                // One small committed write: reachable, writable, with room on its disk.
+                let store = self.store
+                guard try await withDeadline(Self.readinessDeadline, { try await store.checkWritable() }) != nil else {
+                    throw LedgerError(
+                        .databaseUnavailable,
+                        detail: "the store did not take a write within \(Self.readinessDeadline.seconds) s"
+                    )
+                }
+                outage.recovered(logger: context.logger)
+                return try json(HealthResponse(status: "ready"))
             },
             LedgerRoute(.get, "/openapi.yaml", "openapi") { _, _ in
                 var headers = HTTPFields()
@@ -226,7 +251,18 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
                 let address = clientAddress(request, context)
                 try limiters.login?.begin(account: account, address: address)
-                let user = try await store.login(email: body.email, password: body.password)
+                let user: LedgerUser
+                do {
+                    user = try await store.login(email: body.email, password: body.password)
+                } catch let refusal as LedgerError where refusal.kind == .unknownUser || refusal.kind == .forbidden {
+                    // Wrong credentials (or a disabled account): the attempt stays counted.
+                    throw refusal
+                } catch {
+                    // The server failed, not the client: a correct password tried during an outage must not lock the
+                    // account, nor everyone behind one address, once the store is back.
+                    limiters.login?.withdrawn(account: account, address: address)
+                    throw error
+                }
                 limiters.login?.succeeded(account: account, address: address)
                 return try json(try await session(for: user.id))
             },
@@ -362,8 +398,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             }
             return principal
         }
-        if let userID = await tokens.userID(from: token) {
-            return .user(try await enabledUser(userID).id)
+        if let bearer = await tokens.bearer(of: token) {
+            let user = try await enabledUser(bearer.userID)
+            // Revoked by a logout (or a reused refresh token) after it was issued.
+            if let notBefore = user.tokensNotBefore, LedgerTime.milliseconds(bearer.issuedAt) < notBefore {
+                throw Problem(.unauthorized, detail: "the token was revoked; log in again")
+            }
+            return .user(user.id)
         }
         if let identities, let identity = await identities.identity(from: token) {
             let user = try await store.user(

@@ -54,7 +54,8 @@ public enum LedgerServer {
             router.add(middleware: LedgerMetricsMiddleware(metrics: metrics))
             store.observe(metrics)
         }
-        router.add(middleware: ProblemMiddleware())
+        let outage = StoreOutage()
+        router.add(middleware: ProblemMiddleware(outage: outage))
         LedgerRoutes(
             store: store,
             tokens: tokens,
@@ -63,7 +64,8 @@ public enum LedgerServer {
             registration: registration,
             mailer: mailer,
             limits: limits,
-            metrics: metrics
+            metrics: metrics,
+            outage: outage
         ).register(on: router)
         var application = Application(
             router: router,

@@ -86,12 +86,25 @@ final class LoginThrottle: Sendable {
     func succeeded(account: String, address: String) {
         state.withLock { state in
             state.entries["account:" + account] = nil
-            let key = "address:" + address
-            guard var entry = state.entries[key] else { return }
-            entry.failures -= 1
-            if entry.failures < backoff.freeFailuresPerAddress { entry.blockedUntil = entry.last }
-            state.entries[key] = entry.failures > 0 ? entry : nil
+            takeBack("address:" + address, free: backoff.freeFailuresPerAddress, from: &state)
         }
+    }
+
+    /// The attempt begun for `account` from `address` ended for a reason of the server's (its store unavailable): it
+    /// is taken back from both counts, as if it had not been made.
+    func withdrawn(account: String, address: String) {
+        state.withLock { state in
+            takeBack("account:" + account, free: backoff.freeFailuresPerAccount, from: &state)
+            takeBack("address:" + address, free: backoff.freeFailuresPerAddress, from: &state)
+        }
+    }
+
+    /// Uncounts one attempt of `key`, lifting its wait if that brings it back within its `free` failures.
+    private func takeBack(_ key: String, free: Int, from state: inout State) {
+        guard var entry = state.entries[key] else { return }
+        entry.failures -= 1
+        if entry.failures < free { entry.blockedUntil = entry.last }
+        state.entries[key] = entry.failures > 0 ? entry : nil
     }
 
     /// The wait after the `extra`-th failure past the free ones: the first delay doubled `extra` times, capped.

@@ -9,6 +9,9 @@ import NIOHTTP1
 /// stalled before its body arrived is logged as abandoned, with the reason, at info level: that is the client's doing,
 /// not a server failure.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Logs a store outage when it begins and when it ends.
+    var outage = StoreOutage()
+
     func handle(
         _ request: Request,
         context: Context,
@@ -49,7 +52,14 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             response = Self.problemResponse(for: Problem(.badRequest, detail: detail))
             response.headers[.connection] = "close"
         } catch {
+            if let refusal = error as? LedgerError, StoreOutage.isOutage(refusal) {
+                outage.failed(refusal, logger: context.logger)
+            }
             response = Self.problemResponse(for: Self.problem(for: error, logger: context.logger))
+        }
+        // A write answered (every such route writes to the store): the store takes writes again.
+        if request.method != .get, request.method != .head, (200..<300).contains(response.status.code) {
+            outage.recovered(logger: context.logger)
         }
         let elapsed = ContinuousClock.now - start
         // Built only when the line is written: a server logging at warning pays nothing for it.
@@ -95,6 +105,9 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     static func problemResponse(for problem: Problem) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = Problem.mediaType
+        if let seconds = ProblemKind(typeURI: problem.type)?.retryAfterSeconds {
+            headers[.retryAfter] = String(seconds)
+        }
         let body = (try? APIJSON.encoder().encode(problem)) ?? Data()
         return Response(
             status: HTTPResponse.Status(code: problem.status),
@@ -134,6 +147,8 @@ extension Problem {
             case .sessionNotPaid: .sessionNotPaid
             case .refundExceedsPayment: .refundExceedsPayment
             case .unavailable: .unavailable
+            case .databaseUnavailable: .databaseUnavailable
+            case .storageFull: .storageFull
             case .inconsistent: .internalError
             }
         self.init(kind, detail: refusal.detail)

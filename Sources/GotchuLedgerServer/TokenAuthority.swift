@@ -66,6 +66,12 @@ public struct TokenAuthority: Sendable {
     /// forged, of another algorithm or issuer, has critical extensions, is not valid yet, has expired, or claims a
     /// longer life than this authority gives.
     public func userID(from token: String) async -> String? {
+        await bearer(of: token)?.userID
+    }
+
+    /// The user id and issue time of `token`, under the same checks as ``userID(from:)``: the issue time lets the
+    /// caller refuse a token issued before its user's tokens were revoked (a logout).
+    public func bearer(of token: String) async -> (userID: String, issuedAt: Date)? {
         let claims: VerifiedClaims
         if let known = verified[token] {
             claims = known
@@ -90,7 +96,7 @@ public struct TokenAuthority: Sendable {
             claims.expires.timeIntervalSince(now) <= longest
         else { return nil }
         if let notBefore = claims.notBefore, notBefore > now.addingTimeInterval(Self.leewaySeconds) { return nil }
-        return claims.userID
+        return (claims.userID, claims.issued)
     }
 
     /// Whether the header names HS256 and no `crit` extensions (RFC 7515 §4.1.11: a token whose critical extensions

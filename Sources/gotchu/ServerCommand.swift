@@ -156,6 +156,15 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var maxConnections = 20
 
+    @Option(
+        name: .customLong("db-connection-wait"),
+        help: ArgumentHelp(
+            "PostgreSQL only: how long a request waits for a database connection before it is refused with 503 database-unavailable and Retry-After (\(Bounds.connectionWait)). Short, so that clients and load balancers learn of an outage in seconds instead of hanging while the pool retries the database.",
+            valueName: "seconds"
+        )
+    )
+    var connectionWait = 3
+
     @Option(help: ArgumentHelp("Largest amount of one session, in cents (1 or more).", valueName: "cents"))
     var maxAmount: Int64 = 100_000_000_000
 
@@ -330,6 +339,7 @@ struct ServerCommand: AsyncParsableCommand {
         static let lockLifetime = 1...3_600
         static let inFlightTimeout = 1...3_600
         static let maxConnections = 1...10_000
+        static let connectionWait = 1...60
         static let maxOpenConnections = LedgerLimits.allowedOpenConnections
         static let timeout = 1...3_600
         static let rate = RateLimit.allowedPerSecond
@@ -383,6 +393,7 @@ struct ServerCommand: AsyncParsableCommand {
         }
         guard maxAmount > 0 else { throw ValidationError("--max-amount must be 1 or more, got \(maxAmount)") }
         try check("max-connections", maxConnections, Bounds.maxConnections)
+        try check("db-connection-wait", connectionWait, Bounds.connectionWait)
         try check("max-open-connections", maxOpenConnections, Bounds.maxOpenConnections)
         try check("idle-timeout", idleTimeout, Bounds.timeout)
         try check("read-timeout", readTimeout, Bounds.timeout)
@@ -427,6 +438,7 @@ struct ServerCommand: AsyncParsableCommand {
                 url: url,
                 policy: policy,
                 maximumConnections: maxConnections,
+                connectionWait: .seconds(connectionWait),
                 logger: logger
             )
             // Replicas on one machine share the generated development secret; elsewhere pass the same secret.

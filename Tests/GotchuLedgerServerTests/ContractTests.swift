@@ -120,6 +120,8 @@ struct ContractTests {
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
                 ("GET", "/healthz", "/healthz", nil, [:]),
+                ("GET", "/livez", "/livez", nil, [:]),
+                ("GET", "/readyz", "/readyz", nil, [:]),
                 ("GET", "/openapi.yaml", "/openapi.yaml", nil, [:]),
                 ("GET", "/.well-known/gotchu-receipt-keys", "/.well-known/gotchu-receipt-keys", nil, [:]),
                 ("POST", "/auth/dev-login", "/auth/dev-login", #"{"email":"x@example.com"}"#, [:]),

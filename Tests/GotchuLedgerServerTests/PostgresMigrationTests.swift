@@ -30,6 +30,8 @@ struct PostgresMigrationTests {
                         "v8: deposits and payouts",
                         "v9: refunds",
                         "v10: entry history index",
+                        "v11: health checks",
+                        "v12: access token revocation",
                         "v13: email confirmation",
                     ] && Set(migrations).count == migrations.count
                 )

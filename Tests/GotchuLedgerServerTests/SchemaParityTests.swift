@@ -89,7 +89,7 @@ struct SchemaParityTests {
                 "admin_audit", "api_keys", "idempotency_keys", "ledger_chain", "ledger_entries", "payment_sessions",
                 "receipt_keys", "receipts", "refresh_tokens", "session_eids", "user_identities", "users",
                 "wallet_accounts", "deposits", "payouts", "refunds",
-                "email_confirmations",
+                "email_confirmations", "health_checks",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
