@@ -1,11 +1,21 @@
 import GotchuCore
 import GotchuDBus
 
-/// How the advertisement presents itself (`LEAdvertisement1.Type`).
-public enum BlueZAdvertisingType: String, Hashable, Sendable {
-    /// Connectable and discoverable: seen by every scanner, including ones without a discovery filter.
+/// How the advertisement presents itself (`LEAdvertisement1.Type`), and so which address it goes out from.
+///
+/// Nothing ever connects to a receiver, so ``broadcast`` is the default: bluetoothd sends a non-connectable
+/// advertisement from a non-resolvable private address made when it is registered, and a rotated EID, registered
+/// anew, goes out from a new one. A ``peripheral`` advertisement goes out from the adapter's own identity address
+/// (its public address, or its static random one), the same for every EID: whoever listens can link every EID of
+/// that receiver, and so a person's payments, to one machine. That suits only a terminal whose place is no secret.
+/// While the adapter is discoverable, bluetoothd makes it connectable, and the kernel then sends a broadcast
+/// connectable too, from the identity address: ``BlueZDoctor/addressPrivacy(of:on:)`` warns of it.
+public enum BlueZAdvertisingType: String, Hashable, Sendable, CaseIterable {
+    /// Connectable and discoverable, from the adapter's identity address: the same address for every EID. For a
+    /// fixed kiosk only.
     case peripheral
-    /// Non-connectable; BlueZ refuses `Discoverable` on it, so it is never set.
+    /// Non-connectable, from a private address bluetoothd makes at each registration; BlueZ refuses `Discoverable`
+    /// on it, so it is never set. The default.
     case broadcast
 }
 

@@ -6,6 +6,8 @@ public struct BlueZDoctorReport: Hashable, Sendable {
     public struct Adapter: Hashable, Sendable {
         public var name: String
         public var address: String?
+        /// `Adapter1.AddressType`: `public` or (static) `random`, the kind of ``address``.
+        public var addressType: String?
         public var powered: Bool
         public var discovering: Bool
         /// `LEAdvertisingManager1.ActiveInstances`, when the adapter can advertise.
@@ -40,6 +42,11 @@ public struct BlueZDoctorReport: Hashable, Sendable {
     public var discoveryPossible: Bool
     /// Whether an advertisement could be registered (a powered adapter with a free instance).
     public var advertisingPossible: Bool
+    /// The advertisement type the adapters were judged for.
+    public var advertisingType: BlueZAdvertisingType
+    /// Whether advertisements would go out from private addresses that change with each EID: advertising is
+    /// possible, as ``BlueZAdvertisingType/broadcast``, on adapters that are not discoverable.
+    public var addressesPrivate: Bool
     public var findings: [Finding]
 
     /// The worst severity among the findings.
@@ -49,10 +56,14 @@ public struct BlueZDoctorReport: Hashable, Sendable {
 /// Checks what the Bluetooth stack offers and explains what to fix.
 public enum BlueZDoctor {
     /// Examines the system bus (or `DBUS_SYSTEM_BUS_ADDRESS`).
-    public static func examine(bus: DBusConnection.Bus = .system) async -> BlueZDoctorReport {
+    /// - Parameter advertisingType: The type the receiver advertises as, whose addresses are judged.
+    public static func examine(
+        bus: DBusConnection.Bus = .system,
+        advertisingType: BlueZAdvertisingType = .broadcast
+    ) async -> BlueZDoctorReport {
         do {
             return try await DBusConnection.withConnection(to: bus) { connection in
-                await examine(connection: connection)
+                await examine(connection: connection, advertisingType: advertisingType)
             }
         } catch {
             return BlueZDoctorReport(
@@ -61,6 +72,8 @@ public enum BlueZDoctor {
                 adapters: [],
                 discoveryPossible: false,
                 advertisingPossible: false,
+                advertisingType: advertisingType,
+                addressesPrivate: false,
                 findings: [
                     .init(
                         severity: .problem,
@@ -72,15 +85,22 @@ public enum BlueZDoctor {
     }
 
     /// Examines the bus `connection` is on.
-    public static func examine(connection: DBusConnection) async -> BlueZDoctorReport {
+    /// - Parameter advertisingType: The type the receiver advertises as, whose addresses are judged.
+    public static func examine(
+        connection: DBusConnection,
+        advertisingType: BlueZAdvertisingType = .broadcast
+    ) async -> BlueZDoctorReport {
         var report = BlueZDoctorReport(
             busReachable: true,
             bluetoothdRunning: false,
             adapters: [],
             discoveryPossible: false,
             advertisingPossible: false,
+            advertisingType: advertisingType,
+            addressesPrivate: false,
             findings: []
         )
+        var everyAddressPrivate = true
         func add(_ severity: BlueZDoctorReport.Severity, _ text: String) {
             report.findings.append(.init(severity: severity, text: text))
         }
@@ -113,6 +133,7 @@ public enum BlueZDoctor {
             let entry = BlueZDoctorReport.Adapter(
                 name: adapter.name,
                 address: adapter.address,
+                addressType: adapter.addressType,
                 powered: adapter.powered ?? false,
                 discovering: adapter.discovering ?? false,
                 activeAdvertisements: manager?["ActiveInstances", as: UInt8.self],
@@ -143,8 +164,55 @@ public enum BlueZDoctor {
                 if !entry.supportedIncludes.isEmpty, !entry.supportedIncludes.contains("tx-power") {
                     add(.warning, "\(label) cannot include TX power; payers will see RSSI only")
                 }
+                let privacy = addressPrivacy(of: advertisingType, on: adapter)
+                if privacy.severity != .ok { everyAddressPrivate = false }
+                report.findings.append(privacy)
             }
         }
+        report.addressesPrivate = report.advertisingPossible && everyAddressPrivate
         return report
+    }
+
+    /// Which address advertisements of `type` go out from on `adapter`, and whether that lets a listener follow the
+    /// receiver: a warning for ``BlueZAdvertisingType/peripheral``, whose address is the adapter's own, and for a
+    /// broadcast on a discoverable adapter.
+    ///
+    /// The kernel sends an advertisement connectable when its type asks for it *or* when the adapter is connectable,
+    /// and a connectable one goes out from the adapter's identity address (or, with bluetoothd's `Privacy` on, a
+    /// resolvable private address that changes on a timer, not with the EID). bluetoothd 5.66 keeps the adapter
+    /// connectable only while it is `Discoverable`, which the bus shows. The rest does not show: `Adapter1` has no
+    /// privacy property (`Privacy` lives in bluetoothd's main.conf), its `AddressType` is that of the identity address
+    /// even with privacy on, `btmgmt connectable on` is not seen, and the advertising manager's `SupportedFeatures`
+    /// and `SupportedSecondaryChannels` describe TX power and extended advertising, not addresses.
+    public static func addressPrivacy(
+        of type: BlueZAdvertisingType,
+        on adapter: BlueZAdapter
+    ) -> BlueZDoctorReport.Finding {
+        let address = adapter.address ?? "(address unknown)"
+        switch type {
+        case .broadcast where adapter.discoverable == true:
+            let kind = adapter.addressType == "random" ? "static random address" : "public address"
+            return .init(
+                severity: .warning,
+                text: "adapter \(adapter.name) is discoverable, so bluetoothd has made it connectable: while it is, "
+                    + "even a broadcast goes out connectable, from its \(kind) \(address), and every EID can be "
+                    + "linked to this machine. Turn it off: bluetoothctl discoverable off"
+            )
+        case .broadcast:
+            return .init(
+                severity: .ok,
+                text: "adapter \(adapter.name) advertises as broadcast: each EID from a new private address, "
+                    + "never from \(address)"
+            )
+        case .peripheral:
+            let kind = adapter.addressType == "random" ? "static random address" : "public address"
+            return .init(
+                severity: .warning,
+                text: "adapter \(adapter.name) advertises as peripheral: every EID goes out from its \(kind) "
+                    + "\(address), so anyone listening can link them all, and the payments made to them, to this "
+                    + "machine. Only a fixed kiosk should; a person's receiver should advertise as broadcast "
+                    + "(the default)"
+            )
+        }
     }
 }

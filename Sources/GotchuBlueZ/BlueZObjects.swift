@@ -69,7 +69,13 @@ public struct BlueZAdapter: Hashable, Sendable {
     /// The last path element, such as `hci0`.
     public var name: String { path.lastElement }
     public var address: String?
+    /// `AddressType`: whether ``address``, the adapter's identity address, is `public` or (static) `random`. It is
+    /// the address a ``BlueZAdvertisingType/peripheral`` advertisement goes out from.
+    public var addressType: String?
     public var powered: Bool?
+    /// `Discoverable`. While it is on, bluetoothd makes the adapter connectable too, and the kernel then sends even a
+    /// ``BlueZAdvertisingType/broadcast`` advertisement connectable, from the adapter's identity address.
+    public var discoverable: Bool?
     public var discovering: Bool?
     /// Whether the adapter offers `LEAdvertisingManager1`.
     public var canAdvertise: Bool
@@ -77,7 +83,9 @@ public struct BlueZAdapter: Hashable, Sendable {
     init(path: DBusObjectPath, properties: [String: DBusVariant], interfaces: Set<String>) {
         self.path = path
         self.address = properties["Address", as: String.self]
+        self.addressType = properties["AddressType", as: String.self]
         self.powered = properties["Powered", as: Bool.self]
+        self.discoverable = properties["Discoverable", as: Bool.self]
         self.discovering = properties["Discovering", as: Bool.self]
         self.canAdvertise = interfaces.contains(BlueZ.advertisingManagerInterface)
     }

@@ -13,7 +13,8 @@ public final class BlueZRadio: Radio {
     public struct Configuration: Sendable {
         /// The adapter to use (`hci0`); `nil` picks the first powered one.
         public var adapter: String?
-        /// How advertisements present themselves.
+        /// How advertisements present themselves: ``BlueZAdvertisingType/broadcast`` (the default) from a private
+        /// address that changes with each EID, or ``BlueZAdvertisingType/peripheral`` from the adapter's own.
         public var advertisingType: BlueZAdvertisingType
         /// An RSSI threshold for BlueZ's own discovery filter. Off by default: with it the kernel drops every report
         /// whose RSSI is unavailable (127), so ``ScanFilter/minimumRSSI`` is applied here instead.
@@ -28,7 +29,7 @@ public final class BlueZRadio: Radio {
         /// Creates a configuration.
         public init(
             adapter: String? = nil,
-            advertisingType: BlueZAdvertisingType = .peripheral,
+            advertisingType: BlueZAdvertisingType = .broadcast,
             controllerRSSIThreshold: Int16? = nil,
             filtersByUUID: Bool = true,
             reregistrationTimeout: Duration = .seconds(10),
@@ -164,21 +165,23 @@ public final class BlueZRadio: Radio {
         return try BlueZ.selectAdapter(named: configuration.adapter, from: BlueZ.adapters(in: objects))
     }
 
+    /// Which address this radio's advertisements go out from on its adapter, and whether a listener could follow
+    /// it by that address (``BlueZDoctor/addressPrivacy(of:on:)``): a warning when it advertises as
+    /// ``BlueZAdvertisingType/peripheral``.
+    public func addressPrivacy() async throws -> BlueZDoctorReport.Finding {
+        BlueZDoctor.addressPrivacy(of: configuration.advertisingType, on: try await adapter())
+    }
+
     // MARK: Advertising
 
     public func withAdvertisement<Result: Sendable>(
         _ advertisement: Advertisement,
         _ body: @Sendable (any AdvertisingHandle) async throws -> Result
     ) async throws -> Result {
-        let number = advertisementCounter.wrappingAdd(1, ordering: .relaxed).newValue
-        let path = DBusObjectPath(rawValue: "/io/gotchu/advertisement\(number)")!
         let (events, eventSink) = AsyncStream.makeStream(
             of: AdvertisingEvent.self,
             bufferingPolicy: .bufferingNewest(16)
         )
-        let object = BlueZAdvertisementObject.object(advertisement, type: configuration.advertisingType) {
-            eventSink.yield(.released)
-        }
         let connection = self.connection
         // Subscribe before registering, so a restart between the two is not missed.
         let ownerChanges = try await connection.nameOwnerChanges(of: BlueZ.service)
@@ -197,21 +200,26 @@ public final class BlueZRadio: Radio {
                 arg0: BlueZ.adapterInterface
             )
         )
-        return try await connection.withExportedObject(object, at: path) {
+        // The object registered now; a rotation replaces it with a new one.
+        let current = LockedValue(try await export(advertisement, events: eventSink))
+        do {
             let adapter = LockedValue(try await self.adapter())
-            try await self.register(path, on: adapter.value)
+            do {
+                try await self.register(current.value, on: adapter.value)
+            } catch {
+                // Cancelled while bluetoothd was registering it, it may be registered all the same.
+                if Task.isCancelled { await self.unregister(current.value, on: adapter.value) }
+                throw error
+            }
             logger.info(
                 "advertising",
-                metadata: ["eid": "\(advertisement.eid)", "adapter": "\(adapter.value.name)", "path": "\(path)"]
+                metadata: [
+                    "eid": "\(advertisement.eid)", "adapter": "\(adapter.value.name)", "path": "\(current.value)",
+                    "type": "\(configuration.advertisingType.rawValue)",
+                ]
             )
-            let handle = BlueZAdvertisingHandle(connection: connection, path: path, type: configuration.advertisingType)
-            {
-                // Registered anew, bluetoothd sets the advertisement up as a new instance (a new advertising set on
-                // controllers with extended advertising, with a new random address when it is non-connectable).
-                let current = adapter.value
-                await self.unregister(path, on: current)
-                try await self.register(path, on: current)
-                self.observer?.registeredAgain(.rotation)
+            let handle = BlueZAdvertisingHandle { rotated in
+                try await self.rotate(to: rotated, current: current, on: adapter.value, events: eventSink)
             }
             do {
                 // The group outlives neither `body` nor this call, so `body` does not really escape.
@@ -241,7 +249,11 @@ public final class BlueZRadio: Radio {
                         }
                         group.addTask {
                             for await event in events {
-                                adapter.value = try await self.supervise(event, path: path, adapter: adapter.value)
+                                adapter.value = try await self.supervise(
+                                    event,
+                                    current: current,
+                                    adapter: adapter.value
+                                )
                             }
                             return nil
                         }
@@ -256,18 +268,76 @@ public final class BlueZRadio: Radio {
                     }
                 }
                 eventSink.finish()
-                await self.unregister(path, on: adapter.value)
+                await self.unregister(current.value, on: adapter.value)
+                await connection.unexport(current.value)
                 return result
             } catch {
                 eventSink.finish()
-                await self.unregister(path, on: adapter.value)
+                await self.unregister(current.value, on: adapter.value)
                 throw error
             }
+        } catch {
+            eventSink.finish()
+            await connection.unexport(current.value)
+            throw error
         }
     }
 
+    /// Exports `advertisement` as a new `LEAdvertisement1` object, at a path never used before; returns the path.
+    private func export(
+        _ advertisement: Advertisement,
+        events: AsyncStream<AdvertisingEvent>.Continuation
+    ) async throws -> DBusObjectPath {
+        let number = advertisementCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let path = DBusObjectPath(rawValue: "/io/gotchu/advertisement\(number)")!
+        let object = BlueZAdvertisementObject.object(advertisement, type: configuration.advertisingType) {
+            events.yield(.released(path))
+        }
+        try await connection.export(object, at: path)
+        return path
+    }
+
+    /// Puts a rotated EID on the air: a new object, registered in place of the current one.
+    ///
+    /// Changing the registered object's properties would make bluetoothd rewrite the data of the instance on the
+    /// air, which keeps its address: a scanner would hear the new EID from the address that sent the old one, and
+    /// link the two. The object bluetoothd knows is therefore never changed. The old one is unregistered first, so
+    /// the two are never on the air together (nor need two free instances), then the new one is registered: a new
+    /// instance, which for ``BlueZAdvertisingType/broadcast`` goes out from a new private address. A
+    /// ``BlueZAdvertisingType/peripheral`` one keeps the adapter's address whatever is done.
+    ///
+    /// When the new one cannot be registered, the old one is registered again (its EID still resolves for the
+    /// ledger's grace) and the error is thrown.
+    private func rotate(
+        to advertisement: Advertisement,
+        current: LockedValue<DBusObjectPath>,
+        on adapter: BlueZAdapter,
+        events: AsyncStream<AdvertisingEvent>.Continuation
+    ) async throws {
+        let old = current.value
+        let new = try await export(advertisement, events: events)
+        await unregister(old, on: adapter)
+        current.value = new
+        do {
+            try await register(new, on: adapter)
+        } catch {
+            current.value = old
+            await connection.unexport(new)
+            do {
+                try await register(old, on: adapter)
+            } catch {
+                logger.warning("could not put the last EID back on the air", metadata: ["error": "\(error)"])
+            }
+            throw error
+        }
+        await connection.unexport(old)
+        observer?.registeredAgain(.rotation)
+        logger.debug("rotated", metadata: ["eid": "\(advertisement.eid)", "path": "\(new)"])
+    }
+
     private enum AdvertisingEvent: Sendable {
-        case released
+        /// bluetoothd released the object at this path.
+        case released(DBusObjectPath)
         case ownerChanged(DBusNameOwnerChange)
         case interfacesRemoved(DBusObjectPath, [String])
         case adapterChanged(DBusObjectPath, [String: DBusVariant])
@@ -276,17 +346,19 @@ public final class BlueZRadio: Radio {
     /// Reacts to one lifecycle event; returns the adapter now in use, or throws to end the advertisement.
     private func supervise(
         _ event: AdvertisingEvent,
-        path: DBusObjectPath,
+        current: LockedValue<DBusObjectPath>,
         adapter: BlueZAdapter
     ) async throws -> BlueZAdapter {
         switch event {
-        case .released:
+        case .released(let path):
+            // An object a rotation replaced is not put back.
+            guard path == current.value else { return adapter }
             logger.notice("BlueZ released the advertisement; registering it again", metadata: ["path": "\(path)"])
             do {
-                let current = try await self.adapter()
-                try await register(path, on: current)
+                let selected = try await self.adapter()
+                try await register(path, on: selected)
                 observer?.registeredAgain(.released)
-                return current
+                return selected
             } catch {
                 throw BlueZError(.released, message: "released by BlueZ and could not register again: \(error)")
             }
@@ -296,21 +368,27 @@ public final class BlueZRadio: Radio {
                 return adapter
             }
             logger.notice("bluetoothd restarted; registering the advertisement again")
-            return try await reregister(path, adapterName: adapter.name)
+            return try await reregister(current, adapterName: adapter.name)
         case .interfacesRemoved(let removed, let interfaces):
             guard removed == adapter.path,
                 interfaces.contains(BlueZ.adapterInterface) || interfaces.contains(BlueZ.advertisingManagerInterface)
             else { return adapter }
             throw BlueZError(.adapterRemoved, message: "adapter \(adapter.name) was removed")
         case .adapterChanged(let changed, let properties):
+            guard changed == adapter.path else { return adapter }
+            if configuration.advertisingType == .broadcast, properties["Discoverable", as: Bool.self] == true {
+                var now = adapter
+                now.discoverable = true
+                logger.warning("\(BlueZDoctor.addressPrivacy(of: .broadcast, on: now).text)")
+            }
             // BlueZ stops advertising on a powered-off adapter without releasing the advertisement: say so.
-            guard changed == adapter.path, properties["Powered", as: Bool.self] == false else { return adapter }
+            guard properties["Powered", as: Bool.self] == false else { return adapter }
             throw BlueZError(.notReady, message: "adapter \(adapter.name) was powered off")
         }
     }
 
     /// Registers again on a restarted bluetoothd, waiting for the adapter to reappear.
-    private func reregister(_ path: DBusObjectPath, adapterName: String) async throws -> BlueZAdapter {
+    private func reregister(_ current: LockedValue<DBusObjectPath>, adapterName: String) async throws -> BlueZAdapter {
         let deadline = clock.now + configuration.reregistrationTimeout
         var delay = Duration.milliseconds(50)
         while true {
@@ -319,7 +397,7 @@ public final class BlueZRadio: Radio {
                 let adapters = BlueZ.adapters(in: objects)
                 let adapter = try BlueZ.selectAdapter(named: configuration.adapter ?? adapterName, from: adapters)
                 guard adapter.canAdvertise else { throw BlueZError(.noAdapter, message: "no advertising manager yet") }
-                try await register(path, on: adapter)
+                try await register(current.value, on: adapter)
                 observer?.registeredAgain(.restart)
                 return adapter
             } catch let error as BlueZError where error.kind == .alreadyExists {
@@ -647,32 +725,13 @@ public final class BlueZRadio: Radio {
 
 /// The handle ``BlueZRadio/withAdvertisement(_:_:)`` gives its body.
 struct BlueZAdvertisingHandle: AdvertisingHandle {
-    let connection: DBusConnection
-    let path: DBusObjectPath
-    let type: BlueZAdvertisingType
-    /// Unregisters the advertisement and registers it again.
-    let reregister: @Sendable () async throws -> Void
+    /// Registers a new object carrying the advertisement in place of the current one.
+    let rotate: @Sendable (Advertisement) async throws -> Void
 
-    /// Changes the exported properties, then registers the advertisement again. `PropertiesChanged` alone makes
-    /// bluetoothd rewrite the data of the instance on the air, which keeps its advertising set and address: a
-    /// scanner could then link the old EID to the new one. A new registration starts a new instance.
+    /// Puts `advertisement` on the air as a new registration, never by changing the one on the air (see
+    /// `BlueZRadio.rotate(to:current:on:events:)`): a broadcast then goes out from a new address with its new EID.
     func update(_ advertisement: Advertisement) async throws {
-        let interface = BlueZ.advertisementInterface
-        let uuids = [BlueZAdvertisementObject.serviceUUIDText(advertisement.serviceUUID)].dbusValue
-        if await connection.property("ServiceUUIDs", of: interface, at: path) != uuids {
-            try await connection.setProperty("ServiceUUIDs", of: interface, at: path, to: uuids)
-        }
-        try await connection.setProperty(
-            "ServiceData",
-            of: interface,
-            at: path,
-            to: BlueZAdvertisementObject.serviceData(advertisement)
-        )
-        let includes = (advertisement.includesTxPower ? ["tx-power"] : [String]()).dbusValue
-        if await connection.property("Includes", of: interface, at: path) != includes {
-            try await connection.setProperty("Includes", of: interface, at: path, to: includes)
-        }
-        try await reregister()
+        try await rotate(advertisement)
     }
 }
 

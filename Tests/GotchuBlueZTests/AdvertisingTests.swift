@@ -7,26 +7,43 @@ import Testing
 
 @Suite("Advertising against a fake bluetoothd", requiresDBusDaemon)
 struct AdvertisingTests {
-    @Test("registers an LEAdvertisement1 with exact types, answers the GetAll call-back, unregisters at scope end")
+    @Test(
+        "registers a broadcast LEAdvertisement1 by default, with exact types and no Discoverable; answers the GetAll call-back, unregisters at scope end"
+    )
     func registersWithExactTypes() async throws {
         try await withFakeBlueZ { _, fake, radio in
             try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
                 let registration = try #require(await fake.registrations.first)
                 let properties = registration.properties
-                #expect(properties["Type"] == DBusVariant("peripheral"))
+                #expect(properties["Type"] == DBusVariant("broadcast"))
                 #expect(properties["ServiceUUIDs"] == DBusVariant(["feed"]))
                 #expect(properties["ServiceData"]?.value.type.signature == "a{sv}")
                 let data = properties["ServiceData", as: [String: DBusVariant].self]
                 #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
                 #expect(properties["Includes"] == DBusVariant(["tx-power"]))
-                #expect(properties["Discoverable"] == DBusVariant(true))
+                // bluetoothd fails a broadcast with any Discoverable, even false.
+                #expect(properties["Discoverable"] == nil)
                 #expect(properties["MinInterval"] == nil)
+                #expect(Set(properties.keys) == ["Type", "ServiceUUIDs", "ServiceData", "Includes"])
                 let register = try #require(await fake.calls(named: "RegisterAdvertisement").first)
                 #expect(register.arguments.map(\.type.signature) == ["o", "a{sv}"])
             }
             #expect(await fake.calls(named: "UnregisterAdvertisement").count == 1)
             #expect(await fake.registrations.isEmpty)
             #expect(await radio.connection.exportedPaths.isEmpty)
+        }
+    }
+
+    @Test("peripheral, when configured, is discoverable: connectable from the adapter's own address")
+    func peripheral() async throws {
+        try await withFakeBlueZ(configuration: .init(advertisingType: .peripheral)) { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                let properties = try #require(await fake.registrations.first?.properties)
+                #expect(properties["Type"] == DBusVariant("peripheral"))
+                #expect(properties["Discoverable"] == DBusVariant(true))
+                let data = properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
+            }
         }
     }
 
@@ -57,20 +74,110 @@ struct AdvertisingTests {
         }
     }
 
-    @Test("a rotation registers the advertisement anew with the new service data, so bluetoothd starts a new set")
-    func update() async throws {
+    @Test(
+        "a rotation unregisters the object on the air and registers a new one carrying the new EID; the old one is never changed",
+        arguments: [BlueZAdvertisingType.broadcast, .peripheral]
+    )
+    func rotation(type: BlueZAdvertisingType) async throws {
+        try await withFakeBlueZ(configuration: .init(advertisingType: type)) { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
+                let first = try #require(await fake.registrations.first?.path)
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
+
+                // Exactly: Register(first), Unregister(first), Register(second). Nothing else reached bluetoothd.
+                let calls = await fake.calls
+                #expect(
+                    calls.map(\.method) == [
+                        "RegisterAdvertisement", "UnregisterAdvertisement", "RegisterAdvertisement",
+                    ]
+                )
+                let paths = calls.map { $0.arguments.first.flatMap { DBusObjectPath(dbusValue: $0) } }
+                let second = try #require(paths.last ?? nil)
+                #expect(paths == [first, first, second])
+                #expect(second != first)
+                // Had the EID been put into the registered object, bluetoothd would have rewritten the instance on the
+                // air, keeping its address. The change would have arrived before the Unregister call.
+                #expect(fake.advertisementChanges.withLock { $0.isEmpty })
+
+                // bluetoothd read the new object in its GetAll call-back: the new EID, of the same type.
+                let registrations = await fake.registrations
+                #expect(registrations.map(\.path) == [second])
+                let properties = try #require(registrations.first?.properties)
+                let data = properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("0000000001".utf8))))
+                #expect(properties["Type"] == DBusVariant(type.rawValue))
+                #expect(properties["Discoverable"] == (type == .broadcast ? nil : DBusVariant(true)))
+                // The replaced object is gone from the bus.
+                #expect(await radio.connection.exportedPaths == [second])
+
+                // The next rotation replaces the second in turn.
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000002")!))
+                let third = try #require(await fake.registrations.first?.path)
+                #expect(![first, second].contains(third))
+                #expect(await fake.calls(named: "UnregisterAdvertisement").last?.arguments == [.objectPath(second)])
+                #expect(await radio.connection.exportedPaths == [third])
+            }
+            #expect(await fake.calls(named: "UnregisterAdvertisement").count == 3)
+            #expect(await fake.registrations.isEmpty)
+            #expect(await radio.connection.exportedPaths.isEmpty)
+        }
+    }
+
+    @Test("the fake records a change to a registered object before it answers the next call: its absence means none")
+    func changesAreRecorded() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { _ in
+                let path = try #require(await fake.registrations.first?.path)
+                try await radio.connection.setProperty(
+                    "ServiceData",
+                    of: "org.bluez.LEAdvertisement1",
+                    at: path,
+                    to: ["feed": DBusVariant(.bytes(Array("0000000001".utf8)))].dbusValue
+                )
+                _ = try await radio.adapter()
+                #expect(fake.advertisementChanges.withLock { $0.map(\.path) } == [path])
+            }
+        }
+    }
+
+    @Test("a rotation whose registration fails puts the last EID back on the air and says why")
+    func rotationFailure() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
+                let first = try #require(await fake.registrations.first?.path)
+                await fake.setRegisterError(DBusError(.bluezFailed, "Failed to register advertisement"), times: 1)
+                do {
+                    try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
+                    Issue.record("the rotation succeeded although its registration failed")
+                } catch let error as BlueZError {
+                    #expect(error.message == "Failed to register advertisement")
+                }
+                let registrations = await fake.registrations
+                #expect(registrations.map(\.path) == [first])
+                let data = registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
+                #expect(data?["feed"] == DBusVariant(.bytes(Array("a1b2c3d4e5".utf8))))
+                #expect(await radio.connection.exportedPaths == [first])
+                // The next rotation works as usual.
+                try await handle.update(Advertisement(eid: EID(rawValue: "0000000002")!))
+                #expect(await fake.registrations.count == 1)
+                #expect(await fake.registrations.first?.path != first)
+            }
+            #expect(await fake.registrations.isEmpty)
+            #expect(await radio.connection.exportedPaths.isEmpty)
+        }
+    }
+
+    @Test("Release of the object on the air registers it again; after a rotation, the new one")
+    func releaseAfterRotation() async throws {
         try await withFakeBlueZ { _, fake, radio in
             try await radio.withAdvertisement(Advertisement(eid: sampleEID)) { handle in
                 try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
-                // The registration after the rotation read the new data in its GetAll call-back.
-                #expect(await fake.registerCount == 2)
-                #expect(await fake.calls(named: "UnregisterAdvertisement").count == 1)
-                #expect(await fake.registrations.count == 1)
-                let data = await fake.registrations.first?.properties["ServiceData", as: [String: DBusVariant].self]
-                #expect(data?["feed"] == DBusVariant(.bytes(Array("0000000001".utf8))))
+                let current = try #require(await fake.registrations.first?.path)
+                try await fake.releaseAll()
+                let again = try await eventually { await fake.registrations.map(\.path) == [current] }
+                #expect(again)
+                #expect(await fake.registerCount == 3)
             }
-            #expect(await fake.calls(named: "UnregisterAdvertisement").count == 2)
-            #expect(await fake.registrations.isEmpty)
         }
     }
 

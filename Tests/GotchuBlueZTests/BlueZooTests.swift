@@ -21,6 +21,15 @@ struct BlueZooTests {
             try #require(adapters)
             let names = BlueZ.adapters(in: try await BlueZ.managedObjects(on: connection)).map(\.name)
             let advertiserConnection = try await DBusConnection.connect(to: .address(bus.address))
+            // bluezoo relays a broadcast (the default type) only from a discoverable adapter; a real one sends it
+            // regardless, and discoverable would make it connectable, from the adapter's own address.
+            _ = try await connection.call(
+                destination: "org.bluez",
+                path: DBusObjectPath(rawValue: "/org/bluez/\(names[0])")!,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "Set",
+                [.string("org.bluez.Adapter1"), .string("Discoverable"), .variant(DBusVariant(true))]
+            )
             let advertiser = BlueZRadio(connection: advertiserConnection, configuration: .init(adapter: names[0]))
             let scanner = BlueZRadio(connection: connection, configuration: .init(adapter: names[1]))
             let eid = EID(rawValue: "0a1b2c3d4e")!

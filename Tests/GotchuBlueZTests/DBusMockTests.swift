@@ -76,23 +76,31 @@ struct DBusMockTests {
         }
     }
 
-    @Test("a rotation unregisters the advertisement and registers it again, carrying the new service data")
+    @Test("a broadcast by default; a rotation unregisters it and registers a new object carrying the new service data")
     func rotation() async throws {
         try await withPythonBlueZ(modules: Self.modules, arguments: dbusmockArguments) { _, connection in
             _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("gotchu-test")])
             let radio = BlueZRadio(connection: connection)
             try await radio.withAdvertisement(Advertisement(eid: EID(rawValue: "a1b2c3d4e5")!)) { handle in
+                let before = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
+                let first = try #require(before.first?.first.flatMap { DBusObjectPath(dbusValue: $0) })
+                let type = await connection.property("Type", of: "org.bluez.LEAdvertisement1", at: first)
+                #expect(type == .string("broadcast"))
+                #expect(await connection.property("Discoverable", of: "org.bluez.LEAdvertisement1", at: first) == nil)
+
                 try await handle.update(Advertisement(eid: EID(rawValue: "0000000001")!))
                 let registrations = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
                 #expect(registrations.count == 2)
                 let unregistrations = try await connection.mockCalls("UnregisterAdvertisement", at: mockAdapter)
                 #expect(unregistrations.count == 1)
-                // The second registration names the object whose data bluetoothd reads: the new EID.
+                // The object on the air is unregistered; a new one, whose data bluetoothd reads, is registered.
+                #expect(unregistrations.first?.first.flatMap { DBusObjectPath(dbusValue: $0) } == first)
                 let path = try #require(registrations.last?.first.flatMap { DBusObjectPath(dbusValue: $0) })
-                #expect(unregistrations.first?.first.flatMap { DBusObjectPath(dbusValue: $0) } == path)
+                #expect(path != first)
                 let data = await connection.property("ServiceData", of: "org.bluez.LEAdvertisement1", at: path)
                 let entries = try #require(data.flatMap { [String: DBusVariant](dbusValue: $0) })
                 #expect(entries["feed"] == DBusVariant(.bytes(Array("0000000001".utf8))))
+                #expect(await connection.exportedPaths == [path])
             }
             #expect(try await connection.mockCalls("UnregisterAdvertisement", at: mockAdapter).count == 2)
         }

@@ -1,5 +1,6 @@
 import GotchuDBus
 import GotchuTesting
+import Synchronization
 
 /// A minimal bluetoothd written with our own export API: ObjectManager at `/`, one adapter with `Adapter1` and
 /// `LEAdvertisingManager1`, and devices the test adds. Like bluetoothd, `RegisterAdvertisement` calls
@@ -16,6 +17,16 @@ actor FakeBlueZ {
         var arguments: [DBusValue]
     }
 
+    /// A `PropertiesChanged` of `LEAdvertisement1` some client emitted: the path and the properties it changed.
+    struct AdvertisementChange: Sendable {
+        var path: DBusObjectPath
+        var changed: [String: DBusVariant]
+    }
+
+    /// Every ``AdvertisementChange`` received, recorded on the connection's thread as each is read: one sent before a
+    /// method call is recorded before that call is answered.
+    nonisolated let advertisementChanges = Mutex<[AdvertisementChange]>([])
+
     let address: String
     let adapterPath = DBusObjectPath(rawValue: "/org/bluez/hci0")!
     private(set) var connection: DBusConnection
@@ -24,6 +35,8 @@ actor FakeBlueZ {
     private(set) var registerCount = 0
     /// When set, `RegisterAdvertisement` fails with this error after the call-back.
     var registerError: DBusError?
+    /// How many more registrations ``registerError`` fails.
+    private var registerErrorsLeft = Int.max
     private var watchers: [Task<Void, Never>] = []
 
     static func start(on bus: PrivateBus) async throws -> FakeBlueZ {
@@ -38,12 +51,36 @@ actor FakeBlueZ {
         self.connection = connection
     }
 
-    func setRegisterError(_ error: DBusError?) { registerError = error }
+    /// Makes the next `times` registrations fail with `error` (after the call-back), or none when `error` is `nil`.
+    func setRegisterError(_ error: DBusError?, times: Int = .max) {
+        registerError = error
+        registerErrorsLeft = times
+    }
 
     private func publish() async throws {
         try await connection.export(DBusObject(interfaces: [], isObjectManager: true), at: .root)
         try await connection.export(adapterObject(), at: adapterPath)
+        _ = try await connection.addSignalHandler(
+            matching: DBusMatchRule(
+                interface: "org.freedesktop.DBus.Properties",
+                member: "PropertiesChanged",
+                arg0: "org.bluez.LEAdvertisement1"
+            )
+        ) { [weak self] signal in
+            guard let path = signal.path, let changed = signal.argument(1, as: [String: DBusVariant].self) else {
+                return
+            }
+            self?.advertisementChanges.withLock { $0.append(AdvertisementChange(path: path, changed: changed)) }
+        }
         try await connection.requestName("org.bluez")
+    }
+
+    /// Takes the advertising manager away from the adapter, as on an adapter without Bluetooth LE.
+    func removeAdvertisingManager() async throws {
+        await connection.unexport(adapterPath)
+        var adapter = adapterObject()
+        adapter.interfaces.removeAll { $0.name == "org.bluez.LEAdvertisingManager1" }
+        try await connection.export(adapter, at: adapterPath)
     }
 
     /// Simulates bluetoothd restarting: the old connection goes away, a new one takes the name.
@@ -135,7 +172,10 @@ actor FakeBlueZ {
         guard let properties = reply.first.flatMap({ [String: DBusVariant](dbusValue: $0) }) else {
             throw DBusError(.bluezFailed, "Failed to parse advertisement.")
         }
-        if let registerError { throw registerError }
+        if let registerError, registerErrorsLeft > 0 {
+            registerErrorsLeft -= 1
+            throw registerError
+        }
         registrations.append(Registration(owner: owner, path: path, properties: properties))
         let changes = try await connection.signals(
             matching: DBusMatchRule(
@@ -187,7 +227,9 @@ actor FakeBlueZ {
                 ],
                 properties: [
                     DBusProperty("Address", "00:11:22:33:44:55"),
+                    DBusProperty("AddressType", "public"),
                     DBusProperty("Powered", true),
+                    DBusProperty("Discoverable", false),
                     DBusProperty("Discovering", false),
                 ]
             ),
