@@ -21,9 +21,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
             includes the TX power so scanners can compute attenuation. It is
             registered again if bluetoothd restarts.
 
+            It goes out as a non-connectable broadcast, from a private address
+            bluetoothd makes for it, not from the adapter's own. --advertise-as
+            peripheral (also spelt --type) sends it from the adapter's public
+            address, which anyone listening can recognise wherever the machine goes.
+
             Examples:
               gotchu advertise --eid a1b2c3d4e5
-              gotchu advertise --eid a1b2c3d4e5 --adapter hci1 --type broadcast
+              gotchu advertise --eid a1b2c3d4e5 --adapter hci1 --advertise-as peripheral
 
             No root is needed: any user may register advertisements with
             bluetoothd. If registration fails, run `gotchu doctor`.
@@ -37,12 +42,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var serviceUUID = "feed"
 
     @Option(
+        name: [.customLong("advertise-as"), .customLong("type")],
         help: ArgumentHelp(
-            "peripheral (default: connectable and discoverable, seen by every scanner) or broadcast (non-connectable).",
-            valueName: "type"
+            "broadcast (default: non-connectable, from a private address) or peripheral (connectable and "
+                + "discoverable, from the adapter's public address).",
+            valueName: "broadcast|peripheral"
         )
     )
-    var type = "peripheral"
+    var type = "broadcast"
 
     @Option(
         help: ArgumentHelp(
@@ -60,7 +67,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             throw ValidationError("--service-uuid must be a 16-bit (feed) or 128-bit Bluetooth UUID")
         }
         guard BlueZAdvertisingType(rawValue: type) != nil else {
-            throw ValidationError("--type must be peripheral or broadcast")
+            throw ValidationError("--advertise-as must be broadcast or peripheral")
         }
     }
 
@@ -69,16 +76,30 @@ struct AdvertiseCommand: AsyncParsableCommand {
             let advertisingType = BlueZAdvertisingType(rawValue: type)
         else { throw ValidationError("invalid arguments") }
         let interval = intervalMs.map { Duration.milliseconds($0)...Duration.milliseconds($0) }
-        let radio = try await BlueZRadio.connect(
-            to: try options.dbusBus,
-            configuration: .init(adapter: options.adapter, advertisingType: advertisingType)
-        )
-        let adapter = try await radio.adapter()
-        try await radio.withAdvertisement(Advertisement(eid: eid, serviceUUID: uuid, interval: interval)) { _ in
-            print("advertising \(eid) under \(uuid.shortForm ?? uuid.uuidString) on \(adapter.name); Ctrl-C to stop")
-            await waitForInterrupt()
+        let configuration = BlueZRadio.Configuration(adapter: options.adapter, advertisingType: advertisingType)
+        let bus = try options.dbusBus
+        let output = Console()
+        // Ctrl-C is taken from the start, so it always ends in an unregistered advertisement and a closed radio.
+        do {
+            try await withTaskCancellationOnSignals {
+                let radio = try await BlueZRadio.connect(to: bus, configuration: configuration)
+                do {
+                    let adapter = try await radio.adapter()
+                    let advertisement = Advertisement(eid: eid, serviceUUID: uuid, interval: interval)
+                    try await radio.withAdvertisement(advertisement) { _ in
+                        output.line(
+                            "advertising \(eid) under \(uuid.shortForm ?? uuid.uuidString) on \(adapter.name) as "
+                                + "\(advertisingType.rawValue); Ctrl-C to stop"
+                        )
+                        while true { try await Task.sleep(for: .seconds(3600)) }
+                    }
+                } catch {
+                    await radio.close()
+                    throw error
+                }
+            }
+        } catch is CancellationError {
         }
-        await radio.close()
-        print("stopped")
+        output.line("stopped")
     }
 }

@@ -13,6 +13,11 @@ struct Console: Sendable {
         FileHandle.standardOutput.write(Data((Self.safe(text) + "\n").utf8))
     }
 
+    /// Writes `warning: text` to standard error, beside the progress lines.
+    func warning(_ text: String) {
+        FileHandle.standardError.write(Data((Self.safe("warning: " + text) + "\n").utf8))
+    }
+
     /// `text` with every character that could rewrite the terminal escaped; line feeds are kept.
     static func safe(_ text: String) -> String {
         DisplayText.escaped(text, maximumLength: .max, keepingNewlines: true)

@@ -10,8 +10,13 @@ struct DoctorCommand: AsyncParsableCommand {
             "Check that bluetoothd, an adapter, LE advertising and the ledger are usable, and say how to fix what is not.",
         discussion: """
             Checks, in order: the D-Bus system bus, bluetoothd (org.bluez), each
-            adapter (address, powered), and its LE advertising manager (instances in
-            use and free, TX power support). Then the ledger (--server, --ca-file): that
+            adapter (address, powered), its LE advertising manager (instances in
+            use and free, TX power support), and which address a receiver's
+            advertisements would go out from: a private one, new with each EID, when
+            advertising as broadcast (the default); the adapter's public address,
+            which anyone listening can follow, with --advertise-as peripheral (a
+            warning: only a fixed kiosk should) or while the adapter is
+            discoverable, which makes even a broadcast connectable. Then the ledger (--server, --ca-file): that
             it is reachable, that its TLS certificate is valid, that this clock is
             within 30 s of the server's (its Date header), and that the cached token
             is accepted. Every problem comes with the command that usually fixes it.
@@ -25,6 +30,15 @@ struct DoctorCommand: AsyncParsableCommand {
 
     @Flag(help: "Check only the ledger, not Bluetooth (on a machine without a radio).")
     var skipBluetooth = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Judge the addresses of this advertisement type, as `gotchu receive --advertise-as` or the kiosk's "
+                + "advertise_as sets it: broadcast (default) or peripheral.",
+            valueName: "broadcast|peripheral"
+        )
+    )
+    var advertiseAs: BlueZAdvertisingType = .broadcast
 
     func run() async throws {
         var failed = false
@@ -47,9 +61,11 @@ struct DoctorCommand: AsyncParsableCommand {
 
     /// Prints the Bluetooth report; returns whether something blocks advertising or scanning.
     private func checkBluetooth() async throws -> Bool {
-        let report = await BlueZDoctor.examine(bus: try options.dbusBus)
+        let report = await BlueZDoctor.examine(bus: try options.dbusBus, advertisingType: advertiseAs)
         for adapter in report.adapters {
-            var line = "\(adapter.name)  \(adapter.address ?? "-")  \(adapter.powered ? "on" : "off")"
+            var line = "\(adapter.name)  \(adapter.address ?? "-")"
+            if let type = adapter.addressType { line += " (\(type))" }
+            line += "  \(adapter.powered ? "on" : "off")"
             if let active = adapter.activeAdvertisements, let free = adapter.freeAdvertisements {
                 line += "  advertisements: \(active) active, \(free) free"
             }
@@ -66,6 +82,14 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         print("scanning: \(report.discoveryPossible ? "possible" : "not possible")")
         print("advertising: \(report.advertisingPossible ? "possible" : "not possible")")
+        if report.advertisingPossible {
+            print(
+                "addresses: "
+                    + (report.addressesPrivate
+                        ? "private, a new one with each EID (broadcast)"
+                        : "the adapter's own, the same for every EID (peripheral)")
+            )
+        }
         return report.severity == .problem
     }
 }

@@ -58,13 +58,18 @@ struct RadioOptions: ParsableArguments {
         }
     }
 
-    func makeRadio(role: Role) async throws -> any Radio {
+    /// The radio `--radio` names; a BlueZ one advertises as `advertisingType` (only receivers advertise).
+    func makeRadio(role: Role, advertisingType: BlueZAdvertisingType = .broadcast) async throws -> any Radio {
         switch radio {
         case .sim:
             let position = try parsePosition(default: role == .receiver ? Position(x: 0, y: 0) : Position(x: 0.2, y: 0))
             return try await Self.simulatedRadio(air: air.map { URL(fileURLWithPath: $0) }, role: role, at: position)
         case .bluez:
-            return try await Self.bluezRadio(bus: try bluez.dbusBus, adapter: bluez.adapter)
+            return try await Self.bluezRadio(
+                bus: try bluez.dbusBus,
+                adapter: bluez.adapter,
+                advertisingType: advertisingType
+            )
         }
     }
 
@@ -86,9 +91,16 @@ struct RadioOptions: ParsableArguments {
     }
 
     /// The machine's Bluetooth adapter through BlueZ.
-    static func bluezRadio(bus: DBusConnection.Bus, adapter: String?) async throws -> BlueZRadio {
+    static func bluezRadio(
+        bus: DBusConnection.Bus,
+        adapter: String?,
+        advertisingType: BlueZAdvertisingType = .broadcast
+    ) async throws -> BlueZRadio {
         do {
-            return try await BlueZRadio.connect(to: bus, configuration: .init(adapter: adapter))
+            return try await BlueZRadio.connect(
+                to: bus,
+                configuration: .init(adapter: adapter, advertisingType: advertisingType)
+            )
         } catch {
             throw CLIError(
                 "cannot use Bluetooth through BlueZ (\(error)); `gotchu doctor` says what to fix, or try --radio sim"

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GotchuBlueZ
 import GotchuCore
 import GotchuPeer
 
@@ -19,6 +20,13 @@ struct ReceiveCommand: AsyncParsableCommand {
             one it replaces still resolves for the server's grace (10 s by default). The EID and the \
             confirmation code are printed for payers whose phone cannot range (gotchu pay --eid).
 
+            Through BlueZ the EID goes out as a non-connectable broadcast, from a private address \
+            that bluetoothd makes anew with every EID: nothing on the air ties two EIDs, or your \
+            payments, to this machine. --advertise-as peripheral sends every EID from the adapter's \
+            own public address instead, which anyone listening can follow from place to place: keep \
+            it for a fixed terminal whose whereabouts are no secret. A warning says so when it is set; \
+            gotchu doctor shows which address would be used.
+
             Exit status: 0 paid, 2 expired unpaid, 130 cancelled, 4 cancel not confirmed by the ledger, \
             1 any other failure.
 
@@ -26,6 +34,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               gotchu receive --amount 12.50                # advertise through BlueZ
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
               gotchu receive --amount 12.50 --rotate-every off
+              gotchu receive --amount 12.50 --advertise-as peripheral  # fixed terminal
             """
     )
 
@@ -65,6 +74,16 @@ struct ReceiveCommand: AsyncParsableCommand {
     )
     var calibratedRSSI: Int16?
 
+    @Option(
+        help: ArgumentHelp(
+            "BlueZ: broadcast (default; non-connectable, from a new private address with every EID, so no one can "
+                + "follow you by it) or peripheral (from the adapter's public address, the same for every EID: "
+                + "only for a fixed terminal).",
+            valueName: "broadcast|peripheral"
+        )
+    )
+    var advertiseAs: BlueZAdvertisingType = .broadcast
+
     func validate() throws {
         _ = try rotation
         if let calibratedRSSI, !Calibration.plausibleCalibratedRSSI.contains(calibratedRSSI) {
@@ -78,8 +97,13 @@ struct ReceiveCommand: AsyncParsableCommand {
     func run() async throws {
         let cents = try CLIAmount.parse(amount, option: "--amount")
         let ledger = try server.client()
-        let radio = try await self.radio.makeRadio(role: .receiver)
+        let radio = try await self.radio.makeRadio(role: .receiver, advertisingType: advertiseAs)
         let output = Console()
+        if let bluez = radio as? BlueZRadio, let finding = try? await bluez.addressPrivacy(),
+            finding.severity != .ok
+        {
+            output.warning(finding.text)
+        }
         var configured = Receiver.Options(amountCents: cents, serviceUUID: try self.radio.serviceUUID)
         configured.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
         configured.rotateEvery = try rotation
