@@ -1,4 +1,5 @@
 public import Foundation
+public import GotchuBlueZ
 public import GotchuCore
 public import GotchuDBus
 import TOMLKit
@@ -56,6 +57,10 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var bluezBus: DBusConnection.Bus
     /// The Bluetooth adapter, such as `hci0`; `nil` for the first powered one.
     public var adapter: String?
+    /// How charges are advertised through BlueZ: ``BlueZAdvertisingType/broadcast`` (the default) from a private
+    /// address that changes with each EID, or ``BlueZAdvertisingType/peripheral`` from the adapter's public address,
+    /// which a fixed terminal may keep.
+    public var advertisingType: BlueZAdvertisingType
     /// The service UUID the EIDs are advertised under.
     public var serviceUUID: BluetoothUUID
     /// The simulated air's directory, for ``RadioKind/sim``; `nil` for the default one.
@@ -89,6 +94,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         radio: RadioKind = .bluez,
         bluezBus: DBusConnection.Bus = .system,
         adapter: String? = nil,
+        advertisingType: BlueZAdvertisingType = .broadcast,
         serviceUUID: BluetoothUUID = .gotchu,
         air: URL? = nil,
         sessionLifetime: Duration = .seconds(300),
@@ -109,6 +115,7 @@ public struct KioskConfiguration: Hashable, Sendable {
         self.radio = radio
         self.bluezBus = bluezBus
         self.adapter = adapter
+        self.advertisingType = advertisingType
         self.serviceUUID = serviceUUID
         self.air = air
         self.sessionLifetime = sessionLifetime
@@ -317,6 +324,7 @@ private struct Resolver {
             radio: try required(\.radio, Self.radio),
             bluezBus: try required(\.bluezBus, Self.bus),
             adapter: try value(\.adapter, Self.adapter),
+            advertisingType: try required(\.advertiseAs, Self.advertisingType),
             serviceUUID: try required(\.serviceUUID, Self.uuid),
             air: try value(\.air, Self.path),
             sessionLifetime: try required(\.sessionLifetime, Self.lifetime),
@@ -468,6 +476,16 @@ private struct Resolver {
             throw Problem("must be an adapter name such as hci0, not \"\(text)\"")
         }
         return text
+    }
+
+    private static func advertisingType(_ text: String) throws(Problem) -> BlueZAdvertisingType {
+        guard let type = BlueZAdvertisingType(rawValue: text) else {
+            throw Problem(
+                "must be \"broadcast\" (a private address, new with each EID) or \"peripheral\" (the adapter's "
+                    + "public address, for a fixed terminal), not \(DisplayText.quoted(String(text.prefix(32))))"
+            )
+        }
+        return type
     }
 
     private static func uuid(_ text: String) throws(Problem) -> BluetoothUUID {

@@ -43,6 +43,14 @@ public enum KioskDaemon {
         }
         let metrics = KioskMetrics()
         let radio = try await makeRadio(settings, metrics: metrics)
+        if settings.radio == .bluez, settings.advertisingType == .peripheral {
+            logger.notice(
+                """
+                advertise_as = "peripheral": every EID goes out from the adapter's public address, which a listener \
+                can recognise; right for a terminal that stays put, not for one that moves with a person
+                """
+            )
+        }
         let control: DBusConnection
         do {
             control = try await DBusConnection.connect(to: settings.controlBus)
@@ -219,7 +227,7 @@ public enum KioskDaemon {
                 let connection = try await DBusConnection.connect(to: settings.bluezBus)
                 return BlueZRadio(
                     connection: connection,
-                    configuration: .init(adapter: settings.adapter),
+                    configuration: .init(adapter: settings.adapter, advertisingType: settings.advertisingType),
                     observer: metrics
                 )
             } catch {

@@ -29,6 +29,9 @@ public struct KioskSettings: Codable, Hashable, Sendable {
     public var bluezBus: String?
     /// `adapter`: the Bluetooth adapter, such as `hci0`.
     public var adapter: String?
+    /// `advertise_as`: `broadcast` (from a private address that changes with each EID) or `peripheral` (from the
+    /// adapter's public address, for a terminal that stays where it is).
+    public var advertiseAs: String?
     /// `service_uuid`: the 16- or 128-bit service UUID advertised under.
     public var serviceUUID: String?
     /// `air`: the simulated air's directory, for `radio = "sim"`.
@@ -64,6 +67,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         radio: String? = nil,
         bluezBus: String? = nil,
         adapter: String? = nil,
+        advertiseAs: String? = nil,
         serviceUUID: String? = nil,
         air: String? = nil,
         sessionLifetime: Int? = nil,
@@ -85,6 +89,7 @@ public struct KioskSettings: Codable, Hashable, Sendable {
         self.radio = radio
         self.bluezBus = bluezBus
         self.adapter = adapter
+        self.advertiseAs = advertiseAs
         self.serviceUUID = serviceUUID
         self.air = air
         self.sessionLifetime = sessionLifetime
@@ -171,6 +176,11 @@ public struct KioskSettings: Codable, Hashable, Sendable {
             "a string (\"system\", \"session\" or an address)"
         ),
         Declaration("adapter", .text(\.adapter, builtIn: nil), "a string"),
+        Declaration(
+            "advertise_as",
+            .text(\.advertiseAs, builtIn: "broadcast"),
+            "a string (\"broadcast\" or \"peripheral\")"
+        ),
         Declaration("service_uuid", .text(\.serviceUUID, builtIn: "feed"), "a string"),
         Declaration("air", .text(\.air, builtIn: nil), "a string (a path)"),
         Declaration("session_lifetime", .seconds(\.sessionLifetime, builtIn: 300), "a whole number of seconds"),

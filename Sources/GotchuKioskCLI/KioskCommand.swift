@@ -89,6 +89,14 @@ public struct KioskOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
     var bluezBus: String?
     @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0.", valueName: "name")) var adapter: String?
+    @Option(
+        help: ArgumentHelp(
+            "broadcast (default: from a private address, new with each EID) or peripheral (from the adapter's "
+                + "public address: a terminal that stays put may keep it).",
+            valueName: "broadcast|peripheral"
+        )
+    )
+    var advertiseAs: String?
     @Option(help: ArgumentHelp("Service UUID advertised: 16-bit (feed) or 128-bit.", valueName: "uuid"))
     var serviceUUID: String?
     @Option(help: ArgumentHelp("sim: the shared air directory.", valueName: "path")) var air: String?
@@ -177,6 +185,7 @@ public struct KioskOptions: ParsableArguments {
             radio: radio,
             bluezBus: bluezBus,
             adapter: adapter,
+            advertiseAs: advertiseAs,
             serviceUUID: serviceUUID,
             air: air,
             sessionLifetime: sessionLifetime,

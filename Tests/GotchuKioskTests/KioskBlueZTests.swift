@@ -29,6 +29,49 @@ struct KioskBlueZTests {
         await connection.close()
     }
 
+    @Test("advertise_as = \"peripheral\" makes the kiosk register a peripheral advertisement, and say so in its log")
+    func peripheralByConfiguration() async throws {
+        guard let python = TestPython.executable, TestPython.hasDBusMock(atLeast: 0, 38) else {
+            Issue.record("python-dbusmock ≥ 0.38 is needed: \(TestPython.installHint)")
+            return
+        }
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let fake = FakeSlot()
+        let connection = try await daemon.connect()
+        do {
+            await fake.replace(with: try daemon.bus.launch(python, dbusmockArguments, name: "bluetoothd"))
+            #expect(try await eventually { try await connection.nameOwner(of: "org.bluez") != nil })
+            _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
+            let (kiosk, _, _) = try await daemon.startKiosk(
+                ["--radio", "bluez", "--bluez-bus", daemon.bus.address],
+                environment: ["GOTCHU_KIOSK_ADVERTISE_AS": "peripheral"],
+                display: false
+            )
+            defer { _ = try? kiosk.stopNow() }
+            _ = try await connection.kiosk("Charge", [.int64(450), .string("counter")])
+            #expect(
+                try await eventually {
+                    try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count == 1
+                }
+            )
+            let registered = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
+            let path = try #require(registered.first?.first.flatMap { DBusObjectPath(dbusValue: $0) })
+            let properties = try await connection.advertisementProperties(at: path)
+            #expect(properties?["Type"] == DBusVariant("peripheral"))
+            #expect(properties?["Discoverable"] == DBusVariant(true))
+            // Logged before it said it was ready.
+            let log = kiosk.standardError + kiosk.lines.joined(separator: "\n")
+            #expect(log.contains("advertise_as = \"peripheral\""), "\(log)")
+        } catch {
+            await fake.replace(with: nil)
+            await connection.close()
+            throw error
+        }
+        await fake.replace(with: nil)
+        await connection.close()
+    }
+
     private func exercise(
         _ daemon: KioskDaemon,
         _ python: String,
@@ -61,6 +104,12 @@ struct KioskBlueZTests {
         try await startBluetoothd("bluetoothd-1")
         #expect(try await eventually { try await registrations() == 1 })
         #expect(try await eventually { try await state() == "advertising" })
+        // By default a kiosk advertises as a broadcast, from a private address, without Discoverable.
+        let registered = try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter)
+        let path = try #require(registered.first?.first.flatMap { DBusObjectPath(dbusValue: $0) })
+        let properties = try await connection.advertisementProperties(at: path)
+        #expect(properties?["Type"] == DBusVariant("broadcast"))
+        #expect(properties.map { $0["Discoverable"] == nil } == true)
 
         // The radio registers again on the restarted bluetoothd by itself. Had the advertisement failed instead, the
         // kiosk would have written a problem into the charge before retrying: the charge stays as it was.
@@ -91,5 +140,31 @@ struct KioskBlueZTests {
         _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
         #expect(try await eventually { try await state() == "advertising" })
         #expect(try await registrations() >= 1)
+    }
+}
+
+extension DBusConnection {
+    /// The `LEAdvertisement1` properties of the object at `path`, asked of every connection on the bus but this one:
+    /// the kiosk's registration names only the path, and bluetoothd reads the object from whoever registered it.
+    fileprivate func advertisementProperties(at path: DBusObjectPath) async throws -> [String: DBusVariant]? {
+        let reply = try await call(
+            destination: "org.freedesktop.DBus",
+            path: DBusObjectPath(rawValue: "/org/freedesktop/DBus")!,
+            interface: "org.freedesktop.DBus",
+            method: "ListNames"
+        )
+        let own = uniqueName
+        for name in reply.first.flatMap({ [String](dbusValue: $0) }) ?? [] where name.hasPrefix(":") && name != own {
+            let answer = try? await call(
+                destination: name,
+                path: path,
+                interface: "org.freedesktop.DBus.Properties",
+                method: "GetAll",
+                [.string("org.bluez.LEAdvertisement1")],
+                timeout: .seconds(5)
+            )
+            if let properties = answer?.first.flatMap({ [String: DBusVariant](dbusValue: $0) }) { return properties }
+        }
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GotchuBlueZ
 import GotchuCore
 import GotchuDBus
 import GotchuKiosk
@@ -59,6 +60,7 @@ private let minimalEnvironment = [
         #expect(configuration.radio == .bluez)
         #expect(configuration.bluezBus == .system)
         #expect(configuration.adapter == nil)
+        #expect(configuration.advertisingType == .broadcast)
         #expect(configuration.serviceUUID == BluetoothUUID("feed"))
         #expect(configuration.air == nil)
         #expect(configuration.sessionLifetime == .seconds(300))
@@ -426,6 +428,28 @@ private let minimalEnvironment = [
         #expect(configuration.credentials == .tokenFile(URL(fileURLWithPath: "/run/token")))
     }
 
+    @Test func advertiseAsIsBroadcastUnlessAFixedTerminalChoosesPeripheral() throws {
+        let directory = try ConfigDirectory()
+        let file = try directory.write(
+            "kiosk.toml",
+            "server = \"https://a.test\"\nemail = \"a@b.c\"\nadvertise_as = \"peripheral\"\n"
+        )
+        #expect(try resolve(file: file).advertisingType == .peripheral)
+        let fromEnvironment = try resolve(file: file, environment: ["GOTCHU_KIOSK_ADVERTISE_AS": "broadcast"])
+        #expect(fromEnvironment.advertisingType == .broadcast)
+        let fromFlags = try resolve(
+            file: file,
+            environment: ["GOTCHU_KIOSK_ADVERTISE_AS": "broadcast"],
+            flags: KioskSettings(advertiseAs: "peripheral")
+        )
+        #expect(fromFlags.advertisingType == .peripheral)
+        let wrong = message { () throws(KioskConfigurationError) in
+            try resolve(file: file, environment: ["GOTCHU_KIOSK_ADVERTISE_AS": "public"])
+        }
+        #expect(wrong?.hasPrefix("GOTCHU_KIOSK_ADVERTISE_AS: must be \"broadcast\"") == true, "\(wrong ?? "accepted")")
+        #expect(wrong?.contains("\"public\"") == true)
+    }
+
     @Test func settingsRoundTripThroughJSONWithSnakeCaseKeys() throws {
         let settings = KioskSettings(
             server: "http://a.test",
@@ -437,7 +461,7 @@ private let minimalEnvironment = [
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
         #expect(try JSONDecoder().decode(KioskSettings.self, from: data) == settings)
-        #expect(KioskSettings.keys.count == 20)
+        #expect(KioskSettings.keys.count == 21)
     }
 
     @Test func caFileFromTheEnvironmentAndFlagsIsTakenFromTheWorkingDirectory() throws {
