@@ -6,7 +6,7 @@ public import GotchuCore
 /// can check without trusting the HTTP answer it came in.
 ///
 /// The signature is Ed25519 over ``canonicalBytes``: every field but the signature, in a fixed order, each as a
-/// 4-byte big-endian length followed by its UTF-8 bytes (numbers in decimal ASCII). README.md spells the format out
+/// 4-byte big-endian length followed by its UTF-8 bytes (numbers in decimal ASCII). docs/api.md ("Signed receipts") spells the format out
 /// for other implementations. This type is the one place that format is written: the server signs with it, the
 /// clients and `gotchu receipt verify` check with it.
 public struct Receipt: Codable, Hashable, Sendable {
