@@ -205,10 +205,6 @@ let package = Package(
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // The benchmark's raw-SQL anchor.
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                // The benchmarks' latency percentiles.
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -220,6 +216,25 @@ let package = Package(
         ),
         // The kiosk alone, for a terminal: no ledger server, no PostgreSQL.
         .executableTarget(name: "gotchu-kiosk", dependencies: ["GotchuKioskCLI"], swiftSettings: swiftSettings),
+        // The benchmarks, run from a checkout (`swift run -c release gotchu-bench …`): built with the rest, never
+        // shipped (scripts/build-deb packages `gotchu` and `gotchu-kiosk` only).
+        .executableTarget(
+            name: "gotchu-bench",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuLedgerServer", "GotchuLedgerSQLite",
+                "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuBlueZ", "GotchuDBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // The raw-SQL anchor.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // Latency percentiles.
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Benchmarks/gotchu-bench",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GotchuCoreTests",
             dependencies: ["GotchuCore", .product(name: "PropertyBased", package: "swift-property-based")],

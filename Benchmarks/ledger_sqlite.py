@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The anchor of `gotchu bench ledger` on SQLite: the statements the SQLite store issues for one payment (create,
+"""The anchor of `gotchu-bench ledger` on SQLite: the statements the SQLite store issues for one payment (create,
 resolve, lock, send), as plain SQL from one Python thread with the standard sqlite3 module, on the file the benchmark
 prepared (WAL, synchronous=FULL, the store's own schema and users).
 

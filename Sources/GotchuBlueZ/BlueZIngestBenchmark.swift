@@ -1,6 +1,6 @@
 import GotchuCore
-public import GotchuDBus
-public import Logging
+package import GotchuDBus
+package import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -13,31 +13,30 @@ import Synchronization
 /// threshold) on a bus where an emitter owning `org.bluez` floods `Device1` updates as soon
 /// as discovery starts (`Benchmarks/dbus_fast_ingest.py emit` is one).
 ///
-/// Not part of the library's API: `gotchu bench dbus` runs it, through `@_spi(Benchmarks) import GotchuBlueZ`.
-@_spi(Benchmarks)
-public enum BlueZIngestBenchmark {
+/// Not part of the library's API: `gotchu-bench dbus`, in the same package, runs it.
+package enum BlueZIngestBenchmark {
     /// What one run measured.
-    public struct Result: Hashable, Sendable, CustomStringConvertible {
+    package struct Result: Hashable, Sendable, CustomStringConvertible {
         /// Sightings received.
-        public var sightings: Int
+        package var sightings: Int
         /// Wall-clock time from the first to the last sighting.
-        public var wallTime: Duration
+        package var wallTime: Duration
         /// CPU time the process used between the first and the last sighting (all threads).
-        public var cpuTime: Duration
+        package var cpuTime: Duration
 
         /// Sightings per CPU second: the rate one core sustains, independent of the emitter's speed.
-        public var sightingsPerCPUSecond: Double {
+        package var sightingsPerCPUSecond: Double {
             let seconds = cpuTime.seconds
             return seconds > 0 ? Double(sightings) / seconds : 0
         }
 
-        public var description: String {
+        package var description: String {
             "\(sightings) sightings in \(wallTime) wall, \(cpuTime) CPU: \(Int(sightingsPerCPUSecond)) per CPU second"
         }
     }
 
     /// Scans on `bus`, reading signals as `signalReading` says, until `count` sightings arrived or `timeout` passed.
-    public static func run(
+    package static func run(
         bus: DBusConnection.Bus,
         count: Int,
         signalReading: BlueZRadio.SignalReading = .automatic,
@@ -89,7 +88,7 @@ public enum BlueZIngestBenchmark {
     /// The same flood counted by a handler that reads nothing of the signal: what libdbus (reading, validating and
     /// dispatching each message) and the connection's loop cost on their own, the floor under any consumer built on
     /// libdbus. Subscribes with the scanner's rule for device changes and starts discovery like a scan.
-    public static func runLibdbusFloor(
+    package static func runLibdbusFloor(
         bus: DBusConnection.Bus,
         count: Int,
         timeout: Duration = .seconds(120),

@@ -391,7 +391,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
+    /// Admits a payment request under its idempotency key and commits the key in flight without paying: a replay, a
+    /// refusal (key reused with another session, still in flight, or a session that does not exist: then nothing is
+    /// stored), or the go-ahead. What a server that died between admission and payment leaves behind, for the tests;
+    /// ``send(sid:payerID:idempotencyKey:)`` admits and pays in one transaction.
+    package func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await measuredTransaction { transaction in
             try await Self.admit(
@@ -898,3 +902,13 @@ extension LedgerEngine {
         LedgerError(.idempotencyKeyReused, detail: "this Idempotency-Key was used for another refund")
     }
 }
+
+/// A store that can commit a payment's key in flight without paying
+/// (``LedgerEngine/beginSend(sid:payerID:idempotencyKey:)``): for the tests that need what a server that died
+/// mid-payment leaves behind, on a store they hold as `any LedgerStore`.
+package protocol SendAdmitting: LedgerStore {
+    /// Admits the payment request under its key and commits the key in flight, without paying.
+    func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission
+}
+
+extension LedgerEngine: SendAdmitting {}

@@ -277,7 +277,7 @@ public struct IdempotencyRecord: Sendable, Hashable {
         }
     }
 
-    /// What ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)`` decides for an existing key at `now`; `nil`
+    /// What ``LedgerEngine/beginSend(sid:payerID:idempotencyKey:)`` decides for an existing key at `now`; `nil`
     /// means the key was abandoned and the request may run again (the caller then refreshes `updated_at`).
     func admission(sid requested: String, now: Int64, inFlightTimeout: Int64) throws(LedgerError) -> SendAdmission? {
         guard sid == requested else {

@@ -79,7 +79,7 @@ public struct LedgerUser: Sendable, Hashable {
 }
 
 /// What the idempotency layer decided for a `send` request before running it.
-public enum SendAdmission: Sendable, Hashable {
+package enum SendAdmission: Sendable, Hashable {
     /// The key is new (or abandoned), and now in flight: the payment runs under it.
     case proceed
     /// The key already has an outcome: answer with it, marked as a replay.
@@ -297,11 +297,6 @@ public protocol LedgerStore: Sendable {
     /// Admits and runs a payment, replaying a stored outcome when there is one.
     /// - Returns: the outcome and whether it is a replay.
     func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool)
-
-    /// Admits a payment request under its idempotency key: a replay, a refusal (key reused with another session,
-    /// still in flight, or a session that does not exist: then nothing is stored), or the go-ahead, recorded as in
-    /// flight.
-    func beginSend(sid: String, payerID: String, idempotencyKey: String) async throws -> SendAdmission
 
     /// The session as its payee or current lock holder sees it; 404 for anyone else.
     func session(sid: String, viewerID: String) async throws -> SessionStatusResponse

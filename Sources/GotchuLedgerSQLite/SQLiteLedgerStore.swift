@@ -72,14 +72,14 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     /// Write transactions run and commits made since the store opened: under load, several transactions share a
-    /// commit.
-    public var groupCommitStatistics: (transactions: Int, commits: Int) { writer.statistics }
+    /// commit. Operators read them in the metrics (``poolUsage()``); this is for the benchmarks and the tests.
+    package var groupCommitStatistics: (transactions: Int, commits: Int) { writer.statistics }
 
     public func migrate() async throws {
         try await writer.exclusively {
             try SQLiteLedgerSchema.migrator.migrate(database)
             // A payment commits its key with its outcome, but a key committed in flight (by an earlier version, which
-            // paid in two transactions, or by ``LedgerStore/beginSend(sid:payerID:idempotencyKey:)``) and still there
+            // paid in two transactions, or by ``LedgerEngine/beginSend(sid:payerID:idempotencyKey:)``) and still there
             // now belongs to a process that is gone: the file is one process's. Its payment provably did not happen
             // (the transfer commits with the outcome), so releasing it lets a retry pay at once instead of after the
             // in-flight timeout, by when the payer's lock has usually lapsed.
@@ -278,7 +278,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func session(eid: EID) async throws -> EIDSession? {
         let now = LedgerTime.milliseconds(clock())
         return try await lookup { db in
-            try db.fetchOne(cached: Self.sessionByEID, arguments: [eid.rawValue]) { row in
+            try db.fetchOne(cached: SQLiteLedgerStatements.sessionByEID, arguments: [eid.rawValue]) { row in
                 let payee = SessionRow.columnCount
                 return EIDSession(
                     session: try SessionRow(row),
@@ -293,13 +293,6 @@ public final class SQLiteLedgerBackend: LedgerBackend {
             }
         }
     }
-
-    /// A session by any of its EIDs (the newest session, should an EID ever have been reused), with its payee.
-    private static let sessionByEID = """
-        SELECT \(SessionRow.columns(of: "s")), u.display_name, u.email, u.verified_name, e.retired_at
-        FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
-        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
-        """
 
     public func session(id: String) async throws -> SessionRow? {
         try await lookup { db in try Self.session(id, db) }
@@ -409,7 +402,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func chainHead(_ db: Database) throws -> ChainHead {
-        let head = try db.fetchOne(cached: "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1") {
+        let head = try db.fetchOne(cached: SQLiteLedgerStatements.chainHead) {
             ChainHead(hash: try $0(0), count: try $0(1))
         }
         guard let head else { throw LedgerError(.inconsistent, detail: "the ledger has no chain head") }
@@ -450,16 +443,12 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     }
 
     fileprivate static func wallet(userID: String, _ db: Database) throws -> WalletRow? {
-        try db.fetchOne(cached: walletByUser, arguments: [userID]) { try WalletRow($0) }
+        try db.fetchOne(cached: SQLiteLedgerStatements.walletByUser, arguments: [userID]) { try WalletRow($0) }
     }
 
     fileprivate static func session(_ sid: String, _ db: Database) throws -> SessionRow? {
-        try db.fetchOne(cached: sessionByID, arguments: [sid]) { try SessionRow($0) }
+        try db.fetchOne(cached: SQLiteLedgerStatements.sessionByID, arguments: [sid]) { try SessionRow($0) }
     }
-
-    private static let walletByUser = "SELECT \(WalletRow.columns) FROM wallet_accounts WHERE user_id = ?"
-    private static let sessionByID =
-        "SELECT \(SessionRow.columns(of: "payment_sessions")) FROM payment_sessions WHERE id = ?"
 }
 
 extension SQLiteLedgerBackend {
@@ -593,10 +582,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
-            let sql = """
-                SELECT \(WalletRow.columns) FROM wallet_accounts WHERE id IN (\(Self.placeholders(accountIDs.count)))
-                OR user_id IN (\(Self.placeholders(userIDs.count))) ORDER BY id
-                """
+            let sql = SQLiteLedgerStatements.walletsForUpdate(accounts: accountIDs.count, users: userIDs.count)
             let arguments = StatementArguments(accountIDs + userIDs)
             return try sync { db in try db.fetchAll(cached: sql, arguments: arguments) { try WalletRow($0) } }
         }
@@ -604,26 +590,18 @@ extension SQLiteLedgerBackend {
         /// One statement for the transfer's balances.
         public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
             guard !balances.isEmpty else { return }
-            let cases = Array(repeating: "WHEN ? THEN ?", count: balances.count).joined(separator: " ")
             var arguments: [(any DatabaseValueConvertible)?] = []
             for (id, balance) in balances {
                 arguments.append(id)
                 arguments.append(balance)
             }
             arguments += balances.map(\.walletID)
-            try execute(
-                """
-                UPDATE wallet_accounts SET available_cents = CASE id \(cases) END
-                WHERE id IN (\(Self.placeholders(balances.count)))
-                """,
-                StatementArguments(arguments)
-            )
+            try execute(SQLiteLedgerStatements.setBalances(count: balances.count), StatementArguments(arguments))
         }
 
         /// One statement for the transfer's entries.
         public func insert(entries: [EntryRow]) async throws {
             guard !entries.isEmpty else { return }
-            let rows = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: entries.count).joined(separator: ", ")
             var arguments: [(any DatabaseValueConvertible)?] = []
             for entry in entries {
                 arguments += [
@@ -631,13 +609,7 @@ extension SQLiteLedgerBackend {
                     entry.refType, entry.refID, entry.createdAt, entry.hash,
                 ]
             }
-            try execute(
-                """
-                INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
-                created_at, hash) VALUES \(rows)
-                """,
-                StatementArguments(arguments)
-            )
+            try execute(SQLiteLedgerStatements.insertEntries(count: entries.count), StatementArguments(arguments))
         }
 
         public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
@@ -668,7 +640,7 @@ extension SQLiteLedgerBackend {
             try sync { db in
                 try Bool.fetchOne(
                     cached: db,
-                    sql: "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)",
+                    sql: SQLiteLedgerStatements.eidAllocated,
                     arguments: [eid.rawValue]
                 ) ?? true
             }
@@ -693,10 +665,7 @@ extension SQLiteLedgerBackend {
 
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
             try changes(
-                """
-                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
-                """,
+                SQLiteLedgerStatements.insertSession,
                 [
                     session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
                     createKey,
@@ -705,10 +674,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func insert(eid: EID, sessionID: String) async throws {
-            try execute(
-                "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",
-                [eid.rawValue, sessionID, now]
-            )
+            try execute(SQLiteLedgerStatements.insertEID, [eid.rawValue, sessionID, now])
         }
 
         /// The write lock already serializes every lock.
@@ -718,10 +684,7 @@ extension SQLiteLedgerBackend {
             let now = self.now
             return try sync { db in
                 try db.fetchOne(
-                    cached: """
-                        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
-                        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
-                        """,
+                    cached: SQLiteLedgerStatements.locksHeld,
                     arguments: [payerID, StoredSessionStatus.locked.rawValue, now, now, sid]
                 ) { (count: try $0(0), amount: try $0(1)) } ?? (0, 0)
             }
@@ -731,7 +694,7 @@ extension SQLiteLedgerBackend {
             switch change {
             case .lock(let payerID, let until):
                 try execute(
-                    "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",
+                    SQLiteLedgerStatements.lockSession,
                     [StoredSessionStatus.locked.rawValue, payerID, until, sid]
                 )
             case .unlock:
@@ -740,13 +703,7 @@ extension SQLiteLedgerBackend {
                     [StoredSessionStatus.advertising.rawValue, now, sid]
                 )
             case .paid(let payerID):
-                try execute(
-                    """
-                    UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
-                    WHERE id = ?
-                    """,
-                    [StoredSessionStatus.paid.rawValue, payerID, now, sid]
-                )
+                try execute(SQLiteLedgerStatements.paySession, [StoredSessionStatus.paid.rawValue, payerID, now, sid])
             case .cancelled:
                 try execute(
                     "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
@@ -763,10 +720,7 @@ extension SQLiteLedgerBackend {
         public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
             try sync { db in
                 try db.fetchOne(
-                    cached: """
-                        SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
-                        WHERE user_id = ? AND key = ?
-                        """,
+                    cached: SQLiteLedgerStatements.idempotencyRecord,
                     arguments: [userID, key]
                 ) { row in
                     IdempotencyRecord(
@@ -783,10 +737,7 @@ extension SQLiteLedgerBackend {
 
         public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
             try changes(
-                """
-                INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (user_id, key) DO NOTHING
-                """,
+                SQLiteLedgerStatements.insertInFlight,
                 [userID, key, sid, IdempotencyState.inFlight.rawValue, now, now]
             )
         }
@@ -805,13 +756,7 @@ extension SQLiteLedgerBackend {
         public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
             let stored = IdempotencyRecord.columns(for: outcome)
             try execute(
-                """
-                INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-                created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
-                problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
-                updated_at = excluded.updated_at
-                """,
+                SQLiteLedgerStatements.recordOutcome,
                 [
                     userID, key, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
                     stored.refusalDetail, now, now,
@@ -832,10 +777,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func setChainHead(_ head: ChainHead) async throws {
-            try execute(
-                "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1",
-                [head.hash, head.count]
-            )
+            try execute(SQLiteLedgerStatements.setChainHead, [head.hash, head.count])
         }
 
         public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
@@ -884,14 +826,9 @@ extension SQLiteLedgerBackend {
 
         public func insert(receipt: StoredReceipt) async throws {
             try execute(
-                "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",
+                SQLiteLedgerStatements.insertReceipt,
                 [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]
             )
-        }
-
-        /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
-        private static func placeholders(_ count: Int) -> String {
-            Array(repeating: "?", count: count).joined(separator: ", ")
         }
     }
 }

@@ -59,16 +59,16 @@ final class SQLiteWriter: Sendable {
         do {
             if try !sync({ db in db.isInsideTransaction }) { try begin() }
             // Prepared once per connection: parsing them was a visible share of a payment's time.
-            try sync { db in try db.cachedStatement(sql: "SAVEPOINT request").execute() }
+            try sync { db in try db.cachedStatement(sql: SQLiteLedgerStatements.savepoint).execute() }
             do {
                 result = .success(try await body())
-                try sync { db in try db.cachedStatement(sql: "RELEASE request").execute() }
+                try sync { db in try db.cachedStatement(sql: SQLiteLedgerStatements.releaseSavepoint).execute() }
             } catch {
                 result = .failure(error)
                 do {
                     try sync { db in
                         try db.execute(sql: "ROLLBACK TO request")
-                        try db.execute(sql: "RELEASE request")
+                        try db.execute(sql: SQLiteLedgerStatements.releaseSavepoint)
                     }
                 } catch {
                     // The savepoint cannot be undone, so neither can the batch be trusted: drop it whole.

@@ -40,7 +40,7 @@ struct Gotchu: AsyncParsableCommand {
             ChargeCommand.self,
             ReceiptCommand.self,
             LedgerCommand.self,
-            BenchCommand.self,
+            BenchMovedCommand.self,
         ]
     )
 }

@@ -237,7 +237,10 @@ struct Driver {
             let payer = model.sessions[sid]!.lock?.payer ?? user()
             let key = freshKey()
             note("admit only \(sid.prefix(8)) by u\(payer) key \(key)")
-            let admission = try await store.beginSend(sid: sid, payerID: users[payer].id, idempotencyKey: key)
+            guard let admitting = store as? any SendAdmitting else {
+                throw DriverFailure(message: "the store cannot admit a key alone")
+            }
+            let admission = try await admitting.beginSend(sid: sid, payerID: users[payer].id, idempotencyKey: key)
             guard admission == .proceed else { throw DriverFailure(message: "new key not admitted: \(admission)") }
             model.admitOnly(sid, by: payer, key: key)
         case 78..<83:

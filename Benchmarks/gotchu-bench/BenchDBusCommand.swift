@@ -1,5 +1,5 @@
 import ArgumentParser
-@_spi(Benchmarks) import GotchuBlueZ
+import GotchuBlueZ
 import GotchuDBus
 
 struct BenchDBusCommand: AsyncParsableCommand {
@@ -7,8 +7,8 @@ struct BenchDBusCommand: AsyncParsableCommand {
         commandName: "dbus",
         abstract: "Device1 PropertiesChanged signals turned into sightings per CPU second.",
         discussion: """
-            Scans on the given bus, where an emitter owning org.bluez floods PropertiesChanged signals as soon as \\
-            discovery starts. Benchmarks/dbus-ingest sets up a private bus with such an emitter and runs this \\
+            Scans on the given bus, where an emitter owning org.bluez floods PropertiesChanged signals as soon as \
+            discovery starts. Benchmarks/dbus-ingest sets up a private bus with such an emitter and runs this \
             and the same consumer written with Python's dbus-fast, and prints the ratio.
             """
     )
@@ -43,7 +43,7 @@ struct BenchDBusCommand: AsyncParsableCommand {
     func run() async throws {
         if libdbusFloor {
             let result = try await BlueZIngestBenchmark.runLibdbusFloor(bus: .address(bus), count: count)
-            Console().line(
+            print(
                 #"{"implementation": "libdbus-floor", "signals": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#
             )
             return
@@ -54,7 +54,7 @@ struct BenchDBusCommand: AsyncParsableCommand {
             signalReading: throughLibdbus ? .connection : .ownSocket
         )
         let name = throughLibdbus ? "gotchu-libdbus" : "gotchu"
-        Console().line(
+        print(
             #"{"implementation": "\#(name)", "sightings": \#(result.sightings), "sightings_per_cpu_second": \#(Int(result.sightingsPerCPUSecond))}"#
         )
     }

@@ -24,7 +24,8 @@ struct BenchLedgerCommand: AsyncParsableCommand {
 
             Anchors in the same run, so every figure has a ratio: on SQLite the same statements as raw SQL \
             through the SQLite C API in this binary and from Python's sqlite3 module (one thread; needs \
-            python3 and Benchmarks/ledger_sqlite.py), and with K above one the C API again committing as many \
+            python3, and Benchmarks/ledger_sqlite.py, found in the package this program was built from or \
+            given with --python-script), and with K above one the C API again committing as many \
             transactions at once as the store's group commit did (the ceiling of group commit on this \
             machine: one thread, no framework, nothing to wait for); on PostgreSQL the same statements from pgbench with K \
             clients, prepared once per connection (as the store sends them) and parsed every time (what \
@@ -32,7 +33,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
             connections, a Lua script carrying the JSON bodies and tokens), so the client's cost and the \
             server's are told apart. \
             An anchor whose tool is missing is skipped with a note. Latencies are per payment (wrk: per \
-            request). Run on a quiet machine, from the repository's root.
+            request). Run on a quiet machine, built in release mode: swift run -c release gotchu-bench ledger.
             """
     )
 
@@ -50,8 +51,14 @@ struct BenchLedgerCommand: AsyncParsableCommand {
     )
     var database: String?
 
-    @Option(help: "The Python anchor script (SQLite).")
-    var pythonScript = "Benchmarks/ledger_sqlite.py"
+    @Option(
+        help: ArgumentHelp(
+            "The Python anchor script (SQLite); by default Benchmarks/ledger_sqlite.py in the package this program "
+                + "was built from.",
+            valueName: "path"
+        )
+    )
+    var pythonScript = BenchPaths.helper("Benchmarks/ledger_sqlite.py")
 
     @Option(help: "How long each wrk run lasts, in seconds.")
     var wrkSeconds = 5

@@ -2,6 +2,7 @@ import Foundation
 import GRDBSQLite
 import GotchuCore
 import GotchuLedgerPostgres
+import GotchuLedgerSQLite
 import GotchuLedgerServer
 import Logging
 import PostgresNIO
@@ -14,68 +15,31 @@ import PostgresNIO
 /// savepoints, as the store's writer runs them, in one shared transaction committed every that many. Its resolve reads
 /// through the writing connection, which sees what is not yet committed; the store's resolve waits for the commit.
 enum RawSQLiteAnchor {
+    /// The store's own statements (``SQLiteLedgerStatements``), by the index the payment below runs them at; the
+    /// transaction's `BEGIN IMMEDIATE` and `COMMIT` are GRDB's.
     private static let statements: [String] = [
         "BEGIN IMMEDIATE",  // 0
         "COMMIT",  // 1
-        "SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE user_id = ?",  // 2
-        "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)",  // 3
-        """
-        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-        VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
-        """,  // 4
-        "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)",  // 5
-        """
-        SELECT s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at,
-        u.display_name, u.email, u.verified_name, e.retired_at
-        FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
-        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
-        """,  // 6
-        """
-        SELECT payment_sessions.id, payment_sessions.payee_id, payment_sessions.amount_cents, payment_sessions.status,
-        payment_sessions.exp_at, payment_sessions.locked_by, payment_sessions.lock_exp_at, payment_sessions.paid_by,
-        payment_sessions.paid_at FROM payment_sessions WHERE id = ?
-        """,  // 7
-        """
-        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
-        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
-        """,  // 8
-        "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?",  // 9
-        """
-        SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
-        WHERE user_id = ? AND key = ?
-        """,  // 10
-        """
-        INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-        ON CONFLICT (user_id, key) DO NOTHING
-        """,  // 11
-        """
-        SELECT id, user_id, available_cents, kind FROM wallet_accounts WHERE id IN ()
-        OR user_id IN (?, ?) ORDER BY id
-        """,  // 12
-        """
-        UPDATE wallet_accounts SET available_cents = CASE id WHEN ? THEN ? WHEN ? THEN ? END
-        WHERE id IN (?, ?)
-        """,  // 13
-        """
-        INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
-        created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-        """,  // 14
-        """
-        UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
-        WHERE id = ?
-        """,  // 15
-        """
-        INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
-        problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
-        updated_at = excluded.updated_at
-        """,  // 16
-        "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1",  // 17
-        "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1",  // 18
-        "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)",  // 19
-        "SAVEPOINT request",  // 20
-        "RELEASE request",  // 21
+        SQLiteLedgerStatements.walletByUser,  // 2
+        SQLiteLedgerStatements.eidAllocated,  // 3
+        SQLiteLedgerStatements.insertSession,  // 4
+        SQLiteLedgerStatements.insertEID,  // 5
+        SQLiteLedgerStatements.sessionByEID,  // 6
+        SQLiteLedgerStatements.sessionByID,  // 7
+        SQLiteLedgerStatements.locksHeld,  // 8
+        SQLiteLedgerStatements.lockSession,  // 9
+        SQLiteLedgerStatements.idempotencyRecord,  // 10
+        SQLiteLedgerStatements.insertInFlight,  // 11
+        SQLiteLedgerStatements.walletsForUpdate(accounts: 0, users: 2),  // 12
+        SQLiteLedgerStatements.setBalances(count: 2),  // 13
+        SQLiteLedgerStatements.insertEntries(count: 2),  // 14
+        SQLiteLedgerStatements.paySession,  // 15
+        SQLiteLedgerStatements.recordOutcome,  // 16
+        SQLiteLedgerStatements.chainHead,  // 17
+        SQLiteLedgerStatements.setChainHead,  // 18
+        SQLiteLedgerStatements.insertReceipt,  // 19
+        SQLiteLedgerStatements.savepoint,  // 20
+        SQLiteLedgerStatements.releaseSavepoint,  // 21
     ]
 
     /// A receipt's stored body is about this long; the anchor stores a fixed one (no signing, no JSON).
@@ -299,7 +263,7 @@ enum RawSQLiteAnchor {
 enum PythonAnchor {
     static func run(script: String, path: String, payer: String, payee: String, payments: Int) throws -> BenchFigure {
         guard FileManager.default.fileExists(atPath: script) else {
-            print("  (Python anchor skipped: \(script) not found; run from the repository's root)")
+            print("  (Python anchor skipped: \(script) not found; give its path with --python-script)")
             return .skipped
         }
         let cpu = BenchCPU.now()

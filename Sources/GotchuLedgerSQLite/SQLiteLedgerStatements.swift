@@ -1,0 +1,116 @@
+import GotchuLedger
+
+/// Statements of the SQLite store, one definition each, for the store and for `gotchu-bench`'s raw-SQL anchor, which
+/// replays a payment's statements through the SQLite C API: the anchor runs the store's own text, not a copy that
+/// could drift from it. Each binds its values positionally (`?`), in the order its doc gives.
+package enum SQLiteLedgerStatements {
+    /// A request's savepoint in the writer's shared transaction, and its release (``SQLiteWriter``).
+    package static let savepoint = "SAVEPOINT request"
+    package static let releaseSavepoint = "RELEASE request"
+
+    /// A user's wallet: `user_id`.
+    package static let walletByUser = "SELECT \(WalletRow.columns) FROM wallet_accounts WHERE user_id = ?"
+
+    /// Whether an EID was ever given: `eid`.
+    package static let eidAllocated = "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)"
+
+    /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key`.
+    package static let insertSession = """
+        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+        VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+        """
+
+    /// A session's EID: `eid, session_id, created_at`.
+    package static let insertEID = "INSERT INTO session_eids (eid, session_id, created_at) VALUES (?, ?, ?)"
+
+    /// A session by any of its EIDs (the newest session, should an EID ever have been reused), with its payee: `eid`.
+    package static let sessionByEID = """
+        SELECT \(SessionRow.columns(of: "s")), u.display_name, u.email, u.verified_name, e.retired_at
+        FROM session_eids e JOIN payment_sessions s ON s.id = e.session_id JOIN users u ON u.id = s.payee_id
+        WHERE e.eid = ? ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1
+        """
+
+    /// A session by id: `id`.
+    package static let sessionByID =
+        "SELECT \(SessionRow.columns(of: "payment_sessions")) FROM payment_sessions WHERE id = ?"
+
+    /// The live locks a payer holds on other sessions: `locked_by, status, lock_exp_at, exp_at, id`.
+    package static let locksHeld = """
+        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
+        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+        """
+
+    /// A session locked: `status, locked_by, lock_exp_at, id`.
+    package static let lockSession =
+        "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?"
+
+    /// A session paid: `status, paid_by, paid_at, id`.
+    package static let paySession = """
+        UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
+        WHERE id = ?
+        """
+
+    /// An idempotency key's record: `user_id, key`.
+    package static let idempotencyRecord = """
+        SELECT sid, state, updated_at, balance_cents, problem_type, problem_detail FROM idempotency_keys
+        WHERE user_id = ? AND key = ?
+        """
+
+    /// A key admitted in flight: `user_id, key, sid, state, created_at, updated_at`.
+    package static let insertInFlight = """
+        INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (user_id, key) DO NOTHING
+        """
+
+    /// A key's outcome: `user_id, key, sid, state, balance_cents, problem_type, problem_detail, created_at,
+    /// updated_at`.
+    package static let recordOutcome = """
+        INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
+        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
+        problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
+        updated_at = excluded.updated_at
+        """
+
+    /// The wallets of a transfer, by `accounts` wallet ids and then `users` user ids, in id order.
+    package static func walletsForUpdate(accounts: Int, users: Int) -> String {
+        """
+        SELECT \(WalletRow.columns) FROM wallet_accounts WHERE id IN (\(placeholders(accounts)))
+        OR user_id IN (\(placeholders(users))) ORDER BY id
+        """
+    }
+
+    /// The balances of `count` wallets: `id, balance` for each, then each `id` again.
+    package static func setBalances(count: Int) -> String {
+        let cases = Array(repeating: "WHEN ? THEN ?", count: count).joined(separator: " ")
+        return """
+            UPDATE wallet_accounts SET available_cents = CASE id \(cases) END
+            WHERE id IN (\(placeholders(count)))
+            """
+    }
+
+    /// A transfer's `count` entries: `id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+    /// created_at, hash` for each.
+    package static func insertEntries(count: Int) -> String {
+        let rows = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
+        return """
+            INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
+            created_at, hash) VALUES \(rows)
+            """
+    }
+
+    /// The chain's head.
+    package static let chainHead = "SELECT head_hash, entry_count FROM ledger_chain WHERE id = 1"
+
+    /// The chain's new head: `head_hash, entry_count`.
+    package static let setChainHead = "UPDATE ledger_chain SET head_hash = ?, entry_count = ? WHERE id = 1"
+
+    /// A signed receipt: `id, kind, session_id, body, created_at`.
+    package static let insertReceipt =
+        "INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (?, ?, ?, ?, ?)"
+
+    /// `?, ?, …` for an `IN` list of `count` values (SQLite takes an empty list).
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+}
