@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "GotchuLedgerSQLite", targets: ["GotchuLedgerSQLite"]),
         .library(name: "GotchuLedgerPostgres", targets: ["GotchuLedgerPostgres"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
+        .library(name: "GotchuLedgerStores", targets: ["GotchuLedgerStores"]),
         .library(name: "GotchuLedgerClient", targets: ["GotchuLedgerClient"]),
         .library(name: "GotchuDBus", targets: ["GotchuDBus"]),
         .library(name: "GotchuBlueZ", targets: ["GotchuBlueZ"]),
@@ -87,6 +88,17 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Opens a ledger by name (an SQLite path or a postgres:// URL): one way for the server and the operator's
+        // commands.
+        .target(
+            name: "GotchuLedgerStores",
+            dependencies: [
+                "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -201,7 +213,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
-                "GotchuLedgerClient", "GotchuPeer",
+                "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -244,7 +256,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging",
+                "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -2,11 +2,8 @@ import ArgumentParser
 import Foundation
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerPostgres
-import GotchuLedgerSQLite
 import GotchuLedgerServer
-import Logging
-import PostgresNIO
+import GotchuLedgerStores
 
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -44,43 +41,28 @@ struct AdminOptions: ParsableArguments {
     var database: String?
 
     func validate() throws {
-        if let database, PostgresURL.isPostgresURL(database) {
-            do {
-                _ = try PostgresURL(database)
-            } catch {
-                throw ValidationError("--database: \(error)")
-            }
-        }
+        if let database { _ = try LedgerDatabase.option(database) }
     }
 
-    /// Runs `body` on the ledger's store, migrated first, with `policy`.
+    /// Runs `body` on the ledger's store, migrated first, with `policy`. Without `--database` the server's default
+    /// SQLite file must exist.
     func withStore<T: Sendable>(
         policy: LedgerPolicy = LedgerPolicy(),
         _ body: @Sendable (any LedgerStore) async throws -> T
     ) async throws -> T {
-        if let database, PostgresURL.isPostgresURL(database) {
-            let logger = Logger(label: "gotchu.admin") { _ in SwiftLogNoOpLogHandler() }
-            let store = PostgresLedgerStore(
-                url: try PostgresURL(database),
-                policy: policy,
-                maximumConnections: 2,
-                logger: logger
+        let path = database ?? LedgerDatabase.defaultPath
+        let opened: OpenedStore
+        do {
+            opened = try LedgerDatabase.option(path).open(
+                LedgerDatabase.Options(policy: policy, maximumConnections: 2, createsFile: database != nil)
             )
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await store.client.run() }
-                defer { group.cancelAll() }
-                try await store.migrate()
-                return try await body(store)
-            }
-        }
-        let path = database ?? Paths.dataHome.appendingPathComponent("ledger.sqlite").path
-        guard database != nil || FileManager.default.fileExists(atPath: path) else {
+        } catch let error as LedgerDatabaseError where error.missingFile != nil {
             throw CLIError("no ledger at \(path); pass --database (the server's)")
         }
-        try Paths.ensure(URL(fileURLWithPath: path).deletingLastPathComponent())
-        let store = try SQLiteLedgerStore(path: path, policy: policy)
-        try await store.migrate()
-        return try await body(store)
+        return try await opened.withServices { store in
+            try await store.migrate()
+            return try await body(store)
+        }
     }
 
     /// Who runs the command, for the audit log: the operating-system user, and the user behind `sudo` if any.

@@ -1,11 +1,8 @@
 import ArgumentParser
 import Foundation
 import GotchuAPI
-import GotchuLedgerPostgres
-import GotchuLedgerSQLite
 import GotchuLedgerServer
-import Logging
-import PostgresNIO
+import GotchuLedgerStores
 
 struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -25,36 +22,36 @@ struct LedgerDatabaseOptions: ParsableArguments {
     )
     var database: String
 
-    func validate() throws {
-        if PostgresURL.isPostgresURL(database) {
-            do {
-                _ = try PostgresURL(database)
-            } catch {
-                throw ValidationError("--database: \(error)")
-            }
-        }
-    }
+    func validate() throws { _ = try LedgerDatabase.option(database) }
 
     /// Runs `body` over the store on that database (a PostgreSQL pool runs meanwhile). An SQLite file must exist:
     /// these commands never create a ledger.
     func withStore<T: Sendable>(_ body: @Sendable (any LedgerStore) async throws -> T) async throws -> T {
-        if PostgresURL.isPostgresURL(database) {
-            let store = PostgresLedgerStore(
-                url: try PostgresURL(database),
-                maximumConnections: 2,
-                logger: Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() }
+        let opened: OpenedStore
+        do {
+            opened = try LedgerDatabase.option(database).open(
+                LedgerDatabase.Options(maximumConnections: 2, createsFile: false)
             )
-            return try await withThrowingTaskGroup(of: Void.self) { pool in
-                pool.addTask { await store.client.run() }
-                defer { pool.cancelAll() }
-                return try await body(store)
-            }
+        } catch let error as LedgerDatabaseError {
+            throw CLIError(error.description)
         }
-        guard FileManager.default.fileExists(atPath: database) else {
-            throw CLIError("no ledger database at \(database)")
-        }
-        return try await body(try SQLiteLedgerStore(path: database))
+        return try await opened.withServices(body)
     }
+}
+
+extension LedgerDatabase {
+    /// The database a `--database` option names.
+    /// - Throws: `ValidationError` naming the option when the URL cannot be used.
+    static func option(_ text: String) throws -> LedgerDatabase {
+        do {
+            return try LedgerDatabase(text)
+        } catch {
+            throw ValidationError("--database: \(error)")
+        }
+    }
+
+    /// The server's database without `--database`: `$XDG_DATA_HOME/gotchu/ledger.sqlite`.
+    static var defaultPath: String { Paths.dataHome.appendingPathComponent("ledger.sqlite").path }
 }
 
 struct LedgerVerifyCommand: AsyncParsableCommand {
