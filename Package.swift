@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedger",
+                "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuSystemd",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

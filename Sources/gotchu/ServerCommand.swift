@@ -1,15 +1,9 @@
 import ArgumentParser
 import Foundation
-import GotchuLedgerPostgres
-import GotchuLedgerSQLite
 import GotchuLedgerServer
+import GotchuLedgerStores
 import GotchuLogging
-import GotchuSystemd
-import Hummingbird
 import Logging
-import NIOSSL
-import PostgresNIO
-import ServiceLifecycle
 
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -200,62 +194,7 @@ struct ServerCommand: AsyncParsableCommand {
     )
     var maxEventStreams = LedgerLimits().eventStreamsPerUser
 
-    @Option(
-        help: ArgumentHelp(
-            "POST /sessions/resolve per client address: requests per second (0: no limit, else \(Bounds.rate)).",
-            valueName: "per-second"
-        )
-    )
-    var resolveRate: Double = 10
-
-    @Option(
-        help: ArgumentHelp("POST /sessions/resolve per client address: burst (\(Bounds.burst)).", valueName: "count")
-    )
-    var resolveBurst = 20
-
-    @Option(
-        help: ArgumentHelp(
-            "POST /sessions/lock per client address: requests per second (0: no limit, else \(Bounds.rate)).",
-            valueName: "per-second"
-        )
-    )
-    var lockRate: Double = 10
-
-    @Option(help: ArgumentHelp("POST /sessions/lock per client address: burst (\(Bounds.burst)).", valueName: "count"))
-    var lockBurst = 20
-
-    @Option(
-        help: ArgumentHelp(
-            "POST /sessions/lock per user: requests per second (0: no limit, else \(Bounds.rate)).",
-            valueName: "per-second"
-        )
-    )
-    var userLockRate: Double = 2
-
-    @Option(help: ArgumentHelp("POST /sessions/lock per user: burst (\(Bounds.burst)).", valueName: "count"))
-    var userLockBurst = 5
-
-    @Option(
-        help: ArgumentHelp(
-            "POST /wallet/send per user: requests per second (0: no limit, else \(Bounds.rate)).",
-            valueName: "per-second"
-        )
-    )
-    var sendRate: Double = 5
-
-    @Option(help: ArgumentHelp("POST /wallet/send per user: burst (\(Bounds.burst)).", valueName: "count"))
-    var sendBurst = 10
-
-    @Option(
-        help: ArgumentHelp(
-            "POST /wallet/payouts per user: requests per second (0: no limit, else \(Bounds.rate)).",
-            valueName: "per-second"
-        )
-    )
-    var payoutRate: Double = 5
-
-    @Option(help: ArgumentHelp("POST /wallet/payouts per user: burst (\(Bounds.burst)).", valueName: "count"))
-    var payoutBurst = 10
+    @OptionGroup var rateLimits: RateLimitOptions
 
     @Option(
         help: ArgumentHelp(
@@ -384,13 +323,7 @@ struct ServerCommand: AsyncParsableCommand {
         try check("session-lifetime", sessionLifetime, Bounds.sessionLifetime)
         try check("lock-lifetime", lockLifetime, Bounds.lockLifetime)
         try check("in-flight-timeout", inFlightTimeout, Bounds.inFlightTimeout)
-        if let database, PostgresURL.isPostgresURL(database) {
-            do {
-                _ = try PostgresURL(database)
-            } catch {
-                throw ValidationError("--database: \(error)")
-            }
-        }
+        if let database { _ = try LedgerDatabase.option(database) }
         guard maxAmount > 0 else { throw ValidationError("--max-amount must be 1 or more, got \(maxAmount)") }
         try check("max-connections", maxConnections, Bounds.maxConnections)
         try check("db-connection-wait", connectionWait, Bounds.connectionWait)
@@ -405,23 +338,53 @@ struct ServerCommand: AsyncParsableCommand {
         try check("refresh-token-lifetime", refreshTokenLifetime, Bounds.refreshTokenLifetime)
         _ = try identityConfiguration
         try check("max-event-streams", maxEventStreams, Bounds.maxEventStreams)
-        for (name, rate, burst) in [
-            ("resolve", resolveRate, resolveBurst), ("lock", lockRate, lockBurst),
-            ("user-lock", userLockRate, userLockBurst), ("send", sendRate, sendBurst),
-            ("payout", payoutRate, payoutBurst),
-        ] {
-            // NaN fails every comparison, so `contains` refuses it along with infinities.
-            guard rate == 0 || Bounds.rate.contains(rate) else {
-                throw ValidationError("--\(name)-rate must be 0 (no limit) or \(Bounds.rate), got \(rate)")
-            }
-            try check("\(name)-burst", burst, Bounds.burst)
-        }
+        try rateLimits.check()
     }
 
     func run() async throws {
         logFormat.bootstrap(level: logLevel)
         let logger = Logger(label: "gotchu.server")
-        warnIfDescriptorsShort(logger: logger)
+        let database = try LedgerDatabase.option(self.database ?? LedgerDatabase.defaultPath)
+        let opened = try database.open(
+            LedgerDatabase.Options(
+                policy: policy,
+                maximumConnections: maxConnections,
+                connectionWait: .seconds(connectionWait),
+                logger: logger
+            )
+        )
+        logger.info("ledger database", metadata: database.logMetadata.merging(["dev": "\(dev)"]) { $1 })
+        var configuration = LedgerServer.Configuration()
+        configuration.host = host
+        configuration.port = port
+        configuration.developmentMode = dev
+        configuration.registration = registration
+        configuration.mailCommand = mailCommand
+        configuration.mailFrom = mailFrom
+        configuration.accessTokenLifetime = .seconds(accessTokenLifetime)
+        configuration.jwtSecret = jwtSecret ?? ProcessInfo.processInfo.environment["GOTCHU_JWT_SECRET"]
+        // Replicas on one machine share the generated development secret; elsewhere pass the same secret.
+        configuration.developmentSecretFile = database.companionFile(
+            pathExtension: "jwt-secret",
+            directory: Paths.dataHome
+        )
+        configuration.tlsCertificateFile = tlsCert
+        configuration.tlsKeyFile = tlsKey
+        configuration.identities = try identityConfiguration
+        configuration.limits = limits
+        configuration.storeConnections = maxConnections
+        do {
+            try await LedgerServer.run(configuration, store: opened.store, services: opened.services, logger: logger) {
+                // Unbuffered, so a parent process reading the pipe sees the line at once.
+                FileHandle.standardOutput.write(Data("listening on \($0)\n".utf8))
+            }
+        } catch let error as LedgerServer.SetupError {
+            throw CLIError(error.description)
+        }
+    }
+
+    /// The ledger's rules the options ask for.
+    var policy: LedgerPolicy {
         var policy = LedgerPolicy()
         policy.sessionLifetime = .seconds(sessionLifetime)
         policy.lockLifetime = .seconds(lockLifetime)
@@ -432,122 +395,7 @@ struct ServerCommand: AsyncParsableCommand {
         policy.passwordCost = bcryptCost
         policy.minimumPasswordLength = minPasswordLength
         policy.refreshTokenLifetime = .seconds(refreshTokenLifetime)
-        if let database, PostgresURL.isPostgresURL(database) {
-            let url = try PostgresURL(database)
-            let store = PostgresLedgerStore(
-                url: url,
-                policy: policy,
-                maximumConnections: maxConnections,
-                connectionWait: .seconds(connectionWait),
-                logger: logger
-            )
-            // Replicas on one machine share the generated development secret; elsewhere pass the same secret.
-            let secretFile = Paths.dataHome.appendingPathComponent(
-                "postgres-\(url.host)-\(url.port)-\(url.database).jwt-secret"
-            )
-            logger.info("ledger database", metadata: ["postgres": "\(url.redacted)", "dev": "\(dev)"])
-            try await serve(store: store, secretFile: secretFile, services: [store.client], logger: logger)
-        } else {
-            let databaseURL =
-                database.map { URL(fileURLWithPath: $0) } ?? Paths.dataHome.appendingPathComponent("ledger.sqlite")
-            try Paths.ensure(databaseURL.deletingLastPathComponent())
-            let store = try SQLiteLedgerStore(path: databaseURL.path, policy: policy)
-            logger.info("ledger database", metadata: ["path": "\(databaseURL.path)", "dev": "\(dev)"])
-            try await serve(
-                store: store,
-                secretFile: databaseURL.appendingPathExtension("jwt-secret"),
-                services: [],
-                logger: logger
-            )
-        }
-    }
-
-    /// What mails registrants their codes: the --mail-command, or on a development server without one the log.
-    private func registrationMailer(logger: Logger) -> (any RegistrationMailer)? {
-        if let mailCommand {
-            return SendmailCommand(
-                path: mailCommand,
-                sender: mailFrom ?? "Gotchu ledger <gotchu@\(ProcessInfo.processInfo.hostName)>"
-            )
-        }
-        guard registration == .open, dev else { return nil }
-        logger.warning("open registration without --mail-command: confirmation codes are written to this log")
-        return LoggedRegistrationMailer(logger: logger)
-    }
-
-    /// Migrates the store, then serves until SIGTERM or SIGINT.
-    private func serve(
-        store: some LedgerStore,
-        secretFile: URL,
-        services: [any Service],
-        logger: Logger
-    ) async throws {
-        let tokens = try await TokenAuthority(
-            secret: try secret(file: secretFile),
-            lifetime: .seconds(accessTokenLifetime)
-        )
-        let identities = try identityConfiguration.map { OIDCVerifier($0) }
-        let host = self.host
-        var tls: TLSConfiguration?
-        if let tlsCert, let tlsKey {
-            do {
-                tls = try LedgerServer.tlsConfiguration(certificateFile: tlsCert, keyFile: tlsKey)
-            } catch {
-                throw CLIError("\(error)")
-            }
-        }
-        let scheme = tls == nil ? "http" : "https"
-        // Under systemd (Type=notify) readiness is the port listening, not the process having started.
-        let notifier = SystemdNotifier(logger: logger)
-        let application = LedgerServer.application(
-            store: store,
-            tokens: tokens,
-            identities: identities,
-            host: host,
-            port: port,
-            developmentMode: dev,
-            registration: registration,
-            mailer: registrationMailer(logger: logger),
-            limits: limits,
-            metrics: LedgerMetrics(),
-            tls: tls,
-            services: services,
-            logger: logger
-        ) { port in
-            // Unbuffered, so a parent process reading the pipe sees the line at once.
-            FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
-            notifier.ready(status: "listening on \(scheme)://\(host):\(port)")
-        }
-        do {
-            try await application.runService()
-        } catch {
-            notifier.stopping(status: "failed: \(error)")
-            throw error
-        }
-        notifier.stopping()
-    }
-
-    /// Warns when the open-file limit leaves too little room for the connection cap: past it, accepting fails and
-    /// clients wait in the backlog instead of being answered. Room is kept for refusals in progress, the store, the
-    /// PostgreSQL pool and the process's own descriptors.
-    private func warnIfDescriptorsShort(logger: Logger) {
-        var limit = rlimit()
-        #if os(Linux)
-            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-            let resource = RLIMIT_NOFILE
-        #endif
-        // An unlimited limit is the largest value, so it never warns.
-        guard getrlimit(resource, &limit) == 0 else { return }
-        let needed = maxOpenConnections + 64 + maxConnections + 64
-        guard UInt64(limit.rlim_cur) < UInt64(needed) else { return }
-        logger.warning(
-            "the open-file limit is below what --max-open-connections needs; raise it (ulimit -n) or lower the cap",
-            metadata: [
-                "open_file_limit": "\(limit.rlim_cur)", "needed": "\(needed)",
-                "max_open_connections": "\(maxOpenConnections)",
-            ]
-        )
+        return policy
     }
 
     /// The external issuer the options trust, if any.
@@ -585,15 +433,8 @@ struct ServerCommand: AsyncParsableCommand {
 
     /// The rate and connection limits the options ask for.
     var limits: LedgerLimits {
-        func rate(_ perSecond: Double, _ burst: Int) -> RateLimit? {
-            perSecond > 0 ? RateLimit(perSecond: perSecond, burst: burst) : nil
-        }
         var limits = LedgerLimits()
-        limits.resolvePerAddress = rate(resolveRate, resolveBurst)
-        limits.lockPerAddress = rate(lockRate, lockBurst)
-        limits.lockPerUser = rate(userLockRate, userLockBurst)
-        limits.sendPerUser = rate(sendRate, sendBurst)
-        limits.payoutPerUser = rate(payoutRate, payoutBurst)
+        rateLimits.apply(to: &limits)
         limits.trustForwardedFor = trustForwardedFor
         limits.resolveAccess = resolve
         limits.maximumOpenConnections = maxOpenConnections
@@ -601,22 +442,5 @@ struct ServerCommand: AsyncParsableCommand {
         limits.readTimeout = .seconds(readTimeout)
         limits.eventStreamsPerUser = maxEventStreams
         return limits
-    }
-
-    /// The JWT secret: the flag, the environment, or (with --dev only) one generated and kept in `file`.
-    private func secret(file: URL) throws -> String {
-        if let secret = jwtSecret ?? ProcessInfo.processInfo.environment["GOTCHU_JWT_SECRET"] {
-            guard secret.utf8.count >= 32 else { throw CLIError("the JWT secret must be at least 32 bytes") }
-            return secret
-        }
-        guard dev else {
-            throw CLIError("a JWT secret is required: pass --jwt-secret or set GOTCHU_JWT_SECRET (or use --dev)")
-        }
-        try Paths.ensure(file.deletingLastPathComponent())
-        if let existing = try? String(contentsOf: file, encoding: .utf8), existing.utf8.count >= 32 { return existing }
-        var generator = SystemRandomNumberGenerator()
-        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-        try Paths.writePrivate(Data(secret.utf8), to: file)
-        return secret
     }
 }

@@ -1,0 +1,198 @@
+public import Foundation
+import GotchuSystemd
+import Hummingbird
+public import Logging
+import NIOSSL
+public import ServiceLifecycle
+
+extension LedgerServer {
+    /// Everything a production server is run with besides its store: what `gotchu server` parses its options into.
+    public struct Configuration: Sendable {
+        /// The address to listen on.
+        public var host = "127.0.0.1"
+        /// The port to listen on; 0 picks a free one.
+        public var port = 8080
+        /// Enables `/auth/dev-login` and `/dev/fund`, and lets the server generate its JWT secret.
+        public var developmentMode = false
+        /// Who may create accounts.
+        public var registration: Registration = .closed
+        /// With open registration: a sendmail-compatible program that mails each registrant their code. Without
+        /// one, only a development server registers, writing the codes to its log.
+        public var mailCommand: String?
+        /// The `From:` of registration mails (default: `Gotchu ledger <gotchu@THIS-HOST>`).
+        public var mailFrom: String?
+        /// How long an access token is valid.
+        public var accessTokenLifetime: Duration = .seconds(900)
+        /// The HS256 secret of the tokens, at least 32 bytes. Without one a development server generates one and
+        /// keeps it in ``developmentSecretFile``; any other server refuses to start.
+        public var jwtSecret: String?
+        /// Where a development server keeps its generated secret, so that it survives restarts and replicas on one
+        /// machine share it.
+        public var developmentSecretFile: URL?
+        /// Serves HTTPS with this PEM certificate chain (the server's certificate first); needs ``tlsKeyFile``.
+        public var tlsCertificateFile: String?
+        /// The PEM private key of ``tlsCertificateFile``.
+        public var tlsKeyFile: String?
+        /// Also accepts the access tokens of this external issuer, its users provisioned on first use.
+        public var identities: OIDCVerifier.Configuration?
+        /// The rate and connection limits.
+        public var limits = LedgerLimits()
+        /// How many connections the store may hold open (a PostgreSQL pool's size), counted in the open-file limit
+        /// the server needs.
+        public var storeConnections = 20
+
+        /// The defaults of `gotchu server`.
+        public init() {}
+    }
+
+    /// Why a server cannot start: no usable JWT secret, or a certificate or key that cannot be used.
+    public struct SetupError: Error, CustomStringConvertible, Sendable {
+        /// The whole message.
+        public var description: String
+
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Builds the server `configuration` describes over `store` and serves until SIGTERM or SIGINT, after the
+    /// requests in flight. The store is migrated before the server listens; `services` (what the store needs
+    /// running, such as a PostgreSQL pool) run beside it. Metrics are served at `GET /metrics`. Under systemd
+    /// (`Type=notify`) the server reports itself ready once it listens, and stopping when it stops.
+    /// - Parameter onListening: called with the server's URL (`http://HOST:PORT`, the bound port) once it listens.
+    /// - Throws: ``SetupError`` before it listens when the secret, the certificate or the key cannot be used.
+    public static func run(
+        _ configuration: Configuration,
+        store: any LedgerStore,
+        services: [any Service],
+        logger: Logger,
+        onListening: @escaping @Sendable (_ url: String) async -> Void = { _ in }
+    ) async throws {
+        warnIfDescriptorsShort(configuration, logger: logger)
+        let tokens = try await TokenAuthority(
+            secret: try jwtSecret(configuration),
+            lifetime: configuration.accessTokenLifetime
+        )
+        let identities = configuration.identities.map { OIDCVerifier($0) }
+        var tls: TLSConfiguration?
+        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+            do {
+                tls = try tlsConfiguration(certificateFile: certificate, keyFile: key)
+            } catch {
+                throw SetupError(error.description)
+            }
+        }
+        let scheme = tls == nil ? "http" : "https"
+        let host = configuration.host
+        // Under systemd (Type=notify) readiness is the port listening, not the process having started.
+        let notifier = SystemdNotifier(logger: logger)
+        let application = self.application(
+            store: store,
+            tokens: tokens,
+            identities: identities,
+            host: host,
+            port: configuration.port,
+            developmentMode: configuration.developmentMode,
+            registration: configuration.registration,
+            mailer: registrationMailer(configuration, logger: logger),
+            limits: configuration.limits,
+            metrics: LedgerMetrics(),
+            tls: tls,
+            services: services,
+            logger: logger
+        ) { port in
+            await onListening("\(scheme)://\(host):\(port)")
+            notifier.ready(status: "listening on \(scheme)://\(host):\(port)")
+        }
+        do {
+            try await application.runService()
+        } catch {
+            notifier.stopping(status: "failed: \(error)")
+            throw error
+        }
+        notifier.stopping()
+    }
+
+    /// The JWT secret: the configured one, or (in development mode only) one generated and kept in the
+    /// configuration's ``Configuration/developmentSecretFile``.
+    static func jwtSecret(_ configuration: Configuration) throws(SetupError) -> String {
+        if let secret = configuration.jwtSecret {
+            guard secret.utf8.count >= 32 else { throw SetupError("the JWT secret must be at least 32 bytes") }
+            return secret
+        }
+        guard configuration.developmentMode, let file = configuration.developmentSecretFile else {
+            throw SetupError("a JWT secret is required: pass --jwt-secret or set GOTCHU_JWT_SECRET (or use --dev)")
+        }
+        if let existing = try? String(contentsOf: file, encoding: .utf8), existing.utf8.count >= 32 { return existing }
+        var generator = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        try writePrivate(Data(secret.utf8), to: file)
+        return secret
+    }
+
+    /// Writes `contents` to `file` readable by its owner only (0600), its directory owner-only (0700), replacing it
+    /// atomically.
+    private static func writePrivate(_ contents: Data, to file: URL) throws(SetupError) {
+        let directory = file.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(
+                at: directory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw SetupError("cannot create \(directory.path): \(error.localizedDescription)")
+        }
+        let temporary = file.appendingPathExtension("tmp-\(getpid())")
+        guard
+            FileManager.default.createFile(
+                atPath: temporary.path,
+                contents: contents,
+                attributes: [.posixPermissions: 0o600]
+            )
+        else { throw SetupError("cannot write \(temporary.path)") }
+        guard rename(temporary.path, file.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(at: temporary)
+            throw SetupError("cannot write \(file.path): \(reason)")
+        }
+    }
+
+    /// What mails registrants their codes: the mail command, or on a development server without one the log.
+    private static func registrationMailer(
+        _ configuration: Configuration,
+        logger: Logger
+    ) -> (any RegistrationMailer)? {
+        if let mailCommand = configuration.mailCommand {
+            return SendmailCommand(
+                path: mailCommand,
+                sender: configuration.mailFrom ?? "Gotchu ledger <gotchu@\(ProcessInfo.processInfo.hostName)>"
+            )
+        }
+        guard configuration.registration == .open, configuration.developmentMode else { return nil }
+        logger.warning("open registration without --mail-command: confirmation codes are written to this log")
+        return LoggedRegistrationMailer(logger: logger)
+    }
+
+    /// Warns when the open-file limit leaves too little room for the connection cap: past it, accepting fails and
+    /// clients wait in the backlog instead of being answered. Room is kept for refusals in progress, the store, the
+    /// PostgreSQL pool and the process's own descriptors.
+    private static func warnIfDescriptorsShort(_ configuration: Configuration, logger: Logger) {
+        var limit = rlimit()
+        #if os(Linux)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        // An unlimited limit is the largest value, so it never warns.
+        guard getrlimit(resource, &limit) == 0 else { return }
+        let maximumOpenConnections = configuration.limits.maximumOpenConnections
+        let needed = maximumOpenConnections + 64 + configuration.storeConnections + 64
+        guard UInt64(limit.rlim_cur) < UInt64(needed) else { return }
+        logger.warning(
+            "the open-file limit is below what --max-open-connections needs; raise it (ulimit -n) or lower the cap",
+            metadata: [
+                "open_file_limit": "\(limit.rlim_cur)", "needed": "\(needed)",
+                "max_open_connections": "\(maximumOpenConnections)",
+            ]
+        )
+    }
+}
