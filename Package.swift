@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "GotchuSimulatedRadio", targets: ["GotchuSimulatedRadio"]),
         .library(name: "GotchuPeer", targets: ["GotchuPeer"]),
         .library(name: "GotchuKiosk", targets: ["GotchuKiosk"]),
+        .library(name: "GotchuKioskClient", targets: ["GotchuKioskClient"]),
         .library(name: "GotchuSystemd", targets: ["GotchuSystemd"]),
     ],
     dependencies: [
@@ -175,12 +176,14 @@ let package = Package(
             dependencies: [.product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        // A point-of-sale's side of the kiosk's D-Bus interface, and the interface's names.
+        .target(name: "GotchuKioskClient", dependencies: ["GotchuDBus"], swiftSettings: swiftSettings),
         // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
         .target(
             name: "GotchuKiosk",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus", "GotchuBlueZ", "GotchuSimulatedRadio",
-                "GotchuSystemd",
+                "GotchuSystemd", "GotchuKioskClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -213,7 +216,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
-                "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer",
+                "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -306,7 +309,7 @@ let package = Package(
             dependencies: [
                 "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
                 "GotchuLedgerClient", "GotchuAPI",
-                "GotchuCore", "GotchuKioskCLI",
+                "GotchuCore", "GotchuKioskCLI", "GotchuKioskClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -2,39 +2,20 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 public import GotchuDBus
+public import GotchuKioskClient
 
-/// The kiosk's control interface for the point-of-sale: `io.gotchu.Kiosk1` at `/io/gotchu/Kiosk1`.
-///
-/// Methods: `Charge(x amount_cents, s reference) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`,
-/// `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is not refunded yet).
-/// Properties: `State` (s, as ``KioskStatus/State``) and `CurrentCharge` (a{sv}, empty when there was none).
-/// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `PaymentSucceeded(s id, x amount_cents, s session_id)`,
-/// `Expired(s id)`, `Cancelled(s id)`, `Error(s id, s reason)`, `Refunded(s id, s refund_id, x amount_cents)`.
+/// The kiosk's control interface for the point-of-sale, as ``KioskInterface`` names it: `io.gotchu.Kiosk1` at
+/// `/io/gotchu/Kiosk1`. Its `State` property is a ``KioskStatus/State``; its charges are ``dictionary(_:)``s.
 public enum KioskControl {
-    /// The well-known bus name the kiosk owns.
-    public static let busName = "io.gotchu.Kiosk1"
-    /// The interface name.
-    public static let interface = "io.gotchu.Kiosk1"
-    /// The object's path.
-    public static let path = DBusObjectPath(rawValue: "/io/gotchu/Kiosk1")!
+    /// The well-known bus name the kiosk owns (``KioskInterface/busName``).
+    public static var busName: String { KioskInterface.busName }
+    /// The interface name (``KioskInterface/name``).
+    public static var interface: String { KioskInterface.name }
+    /// The object's path (``KioskInterface/path``).
+    public static var path: DBusObjectPath { KioskInterface.path }
 
     /// The D-Bus errors the methods reply with, besides `org.freedesktop.DBus.Error.InvalidArgs`.
-    public enum ErrorName {
-        /// Another charge is active.
-        public static let busy: DBusError.Name = "io.gotchu.Kiosk1.Error.Busy"
-        /// No charge has that id.
-        public static let notFound: DBusError.Name = "io.gotchu.Kiosk1.Error.NotFound"
-        /// The charge is already over.
-        public static let alreadyFinal: DBusError.Name = "io.gotchu.Kiosk1.Error.AlreadyFinal"
-        /// The charge was paid before it could be cancelled.
-        public static let alreadyPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.AlreadyPaid"
-        /// The ledger has not confirmed the cancel yet; the kiosk keeps trying.
-        public static let cancelPending: DBusError.Name = "io.gotchu.Kiosk1.Error.CancelPending"
-        /// The charge is not paid, so there is nothing to refund.
-        public static let notPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.NotPaid"
-        /// The ledger refused the refund (the message says why), or its receipt did not verify.
-        public static let refundFailed: DBusError.Name = "io.gotchu.Kiosk1.Error.RefundFailed"
-    }
+    public typealias ErrorName = KioskInterface.ErrorName
 
     /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
     /// ``busName`` (then calls `onServing`), and mirrors the kiosk's status and events as properties and signals.
@@ -69,11 +50,21 @@ public enum KioskControl {
                         let newState = DBusValue.string(status.state.rawValue)
                         let newCharge = dictionary(status.charge).dbusValue
                         if newCharge != charge {
-                            try? await connection.setProperty("CurrentCharge", of: interface, at: path, to: newCharge)
+                            try? await connection.setProperty(
+                                Property.currentCharge.rawValue,
+                                of: interface,
+                                at: path,
+                                to: newCharge
+                            )
                             charge = newCharge
                         }
                         if newState != state {
-                            try? await connection.setProperty("State", of: interface, at: path, to: newState)
+                            try? await connection.setProperty(
+                                Property.state.rawValue,
+                                of: interface,
+                                at: path,
+                                to: newState
+                            )
                             state = newState
                         }
                     }
@@ -82,7 +73,12 @@ public enum KioskControl {
                 group.addTask {
                     for await event in events {
                         let (member, arguments) = signal(for: event)
-                        try? await connection.emitSignal(path: path, interface: interface, member: member, arguments)
+                        try? await connection.emitSignal(
+                            path: path,
+                            interface: interface,
+                            member: member.rawValue,
+                            arguments
+                        )
                     }
                 }
                 await group.waitForAll()
@@ -113,21 +109,25 @@ public enum KioskControl {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
-    static func signal(for event: KioskEvent) -> (String, [DBusValue]) {
+    static func signal(for event: KioskEvent) -> (Signal, [DBusValue]) {
         let id = DBusValue.string(event.charge.id)
         switch event.kind {
-        case .advertising: return ("Advertising", [id, .string(event.charge.eid?.rawValue ?? "")])
-        case .locked: return ("Locked", [id])
+        case .advertising: return (.advertising, [id, .string(event.charge.eid?.rawValue ?? "")])
+        case .locked: return (.locked, [id])
         case .paid:
-            return ("PaymentSucceeded", [id, .int64(event.charge.amountCents), .string(event.charge.sessionID ?? "")])
-        case .expired: return ("Expired", [id])
-        case .cancelled: return ("Cancelled", [id])
-        case .failed(let reason), .problem(let reason): return ("Error", [id, .string(reason)])
+            return (.paymentSucceeded, [id, .int64(event.charge.amountCents), .string(event.charge.sessionID ?? "")])
+        case .expired: return (.expired, [id])
+        case .cancelled: return (.cancelled, [id])
+        case .failed(let reason), .problem(let reason): return (.error, [id, .string(reason)])
         }
     }
 
+    typealias Method = KioskInterface.Method
+    typealias Property = KioskInterface.Property
+    typealias Signal = KioskInterface.Signal
+
     /// The interface's methods, as counted in ``KioskMetrics``.
-    static let methods = ["Charge", "Cancel", "GetCharge", "Refund"]
+    static let methods = KioskInterface.Method.allCases.map(\.rawValue)
 
     /// The exported object, each method call counted in `metrics` by its outcome.
     private static func object(
@@ -166,7 +166,7 @@ public enum KioskControl {
             DBusInterface(
                 interface,
                 methods: [
-                    DBusMethod("Charge", inputs: [.int64, .string], outputs: [.string]) { message in
+                    DBusMethod(Method.charge.rawValue, inputs: [.int64, .string], outputs: [.string]) { message in
                         let amount = message.argument(0, as: Int64.self) ?? 0
                         let reference = message.argument(1, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in
@@ -174,7 +174,7 @@ public enum KioskControl {
                         }
                         return [.string(charge.id)]
                     },
-                    DBusMethod("Cancel", inputs: [.string]) { message in
+                    DBusMethod(Method.cancel.rawValue, inputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in try await kiosk.cancel(id: id) }
                         switch charge.state {
@@ -186,7 +186,7 @@ public enum KioskControl {
                         }
                         return []
                     },
-                    DBusMethod("Refund", inputs: [.string, .int64], outputs: [.string]) { message in
+                    DBusMethod(Method.refund.rawValue, inputs: [.string, .int64], outputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let amount = message.argument(1, as: Int64.self) ?? 0
                         let refund = try await answer { () throws(KioskError) in
@@ -196,30 +196,33 @@ public enum KioskControl {
                         try? await connection.emitSignal(
                             path: path,
                             interface: interface,
-                            member: "Refunded",
+                            member: Signal.refunded.rawValue,
                             [.string(id), .string(refund.refundID), .int64(refund.amountCents)]
                         )
                         return [.string(refund.refundID)]
                     },
-                    DBusMethod("GetCharge", inputs: [.string], outputs: [.dictionary(key: .string, value: .variant)]) {
-                        message in
+                    DBusMethod(
+                        Method.getCharge.rawValue,
+                        inputs: [.string],
+                        outputs: [.dictionary(key: .string, value: .variant)]
+                    ) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in try await kiosk.charge(id: id) }
                         return [dictionary(charge).dbusValue]
                     },
                 ],
                 properties: [
-                    DBusProperty("State", .string(status.state.rawValue)),
-                    DBusProperty("CurrentCharge", dictionary(status.charge).dbusValue),
+                    DBusProperty(Property.state.rawValue, .string(status.state.rawValue)),
+                    DBusProperty(Property.currentCharge.rawValue, dictionary(status.charge).dbusValue),
                 ],
                 signals: [
-                    DBusSignalDescription("Advertising", arguments: [.string, .string]),
-                    DBusSignalDescription("Locked", arguments: [.string]),
-                    DBusSignalDescription("PaymentSucceeded", arguments: [.string, .int64, .string]),
-                    DBusSignalDescription("Expired", arguments: [.string]),
-                    DBusSignalDescription("Cancelled", arguments: [.string]),
-                    DBusSignalDescription("Error", arguments: [.string, .string]),
-                    DBusSignalDescription("Refunded", arguments: [.string, .string, .int64]),
+                    DBusSignalDescription(Signal.advertising.rawValue, arguments: [.string, .string]),
+                    DBusSignalDescription(Signal.locked.rawValue, arguments: [.string]),
+                    DBusSignalDescription(Signal.paymentSucceeded.rawValue, arguments: [.string, .int64, .string]),
+                    DBusSignalDescription(Signal.expired.rawValue, arguments: [.string]),
+                    DBusSignalDescription(Signal.cancelled.rawValue, arguments: [.string]),
+                    DBusSignalDescription(Signal.error.rawValue, arguments: [.string, .string]),
+                    DBusSignalDescription(Signal.refunded.rawValue, arguments: [.string, .string, .int64]),
                 ]
             )
         ])

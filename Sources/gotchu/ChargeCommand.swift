@@ -3,6 +3,7 @@ import Foundation
 import GotchuCore
 import GotchuDBus
 import GotchuKiosk
+import GotchuKioskClient
 
 struct ChargeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -88,7 +89,7 @@ struct ChargeCommand: AsyncParsableCommand {
         let code: Int32
         do {
             if let show {
-                output.line(Self.describe(try await kiosk.getCharge(show)))
+                output.line(Self.describe(try await kiosk.charge(show)))
                 code = 0
             } else if let cancel {
                 code = try await Self.cancel(cancel, kiosk, output)
@@ -112,7 +113,7 @@ struct ChargeCommand: AsyncParsableCommand {
     /// Starts the charge and prints its steps until it ends; returns the exit status.
     private func follow(_ kiosk: KioskClient, _ cents: Cents, _ output: Console) async throws -> Int32 {
         // Listen before charging, so the first steps are not missed.
-        let signals = try await kiosk.signals()
+        let signals = try await kiosk.events()
         let id = try await kiosk.charge(amountCents: cents, reference: reference)
         output.line("charge \(id): \(Money.format(cents))")
         if noWait { return 0 }
@@ -135,18 +136,17 @@ struct ChargeCommand: AsyncParsableCommand {
 
     private static func printSteps(
         of id: String,
-        _ signals: AsyncStream<DBusMessage>,
+        _ signals: AsyncStream<KioskSignal>,
         _ kiosk: KioskClient,
         _ output: Console
     ) async throws -> Int32 {
-        for await signal in signals where signal.argument(0, as: String.self) == id {
-            switch signal.member {
-            case "Advertising": output.line("waiting for a payer (EID \(signal.argument(1, as: String.self) ?? "?"))")
-            case "Locked": output.line("a payer is paying")
-            case "Error": output.line("problem, the kiosk keeps trying: \(signal.argument(1, as: String.self) ?? "")")
-            case "PaymentSucceeded", "Expired", "Cancelled":
-                return report(try await kiosk.getCharge(id), output)
-            default: break
+        for await signal in signals where signal.chargeID == id {
+            switch signal {
+            case .advertising(_, let eid): output.line("waiting for a payer (EID \(eid))")
+            case .locked: output.line("a payer is paying")
+            case .error(_, let reason): output.line("problem, the kiosk keeps trying: \(reason)")
+            case .paymentSucceeded, .expired, .cancelled: return report(try await kiosk.charge(id), output)
+            case .refunded: break
             }
         }
         try await Task.sleep(for: .seconds(3600 * 24))
@@ -158,7 +158,7 @@ struct ChargeCommand: AsyncParsableCommand {
         while true {
             try await Task.sleep(for: .seconds(2))
             do {
-                let charge = try await kiosk.getCharge(id)
+                let charge = try await kiosk.charge(id)
                 away = false
                 if let state = charge["state", as: String.self].flatMap(KioskChargeState.init(rawValue:)), state.isFinal
                 {
@@ -195,10 +195,11 @@ struct ChargeCommand: AsyncParsableCommand {
         do {
             try await kiosk.cancel(id)
         } catch let error as DBusError
-            where error.name == KioskControl.ErrorName.alreadyPaid || error.name == KioskControl.ErrorName.alreadyFinal
+            where error.name == KioskInterface.ErrorName.alreadyPaid
+            || error.name == KioskInterface.ErrorName.alreadyFinal
         {
-            return report(try await kiosk.getCharge(id), output)
-        } catch let error as DBusError where error.name == KioskControl.ErrorName.cancelPending {
+            return report(try await kiosk.charge(id), output)
+        } catch let error as DBusError where error.name == KioskInterface.ErrorName.cancelPending {
             output.line(error.message)
             return 4
         }
@@ -214,12 +215,12 @@ struct ChargeCommand: AsyncParsableCommand {
         _ kiosk: KioskClient,
         _ output: Console
     ) async throws -> Int32 {
-        let signals = try await kiosk.signals()
+        let signals = try await kiosk.events()
         let refundID: String
         do {
             refundID = try await kiosk.refund(id, amountCents: amountCents ?? 0)
         } catch let error as DBusError
-            where error.name == KioskControl.ErrorName.notPaid || error.name == KioskControl.ErrorName.refundFailed
+            where error.name == KioskInterface.ErrorName.notPaid || error.name == KioskInterface.ErrorName.refundFailed
         {
             output.line("not refunded: \(error.message)")
             return 1
@@ -227,10 +228,7 @@ struct ChargeCommand: AsyncParsableCommand {
         // The kiosk signals before it replies, so the signal is already here; the bound only guards against a hang.
         let announced = try await withThrowingTaskGroup(of: Int64?.self) { group in
             group.addTask {
-                for await signal in signals
-                where signal.member == "Refunded" && signal.argument(1, as: String.self) == refundID {
-                    return signal.argument(2, as: Int64.self)
-                }
+                for await case .refunded(_, refundID, let cents) in signals { return cents }
                 return nil
             }
             group.addTask {
@@ -265,57 +263,5 @@ struct ChargeCommand: AsyncParsableCommand {
             "the bus refused: only members of the gotchu-pos group may call the kiosk (\(error.message))"
         default: error.message.isEmpty ? error.name.rawValue : error.message
         }
-    }
-}
-
-/// The point-of-sale's side of ``KioskControl``.
-struct KioskClient {
-    let connection: DBusConnection
-
-    func charge(amountCents: Cents, reference: String) async throws -> String {
-        let reply = try await call("Charge", [.int64(amountCents), .string(reference)])
-        guard let id = reply.first.flatMap({ String(dbusValue: $0) }) else {
-            throw DBusError(.failed, "the kiosk answered Charge without an id")
-        }
-        return id
-    }
-
-    func cancel(_ id: String) async throws { _ = try await call("Cancel", [.string(id)]) }
-
-    func refund(_ id: String, amountCents: Cents) async throws -> String {
-        let reply = try await call("Refund", [.string(id), .int64(amountCents)])
-        guard let refundID = reply.first.flatMap({ String(dbusValue: $0) }) else {
-            throw DBusError(.failed, "the kiosk answered Refund without a refund id")
-        }
-        return refundID
-    }
-
-    func getCharge(_ id: String) async throws -> [String: DBusVariant] {
-        let reply = try await call("GetCharge", [.string(id)])
-        guard let charge = reply.first.flatMap({ [String: DBusVariant](dbusValue: $0) }) else {
-            throw DBusError(.failed, "the kiosk answered GetCharge with something else than a dictionary")
-        }
-        return charge
-    }
-
-    func signals() async throws -> AsyncStream<DBusMessage> {
-        try await connection.signals(
-            matching: DBusMatchRule(
-                sender: KioskControl.busName,
-                interface: KioskControl.interface,
-                path: KioskControl.path
-            )
-        )
-    }
-
-    private func call(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
-        try await connection.call(
-            destination: KioskControl.busName,
-            path: KioskControl.path,
-            interface: KioskControl.interface,
-            method: method,
-            arguments,
-            timeout: .seconds(30)
-        )
     }
 }

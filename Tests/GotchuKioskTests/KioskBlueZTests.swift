@@ -1,6 +1,7 @@
 import Foundation
 import GotchuDBus
 import GotchuKiosk
+import GotchuKioskClient
 import GotchuTesting
 import Testing
 
@@ -49,7 +50,7 @@ struct KioskBlueZTests {
                 display: false
             )
             defer { _ = try? kiosk.stopNow() }
-            _ = try await connection.kiosk("Charge", [.int64(450), .string("counter")])
+            _ = try await connection.kiosk.charge(amountCents: 450, reference: "counter")
             #expect(
                 try await eventually {
                     try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count == 1
@@ -88,7 +89,7 @@ struct KioskBlueZTests {
         func registrations() async throws -> Int {
             try await connection.mockCalls("RegisterAdvertisement", at: mockAdapter).count
         }
-        func state() async throws -> String? { try await connection.kioskProperty("State", as: String.self) }
+        func state() async throws -> String { try await connection.kiosk.state() }
 
         // The kiosk starts before bluetoothd: a charge waits in the error state until it comes.
         let (kiosk, _, metricsPort) = try await daemon.startKiosk(
@@ -98,8 +99,7 @@ struct KioskBlueZTests {
         )
         let metrics = try #require(metricsPort)
         defer { _ = try? kiosk.stopNow() }
-        let charged = try await connection.kiosk("Charge", [.int64(450), .string("restart")])
-        let id = try #require(charged.first?.decode(as: String.self))
+        let id = try await connection.kiosk.charge(amountCents: 450, reference: "restart")
         #expect(try await eventually { try await state() == "error" })
         try await startBluetoothd("bluetoothd-1")
         #expect(try await eventually { try await registrations() == 1 })
@@ -113,10 +113,10 @@ struct KioskBlueZTests {
 
         // The radio registers again on the restarted bluetoothd by itself. Had the advertisement failed instead, the
         // kiosk would have written a problem into the charge before retrying: the charge stays as it was.
-        let before = try await connection.kioskCharge(id)
+        let before = try await connection.kiosk.charge(id)
         try await startBluetoothd("bluetoothd-2")
         #expect(try await eventually { try await registrations() == 1 })
-        let after = try await connection.kioskCharge(id)
+        let after = try await connection.kiosk.charge(id)
         #expect(after["updated_at", as: String.self] == before["updated_at", as: String.self])
         #expect(after["state", as: String.self] == "advertising" && after["problem", as: String.self] == nil)
         #expect(try await eventually { try await state() == "advertising" })
@@ -135,8 +135,8 @@ struct KioskBlueZTests {
 
         _ = try await connection.mock("RemoveAdapter", at: mockRoot, [.string("hci0")])
         #expect(try await eventually { try await state() == "error" })
-        let charge = try await connection.kioskProperty("CurrentCharge", as: [String: DBusVariant].self)
-        #expect(charge?["problem", as: String.self]?.contains("Bluetooth") == true)
+        let charge = try await connection.kiosk.currentCharge()
+        #expect(charge["problem", as: String.self]?.contains("Bluetooth") == true)
         _ = try await connection.mock("AddAdapter", at: mockRoot, [.string("hci0"), .string("kiosk")])
         #expect(try await eventually { try await state() == "advertising" })
         #expect(try await registrations() >= 1)

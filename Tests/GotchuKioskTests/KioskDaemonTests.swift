@@ -1,6 +1,7 @@
 import Foundation
 import GotchuDBus
 import GotchuKiosk
+import GotchuKioskClient
 import GotchuTesting
 import Testing
 
@@ -106,31 +107,8 @@ struct KioskDaemon {
 }
 
 extension DBusConnection {
-    func kiosk(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
-        try await call(
-            destination: KioskControl.busName,
-            path: KioskControl.path,
-            interface: KioskControl.interface,
-            method: method,
-            arguments
-        )
-    }
-
-    /// A property of the kiosk's interface, unwrapped from its variant.
-    func kioskProperty<T: DBusRepresentable>(_ name: String, as type: T.Type) async throws -> T? {
-        let reply = try await call(
-            destination: KioskControl.busName,
-            path: KioskControl.path,
-            interface: "org.freedesktop.DBus.Properties",
-            method: "Get",
-            [.string(KioskControl.interface), .string(name)]
-        )
-        return reply.first?.decode(as: DBusVariant.self)?.value.decode(as: T.self)
-    }
-
-    func kioskCharge(_ id: String) async throws -> [String: DBusVariant] {
-        try #require(try await kiosk("GetCharge", [.string(id)]).first.flatMap { [String: DBusVariant](dbusValue: $0) })
-    }
+    /// The kiosk on this bus, through the point-of-sale's library.
+    var kiosk: KioskClient { KioskClient(connection: self) }
 }
 
 @Suite("gotchu kiosk as a process, driven over D-Bus", .serialized, .timeLimit(.minutes(3)))
@@ -169,9 +147,7 @@ struct KioskDaemonTests {
         let (kiosk, port) = try await daemon.startKiosk(kioskOnly: kioskOnly)
         defer { _ = try? kiosk.stopNow() }
         let connection = try await daemon.connect()
-        let signals = try await connection.signals(
-            matching: DBusMatchRule(sender: KioskControl.busName, interface: KioskControl.interface)
-        )
+        let signals = try await connection.kiosk.events()
         let events = try LoopbackConnection(port: port)
         try events.send("GET", "/events")
         #expect(try await events.readHead().status == 200)
@@ -186,17 +162,17 @@ struct KioskDaemonTests {
         #expect(try await pos.waitForExit() == 0)
         #expect(pos.lines.contains { $0.hasPrefix("paid: $12.50") })
 
-        var succeeded: DBusMessage?
-        for await signal in signals where signal.member == "PaymentSucceeded" {
-            succeeded = signal
+        var succeeded: (id: String, cents: Int64, sessionID: String)?
+        for await case .paymentSucceeded(let id, let cents, let sessionID) in signals {
+            succeeded = (id, cents, sessionID)
             break
         }
-        let id = try #require(succeeded?.argument(0, as: String.self))
-        #expect(succeeded?.argument(1, as: Int64.self) == 1_250)
-        let charge = try await connection.kioskCharge(id)
+        let id = try #require(succeeded?.id)
+        #expect(succeeded?.cents == 1_250)
+        let charge = try await connection.kiosk.charge(id)
         #expect(charge["state", as: String.self] == "paid" && charge["reference", as: String.self] == "order 1017")
-        #expect(charge["session_id", as: String.self] == succeeded?.argument(2, as: String.self))
-        #expect(try await connection.kioskProperty("State", as: String.self) == "paid")
+        #expect(charge["session_id", as: String.self] == succeeded?.sessionID)
+        #expect(try await connection.kiosk.state() == "paid")
         var sawPaid = false
         while !sawPaid, let data = try await events.nextData() {
             sawPaid = data.contains("\"state\":\"paid\"") && data.contains(id)
@@ -220,7 +196,7 @@ struct KioskDaemonTests {
         var before: [String: DBusVariant] = [:]
         #expect(
             try await eventually {
-                before = try await connection.kioskCharge(id)
+                before = try await connection.kiosk.charge(id)
                 return before["state", as: String.self] == "advertising"
             }
         )
@@ -231,18 +207,18 @@ struct KioskDaemonTests {
         defer { _ = try? kiosk.stopNow() }
         let again = try await daemon.connect()
         defer { Task { await again.close() } }
-        let after = try await again.kioskCharge(id)
+        let after = try await again.kiosk.charge(id)
         #expect(after["session_id", as: String.self] == before["session_id", as: String.self])
         #expect(after["eid", as: String.self] == before["eid", as: String.self])
         await #expect {
-            _ = try await again.kiosk("Charge", [.int64(100), .string("")])
+            _ = try await again.kiosk.charge(amountCents: 100)
         } throws: { error in
-            (error as? DBusError)?.name == KioskControl.ErrorName.busy
+            (error as? DBusError)?.name == KioskInterface.ErrorName.busy
         }
         try await daemon.pay(as: "bob")
         #expect(
             try await eventually {
-                try await again.kioskCharge(id)["state", as: String.self] == "paid"
+                try await again.kiosk.charge(id)["state", as: String.self] == "paid"
             }
         )
         let shown = try await daemon.processes.run(["charge", "--show", id, "--bus", daemon.bus.address], user: "pos")
@@ -265,7 +241,7 @@ struct KioskDaemonTests {
             messages.append(message)
             // The name is owned by the time READY=1 is sent: a unit ordered after the kiosk can charge at once.
             if message.hasPrefix("READY=1") {
-                ownedAtReady = try await connection.nameOwner(of: KioskControl.busName) != nil
+                ownedAtReady = try await connection.nameOwner(of: KioskInterface.busName) != nil
             }
         }
         await connection.close()
@@ -296,10 +272,10 @@ struct KioskDaemonTests {
         #expect(before.type("gotchu_kiosk_bluez_reregistrations_total") == "counter")
         #expect(before.type("gotchu_kiosk_ledger_errors_total") == "counter")
 
-        _ = try await connection.kiosk("Charge", [.int64(100), .string("metrics")])
-        await #expect(throws: DBusError.self) { _ = try await connection.kiosk("Cancel", [.string("no-such-charge")]) }
+        _ = try await connection.kiosk.charge(amountCents: 100, reference: "metrics")
+        await #expect(throws: DBusError.self) { try await connection.kiosk.cancel("no-such-charge") }
         await #expect(throws: DBusError.self) {
-            _ = try await connection.kiosk("Charge", [.int64(0), .string("zero")])
+            _ = try await connection.kiosk.charge(amountCents: 0, reference: "zero")
         }
 
         let after = try await daemon.scrape(port: port)

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuDBus
 import GotchuKiosk
+import GotchuKioskClient
 import GotchuLedgerClient
 import GotchuTesting
 import Testing
@@ -17,9 +18,7 @@ struct KioskRefundTests {
         let (kiosk, _) = try await daemon.startKiosk()
         defer { _ = try? kiosk.stopNow() }
         let connection = try await daemon.connect()
-        let signals = try await connection.signals(
-            matching: DBusMatchRule(sender: KioskControl.busName, interface: KioskControl.interface)
-        )
+        let signals = try await connection.kiosk.events()
 
         let pos = try daemon.processes.start(
             ["charge", "12.50", "--reference", "order 1018", "--bus", daemon.bus.address],
@@ -38,15 +37,12 @@ struct KioskRefundTests {
         )
         #expect(partial.contains { $0.hasPrefix("refunded $5.00 of charge \(id)") }, "\(partial)")
         // The rest, straight over D-Bus (0 cents: all that is not refunded yet).
-        let reply = try await connection.kiosk("Refund", [.string(id), .int64(0)])
-        let restID = try #require(reply.first.flatMap { String(dbusValue: $0) })
+        let restID = try await connection.kiosk.refund(id, amountCents: 0)
 
         var refunded: [(refundID: String, cents: Int64)] = []
-        for await signal in signals where signal.member == "Refunded" {
-            #expect(signal.argument(0, as: String.self) == id)
-            refunded.append(
-                (signal.argument(1, as: String.self) ?? "", signal.argument(2, as: Int64.self) ?? 0)
-            )
+        for await case .refunded(let chargeID, let refundID, let cents) in signals {
+            #expect(chargeID == id)
+            refunded.append((refundID, cents))
             if refunded.count == 2 { break }
         }
         #expect(refunded.map(\.cents) == [500, 750])
@@ -54,10 +50,10 @@ struct KioskRefundTests {
 
         // Nothing is left: the ledger's reason comes back as the D-Bus error's message.
         await #expect {
-            _ = try await connection.kiosk("Refund", [.string(id), .int64(1)])
+            _ = try await connection.kiosk.refund(id, amountCents: 1)
         } throws: { error in
             let error = error as? DBusError
-            return error?.name == KioskControl.ErrorName.refundFailed
+            return error?.name == KioskInterface.ErrorName.refundFailed
                 && error?.message.contains("refund-exceeds-payment") == true
         }
         let refused = try daemon.processes.start(
@@ -68,22 +64,21 @@ struct KioskRefundTests {
         #expect(refused.lines.contains { $0.hasPrefix("not refunded:") }, "\(refused.lines)")
 
         await #expect {
-            _ = try await connection.kiosk("Refund", [.string("no-such-charge"), .int64(100)])
+            _ = try await connection.kiosk.refund("no-such-charge", amountCents: 100)
         } throws: { error in
-            (error as? DBusError)?.name == KioskControl.ErrorName.notFound
+            (error as? DBusError)?.name == KioskInterface.ErrorName.notFound
         }
         await #expect {
-            _ = try await connection.kiosk("Refund", [.string(id), .int64(-5)])
+            _ = try await connection.kiosk.refund(id, amountCents: -5)
         } throws: { error in
             (error as? DBusError)?.name == .invalidArgs
         }
         // A charge that is not paid has nothing to refund.
-        let waiting = try await connection.kiosk("Charge", [.int64(300), .string("")])
-        let unpaid = try #require(waiting.first.flatMap { String(dbusValue: $0) })
+        let unpaid = try await connection.kiosk.charge(amountCents: 300)
         await #expect {
-            _ = try await connection.kiosk("Refund", [.string(unpaid), .int64(100)])
+            _ = try await connection.kiosk.refund(unpaid, amountCents: 100)
         } throws: { error in
-            (error as? DBusError)?.name == KioskControl.ErrorName.notPaid
+            (error as? DBusError)?.name == KioskInterface.ErrorName.notPaid
         }
         await connection.close()
     }
