@@ -19,12 +19,27 @@ public struct LedgerPoolUsage: Sendable, Hashable {
     public var idle: Int?
     /// The most connections in use at once.
     public var maximum: Int
+    /// Write transactions committed or rolled back since the store opened, where the store commits several in one
+    /// (SQLite's group commit); `nil` elsewhere.
+    public var transactions: Int?
+    /// Commits made since the store opened, where the store commits several transactions in one; with
+    /// ``transactions``, how many transactions a commit carries. `nil` elsewhere.
+    public var commits: Int?
 
     /// Creates a reading.
-    public init(inUse: Int, waiting: Int, idle: Int? = nil, maximum: Int) {
+    public init(
+        inUse: Int,
+        waiting: Int,
+        idle: Int? = nil,
+        maximum: Int,
+        transactions: Int? = nil,
+        commits: Int? = nil
+    ) {
         self.inUse = inUse
         self.waiting = waiting
         self.idle = idle
         self.maximum = maximum
+        self.transactions = transactions
+        self.commits = commits
     }
 }

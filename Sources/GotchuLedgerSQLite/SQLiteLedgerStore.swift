@@ -119,10 +119,17 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     /// The writer as the one connection transactions take turns at: whether a transaction holds it, and how many
-    /// wait for it.
+    /// wait for it; and the transactions it ran and the commits it made since the store opened.
     public func poolUsage() async -> LedgerPoolUsage? {
         let usage = writer.usage
-        return LedgerPoolUsage(inUse: usage.inUse ? 1 : 0, waiting: usage.waiting, maximum: 1)
+        let statistics = writer.statistics
+        return LedgerPoolUsage(
+            inUse: usage.inUse ? 1 : 0,
+            waiting: usage.waiting,
+            maximum: 1,
+            transactions: statistics.transactions,
+            commits: statistics.commits
+        )
     }
 
     /// Reads a row or a few by key, in one statement, on the calling thread. Such a lookup takes microseconds, less

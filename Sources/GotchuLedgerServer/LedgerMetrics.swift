@@ -5,6 +5,7 @@ public import GotchuLedger
 import HTTPTypes
 import Hummingbird
 public import Prometheus
+import Synchronization
 
 /// The ledger server's metrics for Prometheus, recorded through swift-metrics into one registry.
 ///
@@ -24,6 +25,9 @@ public import Prometheus
 /// - `gotchu_ledger_store_connections{state}`: the store's connections `in-use` and the requests `waiting` for one
 ///   (SQLite: the one writer, and the transactions waiting their turn), read at each scrape;
 ///   `gotchu_ledger_store_connections_max`: the pool's size.
+/// - `gotchu_ledger_sqlite_transactions_total` and `gotchu_ledger_sqlite_commits_total`: on SQLite, the write
+///   transactions the writer ran and the commits it made (group commit: under load, several transactions share one;
+///   the ratio of their rates is the transactions per commit), brought up to date at each scrape.
 /// - `gotchu_ledger_open_connections`: connections being served now; `gotchu_ledger_refused_connections_total`:
 ///   connections turned away at the connection cap.
 public struct LedgerMetrics: LedgerStoreObserver {
@@ -37,6 +41,8 @@ public struct LedgerMetrics: LedgerStoreObserver {
     /// more than recording.
     private let counters = BoundedCache<MetricKey, CoreMetrics.Counter>(capacity: 1024)
     private let timers = BoundedCache<MetricKey, CoreMetrics.Timer>(capacity: 1024)
+    /// The writer's totals as last recorded, so that a scrape adds to the counters what is new since.
+    private let writerTotals = WriterTotals()
 
     /// Creates the metrics over `registry` (a fresh one by default).
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -143,6 +149,13 @@ public struct LedgerMetrics: LedgerStoreObserver {
             ).record(idle)
         }
         CoreMetrics.Gauge(label: "gotchu_ledger_store_connections_max", factory: factory).record(usage.maximum)
+        if let transactions = usage.transactions, let commits = usage.commits {
+            let added = writerTotals.advance(to: (transactions, commits))
+            CoreMetrics.Counter(label: "gotchu_ledger_sqlite_transactions_total", factory: factory)
+                .increment(by: added.transactions)
+            CoreMetrics.Counter(label: "gotchu_ledger_sqlite_commits_total", factory: factory)
+                .increment(by: added.commits)
+        }
     }
 
     func connections(open: Int) { openConnections.record(open) }
@@ -195,6 +208,20 @@ struct LedgerMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         switch method {
         case .get, .head, .post, .put, .delete, .patch, .options, .trace, .connect: method.rawValue
         default: "other"
+        }
+    }
+}
+
+/// The totals of a store's writer last added to the counters. A total that went down (another store reported) is
+/// taken as the new start.
+private final class WriterTotals: Sendable {
+    private let recorded = Mutex<(transactions: Int, commits: Int)>((0, 0))
+
+    /// What `totals` adds to the recorded totals, which become `totals`.
+    func advance(to totals: (transactions: Int, commits: Int)) -> (transactions: Int, commits: Int) {
+        recorded.withLock { recorded in
+            defer { recorded = totals }
+            return (max(0, totals.transactions - recorded.transactions), max(0, totals.commits - recorded.commits))
         }
     }
 }

@@ -112,6 +112,12 @@ struct MetricsTests {
         #expect(value("gotchu_ledger_store_connections", ["state": "in-use"]) == 0)
         #expect(value("gotchu_ledger_store_connections", ["state": "waiting"]) == 0)
         #expect(value("gotchu_ledger_store_connections_max", [:]) == 1)
+        // The writer's group commit: every write transaction so far, in as many commits or fewer.
+        #expect(type("gotchu_ledger_sqlite_transactions_total") == "counter")
+        #expect(type("gotchu_ledger_sqlite_commits_total") == "counter")
+        let transactions = value("gotchu_ledger_sqlite_transactions_total", [:]) ?? 0
+        let commits = value("gotchu_ledger_sqlite_commits_total", [:]) ?? 0
+        #expect(commits >= 1 && transactions >= commits, "\(transactions) transactions, \(commits) commits")
         // Refunds are listed before the first one.
         #expect(type("gotchu_ledger_refunds_total") == "counter")
         #expect(value("gotchu_ledger_refunds_total", ["outcome": "refunded"]) == 0)
@@ -124,7 +130,13 @@ struct MetricsTests {
         defer { directory.remove() }
         let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
         try await store.migrate()
-        #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
+        // The connections alone; the writer's totals are checked at the end.
+        func connections() async -> LedgerPoolUsage? {
+            guard let usage = await store.poolUsage() else { return nil }
+            return LedgerPoolUsage(inUse: usage.inUse, waiting: usage.waiting, idle: usage.idle, maximum: usage.maximum)
+        }
+        let before = await store.poolUsage()
+        #expect(await connections() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
         let (entered, enteredSink) = AsyncStream<Void>.makeStream()
         let (release, releaseSink) = AsyncStream<Void>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -140,14 +152,19 @@ struct MetricsTests {
             _ = await entries.next()
             // The second transaction reaches the gate soon after the first entered; the deadline only bounds a hang.
             #expect(try await eventually(timeout: .seconds(30)) { await store.poolUsage()?.waiting == 1 })
-            #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 1, waiting: 1, maximum: 1))
+            #expect(await connections() == LedgerPoolUsage(inUse: 1, waiting: 1, maximum: 1))
             releaseSink.yield()
             _ = await entries.next()
-            #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 1, waiting: 0, maximum: 1))
+            #expect(await connections() == LedgerPoolUsage(inUse: 1, waiting: 0, maximum: 1))
             releaseSink.yield()
             try await group.waitForAll()
         }
-        #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
+        #expect(await connections() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 1))
+        // Both transactions ran, committed in one commit or two.
+        let after = await store.poolUsage()
+        let transactions = (after?.transactions ?? 0) - (before?.transactions ?? 0)
+        let commits = (after?.commits ?? 0) - (before?.commits ?? 0)
+        #expect(transactions == 2 && (1...2).contains(commits), "\(transactions) transactions, \(commits) commits")
     }
 
     @Test(
