@@ -163,8 +163,10 @@ public struct LedgerMetrics: LedgerStoreObserver {
     func connectionRefused() { refusedConnections.increment() }
 }
 
-/// Counts and times every request, outside the middleware that turns errors into problems, so it sees the status
-/// the client gets.
+/// Counts and times every request under the status the client gets. It runs outside ``ProblemMiddleware``, which
+/// answers every error; an error that reaches it all the same is answered here as the ledger answers it (an
+/// `HTTPResponseError` that Hummingbird renders) and counted under that answer's status, so a count never says 500
+/// for a 404, 401 or 409.
 struct LedgerMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: LedgerMetrics
 
@@ -185,14 +187,14 @@ struct LedgerMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             )
             return response
         } catch {
-            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            let answer = ProblemMiddleware<Context>.answer(for: error, logger: context.logger)
             metrics.request(
                 route: Self.route(context),
                 method: method,
-                status: status,
+                status: answer.status.code,
                 duration: ContinuousClock.now - start
             )
-            throw error
+            throw answer
         }
     }
 

@@ -216,7 +216,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     let receipt = try await store.receipt(sessionID: sid)
                     return try json(BalanceResponse(newBalanceCents: balance, receipt: receipt), headers: headers)
                 case .refused(let refusal):
-                    var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(for: Problem(refusal))
+                    var response = Problem(refusal).httpResponse
                     response.headers.append(contentsOf: headers)
                     return response
                 }

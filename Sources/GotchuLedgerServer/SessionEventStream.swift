@@ -137,13 +137,11 @@ extension LedgerRoutes {
         let sid = try SessionID.validate(try context.parameters.require("sid"))
         guard let slot = eventStreams.take(for: user) else {
             let limit = eventStreams.maximumPerUser
-            var response = ProblemMiddleware<LedgerRequestContext>.problemResponse(
-                for: Problem(
-                    .rateLimited,
-                    detail: "at most \(limit) event streams per user may be open at once on this server; close one "
-                        + "(or wait for one to end) and retry"
-                )
-            )
+            var response = Problem(
+                .rateLimited,
+                detail: "at most \(limit) event streams per user may be open at once on this server; close one "
+                    + "(or wait for one to end) and retry"
+            ).httpResponse
             response.headers[.retryAfter] = "\(max(1, Int(limits.eventHeartbeat.components.seconds)))"
             return response
         }

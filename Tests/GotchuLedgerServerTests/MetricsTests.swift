@@ -5,10 +5,14 @@ import GotchuLedger
 import GotchuLedgerClient
 import GotchuLedgerPostgres
 import GotchuLedgerSQLite
-import GotchuLedgerServer
 import GotchuTesting
+import HTTPTypes
+import Hummingbird
 import Logging
+import NIOCore
 import Testing
+
+@testable import GotchuLedgerServer
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -205,6 +209,54 @@ struct MetricsTests {
         }
     }
 
+    @Test("A refusal thrown through the metrics middleware is counted under the status the client gets")
+    func thrownRefusals() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let metrics = LedgerMetrics()
+        // The metrics middleware alone, over handlers that throw as the routes do: whatever reaches it thrown is
+        // answered as the ledger answers it, and counted so.
+        let router = Router(context: BareContext.self)
+        router.add(middleware: LedgerMetricsMiddleware(metrics: metrics))
+        router.get("/sessions/{sid}") { _, _ -> Response in
+            throw Problem(.sessionNotFound, detail: "no such session")
+        }
+        router.get("/wallet/me") { _, _ -> Response in
+            throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
+        }
+        router.post("/sessions/lock") { _, _ -> Response in
+            throw LedgerError(.sessionLocked, detail: "another payer holds the lock")
+        }
+        let responder = router.buildResponder()
+        let requests: [(HTTPRequest.Method, String, Int)] = [
+            (.get, "/sessions/0", 404), (.get, "/wallet/me", 401), (.post, "/sessions/lock", 409),
+        ]
+        for (method, path, status) in requests {
+            let request = Request(
+                head: HTTPRequest(method: method, scheme: "http", authority: "localhost", path: path),
+                body: RequestBody(buffer: ByteBuffer())
+            )
+            let context = BareContext(source: .init(logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }))
+            let response = try await responder.respond(to: request, context: context)
+            #expect(response.status.code == status, "\(method) \(path)")
+            #expect(response.headers[.contentType] == Problem.mediaType, "\(method) \(path)")
+        }
+        let samples = try PrometheusText.parse(
+            String(decoding: metrics.exposition(), as: UTF8.self),
+            in: directory.url
+        )
+        func count(_ route: String, _ status: String) -> Double? {
+            samples.first { sample in
+                sample.name == "gotchu_ledger_requests_total" && sample.labels["route"] == route
+                    && sample.labels["status"] == status
+            }?.value
+        }
+        #expect(count("/sessions/{sid}", "404") == 1)
+        #expect(count("/wallet/me", "401") == 1)
+        #expect(count("/sessions/lock", "409") == 1)
+        #expect(!samples.contains { $0.name == "gotchu_ledger_requests_total" && $0.labels["status"] == "500" })
+    }
+
     @Test("Without metrics there is no /metrics route")
     func off() async throws {
         let directory = try TemporaryDirectory()
@@ -216,4 +268,15 @@ struct MetricsTests {
             #expect((response as? HTTPURLResponse)?.statusCode == 404)
         }
     }
+}
+
+/// A request context with nothing but Hummingbird's core, for middleware tested without a server.
+private struct BareContext: RequestContext {
+    struct Source: RequestContextSource {
+        var logger: Logger
+    }
+
+    var coreContext: CoreRequestContextStorage
+
+    init(source: Source) { self.coreContext = .init(source: source) }
 }
