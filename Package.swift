@@ -109,6 +109,7 @@ let package = Package(
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuSystemd",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

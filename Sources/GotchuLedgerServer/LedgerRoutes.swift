@@ -62,6 +62,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     func register(on router: Router<LedgerRequestContext>) {
         let table = self.table
         router.add(middleware: MethodNotAllowedMiddleware(paths: table.map { ($0.path, $0.method) }))
+        // Lazy: the routes ask for the identity (`context.user(for:)`, `context.principal()`) at the point their
+        // order of answers says; see ``LedgerAuthenticator``.
+        router.add(middleware: LedgerAuthenticator(store: store, tokens: tokens, identities: identities))
         // The resource and the table are both part of this module, and a test renders every combination of
         // routes: a mismatch is a build that must not ship.
         let document: String
@@ -121,19 +124,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 // Public by design: whoever holds a receipt checks it against these, without an account.
                 try json(try await store.receiptKeys())
             },
-            LedgerRoute(.get, "/wallet/me", "wallet") { request, _ in
-                let user = try await authenticate(request, for: .readWallet)
+            LedgerRoute(.get, "/wallet/me", "wallet") { _, context in
+                let user = try await context.user(for: .readWallet)
                 return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
             },
-            LedgerRoute(.get, "/wallet/entries", "walletEntries") { request, _ in
-                let user = try await authenticate(request, for: .readWallet)
+            LedgerRoute(.get, "/wallet/entries", "walletEntries") { request, context in
+                let user = try await context.user(for: .readWallet)
                 let (limit, cursor) = try entryPageQuery(request)
                 return try json(try await store.entries(userID: user, cursor: cursor, limit: limit))
             },
             LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
-                let user = try await authenticate(request, for: .createSession)
+                let user = try await context.user(for: .createSession)
                 let key = try idempotencyKey(request)
-                let body = try await decode(AmountRequest.self, request, context)
+                let body = try await request.decode(as: AmountRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
                 let (session, replayed) = try await store.createSession(
                     payeeID: user,
@@ -144,13 +147,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             },
             LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in
                 try limiters.resolvePerAddress?.take(clientAddress(request, context))
-                let body = try await decode(ResolveRequest.self, request, context)
+                let body = try await request.decode(as: ResolveRequest.self, context: context)
                 guard let eid = EID(rawValue: body.eid) else {
                     throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
                 }
                 // After the shape checks, which tell anyone what is wrong with a request, and before the store is
                 // asked: without a login no EID says anything. Resolving is a payer's act: a terminal's key may not.
-                if limiters.resolveAccess == .requiresLogin { _ = try await authenticate(request, for: .resolve) }
+                if limiters.resolveAccess == .requiresLogin { _ = try await context.user(for: .resolve) }
                 var resolved = try await store.resolve(eid: eid)
                 // Names stored before they were checked at login still reach payers only cleaned.
                 resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
@@ -158,26 +161,26 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             },
             LedgerRoute(.post, "/sessions/lock", "lockSession") { request, context in
                 try limiters.lockPerAddress?.take(clientAddress(request, context))
-                let user = try await authenticate(request, for: .lock)
+                let user = try await context.user(for: .lock)
                 try limiters.lockPerUser?.take(user)
                 let sid = try await sessionID(request, context)
                 try await store.lock(sid: sid, payerID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/unlock", "unlockSession") { request, context in
-                let user = try await authenticate(request, for: .unlock)
+                let user = try await context.user(for: .unlock)
                 let sid = try await sessionID(request, context)
                 try await store.unlock(sid: sid, payerID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/cancel", "cancelSession") { request, context in
-                let user = try await authenticate(request, for: .cancelSession)
+                let user = try await context.user(for: .cancelSession)
                 let sid = try await sessionID(request, context)
                 try await store.cancel(sid: sid, payeeID: user)
                 return try json(OKResponse())
             },
             LedgerRoute(.post, "/sessions/{sid}/eids", "rotateEID") { request, context in
-                let user = try await authenticate(request, for: .rotateEID)
+                let user = try await context.user(for: .rotateEID)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 let rotation = try await store.rotateEID(sid: sid, payeeID: user)
                 return try json(
@@ -190,15 +193,15 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 )
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
-                let principal = try await principal(request)
+                let principal = try await context.principal()
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 return try json(try await store.session(sid: sid, principal: principal))
             },
             LedgerRoute(.get, "/sessions/{sid}/events", "sessionEvents") { request, context in
-                try await sessionEvents(user: try await authenticate(request, for: .readSession), request, context)
+                try await sessionEvents(user: try await context.user(for: .readSession), request, context)
             },
             LedgerRoute(.post, "/wallet/send", "send") { request, context in
-                let user = try await authenticate(request, for: .send)
+                let user = try await context.user(for: .send)
                 // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
                 try limiters.sendPerUser?.take(user)
                 let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
@@ -224,10 +227,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         ]
         routes.append(
             LedgerRoute(.post, "/sessions/{sid}/refunds", "refundSession") { request, context in
-                let user = try await authenticate(request, for: .refund)
+                let user = try await context.user(for: .refund)
                 let key = try requiredIdempotencyKey(request, for: "POST /sessions/{sid}/refunds")
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
-                let body = try await decode(AmountRequest.self, request, context)
+                let body = try await request.decode(as: AmountRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
                 do {
                     let (refund, replayed) = try await store.refund(
@@ -246,7 +249,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         )
         routes += [
             LedgerRoute(.post, "/auth/login", "login") { request, context in
-                let body = try await decode(PasswordLoginRequest.self, request, context)
+                let body = try await request.decode(as: PasswordLoginRequest.self, context: context)
                 // Counted by the address as typed, normalized or not, so a malformed one is throttled like any other.
                 let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
                 let address = clientAddress(request, context)
@@ -267,7 +270,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 return try json(try await session(for: user.id))
             },
             LedgerRoute(.post, "/auth/refresh", "refresh") { request, context in
-                let body = try await decode(RefreshRequest.self, request, context)
+                let body = try await request.decode(as: RefreshRequest.self, context: context)
                 let (user, refreshToken) = try await store.refresh(token: body.refreshToken)
                 return try json(
                     LoginResponse(
@@ -279,7 +282,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 )
             },
             LedgerRoute(.post, "/auth/logout", "logout") { request, context in
-                let body = try await decode(RefreshRequest.self, request, context)
+                let body = try await request.decode(as: RefreshRequest.self, context: context)
                 try await store.logout(refreshToken: body.refreshToken)
                 return try json(OKResponse())
             },
@@ -287,11 +290,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         routes.append(
             LedgerRoute(.post, "/wallet/payouts", "requestPayout") { request, context in
                 // A user's own act, like sending: an API key is refused.
-                let user = try await authenticate(request, for: .payout)
+                let user = try await context.user(for: .payout)
                 // As for sends: refused before the body is read or anything is stored.
                 try limiters.payoutPerUser?.take(user)
                 let key = try requiredIdempotencyKey(request, for: "POST /wallet/payouts")
-                let body = try await decode(AmountRequest.self, request, context)
+                let body = try await request.decode(as: AmountRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
                 let (payout, replayed) = try await store.requestPayout(
                     userID: user,
@@ -304,7 +307,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if registration == .open {
             routes += [
                 LedgerRoute(.post, "/auth/register", "register") { request, context in
-                    let body = try await decode(PasswordLoginRequest.self, request, context)
+                    let body = try await request.decode(as: PasswordLoginRequest.self, context: context)
                     // Checked here, where the address enters: payers are shown its name part and its domain.
                     let email = try EmailAddress.normalize(body.email)
                     try Passwords.validate(body.password, minimumLength: store.policy.minimumPasswordLength)
@@ -317,7 +320,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     return try registrationAccepted()
                 },
                 LedgerRoute(.post, "/auth/register/confirm", "confirmRegistration") { request, context in
-                    let body = try await decode(RegistrationConfirmRequest.self, request, context)
+                    let body = try await request.decode(as: RegistrationConfirmRequest.self, context: context)
                     // Each costs a password check, as a registration costs a hash.
                     try limiters.registerPerAddress?.take(clientAddress(request, context))
                     let user = try await store.confirmRegistration(
@@ -346,14 +349,14 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         if developmentMode {
             routes += [
                 LedgerRoute(.post, "/auth/dev-login", "devLogin") { request, context in
-                    let body = try await decode(DevLoginRequest.self, request, context)
+                    let body = try await request.decode(as: DevLoginRequest.self, context: context)
                     // Checked here, where the address enters: payers are shown its name part and its domain.
                     let user = try await store.login(email: try EmailAddress.normalize(body.email))
                     return try json(try await session(for: user.id))
                 },
                 LedgerRoute(.post, "/dev/fund", "devFund") { request, context in
-                    let user = try await authenticate(request, for: .fund)
-                    let body = try await decode(AmountRequest.self, request, context)
+                    let user = try await context.user(for: .fund)
+                    let body = try await request.decode(as: AmountRequest.self, context: context)
                     try store.policy.validate(amount: body.amountCents)
                     return try json(
                         BalanceResponse(
@@ -374,59 +377,6 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             refreshToken: try await store.issueRefreshToken(userID: userID),
             expiresIn: Int(tokens.lifetime.components.seconds)
         )
-    }
-
-    /// The user `action` is done as: the principal of the request's credentials, if it may do `action` (401 for
-    /// missing or invalid credentials, 403 for a key without the scope).
-    private func authenticate(_ request: Request, for action: LedgerAction) async throws -> String {
-        try await principal(request).user(for: action)
-    }
-
-    /// Who the request's bearer credentials act as: an API key (`gk_…`), one of this server's tokens, or with an
-    /// external issuer configured one of its access tokens.
-    private func principal(_ request: Request) async throws -> LedgerPrincipal {
-        guard let header = request.headers[.authorization] else {
-            throw Problem(.unauthorized, detail: "send Authorization: Bearer <token>")
-        }
-        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
-            throw Problem(.unauthorized, detail: "the Authorization header must be a Bearer token")
-        }
-        let token = String(header.dropFirst(7))
-        if APIKeySecret.isAPIKey(token) {
-            guard let principal = try await store.principal(apiKey: token) else {
-                throw Problem(.unauthorized, detail: "the API key is unknown or revoked")
-            }
-            return principal
-        }
-        if let bearer = await tokens.bearer(of: token) {
-            let user = try await enabledUser(bearer.userID)
-            // Revoked by a logout (or a reused refresh token) after it was issued.
-            if let notBefore = user.tokensNotBefore, LedgerTime.milliseconds(bearer.issuedAt) < notBefore {
-                throw Problem(.unauthorized, detail: "the token was revoked; log in again")
-            }
-            return .user(user.id)
-        }
-        if let identities, let identity = await identities.identity(from: token) {
-            let user = try await store.user(
-                issuer: identity.issuer,
-                subject: identity.subject,
-                displayName: String(identity.displayName.prefix(EmailAddress.maximumNameLength))
-            )
-            guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
-            return .user(user.id)
-        }
-        throw Problem(.unauthorized, detail: "the token is invalid or expired; log in again")
-    }
-
-    /// The user with this id, which must exist and not be disabled. The user is read on every request, not cached:
-    /// an operator disabling an account (from another process, for every replica) must stop its tokens at their
-    /// next request.
-    private func enabledUser(_ userID: String) async throws -> LedgerUser {
-        guard let user = try await store.user(id: userID) else {
-            throw Problem(.unauthorized, detail: "the token's user does not exist; log in again")
-        }
-        guard !user.disabled else { throw Problem(.unauthorized, detail: "this account is disabled") }
-        return user
     }
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
@@ -484,7 +434,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
 
     /// The session id of a `{sid}` body, checked for shape (400) before any store sees it.
     private func sessionID(_ request: Request, _ context: LedgerRequestContext) async throws -> String {
-        try SessionID.validate(try await decode(SessionRequest.self, request, context).sid)
+        try SessionID.validate(try await request.decode(as: SessionRequest.self, context: context).sid)
     }
 
     /// `Idempotent-Replayed: true` on an answer that replays the one stored for the request's key.
@@ -492,32 +442,6 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         var headers = HTTPFields()
         if replayed { headers[HTTPField.Name(APIHeader.idempotentReplayed)!] = "true" }
         return headers
-    }
-
-    private func decode<T: Decodable>(
-        _ type: T.Type,
-        _ request: Request,
-        _ context: LedgerRequestContext
-    )
-        async throws -> T
-    {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        } catch is NIOTooManyBytesError {
-            throw Problem(.bodyTooLarge, detail: "request bodies are limited to \(context.maxUploadSize) bytes")
-        }
-        do {
-            return try APIJSON.decoder().decode(T.self, from: Data(buffer.readableBytesView))
-        } catch let invalid as InvalidField {
-            throw invalid
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-            DecodingError.keyNotFound(_, let context)
-        {
-            throw Problem(.badRequest, detail: "the body must be a JSON object: \(context.debugDescription)")
-        } catch {
-            throw Problem(.badRequest, detail: "the body is not valid JSON")
-        }
     }
 
     private func json(_ value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
