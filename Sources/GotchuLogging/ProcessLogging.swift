@@ -1,15 +1,15 @@
 import Foundation
-public import Logging
+package import Logging
 
 /// How a program writes its log to standard error.
-public enum LogFormat: String, CaseIterable, Sendable {
+package enum LogFormat: String, CaseIterable, Sendable {
     /// swift-log's text lines, for people.
     case text
     /// One JSON object per line (`time`, `level`, `label`, `message`, `source`, then the metadata), for collectors.
     case json
 
     /// Bootstraps the process's logging in this format at `level`. Call once, first thing.
-    public func bootstrap(level: Logger.Level) {
+    package func bootstrap(level: Logger.Level) {
         switch self {
         case .text:
             LoggingSystem.bootstrap { label in
@@ -32,25 +32,25 @@ public enum LogFormat: String, CaseIterable, Sendable {
 /// Metadata whose key names a secret (`token`, `password`, `secret`, `authorization`, `key` but not an
 /// idempotency key, `cookie`) is written as `"[redacted]"`, so a slip in a log call cannot put a credential in a
 /// collector; the code never logs one on purpose either.
-public struct JSONLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+package struct JSONLogHandler: LogHandler {
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let write: @Sendable (String) -> Void
 
     /// A handler for `label` that writes to standard error, or to `write` (tests).
-    public init(label: String, write: (@Sendable (String) -> Void)? = nil) {
+    package init(label: String, write: (@Sendable (String) -> Void)? = nil) {
         self.label = label
         self.write = write ?? { line in FileHandle.standardError.write(Data(line.utf8)) }
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = self.metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }

@@ -1,5 +1,5 @@
-public import Foundation
-public import Logging
+import Foundation
+package import Logging
 
 #if canImport(Glibc)
     import Glibc
@@ -12,12 +12,12 @@ public import Logging
 ///
 /// Without `NOTIFY_SOCKET` (not started by systemd, or not `Type=notify`) every call does nothing. A socket that is
 /// gone or refuses the message is logged and otherwise ignored: telling systemd is never worth failing the service.
-public struct SystemdNotifier: Sendable {
+package struct SystemdNotifier: Sendable {
     /// The socket's address as `NOTIFY_SOCKET` gives it: a path, or `@name` in the abstract namespace.
-    public let socket: String?
+    package let socket: String?
     /// How often systemd expects `WATCHDOG=1` at the latest (`WATCHDOG_USEC`); `nil` when the watchdog is off, is
     /// meant for another process (`WATCHDOG_PID`), or there is no socket to send to.
-    public let watchdogInterval: Duration?
+    package let watchdogInterval: Duration?
     private let logger: Logger
 
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from `environment`.
@@ -26,7 +26,7 @@ public struct SystemdNotifier: Sendable {
     ///   - environment: The process environment.
     ///   - processID: This process's id, compared with `WATCHDOG_PID`.
     ///   - logger: Where failures to notify are logged.
-    public init(
+    package init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         processID: Int32 = ProcessInfo.processInfo.processIdentifier,
         logger: Logger = Logger(label: "gotchu.systemd")
@@ -38,31 +38,31 @@ public struct SystemdNotifier: Sendable {
     }
 
     /// Whether there is a socket to notify.
-    public var isEnabled: Bool { socket != nil }
+    package var isEnabled: Bool { socket != nil }
 
     /// `READY=1`: start-up is finished; systemd starts the units ordered after this one. `status` goes with it.
-    public func ready(status: String? = nil) {
+    package func ready(status: String? = nil) {
         send(["READY=1"] + (status.map { ["STATUS=\(Self.oneLine($0))"] } ?? []))
     }
 
     /// `STATUS=…`: one line for `systemctl status`.
-    public func status(_ text: String) {
+    package func status(_ text: String) {
         send(["STATUS=\(Self.oneLine(text))"])
     }
 
     /// `STOPPING=1`: shutdown has begun.
-    public func stopping(status: String? = nil) {
+    package func stopping(status: String? = nil) {
         send(["STOPPING=1"] + (status.map { ["STATUS=\(Self.oneLine($0))"] } ?? []))
     }
 
     /// `WATCHDOG=1`: the service is alive; systemd restarts it when these stop for longer than ``watchdogInterval``.
-    public func watchdog() {
+    package func watchdog() {
         send(["WATCHDOG=1"])
     }
 
     /// Sends `assignments` (`KEY=value`, one per line) in one datagram; logs and returns `false` when that fails.
     @discardableResult
-    public func send(_ assignments: [String]) -> Bool {
+    package func send(_ assignments: [String]) -> Bool {
         guard let socket else { return true }
         do {
             try Self.sendDatagram(assignments.joined(separator: "\n"), to: socket)

@@ -1,5 +1,5 @@
-public import Logging
-public import ServiceLifecycle
+package import Logging
+import ServiceLifecycle
 
 /// Sends systemd's `WATCHDOG=1` every half ``SystemdNotifier/watchdogInterval`` until graceful shutdown or
 /// cancellation, as long as the health check passes.
@@ -7,7 +7,7 @@ public import ServiceLifecycle
 /// A ping proves only what the health check checks: a check that hangs or fails stops the pings, and systemd then
 /// restarts the service (`WatchdogSec=`). Without a watchdog (no `WATCHDOG_USEC`, or one meant for another process)
 /// the service just waits for shutdown, so that a ``ServiceGroup`` does not take its return for the end of the service.
-public struct WatchdogService: Service {
+package struct WatchdogService: Service {
     private let notifier: SystemdNotifier
     private let logger: Logger
     private let isHealthy: @Sendable () async -> Bool
@@ -18,7 +18,7 @@ public struct WatchdogService: Service {
     ///   - notifier: Where the pings go; its ``SystemdNotifier/watchdogInterval`` sets their pace.
     ///   - logger: Where a failing health check is logged.
     ///   - isHealthy: Asked before every ping; `false` skips the ping.
-    public init(
+    package init(
         notifier: SystemdNotifier,
         logger: Logger = Logger(label: "gotchu.watchdog"),
         isHealthy: @escaping @Sendable () async -> Bool = { true }
@@ -29,7 +29,7 @@ public struct WatchdogService: Service {
     }
 
     /// Pings until graceful shutdown or cancellation; returns then.
-    public func run() async throws {
+    package func run() async throws {
         guard let interval = notifier.watchdogInterval else {
             try? await gracefulShutdown()
             return

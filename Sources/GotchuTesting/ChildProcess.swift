@@ -1,18 +1,18 @@
-public import Foundation
+package import Foundation
 
 /// A child process started for a test, stopped by ``terminate()``.
-public final class ChildProcess: Sendable {
+package final class ChildProcess: Sendable {
     private let process: SpawnedProcess
 
     /// The process id.
-    public var pid: Int32 { process.pid }
+    package var pid: Int32 { process.pid }
     /// Whether it is still running.
-    public var isRunning: Bool { process.isRunning }
+    package var isRunning: Bool { process.isRunning }
 
     private init(process: SpawnedProcess) { self.process = process }
 
     /// Starts `executable` with `arguments`, adding `environment` to this process's environment.
-    public static func launch(
+    package static func launch(
         executable: String,
         arguments: [String],
         environment: [String: String],
@@ -29,17 +29,17 @@ public final class ChildProcess: Sendable {
     }
 
     /// Stops the process at once (SIGKILL: nothing a test's daemon leaves behind matters) and waits for it.
-    public func terminate() {
+    package func terminate() {
         guard process.isRunning else { return }
         process.signal(SIGKILL)
         process.waitUntilExit()
     }
 
     /// Sends a signal (for example SIGKILL to simulate a crash).
-    public func signal(_ number: Int32) { process.signal(number) }
+    package func signal(_ number: Int32) { process.signal(number) }
 
     /// The full path of `name` found on `PATH`, or `nil`.
-    public static func which(_ name: String) -> String? {
+    package static func which(_ name: String) -> String? {
         if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) ? name : nil }
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":") {
@@ -51,9 +51,9 @@ public final class ChildProcess: Sendable {
 }
 
 /// The Python used for fakes: `GOTCHU_PYTHON` if set, else `python3` on `PATH`.
-public enum TestPython {
+package enum TestPython {
     /// The interpreter's path, or `nil` if none is found.
-    public static var executable: String? {
+    package static var executable: String? {
         if let configured = ProcessInfo.processInfo.environment["GOTCHU_PYTHON"], !configured.isEmpty {
             return ChildProcess.which(configured)
         }
@@ -65,12 +65,12 @@ public enum TestPython {
     }
 
     /// Whether the interpreter can import every module in `modules`.
-    public static func canImport(_ modules: [String]) -> Bool {
+    package static func canImport(_ modules: [String]) -> Bool {
         succeeds(modules.map { "import \($0)" }.joined(separator: "; "))
     }
 
     /// Whether python-dbusmock is at least `major.minor` (0.38 brought the LE advertising API to bluez5).
-    public static func hasDBusMock(atLeast major: Int, _ minor: Int) -> Bool {
+    package static func hasDBusMock(atLeast major: Int, _ minor: Int) -> Bool {
         succeeds(
             "import sys, dbusmock; v = tuple(int(p) for p in dbusmock.__version__.split('.')[:2]); "
                 + "sys.exit(0 if v >= (\(major), \(minor)) else 1)"
@@ -78,14 +78,14 @@ public enum TestPython {
     }
 
     /// Whether `code` runs and exits with status 0.
-    public static func succeeds(_ code: String) -> Bool {
+    package static func succeeds(_ code: String) -> Bool {
         guard let executable else { return false }
         guard let process = try? SpawnedProcess(executable: executable, arguments: ["-c", code]) else { return false }
         return process.waitUntilExit() == 0
     }
 
     /// What to install when a fake's modules are missing.
-    public static let installHint =
+    package static let installHint =
         "install the Python fakes with scripts/install-dependencies (a .venv at the package root), "
         + "or point GOTCHU_PYTHON at a Python with python-dbusmock>=0.38, bluezoo and dbus-python"
 }

@@ -1,15 +1,15 @@
-public import GotchuDBus
+package import GotchuDBus
 
 /// The argument list that starts python-dbusmock's bluez5 template on the system bus.
-public let dbusmockArguments = ["-m", "dbusmock", "--system", "--template", "bluez5"]
+package let dbusmockArguments = ["-m", "dbusmock", "--system", "--template", "bluez5"]
 /// The mock's root object, where its `org.bluez.Mock` control methods (`AddAdapter`, `RemoveAdapter`) live.
-public let mockRoot = DBusObjectPath(rawValue: "/")!
+package let mockRoot = DBusObjectPath(rawValue: "/")!
 /// The adapter `AddAdapter("hci0", …)` creates.
-public let mockAdapter = DBusObjectPath(rawValue: "/org/bluez/hci0")!
+package let mockAdapter = DBusObjectPath(rawValue: "/org/bluez/hci0")!
 
 extension DBusConnection {
     /// Calls a method of the mock's control interface.
-    public func mock(
+    package func mock(
         _ method: String,
         at path: DBusObjectPath,
         interface: String = "org.bluez.Mock",
@@ -21,7 +21,7 @@ extension DBusConnection {
     }
 
     /// The arguments of every logged call of `method` on the mock object at `path`.
-    public func mockCalls(_ method: String, at path: DBusObjectPath) async throws -> [[DBusValue]] {
+    package func mockCalls(_ method: String, at path: DBusObjectPath) async throws -> [[DBusValue]] {
         let reply = try await mock(
             "GetMethodCalls",
             at: path,
@@ -42,14 +42,14 @@ extension DBusConnection {
 }
 
 /// The currently running fake process; replacing it stops the previous one first.
-public actor FakeSlot {
+package actor FakeSlot {
     private var process: ChildProcess?
 
     /// An empty slot.
-    public init() {}
+    package init() {}
 
     /// Stops the current process, if any, and keeps `next`.
-    public func replace(with next: ChildProcess?) {
+    package func replace(with next: ChildProcess?) {
         process?.terminate()
         process = next
     }

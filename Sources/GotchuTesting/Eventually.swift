@@ -1,6 +1,6 @@
 /// Waits until `condition` holds, polling every 10 ms, for at most `timeout`; returns whether it held. The timeout
 /// only bounds a hang: it is far longer than anything should take, even on a busy machine.
-public func eventually(
+package func eventually(
     timeout: Duration = .seconds(300),
     _ condition: () async throws -> Bool
 ) async throws -> Bool {

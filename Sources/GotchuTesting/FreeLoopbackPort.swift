@@ -3,7 +3,7 @@
 #endif
 
 /// A loopback port free right now.
-public func freeLoopbackPort() throws -> Int {
+package func freeLoopbackPort() throws -> Int {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { throw TestingError("socket failed") }
     defer { close(socket) }

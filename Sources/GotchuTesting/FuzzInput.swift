@@ -1,45 +1,45 @@
 import Foundation
-public import GotchuSimulatedRadio
+package import GotchuSimulatedRadio
 
 /// A source of hostile inputs for one fuzz case: random bytes and text, boundary values, and mutations of valid seeds.
 /// Everything is drawn from ``seed``, so the case replays exactly from it.
-public struct FuzzInput {
+package struct FuzzInput {
     /// The seed this case was drawn from.
-    public let seed: UInt64
+    package let seed: UInt64
     /// The generator; draw from it directly for anything the helpers do not cover.
-    public var random: SplitMix64
+    package var random: SplitMix64
 
     /// Starts a case from `seed`.
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         self.seed = seed
         self.random = SplitMix64(seed: seed)
     }
 
     /// How to replay this one case, for failure messages.
-    public var replay: String {
+    package var replay: String {
         "replay: GOTCHU_FUZZ_SEED=\(seed) GOTCHU_FUZZ_ITERATIONS=1"
     }
 
     /// `true` with probability `1/n`.
-    public mutating func oneIn(_ n: Int) -> Bool { Int.random(in: 0..<n, using: &random) == 0 }
+    package mutating func oneIn(_ n: Int) -> Bool { Int.random(in: 0..<n, using: &random) == 0 }
 
     /// A uniform integer in `range`.
-    public mutating func int(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
+    package mutating func int(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
 
     /// One element of a non-empty collection.
-    public mutating func pick<C: Collection>(_ choices: C) -> C.Element {
+    package mutating func pick<C: Collection>(_ choices: C) -> C.Element {
         choices[choices.index(choices.startIndex, offsetBy: Int.random(in: 0..<choices.count, using: &random))]
     }
 
     /// A length that is usually small but sometimes at or beyond a boundary, so both the common path and the limits
     /// are exercised.
-    public mutating func length(typical: Int, boundaries: [Int] = []) -> Int {
+    package mutating func length(typical: Int, boundaries: [Int] = []) -> Int {
         if !boundaries.isEmpty, oneIn(8) { return max(0, pick(boundaries) + int(in: -1...1)) }
         return int(in: 0...typical)
     }
 
     /// An integer drawn mostly from the edges of `T`'s range, where parsers and arithmetic break.
-    public mutating func boundaryInteger<T: FixedWidthInteger>(_ type: T.Type = T.self) -> T {
+    package mutating func boundaryInteger<T: FixedWidthInteger>(_ type: T.Type = T.self) -> T {
         switch int(in: 0...5) {
         case 0: return .min
         case 1: return .max
@@ -51,13 +51,13 @@ public struct FuzzInput {
     }
 
     /// `count` uniformly random bytes.
-    public mutating func bytes(count: Int) -> [UInt8] {
+    package mutating func bytes(count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &random) }
     }
 
     /// Bytes that are not valid UTF-8: overlong forms, surrogates, code points past U+10FFFF, stray continuation
     /// bytes, truncated sequences.
-    public static let invalidUTF8: [[UInt8]] = [
+    package static let invalidUTF8: [[UInt8]] = [
         [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF],
         [0xF4, 0x90, 0x80, 0x80], [0xF8, 0x88, 0x80, 0x80, 0x80], [0x80], [0xBF], [0xFE], [0xFF], [0xE2, 0x82],
         [0xF0, 0x9F, 0x98],
@@ -65,14 +65,14 @@ public struct FuzzInput {
 
     /// Text that is valid Unicode but trips naive code: NUL, controls, combining marks, non-ASCII digits and
     /// letters that lowercase or compare oddly, noncharacters, right-to-left marks, long runs.
-    public static let trickyText: [String] = [
+    package static let trickyText: [String] = [
         "\u{0}", "\u{1}", "\u{7F}", "\u{85}", "\u{A0}", "\u{2028}", "\u{FEFF}", "\u{FFFE}", "\u{FFFF}", "\u{10FFFF}",
         "\u{301}", "\u{200D}", "\u{202E}", "٣", "１", "Ａ", "ａ", "\u{212A}", "İ", "ß", "\u{1F600}", "\r\n", "\t",
         "-", "+", ".", "..", "e", "E", "0x", ",", "_", "/", "//", "\\", "\"", "'", "{", "}", "[", "]", ":",
     ]
 
     /// Random text: ASCII, tricky scalars, or decoded random bytes (which become U+FFFD where invalid).
-    public mutating func string(maxLength: Int = 24, alphabet: [String]? = nil) -> String {
+    package mutating func string(maxLength: Int = 24, alphabet: [String]? = nil) -> String {
         let count = length(typical: maxLength, boundaries: [maxLength * 4])
         var text = ""
         for _ in 0..<count {
@@ -91,7 +91,7 @@ public struct FuzzInput {
 
     /// One random edit of `seed`: bit flips, boundary bytes, truncation, duplication, insertion of invalid UTF-8 or
     /// of `tokens` (format-specific fragments such as JSON keywords), deletion, or a long repetition.
-    public mutating func mutate(_ seed: [UInt8], tokens: [[UInt8]] = []) -> [UInt8] {
+    package mutating func mutate(_ seed: [UInt8], tokens: [[UInt8]] = []) -> [UInt8] {
         var data = seed
         let edits = int(in: 1...4)
         for _ in 0..<edits {
@@ -133,17 +133,17 @@ public struct FuzzInput {
 /// `seed &+ i &* 0x9E3779B97F4A7C15`, so case 0 is the seed itself and any failing case replays alone from the seed
 /// its ``FuzzInput/replay`` prints. `GOTCHU_FUZZ_ITERATIONS` and `GOTCHU_FUZZ_SECONDS` override the bounds, for
 /// longer runs than CI affords.
-public enum Fuzz {
+package enum Fuzz {
     /// What a run did.
-    public struct Report: Sendable, CustomStringConvertible {
+    package struct Report: Sendable, CustomStringConvertible {
         /// The run's seed.
-        public var seed: UInt64
+        package var seed: UInt64
         /// How many cases ran.
-        public var iterations: Int
+        package var iterations: Int
         /// How long they took.
-        public var elapsed: Duration
+        package var elapsed: Duration
 
-        public var description: String { "\(iterations) cases in \(elapsed), seed \(seed)" }
+        package var description: String { "\(iterations) cases in \(elapsed), seed \(seed)" }
     }
 
     /// The bounds of one run: a case count and a wall-clock budget, each overridable from the environment.
@@ -172,7 +172,7 @@ public enum Fuzz {
     }
 
     /// The seed of a run: `GOTCHU_FUZZ_SEED` when set, otherwise fresh.
-    public static func runSeed() -> UInt64 {
+    package static func runSeed() -> UInt64 {
         guard let text = ProcessInfo.processInfo.environment["GOTCHU_FUZZ_SEED"] else {
             return UInt64.random(in: .min ... .max)
         }
@@ -183,7 +183,7 @@ public enum Fuzz {
 
     /// Runs `body` on fresh cases for at most `iterations` cases and `budget` of wall-clock time.
     @discardableResult
-    public static func run(
+    package static func run(
         iterations: Int,
         budget: Duration = .seconds(5),
         _ body: (inout FuzzInput) throws -> Void
@@ -200,7 +200,7 @@ public enum Fuzz {
 
     /// The async form of ``run(iterations:budget:_:)``, for cases that talk to a bus or a server.
     @discardableResult
-    public static func run(
+    package static func run(
         iterations: Int,
         budget: Duration = .seconds(5),
         _ body: (inout FuzzInput) async throws -> Void

@@ -1,18 +1,18 @@
-public import Foundation
+package import Foundation
 
 /// The `gotchu` executable run as the tests' users would: a development ledger server and CLI commands, each with
 /// its own XDG directories under one temporary directory.
-public struct GotchuProcesses: Sendable {
+package struct GotchuProcesses: Sendable {
     /// The temporary directory holding every file of these processes.
-    public let directory: TemporaryDirectory
+    package let directory: TemporaryDirectory
 
     /// Creates a fresh set of directories.
-    public init() throws {
+    package init() throws {
         directory = try TemporaryDirectory(prefix: "gotchu-processes")
     }
 
     /// The environment of a user named `user`: its own config and state homes (tokens, journal).
-    public func environment(user: String, extra: [String: String] = [:]) -> [String: String] {
+    package func environment(user: String, extra: [String: String] = [:]) -> [String: String] {
         let home = directory.url.appendingPathComponent(user)
         return [
             "XDG_CONFIG_HOME": home.appendingPathComponent("config").path,
@@ -24,7 +24,7 @@ public struct GotchuProcesses: Sendable {
 
     /// Starts `gotchu server --dev` on a free loopback port, with `options` such as `--session-lifetime 2`, and
     /// returns it with its base URL.
-    public func startServer(_ options: [String] = []) async throws -> (RunningCommand, String) {
+    package func startServer(_ options: [String] = []) async throws -> (RunningCommand, String) {
         let database = directory.url.appendingPathComponent("ledger.sqlite").path
         let server = try RunningCommand(
             try BuiltProducts.gotchu,
@@ -36,7 +36,7 @@ public struct GotchuProcesses: Sendable {
     }
 
     /// Starts `gotchu ARGUMENTS` (or another of the package's executables) as `user`.
-    public func start(
+    package func start(
         _ arguments: [String],
         user: String,
         extra: [String: String] = [:],
@@ -51,7 +51,7 @@ public struct GotchuProcesses: Sendable {
 
     /// Runs `gotchu ARGUMENTS` as `user` to its end; throws unless it exits 0.
     @discardableResult
-    public func run(_ arguments: [String], user: String, timeout: Duration = .seconds(60)) async throws -> [String] {
+    package func run(_ arguments: [String], user: String, timeout: Duration = .seconds(60)) async throws -> [String] {
         let command = try start(arguments, user: user)
         let status = try await command.waitForExit(timeout: timeout)
         guard status == 0 else {
@@ -64,5 +64,5 @@ public struct GotchuProcesses: Sendable {
     }
 
     /// Deletes the directories.
-    public func remove() { directory.remove() }
+    package func remove() { directory.remove() }
 }

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -11,18 +11,18 @@ public import Foundation
 /// answers with a `Content-Length` or chunked body, including an endless `text/event-stream` event by event
 /// (URLSession on Linux cannot stream a response body). Reads poll without blocking a thread; every wait is bounded
 /// by a timeout that only guards against a hang.
-public final class LoopbackConnection {
+package final class LoopbackConnection {
     /// A response's status line and headers (names in lower case).
-    public struct Head: Sendable {
-        public var status: Int
-        public var headers: [String: String]
+    package struct Head: Sendable {
+        package var status: Int
+        package var headers: [String: String]
     }
 
     /// A whole response.
-    public struct Response: Sendable {
-        public var status: Int
-        public var headers: [String: String]
-        public var body: Data
+    package struct Response: Sendable {
+        package var status: Int
+        package var headers: [String: String]
+        package var body: Data
     }
 
     private var descriptor: Int32
@@ -32,10 +32,10 @@ public final class LoopbackConnection {
     private var decodedBody: [UInt8] = []
     private var bodyEnded = false
     /// Whether the server has closed the connection (end of stream or reset).
-    public private(set) var closedByServer = false
+    package private(set) var closedByServer = false
 
     /// Connects to `127.0.0.1:port`.
-    public init(port: Int) throws {
+    package init(port: Int) throws {
         #if canImport(Glibc)
             descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -61,19 +61,19 @@ public final class LoopbackConnection {
     deinit { disconnect() }
 
     /// Closes the connection from this side, as a client (or a browser tab) that goes away.
-    public func disconnect() {
+    package func disconnect() {
         guard descriptor >= 0 else { return }
         close(descriptor)
         descriptor = -1
     }
 
     /// Shuts down the sending side only: the server sees the request end, and can still answer.
-    public func finishSending() {
+    package func finishSending() {
         _ = shutdown(descriptor, Int32(SHUT_WR))
     }
 
     /// Sends `text` as it is.
-    public func send(_ text: String) throws {
+    package func send(_ text: String) throws {
         var bytes = Array(text.utf8)
         while !bytes.isEmpty {
             // MSG_NOSIGNAL: a server that closed must fail the send, not kill the test process with SIGPIPE.
@@ -84,14 +84,14 @@ public final class LoopbackConnection {
     }
 
     /// Sends an HTTP/1.1 request without a body.
-    public func send(_ method: String, _ path: String, headers: [String: String] = [:]) throws {
+    package func send(_ method: String, _ path: String, headers: [String: String] = [:]) throws {
         var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         try send(request + "\r\n")
     }
 
     /// Reads the next response's status line and headers.
-    public func readHead(timeout: Duration = .seconds(60)) async throws -> Head {
+    package func readHead(timeout: Duration = .seconds(60)) async throws -> Head {
         let deadline = ContinuousClock.now + timeout
         let separator = Array("\r\n\r\n".utf8)
         while unread.firstRange(of: separator) == nil {
@@ -125,7 +125,7 @@ public final class LoopbackConnection {
     }
 
     /// Reads the rest of a finite body as text.
-    public func readBody(timeout: Duration = .seconds(60)) async throws -> String {
+    package func readBody(timeout: Duration = .seconds(60)) async throws -> String {
         String(decoding: try await readBodyBytes(timeout: timeout), as: UTF8.self)
     }
 
@@ -140,7 +140,7 @@ public final class LoopbackConnection {
     }
 
     /// Reads one whole response. A HEAD response has no body to read: pass `head: true`.
-    public func readResponse(head isHead: Bool = false, timeout: Duration = .seconds(10)) async throws -> Response {
+    package func readResponse(head isHead: Bool = false, timeout: Duration = .seconds(10)) async throws -> Response {
         let deadline = ContinuousClock.now + timeout
         if isHead {
             // The head's Content-Length tells the size of the GET's body, which is not sent.
@@ -160,7 +160,7 @@ public final class LoopbackConnection {
 
     /// The next server-sent event block (the lines up to a blank line, comments included), or `nil` once the
     /// response has ended.
-    public func nextEvent(timeout: Duration = .seconds(60)) async throws -> [String]? {
+    package func nextEvent(timeout: Duration = .seconds(60)) async throws -> [String]? {
         let deadline = ContinuousClock.now + timeout
         let separator = Array("\n\n".utf8)
         while true {
@@ -175,7 +175,7 @@ public final class LoopbackConnection {
     }
 
     /// The `data:` of the next event that has one, skipping comments and fields such as `retry:`.
-    public func nextData(timeout: Duration = .seconds(60)) async throws -> String? {
+    package func nextData(timeout: Duration = .seconds(60)) async throws -> String? {
         let deadline = ContinuousClock.now + timeout
         while let block = try await nextEvent(timeout: deadline - ContinuousClock.now) {
             let data = block.filter { $0.hasPrefix("data:") }.map { $0.dropFirst(5).drop { $0 == " " } }
@@ -187,7 +187,7 @@ public final class LoopbackConnection {
     /// Waits until the server closes the connection, keeping what arrives; returns the bytes not yet read as a
     /// response. Throws if it stays open past `timeout`.
     @discardableResult
-    public func waitForClose(timeout: Duration = .seconds(10)) async throws -> Data {
+    package func waitForClose(timeout: Duration = .seconds(10)) async throws -> Data {
         let deadline = ContinuousClock.now + timeout
         while try await receive(until: deadline) {}
         return Data(unread)
@@ -195,7 +195,7 @@ public final class LoopbackConnection {
 
     /// Waits until the raw bytes not yet read hold `text` `occurrences` times (a streamed body has no end to wait
     /// for). For connections whose head is not read with ``readHead(timeout:)``.
-    public func waitFor(_ text: String, occurrences: Int = 1, timeout: Duration = .seconds(60)) async throws {
+    package func waitFor(_ text: String, occurrences: Int = 1, timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         let needle = Array(text.utf8)
         while unread.ranges(of: needle).count < occurrences {
@@ -272,7 +272,7 @@ public final class LoopbackConnection {
 #endif
 
 /// What went wrong on a loopback connection.
-public struct LoopbackConnectionError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct LoopbackConnectionError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

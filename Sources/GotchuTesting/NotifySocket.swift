@@ -6,14 +6,14 @@ import Foundation
 
 #if os(Linux)
     /// A datagram socket bound where systemd's would be, reading what the notifier sends.
-    public final class NotifySocket: @unchecked Sendable {
+    package final class NotifySocket: @unchecked Sendable {
         /// The value for `NOTIFY_SOCKET`.
-        public let address: String
+        package let address: String
         private let descriptor: Int32
         private let directory: URL?
 
         /// Binds a socket file in a fresh temporary directory, or `@name` in the abstract namespace.
-        public init(abstract: Bool = false) throws {
+        package init(abstract: Bool = false) throws {
             descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             var pathBytes: [UInt8]
@@ -48,7 +48,7 @@ import Foundation
 
         /// The next datagram, or `nil` after the timeout (which only bounds a hang; `.zero` looks once). Polls, so
         /// that no thread of the test's pool is blocked.
-        public func receive(timeout: Duration = .seconds(60)) async -> String? {
+        package func receive(timeout: Duration = .seconds(60)) async -> String? {
             let deadline = ContinuousClock.now + timeout
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {

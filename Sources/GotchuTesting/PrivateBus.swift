@@ -1,20 +1,20 @@
-public import Foundation
+package import Foundation
 import Synchronization
 
 /// A private `dbus-daemon` for tests: its own socket in a temporary directory, a permissive system-like policy (plus
 /// optional `<include>`d files), stopped and cleaned up by ``stop()``.
-public final class PrivateBus: Sendable {
+package final class PrivateBus: Sendable {
     /// The bus address, `unix:path=…`.
-    public let address: String
+    package let address: String
     /// The temporary directory holding the socket, the config and logs of processes started with ``launch(_:_:)``.
-    public let directory: URL
+    package let directory: URL
     private let daemon: ChildProcess
 
     /// Whether `dbus-daemon` can be found on `PATH`.
-    public static var isAvailable: Bool { ChildProcess.which("dbus-daemon") != nil }
+    package static var isAvailable: Bool { ChildProcess.which("dbus-daemon") != nil }
 
     /// Starts a bus. Throws if `dbus-daemon` is missing or refuses the config (for example an invalid include).
-    public static func start(includes: [URL] = []) async throws -> PrivateBus {
+    package static func start(includes: [URL] = []) async throws -> PrivateBus {
         guard let executable = ChildProcess.which("dbus-daemon") else { throw TestingError("dbus-daemon not found") }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("gotchu-bus-\(UUID().uuidString.prefix(8))")
@@ -70,7 +70,7 @@ public final class PrivateBus: Sendable {
     }
 
     /// Starts a bus, runs `body`, and stops the bus however `body` ends.
-    public static func with<Result>(
+    package static func with<Result>(
         includes: [URL] = [],
         _ body: (PrivateBus) async throws -> Result
     ) async throws -> Result {
@@ -92,12 +92,12 @@ public final class PrivateBus: Sendable {
     }
 
     /// Environment for a child that should see this bus as both its system and session bus.
-    public var environment: [String: String] {
+    package var environment: [String: String] {
         ["DBUS_SYSTEM_BUS_ADDRESS": address, "DBUS_SESSION_BUS_ADDRESS": address]
     }
 
     /// Starts a program connected to this bus; its output goes to `<directory>/<name>.log`.
-    public func launch(_ executable: String, _ arguments: [String], name: String) throws -> ChildProcess {
+    package func launch(_ executable: String, _ arguments: [String], name: String) throws -> ChildProcess {
         try ChildProcess.launch(
             executable: executable,
             arguments: arguments,
@@ -107,12 +107,12 @@ public final class PrivateBus: Sendable {
     }
 
     /// The log of a program started with ``launch(_:_:name:)``.
-    public func log(of name: String) -> String {
+    package func log(of name: String) -> String {
         (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
     }
 
     /// Kills the daemon and removes the directory.
-    public func stop() {
+    package func stop() {
         BusRegistry.remove(self)
         daemon.terminate()
         try? FileManager.default.removeItem(at: directory)
@@ -140,13 +140,13 @@ public final class PrivateBus: Sendable {
     }
 
     /// One bus shared by the tests of a suite: started on first use, stopped when the test process exits.
-    public actor Shared {
+    package actor Shared {
         private var bus: PrivateBus?
 
-        public init() {}
+        package init() {}
 
         /// The bus, started if needed.
-        public func get() async throws -> PrivateBus {
+        package func get() async throws -> PrivateBus {
             if let bus { return bus }
             let started = try await PrivateBus.start()
             bus = started
@@ -179,7 +179,7 @@ private enum BusRegistry {
 }
 
 /// An error from a test helper.
-public struct TestingError: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct TestingError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -1,24 +1,24 @@
-public import Foundation
+package import Foundation
 
 /// The Prometheus text format read by Python's `prometheus_client.parser`: a real parser, not this project's
 /// reading of its own output.
-public enum PrometheusText {
+package enum PrometheusText {
     /// One sample of a scrape.
-    public struct Sample: Decodable, Sendable {
+    package struct Sample: Decodable, Sendable {
         /// The sample's name (`…_total`, `…_bucket`, …).
-        public var name: String
+        package var name: String
         /// Its labels.
-        public var labels: [String: String]
+        package var labels: [String: String]
         /// Its value.
-        public var value: Double
+        package var value: Double
         /// Its family's type as the parser read it (`counter`, `gauge`, `histogram`, …).
-        public var type: String
+        package var type: String
     }
 
     /// Parses `text`, written to a file in `directory` for the parser.
     /// - Throws: when there is no Python with `prometheus_client` (scripts/install-dependencies installs it) or the
     ///   parser refuses the text.
-    public static func parse(_ text: String, in directory: URL) throws -> [Sample] {
+    package static func parse(_ text: String, in directory: URL) throws -> [Sample] {
         guard let python = TestPython.executable else {
             throw RunningCommandError("no Python: run scripts/install-dependencies")
         }

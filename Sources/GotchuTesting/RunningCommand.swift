@@ -1,8 +1,8 @@
-public import Foundation
+package import Foundation
 
 /// A program the tests start, read from and stop. Its standard output is read line by line; standard error is
 /// collected whole. Its timeouts only bound a hang: they are far longer than anything should take on a busy machine.
-public final class RunningCommand: @unchecked Sendable {
+package final class RunningCommand: @unchecked Sendable {
     // Unchecked: the mutable buffers are guarded by `lock`.
     private let process: SpawnedProcess
     private let lock = NSLock()
@@ -14,7 +14,7 @@ public final class RunningCommand: @unchecked Sendable {
 
     /// Starts `executable` with `arguments` and extra `environment` variables; `input`, if given, is its standard
     /// input (then closed), else it reads an empty one.
-    public init(
+    package init(
         _ executable: URL,
         _ arguments: [String],
         environment: [String: String] = [:],
@@ -49,19 +49,19 @@ public final class RunningCommand: @unchecked Sendable {
     }
 
     /// The process id.
-    public var pid: Int32 { process.pid }
+    package var pid: Int32 { process.pid }
 
     /// Whether it is still running.
-    public var isRunning: Bool { process.isRunning }
+    package var isRunning: Bool { process.isRunning }
 
     /// Complete lines written to standard output so far.
-    public var lines: [String] { lock.withLock { outputLines } }
+    package var lines: [String] { lock.withLock { outputLines } }
 
     /// Everything written to standard error so far.
-    public var standardError: String { lock.withLock { String(decoding: errorData, as: UTF8.self) } }
+    package var standardError: String { lock.withLock { String(decoding: errorData, as: UTF8.self) } }
 
     /// Waits until a line of standard output satisfies `predicate`, for at most `timeout`.
-    public func waitForLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) async throws -> String
+    package func waitForLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) async throws -> String
     {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -76,18 +76,18 @@ public final class RunningCommand: @unchecked Sendable {
 
     /// Sends `signal` and waits for the exit, for at most `timeout`; returns the exit status (or signal number).
     @discardableResult
-    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
+    package func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
         process.signal(signal)
         return try await waitForExit(timeout: timeout)
     }
 
     /// Kills the process at once (SIGKILL) without waiting.
-    public func stopNow() throws {
+    package func stopNow() throws {
         process.signal(SIGKILL)
     }
 
     /// Waits for the process to exit on its own, and for what it wrote to be read; returns its exit status.
-    public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
+    package func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let status: Int32
         do {
             status = try await process.exit(timeout: timeout)
@@ -147,25 +147,25 @@ public final class RunningCommand: @unchecked Sendable {
 }
 
 /// A test helper's failure, with what it saw.
-public struct RunningCommandError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct RunningCommandError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Locates the products of this package's build.
-public enum BuiltProducts {
+package enum BuiltProducts {
     /// The `gotchu` executable beside the test bundle.
-    public static var gotchu: URL {
+    package static var gotchu: URL {
         get throws { try executable("gotchu") }
     }
 
     /// The kiosk-only `gotchu-kiosk` executable beside the test bundle.
-    public static var gotchuKiosk: URL {
+    package static var gotchuKiosk: URL {
         get throws { try executable("gotchu-kiosk") }
     }
 
     /// The executable product `name`, built beside the test bundle.
-    public static func executable(_ name: String) throws -> URL {
+    package static func executable(_ name: String) throws -> URL {
         var directory = Bundle.main.bundleURL
         for _ in 0..<3 {
             let candidate = directory.appendingPathComponent(name)
@@ -183,16 +183,16 @@ public enum BuiltProducts {
 }
 
 /// A fresh temporary directory, deleted by `remove()`.
-public struct TemporaryDirectory: Sendable {
+package struct TemporaryDirectory: Sendable {
     /// Its location.
-    public let url: URL
+    package let url: URL
 
     /// Creates a fresh directory under the system's temporary directory.
-    public init(prefix: String = "gotchu") throws {
+    package init(prefix: String = "gotchu") throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
     /// Deletes the directory and everything in it.
-    public func remove() { try? FileManager.default.removeItem(at: url) }
+    package func remove() { try? FileManager.default.removeItem(at: url) }
 }

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Synchronization
 
 /// A child process the tests start with `posix_spawn`.
@@ -9,9 +9,9 @@ import Synchronization
 /// gets default signal handling and an empty signal mask (the test runner's threads block some signals, which a
 /// child would otherwise inherit), only the descriptors named here (every other one is closed), and its pipes are
 /// read with plain `read(2)`.
-public final class SpawnedProcess: Sendable {
+package final class SpawnedProcess: Sendable {
     /// Where one of the child's standard streams goes.
-    public enum Stream: Sendable {
+    package enum Stream: Sendable {
         /// `/dev/null`.
         case null
         /// A pipe whose other end this process holds (``input``, ``output``, ``error``).
@@ -21,19 +21,19 @@ public final class SpawnedProcess: Sendable {
     }
 
     /// The process id.
-    public let pid: pid_t
+    package let pid: pid_t
     /// The write end of the child's standard input, when it is `.pipe`.
-    public let input: PipeEnd?
+    package let input: PipeEnd?
     /// The read end of the child's standard output, when it is `.pipe`.
-    public let output: PipeEnd?
+    package let output: PipeEnd?
     /// The read end of the child's standard error, when it is `.pipe`.
-    public let error: PipeEnd?
+    package let error: PipeEnd?
     /// The raw wait status, once the child has been reaped.
     private let waitStatus = Mutex<Int32?>(nil)
 
     /// Starts `executable` with `arguments`, the environment `environment` (this process's when `nil`), in
     /// `directory` (this process's when `nil`).
-    public init(
+    package init(
         executable: String,
         arguments: [String],
         environment: [String: String]? = nil,
@@ -126,22 +126,22 @@ public final class SpawnedProcess: Sendable {
     }
 
     /// Whether the child is still running (reaping it if it has exited).
-    public var isRunning: Bool { reap(blocking: false) == nil }
+    package var isRunning: Bool { reap(blocking: false) == nil }
 
     /// The exit status, or the number of the signal that ended it; `nil` while it runs.
-    public var terminationStatus: Int32? { reap(blocking: false).map(Self.decode) }
+    package var terminationStatus: Int32? { reap(blocking: false).map(Self.decode) }
 
     /// Sends `signal` to the child, unless it has been reaped (its pid may then be another process's).
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         waitStatus.withLock { status in if status == nil { _ = kill(pid, number) } }
     }
 
     /// Blocks until the child exits; returns its exit status or the number of the signal that ended it.
     @discardableResult
-    public func waitUntilExit() -> Int32 { Self.decode(reap(blocking: true) ?? 0) }
+    package func waitUntilExit() -> Int32 { Self.decode(reap(blocking: true) ?? 0) }
 
     /// Waits for the exit, for at most `timeout` (which only bounds a hang); returns as ``waitUntilExit()``.
-    public func exit(timeout: Duration) async throws -> Int32 {
+    package func exit(timeout: Duration) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let status = terminationStatus { return status }
@@ -200,7 +200,7 @@ public final class SpawnedProcess: Sendable {
 }
 
 /// This process's end of a pipe to a child, closed when released.
-public final class PipeEnd: Sendable {
+package final class PipeEnd: Sendable {
     private let state: Mutex<Int32>
 
     init(descriptor: Int32) { state = Mutex(descriptor) }
@@ -208,7 +208,7 @@ public final class PipeEnd: Sendable {
     deinit { state.withLock { if $0 >= 0 { Glibc.close($0) } } }
 
     /// Writes all of `data` (blocking while the pipe is full).
-    public func write(_ data: Data) throws {
+    package func write(_ data: Data) throws {
         try state.withLock { descriptor in
             var rest = data[...]
             while !rest.isEmpty {
@@ -223,7 +223,7 @@ public final class PipeEnd: Sendable {
     }
 
     /// The next bytes, blocking until some arrive; empty at the end of the stream.
-    public func read() -> Data {
+    package func read() -> Data {
         let descriptor = state.withLock { $0 }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -234,7 +234,7 @@ public final class PipeEnd: Sendable {
     }
 
     /// Everything up to the end of the stream.
-    public func readToEnd() -> Data {
+    package func readToEnd() -> Data {
         var all = Data()
         while true {
             let chunk = read()
@@ -244,7 +244,7 @@ public final class PipeEnd: Sendable {
     }
 
     /// Closes this end now (a child reading it then sees the end of its input).
-    public func close() {
+    package func close() {
         state.withLock { descriptor in
             if descriptor >= 0 { Glibc.close(descriptor) }
             descriptor = -1
@@ -253,8 +253,8 @@ public final class PipeEnd: Sendable {
 }
 
 /// A child process could not be started or spoken to.
-public struct SpawnError: Error, CustomStringConvertible {
+package struct SpawnError: Error, CustomStringConvertible {
     /// What failed.
-    public let description: String
+    package let description: String
     init(_ description: String) { self.description = description }
 }

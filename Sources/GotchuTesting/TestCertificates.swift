@@ -1,26 +1,26 @@
-public import Foundation
+package import Foundation
 
 /// A private CA and certificates it signed, made with Debian's `openssl` in a fresh directory: for tests of HTTPS
 /// between the ledger and its clients. Every certificate names `127.0.0.1` and `localhost`.
-public struct TestCertificates: Sendable {
+package struct TestCertificates: Sendable {
     /// The directory holding every file.
-    public let directory: URL
+    package let directory: URL
 
     /// The CA's certificate (PEM), to pass as a client's CA file.
-    public var caFile: URL { directory.appendingPathComponent("ca.pem") }
+    package var caFile: URL { directory.appendingPathComponent("ca.pem") }
     /// The server's certificate (PEM), valid from an hour ago for a day, signed by the CA.
-    public var serverCertificate: URL { directory.appendingPathComponent("server.pem") }
+    package var serverCertificate: URL { directory.appendingPathComponent("server.pem") }
     /// The server's private key (PEM).
-    public var serverKey: URL { directory.appendingPathComponent("server.key") }
+    package var serverKey: URL { directory.appendingPathComponent("server.key") }
     /// A certificate for the same key and names, signed by the CA, that expired yesterday.
-    public var expiredCertificate: URL { directory.appendingPathComponent("expired.pem") }
+    package var expiredCertificate: URL { directory.appendingPathComponent("expired.pem") }
     /// Another CA's certificate, which signed none of these.
-    public var otherCAFile: URL { directory.appendingPathComponent("other-ca.pem") }
+    package var otherCAFile: URL { directory.appendingPathComponent("other-ca.pem") }
     /// A private key that belongs to no certificate here.
-    public var otherKey: URL { directory.appendingPathComponent("other.key") }
+    package var otherKey: URL { directory.appendingPathComponent("other.key") }
 
     /// Makes the CA, the certificates and the keys in a new directory under `parent`.
-    public init(in parent: URL) throws {
+    package init(in parent: URL) throws {
         directory = parent.appendingPathComponent("tls")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
@@ -46,7 +46,7 @@ public struct TestCertificates: Sendable {
     }
 
     /// Deletes every file.
-    public func remove() { try? FileManager.default.removeItem(at: directory) }
+    package func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private func openssl(_ arguments: [String]) throws {
         let process = try SpawnedProcess(
@@ -65,9 +65,9 @@ public struct TestCertificates: Sendable {
 }
 
 /// `openssl` failed while making test certificates.
-public struct TestCertificatesError: Error, CustomStringConvertible {
+package struct TestCertificatesError: Error, CustomStringConvertible {
     /// What failed, with openssl's output.
-    public var description: String
+    package var description: String
 
     init(_ description: String) { self.description = description }
 }
