@@ -5,11 +5,17 @@ public typealias Cents = Int64
 public enum Money {
     /// Why an amount text was refused.
     public enum ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// The text is empty or only whitespace.
         case empty
+        /// The text starts with a minus sign.
         case negative
+        /// The text (given) is not digits with at most one dot: a sign, an exponent, grouping or letters.
         case notADecimal(String)
+        /// The text (given) has more than two decimals, finer than a cent.
         case tooManyDecimals(String)
+        /// The amount is zero; the smallest is 0.01.
         case zero
+        /// The text (given) is more cents than `Int64` holds.
         case tooLarge(String)
 
         public var description: String {

@@ -18,7 +18,8 @@ public struct PaymentOffer: Hashable, Sendable {
     /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
     public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
 
-    /// Creates an offer.
+    /// An offer as the ledger resolved `eid`: the session, its amount in cents and its payee as the ledger
+    /// names it; `payeeDomain` and `payeeVerified` are `nil` when the ledger does not send them.
     public init(
         eid: EID,
         sessionID: String,
@@ -89,7 +90,9 @@ public struct PayerStateMachine: Sendable {
         /// The wait before the second send; each further wait doubles.
         public var sendRetryDelay: Duration
 
-        /// Creates a configuration.
+        /// The payer's behaviour; the defaults wait up to 3 s for a clear nearest terminal before listing the
+        /// candidates, give up after 15 s with nothing near, ask before paying, and send an unanswered payment up
+        /// to 4 times, 200 ms apart at first.
         public init(
             selector: ProximitySelector.Configuration = .init(),
             alwaysChoose: Bool = false,

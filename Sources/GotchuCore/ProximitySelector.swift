@@ -14,7 +14,8 @@ public struct ProximityCandidate: Hashable, Sendable, Codable {
     /// Whether ``attenuation`` is measured against the terminal's calibration (see ``Calibration``) in every sample.
     public var isCalibrated: Bool
 
-    /// Creates a candidate.
+    /// A candidate with smoothed `rssi` (dBm) and `attenuation` (dB) from `sampleCount` samples, the newest at
+    /// `lastSeen` on the radio's clock; made by the selector, or by tests and the simulator.
     public init(
         eid: EID,
         rssi: Double?,

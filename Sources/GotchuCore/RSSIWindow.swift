@@ -15,7 +15,8 @@ public struct RSSIWindow: Hashable, Sendable {
         /// Whether ``txPower`` comes from the advertiser's calibration rather than its announced TX power.
         public var calibrated: Bool
 
-        /// Creates a sample.
+        /// A reception at `time` (radio clock) with `rssi` in dBm and the advertiser's reference power `txPower` in
+        /// dBm, from its calibration when `calibrated`.
         public init(time: Duration, rssi: Int16, txPower: Int16? = nil, calibrated: Bool = false) {
             self.time = time
             self.rssi = rssi

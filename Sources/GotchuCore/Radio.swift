@@ -45,7 +45,8 @@ public struct Sighting: Hashable, Sendable {
     /// The advertiser's calibration (its RSSI at 1 m, see ``Advertisement/calibratedRSSI``), as received.
     public var calibratedRSSI: Int16?
 
-    /// Creates a sighting.
+    /// A reception of `eid` at `time` (radio clock), with `rssi` and `txPower` in dBm when the controller
+    /// reported them; `source` is for diagnostics only.
     public init(
         eid: EID,
         rssi: Int16?,
@@ -84,7 +85,8 @@ public struct ScanFilter: Hashable, Sendable {
     /// than trusting a controller filter, which silently drops reports without RSSI.
     public var minimumRSSI: Int16?
 
-    /// Creates a filter.
+    /// A filter for advertisements carrying service data under `serviceUUID` (Gotchu's by default), and when
+    /// `minimumRSSI` is set, only those received at least that strong (dBm).
     public init(serviceUUID: BluetoothUUID = .gotchu, minimumRSSI: Int16? = nil) {
         self.serviceUUID = serviceUUID
         self.minimumRSSI = minimumRSSI

@@ -7,7 +7,8 @@ public struct ReceiverSession: Hashable, Sendable {
     /// When the session expires, on the driver's clock (the driver converts the server's `exp_at`).
     public var expiresAt: Duration
 
-    /// Creates a session.
+    /// The session `sessionID` the ledger created, advertised as `eid` until `expiresAt`, a time on the
+    /// driver's clock.
     public init(sessionID: String, eid: EID, expiresAt: Duration) {
         self.sessionID = sessionID
         self.eid = eid
@@ -39,7 +40,9 @@ public struct ReceiverStateMachine: Sendable {
         /// person pressed Ctrl-C and is waiting.
         public var cancelPatience: Duration
 
-        /// Creates a configuration.
+        /// The receiver's behaviour; the defaults stop when a session expires unpaid (no new one), end a session
+        /// locally 5 s past its expiry, and send an unconfirmed cancel up to 4 times, 500 ms apart at first, for
+        /// at most 15 s.
         public init(
             recreateOnExpiry: Bool = false,
             maximumSessions: Int? = nil,

@@ -20,7 +20,8 @@ public struct StatusWatch: Sendable, Hashable {
         /// The longest wait after a broken stream.
         public var maximumBackoff: Duration
 
-        /// Creates a configuration.
+        /// The watch's behaviour; the defaults follow the event stream, re-read the status at least every 30 s,
+        /// poll every 250 ms when not live, and back off from 250 ms up to 5 s after a broken stream.
         public init(
             live: Bool = true,
             pollInterval: Duration = .milliseconds(250),
