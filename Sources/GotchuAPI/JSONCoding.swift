@@ -40,7 +40,8 @@ public struct InvalidField: Error, Hashable, Sendable, CustomStringConvertible {
     /// Whether the field is an amount (answered with the `invalid-amount` problem type).
     public var isAmount: Bool
 
-    /// Creates a validation failure.
+    /// A failure of `field`, explained by `reason` (`"is required"`); `isAmount` makes the server answer
+    /// `invalid-amount` rather than `bad-request`.
     public init(field: String, reason: String, isAmount: Bool = false) {
         self.field = field
         self.reason = reason

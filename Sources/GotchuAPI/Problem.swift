@@ -37,36 +37,71 @@ public struct Problem: Error, Codable, Hashable, Sendable, CustomStringConvertib
 /// Every problem type the ledger API returns. Clients switch on these, never on the status alone: two 409s
 /// (a session locked by someone else, an idempotency key still in flight) mean different things.
 public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
+    /// 400: the request is malformed (unreadable JSON, a missing or invalid field, a malformed e-mail address);
+    /// `detail` says which.
     case badRequest = "bad-request"
+    /// 400: an amount out of range, or one whose transfer would overflow a balance.
     case invalidAmount = "invalid-amount"
+    /// 401: no bearer token, or one that is invalid, expired or revoked, or whose user no longer exists or is
+    /// disabled; log in again.
     case unauthorized
+    /// 403: the caller is authenticated but may not do this to this resource, or its account is disabled.
     case forbidden
+    /// 409: registration with an e-mail address that already has an account.
     case accountExists = "account-exists"
+    /// 403: a payee tried to lock or pay its own session.
     case ownSession = "own-session"
+    /// 403: the account must confirm its e-mail address (the link sent at registration) first.
     case emailUnconfirmed = "email-unconfirmed"
+    /// 404: no such route, deposit or payout.
     case notFound = "not-found"
+    /// 404: no such session, or none the caller may see.
     case sessionNotFound = "session-not-found"
+    /// 410: the session's lifetime is over, unpaid.
     case sessionExpired = "session-expired"
+    /// 410: the payee cancelled the session.
     case sessionCancelled = "session-cancelled"
+    /// 410: the EID was rotated away and its grace is over: the terminal advertises a newer one.
     case eidRetired = "eid-retired"
+    /// 409: the session was given as many EIDs as the ledger's policy allows.
     case eidLimitReached = "eid-limit-reached"
+    /// 409: another payer holds a live lock on the session.
     case sessionLocked = "session-locked"
+    /// 409: the payer already holds as many locks as the ledger's policy allows.
     case lockLimitReached = "lock-limit-reached"
+    /// 409: the session has been paid.
     case sessionAlreadyPaid = "session-already-paid"
+    /// 409: the payer holds no live lock on the session it tries to pay; lock it first.
     case lockRequired = "lock-required"
+    /// 422: the payer's balance does not cover the amount.
     case insufficientFunds = "insufficient-funds"
+    /// 400: a money-moving request without its `Idempotency-Key` header.
     case idempotencyKeyMissing = "idempotency-key-missing"
+    /// 409: a refund of a session that was never paid.
     case sessionNotPaid = "session-not-paid"
+    /// 409: the refund, with the refunds before it, would return more than was paid.
     case refundExceedsPayment = "refund-exceeds-payment"
+    /// 422: the `Idempotency-Key` was used before for a different request; make a new key.
     case idempotencyKeyReused = "idempotency-key-reused"
+    /// 409: the first request with this `Idempotency-Key` is still running; retry the same request later.
     case idempotencyInFlight = "idempotency-in-flight"
+    /// 409: the payout was settled or failed already and cannot change again.
     case payoutNotPending = "payout-not-pending"
+    /// 405: the route exists but not with this HTTP method.
     case methodNotAllowed = "method-not-allowed"
+    /// 413: the request body exceeds the server's limit.
     case bodyTooLarge = "body-too-large"
+    /// 429: too many requests from this client; wait as `Retry-After` says.
     case rateLimited = "rate-limited"
+    /// 500: an unexpected server failure, such as stored data that breaks an invariant of the ledger's rules.
     case internalError = "internal-error"
+    /// 503: the server could not finish the request this time (at its connection limit, mail not sent, a write
+    /// that lost a race); a retry may succeed.
     case unavailable
+    /// 503: the ledger's database cannot be reached in time; nothing was written. Retry after
+    /// ``retryAfterSeconds``.
     case databaseUnavailable = "database-unavailable"
+    /// 507: the ledger's disk is full; nothing was written. Retry after ``retryAfterSeconds``.
     case storageFull = "storage-full"
 
     /// The URI prefix of every Gotchu problem type.

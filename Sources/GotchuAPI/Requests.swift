@@ -8,7 +8,7 @@ public struct DevLoginRequest: Codable, Hashable, Sendable {
     /// The user's e-mail address; the part before `@` becomes the display name.
     public var email: String
 
-    /// Creates a request.
+    /// A dev-login body for `email`; nothing is checked here (the server validates what it receives).
     public init(email: String) { self.email = email }
 
     public init(from decoder: any Decoder) throws {
@@ -22,7 +22,7 @@ public struct AmountRequest: Codable, Hashable, Sendable {
     /// A positive whole number of cents.
     public var amountCents: Cents
 
-    /// Creates a request.
+    /// A body asking for `amountCents` cents; nothing is checked here (the server validates what it receives).
     public init(amountCents: Cents) { self.amountCents = amountCents }
 
     enum CodingKeys: String, CodingKey { case amountCents = "amount_cents" }
@@ -38,7 +38,7 @@ public struct ResolveRequest: Codable, Hashable, Sendable {
     /// The EID heard on the air.
     public var eid: String
 
-    /// Creates a request.
+    /// A body resolving `eid`, as heard on the air.
     public init(eid: EID) { self.eid = eid.rawValue }
 
     public init(from decoder: any Decoder) throws {
@@ -52,7 +52,7 @@ public struct SessionRequest: Codable, Hashable, Sendable {
     /// The session id returned by create or resolve.
     public var sid: String
 
-    /// Creates a request.
+    /// A body naming the session `sid`.
     public init(sid: String) { self.sid = sid }
 
     public init(from decoder: any Decoder) throws {
@@ -68,7 +68,7 @@ public struct PasswordLoginRequest: Codable, Hashable, Sendable {
     /// The account's password.
     public var password: String
 
-    /// Creates a request.
+    /// A login or registration body; nothing is checked here (the server validates what it receives).
     public init(email: String, password: String) {
         self.email = email
         self.password = password
@@ -86,7 +86,7 @@ public struct RefreshRequest: Codable, Hashable, Sendable {
     /// The refresh token of the last login or refresh.
     public var refreshToken: String
 
-    /// Creates a request.
+    /// A body carrying `refreshToken`, as the last login or refresh returned it.
     public init(refreshToken: String) { self.refreshToken = refreshToken }
 
     enum CodingKeys: String, CodingKey { case refreshToken = "refresh_token" }
@@ -107,7 +107,7 @@ public struct RegistrationConfirmRequest: Codable, Hashable, Sendable {
     /// The password given when registering.
     public var password: String
 
-    /// Creates a request.
+    /// A confirmation body: the mailed `code`, with the `email` and `password` it was registered with.
     public init(email: String, code: String, password: String) {
         self.email = email
         self.code = code

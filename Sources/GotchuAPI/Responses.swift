@@ -15,7 +15,7 @@ public struct LoginResponse: Codable, Hashable, Sendable {
     /// How many seconds `token` is valid for.
     public var expiresIn: Int?
 
-    /// Creates a response.
+    /// A login answer; `refreshToken` and `expiresIn` (seconds) are `nil` from servers that predate them.
     public init(token: String, userID: String, refreshToken: String? = nil, expiresIn: Int? = nil) {
         self.token = token
         self.userID = userID
@@ -57,7 +57,7 @@ public struct LedgerEntry: Codable, Hashable, Sendable {
     /// When it was written.
     public var createdAt: Date
 
-    /// Creates an entry.
+    /// An entry as the server sends it; nothing is checked here.
     public init(
         id: String,
         direction: EntryDirection,
@@ -105,7 +105,7 @@ public struct WalletResponse: Codable, Hashable, Sendable {
     /// The latest entries, newest first (at most 20).
     public var recent: [LedgerEntry]
 
-    /// Creates a response.
+    /// A wallet as the server sends it: `availableCents` and the `recent` entries, newest first.
     public init(walletID: String, availableCents: Cents, recent: [LedgerEntry]) {
         self.walletID = walletID
         self.availableCents = availableCents
@@ -135,7 +135,7 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     /// When the session expires.
     public var expiresAt: Date
 
-    /// Creates a response.
+    /// A created session as the server sends it.
     public init(sid: String, eid: EID, expiresAt: Date) {
         self.sid = sid
         self.eid = eid
@@ -159,7 +159,7 @@ public struct EIDRotationResponse: Codable, Hashable, Sendable {
     /// When the session expires.
     public var expiresAt: Date
 
-    /// Creates a response.
+    /// A rotation as the server sends it: the new `eid`, and until when the ones it replaces still resolve.
     public init(sid: String, eid: EID, previousValidUntil: Date, expiresAt: Date) {
         self.sid = sid
         self.eid = eid
@@ -188,7 +188,7 @@ public struct PayeeDisplay: Codable, Hashable, Sendable {
     /// (`false`); absent from servers that predate verification.
     public var verified: Bool?
 
-    /// Creates a display.
+    /// A payee as shown to a payer; `domain` and `verified` are `nil` when the server does not send them.
     public init(name: String, domain: String? = nil, verified: Bool? = nil) {
         self.name = name
         self.domain = domain
@@ -205,7 +205,7 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
     /// Who asks.
     public var payeeDisplay: PayeeDisplay
 
-    /// Creates a response.
+    /// A resolved session as the server sends it.
     public init(sid: String, amountCents: Cents, payeeDisplay: PayeeDisplay) {
         self.sid = sid
         self.amountCents = amountCents
@@ -231,7 +231,7 @@ public struct OKResponse: Codable, Hashable, Sendable {
     /// Always true.
     public var ok: Bool
 
-    /// Creates a response.
+    /// The only value there is, `{ "ok": true }`.
     public init() { self.ok = true }
 }
 
@@ -244,7 +244,8 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
     /// The payment's signed receipt (`POST /wallet/send`, replays included).
     public var receipt: Receipt?
 
-    /// Creates a response.
+    /// A successful transfer (`ok` is always true) leaving the caller `newBalanceCents`, with the payment's
+    /// receipt when there is one.
     public init(newBalanceCents: Cents, receipt: Receipt? = nil) {
         self.ok = true
         self.newBalanceCents = newBalanceCents
@@ -266,11 +267,17 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
 
 /// Where a payment session is in its life.
 public enum SessionStatus: String, Codable, Hashable, Sendable, CaseIterable {
+    /// Made, not yet advertised (no current ledger reports it; older ones did).
     case created = "CREATED"
+    /// Open and unlocked: waiting for a payer to lock it.
     case advertising = "ADVERTISING"
+    /// A payer holds a lock that has not lapsed; only that payer may pay it.
     case locked = "LOCKED"
+    /// Paid: the money moved. Final (a refund leaves it paid).
     case paid = "PAID"
+    /// Its lifetime ended unpaid. Final.
     case expired = "EXPIRED"
+    /// Cancelled by its payee before it was paid. Final.
     case cancelled = "CANCELLED"
 
     /// Whether the session can still change hands: neither paid, expired nor cancelled.
@@ -294,7 +301,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     /// The total refunded to the payer so far (0 from servers that predate refunds).
     public var refundedCents: Cents
 
-    /// Creates a response.
+    /// A session status as the server sends it; nothing is checked here.
     public init(
         sid: String,
         status: SessionStatus,
@@ -347,7 +354,7 @@ public struct RefundResponse: Codable, Hashable, Sendable {
     /// The refund's signed receipt (kind `refund`), when the ledger signs receipts.
     public var receipt: Receipt?
 
-    /// Creates a response.
+    /// A refund as the server sends it: this refund's `amountCents` and the session's `refundedCents` in all.
     public init(refundID: String, sid: String, amountCents: Cents, refundedCents: Cents, receipt: Receipt?) {
         self.refundID = refundID
         self.sid = sid
@@ -378,7 +385,7 @@ public struct HealthResponse: Codable, Hashable, Sendable {
     /// `ok` when the store answers.
     public var status: String
 
-    /// Creates a response.
+    /// A health answer; the server sends `ok`.
     public init(status: String) { self.status = status }
 }
 
@@ -404,7 +411,7 @@ public struct PayoutResponse: Codable, Hashable, Sendable {
     /// The caller's balance right after the request.
     public var newBalanceCents: Cents
 
-    /// Creates a response.
+    /// A payout as the server sends it; `status` is `PENDING` when it was taken.
     public init(payoutID: String, amountCents: Cents, status: String, newBalanceCents: Cents) {
         self.payoutID = payoutID
         self.amountCents = amountCents
@@ -446,7 +453,7 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
     /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`, …
     public var kind: String
 
-    /// Creates an entry.
+    /// A history entry as the server sends it; nothing is checked here.
     public init(
         id: String,
         createdAt: Date,
@@ -503,7 +510,7 @@ public struct WalletEntriesResponse: Codable, Hashable, Sendable {
     /// The `cursor` that asks for the next (older) page; `nil` on the last page.
     public var nextCursor: String?
 
-    /// Creates a page.
+    /// A page of `entries`, newest first; `nextCursor` fetches the next (older) page, `nil` on the last.
     public init(entries: [WalletHistoryEntry], nextCursor: String?) {
         self.entries = entries
         self.nextCursor = nextCursor
@@ -544,7 +551,7 @@ public struct RegistrationResponse: Codable, Hashable, Sendable {
     /// How many seconds a code mailed by this server stays valid.
     public var codeExpiresIn: Int
 
-    /// Creates a response.
+    /// A registration answer: `detail` for the person, and how long the mailed code stays valid, in seconds.
     public init(detail: String, codeExpiresIn: Int) {
         self.detail = detail
         self.codeExpiresIn = codeExpiresIn

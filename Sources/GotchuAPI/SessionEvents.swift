@@ -42,7 +42,8 @@ public struct SessionEvent: Hashable, Sendable {
     /// The session's status after it.
     public var session: SessionStatusResponse
 
-    /// Creates an event.
+    /// An event `id` (the stream's `Last-Event-ID` to resume after it) of `kind`, carrying the session's status
+    /// at that moment.
     public init(id: String, kind: SessionEventKind, session: SessionStatusResponse) {
         self.id = id
         self.kind = kind
@@ -69,7 +70,8 @@ public struct ServerSentEventParser: Sendable {
         /// The last `id:` seen so far in the stream.
         public var lastEventID: String?
 
-        /// Creates an event.
+        /// A raw event as read from the stream: its `event:` type, its `data:` text and the
+        /// last `id:` seen so far in the stream.
         public init(type: String, data: String, lastEventID: String?) {
             self.type = type
             self.data = data
