@@ -3,8 +3,11 @@
 public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
     /// Sender: a unique name, or a well-known name (checked by the bus only, since it maps to a unique name).
     public var sender: String?
+    /// The signal's interface, such as `org.freedesktop.DBus.Properties`; `nil` matches any.
     public var interface: String?
+    /// The signal's name, such as `PropertiesChanged`; `nil` matches any.
     public var member: String?
+    /// The exact object path the signal comes from; `nil` matches any (see ``pathNamespace`` for a subtree).
     public var path: DBusObjectPath?
     /// Matches `path` and every object below it.
     public var pathNamespace: DBusObjectPath?

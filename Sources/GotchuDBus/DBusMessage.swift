@@ -5,19 +5,27 @@ internal import CGotchuDBus
 public struct DBusMessage: Hashable, Sendable {
     /// The four message kinds.
     public enum Kind: Hashable, Sendable {
+        /// A call, its successful reply, its error reply, or a broadcast signal.
         case methodCall, methodReturn, error, signal
     }
 
+    /// Which of the four kinds this message is.
     public var kind: Kind
     /// The sender's unique name (set by the bus on incoming messages).
     public var sender: String?
+    /// The bus name it is addressed to; `nil` for a signal broadcast to every matching rule.
     public var destination: String?
+    /// The object called, or the object a signal comes from; `nil` on replies.
     public var path: DBusObjectPath?
+    /// The interface of the method or signal; `nil` on replies (and optional on calls).
     public var interface: String?
+    /// The method or signal name; `nil` on replies.
     public var member: String?
     /// For errors: the error name.
     public var errorName: String?
+    /// The sender's number for this message, which a reply names as its ``replySerial``; 0 until sent.
     public var serial: UInt32
+    /// For replies and errors: the ``serial`` of the call answered; 0 otherwise.
     public var replySerial: UInt32
     /// Whether the sender expects no reply.
     public var noReplyExpected: Bool

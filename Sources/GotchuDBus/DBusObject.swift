@@ -9,7 +9,8 @@ public struct DBusMethod: Sendable {
     /// Handles one call; returns the reply arguments, or throws a ``DBusError`` sent back to the caller.
     public var handler: @Sendable (DBusMessage) async throws -> [DBusValue]
 
-    /// Creates a method.
+    /// A method `name` taking `inputs` and replying with `outputs` (both empty by default), answered by
+    /// `handler`.
     public init(
         _ name: String,
         inputs: DBusSignature = .empty,
@@ -27,12 +28,15 @@ public struct DBusMethod: Sendable {
 public struct DBusProperty: Sendable {
     /// Whether peers may set it.
     public enum Access: Sendable {
+        /// `read`: peers may only get it; `readWrite`: peers may also `Set` it.
         case read, readWrite
     }
 
+    /// The property's name, such as `State`.
     public var name: String
     /// Its type; `Set` with another type is refused, and so is a local update of another type.
     public var type: DBusType
+    /// Whether peers may set it; `Set` on a `read` property is refused with `PropertyReadOnly`.
     public var access: Access
     /// The current value.
     public var value: DBusValue
@@ -45,7 +49,7 @@ public struct DBusProperty: Sendable {
         self.value = value
     }
 
-    /// Creates a property from a typed value.
+    /// A property `name` holding `value`, whose D-Bus type becomes the property's type; read-only by default.
     public init(_ name: String, _ value: some DBusRepresentable, access: Access = .read) {
         self.init(name, value.dbusValue, access: access)
     }
@@ -53,9 +57,12 @@ public struct DBusProperty: Sendable {
 
 /// A signal an exported interface declares (for introspection).
 public struct DBusSignalDescription: Sendable {
+    /// The signal's name, such as `ChargeChanged`.
     public var name: String
+    /// The types of the arguments the signal carries.
     public var arguments: DBusSignature
 
+    /// Declares a signal `name` carrying `arguments`.
     public init(_ name: String, arguments: DBusSignature = .empty) {
         self.name = name
         self.arguments = arguments
@@ -64,12 +71,16 @@ public struct DBusSignalDescription: Sendable {
 
 /// One interface of an exported object.
 public struct DBusInterface: Sendable {
+    /// The interface's name, such as `io.gotchu.Kiosk1`.
     public var name: String
+    /// The methods it offers; a call to any other gets `UnknownMethod`.
     public var methods: [DBusMethod]
+    /// Its properties, answered through `org.freedesktop.DBus.Properties` (`Get`, `GetAll`, `Set`).
     public var properties: [DBusProperty]
+    /// The signals it declares, for introspection; sending them is up to the exporter.
     public var signals: [DBusSignalDescription]
 
-    /// Creates an interface description.
+    /// An interface `name` with its methods, properties and signals (none by default).
     public init(
         _ name: String,
         methods: [DBusMethod] = [],
@@ -86,10 +97,13 @@ public struct DBusInterface: Sendable {
 /// An object to export on a connection: its interfaces, and whether it is an object manager for the objects below
 /// it (`org.freedesktop.DBus.ObjectManager`, with `InterfacesAdded`/`InterfacesRemoved` as objects come and go).
 public struct DBusObject: Sendable {
+    /// The object's interfaces; `Introspectable`, `Properties` (and `ObjectManager`) are added by the connection.
     public var interfaces: [DBusInterface]
+    /// Whether it implements `org.freedesktop.DBus.ObjectManager` for the objects exported below its path.
     public var isObjectManager: Bool
 
-    /// Creates an object description.
+    /// An object with `interfaces`; `isObjectManager` adds `org.freedesktop.DBus.ObjectManager` over the objects
+    /// below it.
     public init(interfaces: [DBusInterface], isObjectManager: Bool = false) {
         self.interfaces = interfaces
         self.isObjectManager = isObjectManager

@@ -1,6 +1,9 @@
 /// The type of one D-Bus value: a single complete type in the D-Bus type system.
 public indirect enum DBusType: Hashable, Sendable, CustomStringConvertible {
+    /// The fixed-size basic types: `y` (UInt8), `b`, `n`, `q`, `i`, `u`, `x`, `t` (Int16 to UInt64) and `d` (a
+    /// Double).
     case byte, boolean, int16, uint16, int32, uint32, int64, uint64, double
+    /// The string-like basic types: `s` (UTF-8 text), `o` (an object path) and `g` (a type signature).
     case string, objectPath, signature
     /// `v`: a value that carries its own type.
     case variant

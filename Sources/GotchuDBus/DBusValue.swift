@@ -1,22 +1,37 @@
 /// One D-Bus value, modelled completely: containers know their element types, so an empty `a{sv}` or `ao` still
 /// marshals with the right signature.
 public enum DBusValue: Hashable, Sendable {
+    /// `y`: an unsigned byte.
     case byte(UInt8)
+    /// `b`: a boolean (4 bytes on the wire).
     case boolean(Bool)
+    /// `n`: a signed 16-bit integer.
     case int16(Int16)
+    /// `q`: an unsigned 16-bit integer.
     case uint16(UInt16)
+    /// `i`: a signed 32-bit integer.
     case int32(Int32)
+    /// `u`: an unsigned 32-bit integer.
     case uint32(UInt32)
+    /// `x`: a signed 64-bit integer.
     case int64(Int64)
+    /// `t`: an unsigned 64-bit integer.
     case uint64(UInt64)
+    /// `d`: an IEEE 754 double.
     case double(Double)
+    /// `s`: UTF-8 text.
     case string(String)
+    /// `o`: an object path, valid by construction.
     case objectPath(DBusObjectPath)
+    /// `g`: a type signature.
     case signature(DBusSignature)
     /// Only a variant holds another value inline; containers hold theirs in arrays, so nothing else is boxed.
     indirect case variant(DBusVariant)
+    /// `aT`: an array, with its element type.
     case array(DBusArray)
+    /// `a{KV}`: a dictionary, with its key and value types.
     case dictionary(DBusDictionary)
+    /// `(…)`: a structure, its fields in order.
     case structure([DBusValue])
 
     /// The value's D-Bus type.
@@ -134,9 +149,12 @@ public struct DBusArray: Hashable, Sendable {
 public struct DBusDictionary: Hashable, Sendable {
     /// One key and its value.
     public struct Entry: Hashable, Sendable {
+        /// The key, of the dictionary's key type.
         public var key: DBusValue
+        /// The value, of the dictionary's value type.
         public var value: DBusValue
 
+        /// Pairs `key` with `value`, which should be of the dictionary's key and value types.
         public init(key: DBusValue, value: DBusValue) {
             self.key = key
             self.value = value
@@ -150,7 +168,7 @@ public struct DBusDictionary: Hashable, Sendable {
     /// Entries in wire order.
     public var entries: [Entry]
 
-    /// Creates a dictionary.
+    /// A dictionary of `keyType` (a basic type) to `valueType`, with `entries` in wire order (none by default).
     public init(keyType: DBusType, valueType: DBusType, entries: [Entry] = []) {
         self.keyType = keyType
         self.valueType = valueType
