@@ -4,21 +4,28 @@ public import GotchuDBus
 public struct BlueZDoctorReport: Hashable, Sendable {
     /// One adapter as the doctor saw it.
     public struct Adapter: Hashable, Sendable {
+        /// The adapter's name, the last element of its object path, such as `hci0`.
         public var name: String
+        /// `Adapter1.Address`, such as `DC:A6:32:01:02:03`; `nil` when bluetoothd did not report one.
         public var address: String?
         /// `Adapter1.AddressType`: `public` or (static) `random`, the kind of ``address``.
         public var addressType: String?
+        /// `Adapter1.Powered`; an adapter that is off can neither scan nor advertise.
         public var powered: Bool
+        /// `Adapter1.Discovering`: whether a scan (by any program) is running on it.
         public var discovering: Bool
         /// `LEAdvertisingManager1.ActiveInstances`, when the adapter can advertise.
         public var activeAdvertisements: UInt8?
         /// `LEAdvertisingManager1.SupportedInstances`: advertisements still free.
         public var freeAdvertisements: UInt8?
+        /// `LEAdvertisingManager1.SupportedIncludes`, such as `tx-power`; empty when the adapter cannot advertise.
         public var supportedIncludes: [String]
     }
 
     /// How serious a finding is.
     public enum Severity: String, Hashable, Sendable, Comparable {
+        /// `ok`: nothing to do; `warning`: works, but worth fixing; `problem`: stops scanning or advertising.
+        /// Ordered from least to most serious.
         case ok, warning, problem
 
         public static func < (lhs: Severity, rhs: Severity) -> Bool {
@@ -29,7 +36,9 @@ public struct BlueZDoctorReport: Hashable, Sendable {
 
     /// One sentence with its severity.
     public struct Finding: Hashable, Sendable {
+        /// How serious it is.
         public var severity: Severity
+        /// What was found and, unless it is `ok`, what to do about it.
         public var text: String
     }
 
@@ -37,6 +46,7 @@ public struct BlueZDoctorReport: Hashable, Sendable {
     public var busReachable: Bool
     /// Whether `org.bluez` (bluetoothd) is on the bus.
     public var bluetoothdRunning: Bool
+    /// Every adapter bluetoothd exports, in object-path order; empty when none is present or bluetoothd is not running.
     public var adapters: [Adapter]
     /// Whether a scan could start (an adapter is powered).
     public var discoveryPossible: Bool
@@ -47,6 +57,7 @@ public struct BlueZDoctorReport: Hashable, Sendable {
     /// Whether advertisements would go out from private addresses that change with each EID: advertising is
     /// possible, as ``BlueZAdvertisingType/broadcast``, on adapters that are not discoverable.
     public var addressesPrivate: Bool
+    /// What the doctor found, one sentence each, in the order checked.
     public var findings: [Finding]
 
     /// The worst severity among the findings.

@@ -35,12 +35,15 @@ public struct BlueZError: Error, Hashable, Sendable, CustomStringConvertible {
         case other
     }
 
+    /// What went wrong, for a program to act on.
     public var kind: Kind
     /// The D-Bus error name, or a `io.gotchu.Error.*` name for errors found locally.
     public var name: String
+    /// The error's message, from bluetoothd or written here, for a person to read.
     public var message: String
 
-    /// Creates an error.
+    /// An error of `kind` found here rather than by BlueZ, named `io.gotchu.Error.BlueZ` unless `name` says
+    /// otherwise.
     public init(_ kind: Kind, name: String = "io.gotchu.Error.BlueZ", message: String) {
         self.kind = kind
         self.name = name

@@ -4,10 +4,10 @@ public import GotchuDBus
 public enum BlueZ {
     /// bluetoothd's bus name.
     public static let service = "org.bluez"
-    public static let adapterInterface = "org.bluez.Adapter1"
-    public static let deviceInterface = "org.bluez.Device1"
-    public static let advertisingManagerInterface = "org.bluez.LEAdvertisingManager1"
-    public static let advertisementInterface = "org.bluez.LEAdvertisement1"
+    static let adapterInterface = "org.bluez.Adapter1"
+    static let deviceInterface = "org.bluez.Device1"
+    static let advertisingManagerInterface = "org.bluez.LEAdvertisingManager1"
+    static let advertisementInterface = "org.bluez.LEAdvertisement1"
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     /// Where bluetoothd keeps its adapters and their devices.
@@ -68,14 +68,17 @@ public struct BlueZAdapter: Hashable, Sendable {
     public var path: DBusObjectPath
     /// The last path element, such as `hci0`.
     public var name: String { path.lastElement }
+    /// `Address`, the adapter's identity address such as `DC:A6:32:01:02:03`; `nil` when not reported.
     public var address: String?
     /// `AddressType`: whether ``address``, the adapter's identity address, is `public` or (static) `random`. It is
     /// the address a ``BlueZAdvertisingType/peripheral`` advertisement goes out from.
     public var addressType: String?
+    /// `Powered`: whether the adapter is on; `nil` when not reported.
     public var powered: Bool?
     /// `Discoverable`. While it is on, bluetoothd makes the adapter connectable too, and the kernel then sends even a
     /// ``BlueZAdvertisingType/broadcast`` advertisement connectable, from the adapter's identity address.
     public var discoverable: Bool?
+    /// `Discovering`: whether a scan (by any program) is running; `nil` when not reported.
     public var discovering: Bool?
     /// Whether the adapter offers `LEAdvertisingManager1`.
     public var canAdvertise: Bool

@@ -26,7 +26,10 @@ public final class BlueZRadio: Radio {
         /// Where a scan reads bluetoothd's device signals.
         public var signalReading: SignalReading
 
-        /// Creates a configuration.
+        /// The radio's behaviour; the defaults pick the first powered adapter, advertise as
+        /// ``BlueZAdvertisingType/broadcast``, put the service UUID in the discovery filter, set no RSSI threshold
+        /// in BlueZ (``ScanFilter/minimumRSSI`` applies instead) and try to re-register for 10 s after bluetoothd
+        /// restarts.
         public init(
             adapter: String? = nil,
             advertisingType: BlueZAdvertisingType = .broadcast,
@@ -58,7 +61,7 @@ public final class BlueZRadio: Radio {
 
     /// The bus connection used for everything.
     public let connection: DBusConnection
-    public let configuration: Configuration
+    let configuration: Configuration
     let logger: Logger
     private let clock = ContinuousClock()
     private let origin: ContinuousClock.Instant

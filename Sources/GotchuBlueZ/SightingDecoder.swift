@@ -62,7 +62,9 @@ public struct SightingDecoder: Sendable {
         public var calibratedRSSI: Int16?
         /// Which of these properties the update invalidates.
         public var invalidatesRSSI = false
+        /// Whether the update invalidates `TxPower`, forgetting the TX power last reported.
         public var invalidatesTxPower = false
+        /// Whether the update invalidates `ServiceData`, forgetting the EID and calibration last reported.
         public var invalidatesServiceData = false
 
         /// Changes that carry nothing.
