@@ -440,7 +440,8 @@ public struct SendResult: Sendable, Hashable {
     /// The ledger's signed receipt of the payment (not yet checked: see ``ReceiptTrust``).
     public var receipt: Receipt?
 
-    /// Creates a result.
+    /// A payment's result: the payer's balance after it in cents, whether the server replayed an earlier answer
+    /// to the same idempotency key, and the receipt when the server sent one.
     public init(newBalanceCents: Cents, replayed: Bool, receipt: Receipt? = nil) {
         self.newBalanceCents = newBalanceCents
         self.replayed = replayed
@@ -455,7 +456,8 @@ public struct RefundResult: Sendable, Hashable {
     /// Whether the server replayed the refund an earlier request with the same key made.
     public var replayed: Bool
 
-    /// Creates a result.
+    /// A refund's result: the server's answer, and whether it was a replay of an earlier answer to the same
+    /// idempotency key.
     public init(refund: RefundResponse, replayed: Bool) {
         self.refund = refund
         self.replayed = replayed

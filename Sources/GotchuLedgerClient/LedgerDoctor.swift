@@ -8,6 +8,8 @@ public enum LedgerDoctor {
     public struct Finding: Sendable, Hashable {
         /// How bad it is.
         public enum Severity: Int, Sendable, Comparable {
+            /// `ok`: nothing to do; `warning`: works, but worth fixing; `problem`: stops the client from working.
+            /// Ordered from least to most serious.
             case ok, warning, problem
             public static func < (lhs: Severity, rhs: Severity) -> Bool { lhs.rawValue < rhs.rawValue }
         }

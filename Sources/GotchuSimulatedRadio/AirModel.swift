@@ -194,7 +194,8 @@ public struct AirPayload: Hashable, Sendable {
     /// The TX Power Level AD, when present.
     public var txPower: Int16?
 
-    /// Creates an arbitrary payload.
+    /// A payload of any shape, for advertisers that are not Gotchu terminals: advertised UUIDs, service data
+    /// by UUID, and TX power in dBm when announced.
     public init(serviceUUIDs: [BluetoothUUID], serviceData: [BluetoothUUID: [UInt8]], txPower: Int16? = nil) {
         self.serviceUUIDs = serviceUUIDs
         self.serviceData = serviceData

@@ -13,7 +13,7 @@
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    /// Creates a generator from a seed.
+    /// A generator whose whole sequence is fixed by `seed`: the same seed draws the same values.
     public init(seed: UInt64) {
         self.state = seed
     }

@@ -14,7 +14,8 @@ public struct TraceLine: Hashable, Sendable {
     /// In recordings made by the simulator, the index of the terminal that sent it (0 is the one the payer meant).
     public var terminal: Int?
 
-    /// Creates a line.
+    /// A line of trace `trace` holding `sighting`; `terminal` is the index of the terminal that sent
+    /// it in the simulator's recordings (0 is the one the payer meant).
     public init(trace: Int, sighting: Sighting, terminal: Int? = nil) {
         self.trace = trace
         self.sighting = sighting
@@ -45,7 +46,7 @@ public struct TraceError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What is wrong with it.
     public var reason: String
 
-    /// Creates an error.
+    /// A trace refused at `line` (1-based), for `reason`.
     public init(line: Int, reason: String) {
         self.line = line
         self.reason = reason
@@ -211,7 +212,8 @@ public enum TraceReplay {
         /// When the payer decided, from the start of the scan; `nil` when the recording ended first.
         public var decidedAt: Duration?
 
-        /// Creates a decision.
+        /// A decision of `kind`, for `eid` when one was selected, with the candidates nearest first, and when it
+        /// was made from the start of the scan (`nil` when the recording ended first).
         public init(kind: Kind, eid: EID?, candidates: [ProximityCandidate], decidedAt: Duration?) {
             self.kind = kind
             self.eid = eid

@@ -7,7 +7,7 @@ public struct Position: Hashable, Sendable, Codable, CustomStringConvertible {
     /// North, in metres.
     public var y: Double
 
-    /// Creates a position.
+    /// A point `x` metres east and `y` metres north of the room's origin.
     public init(x: Double, y: Double) {
         self.x = x
         self.y = y

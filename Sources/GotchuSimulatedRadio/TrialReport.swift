@@ -22,7 +22,8 @@ public struct SelectionOutcome: Hashable, Sendable, Codable {
     /// Time from the start of the scan to the selection, when one was selected.
     public var latency: Duration?
 
-    /// Creates an outcome.
+    /// An outcome of `kind`, with the selected (or first listed) terminal's index, 0 being the intended one,
+    /// and the time from the start of the scan to the selection, when there are ones.
     public init(kind: Kind, terminal: Int? = nil, latency: Duration? = nil) {
         self.kind = kind
         self.terminal = terminal
