@@ -172,6 +172,16 @@ let package = Package(
             dependencies: [.product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        // Each daemon's settings declared once (key, variable, flag, bounds, default, help) and read from a TOML or
+        // JSON file, the environment and flags, in that order of precedence.
+        .target(
+            name: "GotchuSettings",
+            dependencies: [
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A point-of-sale's side of the kiosk's D-Bus interface, and the interface's names.
         .target(name: "GotchuKioskClient", dependencies: ["GotchuDBus"], swiftSettings: swiftSettings),
         // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
@@ -186,7 +196,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
+                "GotchuSettings",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -196,7 +206,7 @@ let package = Package(
         .target(
             name: "GotchuKioskCLI",
             dependencies: [
-                "GotchuKiosk", "GotchuLogging",
+                "GotchuKiosk", "GotchuLogging", "GotchuSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -304,7 +314,7 @@ let package = Package(
             name: "GotchuKioskTests",
             dependencies: [
                 "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
-                "GotchuLedgerClient", "GotchuAPI",
+                "GotchuLedgerClient", "GotchuAPI", "GotchuSettings",
                 "GotchuCore", "GotchuKioskCLI", "GotchuKioskClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -2,13 +2,7 @@ public import Foundation
 public import GotchuBlueZ
 public import GotchuCore
 public import GotchuDBus
-import TOMLKit
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+public import GotchuSettings
 
 /// The kiosk's settings, checked and complete: built-in defaults, overridden by the config file, overridden by the
 /// environment (`GOTCHU_KIOSK_<KEY>`), overridden by the command line.
@@ -84,28 +78,29 @@ public struct KioskConfiguration: Hashable, Sendable {
     /// The terminal's calibration, advertised beside each EID (``Advertisement/calibratedRSSI``); `nil` for none.
     public var calibratedRSSI: Int16?
 
-    /// Creates a configuration directly, without layers (for tests and embedding).
+    /// Creates a configuration directly, without layers (for tests and embedding); every setting left out has its
+    /// built-in value (``builtIn``).
     public init(
         server: URL,
         credentials: Credentials,
-        caFile: URL? = nil,
-        receiptKeysFile: URL? = nil,
-        payeeName: String = "Gotchu",
-        radio: RadioKind = .bluez,
-        bluezBus: DBusConnection.Bus = .system,
-        adapter: String? = nil,
-        advertisingType: BlueZAdvertisingType = .broadcast,
-        serviceUUID: BluetoothUUID = .gotchu,
-        air: URL? = nil,
-        sessionLifetime: Duration = .seconds(300),
-        renewExpiredSessions: Bool = true,
-        rotateEvery: Duration? = .seconds(60),
-        stateDirectory: URL = URL(fileURLWithPath: "/var/lib/gotchu-kiosk"),
-        display: DisplayAddress? = DisplayAddress(host: "127.0.0.1", port: 8080),
-        controlBus: DBusConnection.Bus = .system,
-        metrics: DisplayAddress? = nil,
+        caFile: URL? = builtIn.caFile,
+        receiptKeysFile: URL? = builtIn.receiptKeysFile,
+        payeeName: String = builtIn.payeeName,
+        radio: RadioKind = builtIn.radio,
+        bluezBus: DBusConnection.Bus = builtIn.bluezBus,
+        adapter: String? = builtIn.adapter,
+        advertisingType: BlueZAdvertisingType = builtIn.advertisingType,
+        serviceUUID: BluetoothUUID = builtIn.serviceUUID,
+        air: URL? = builtIn.air,
+        sessionLifetime: Duration = builtIn.sessionLifetime,
+        renewExpiredSessions: Bool = builtIn.renewExpiredSessions,
+        rotateEvery: Duration? = builtIn.rotateEvery,
+        stateDirectory: URL = builtIn.stateDirectory,
+        display: DisplayAddress? = builtIn.display,
+        controlBus: DBusConnection.Bus = builtIn.controlBus,
+        metrics: DisplayAddress? = builtIn.metrics,
         file: URL? = nil,
-        calibratedRSSI: Int16? = nil
+        calibratedRSSI: Int16? = builtIn.calibratedRSSI
     ) {
         self.server = server
         self.credentials = credentials
@@ -135,15 +130,30 @@ public struct KioskConfiguration: Hashable, Sendable {
     /// The longest ``sessionLifetime`` allowed, in seconds.
     public static let maximumSessionLifetimeSeconds = 3600
 
-    /// The built-in layer, below all others.
-    public static let defaults = KioskSettings.builtIn
+    /// The built-in layer, below all others: each setting's built-in value, as ``KioskSettingsSchema`` declares it.
+    public static var defaults: KioskSettings { .builtIn }
+
+    /// Every setting at its built-in value, read as a configured one is. The server and the credentials have none:
+    /// they are placeholders here, and must be set.
+    public static let builtIn: KioskConfiguration = {
+        let defaults = SettingsResolution<KioskSettingsSchema>(layers: [.init(origin: .defaults, settings: .builtIn)])
+        do {
+            return try Resolver(settings: defaults, file: defaultFile).resolve(
+                server: URL(string: "http://localhost")!,
+                credentials: .email("kiosk@localhost")
+            )
+        } catch {
+            preconditionFailure("a built-in kiosk setting is invalid: \(error)")
+        }
+    }()
 
     /// Reads the config file and the environment, lays `flags` over them, and checks the result.
     ///
-    /// A relative path in the file (`token_file`, `api_key_file`, `ca_file`, `air`, `state_directory`) is taken from
-    /// the file's directory; one from the environment or a flag, from the working directory. A credential is one
-    /// setting: the highest layer that sets `email`, `token_file` or `api_key_file` decides, and a layer that sets
-    /// more than one is an error.
+    /// Flags override the environment (`GOTCHU_KIOSK_<KEY>`), which overrides the file, which overrides the built-in
+    /// values. A relative path in the file (`token_file`, `api_key_file`, `ca_file`, `air`, `state_directory`) is
+    /// taken from the file's directory; one from the environment or a flag, from the working directory. A credential
+    /// is one setting: the highest layer that sets `email`, `token_file` or `api_key_file` decides, and a layer that
+    /// sets more than one is an error.
     ///
     /// - Parameters:
     ///   - file: The config file; `.toml` or `.json`.
@@ -158,269 +168,110 @@ public struct KioskConfiguration: Hashable, Sendable {
         environment: [String: String],
         flags: KioskSettings
     ) throws(KioskConfigurationError) -> KioskConfiguration {
-        let fileSettings = try KioskSettings.load(file: file, isExplicit: fileIsExplicit)
-        var layers: [Layer] = [Layer(origin: .flags, settings: flags)]
-        layers.append(Layer(origin: .environment, settings: try KioskSettings(environment: environment)))
-        if let fileSettings { layers.append(Layer(origin: .file(file), settings: fileSettings)) }
-        layers.append(Layer(origin: .defaults, settings: defaults))
-        return try Resolver(layers: layers, file: file).resolve(fileRead: fileSettings == nil ? nil : file)
+        let settings = try SettingsResolution(
+            file: file,
+            fileIsExplicit: fileIsExplicit,
+            environment: environment,
+            flags: flags
+        )
+        return try Resolver(settings: settings, file: file).resolve()
     }
 }
 
 /// A setting the kiosk cannot run with, said for the operator: which file, variable or flag, and what is wrong.
-public struct KioskConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The whole message.
-    public var description: String
+public typealias KioskConfigurationError = SettingsError
 
-    /// Creates an error with its message.
-    public init(_ description: String) {
-        self.description = description
-    }
-}
+// MARK: - Reading the layers
 
-// MARK: - Reading the file
-
-extension KioskSettings {
-    /// Reads a config file: TOML for `.toml`, JSON for `.json`.
-    ///
-    /// - Returns: The file's layer, or `nil` when the file does not exist and `isExplicit` is false.
-    /// - Throws: ``KioskConfigurationError`` for a named file that does not exist, a file that cannot be read or
-    ///   parsed, an unknown key or a value of the wrong type; the message names the file and the key.
-    public static func load(file: URL, isExplicit: Bool) throws(KioskConfigurationError) -> KioskSettings? {
-        let path = file.path
-        var status = stat()
-        if stat(path, &status) != 0 {
-            let code = errno
-            if code == ENOENT || code == ENOTDIR {
-                guard isExplicit else { return nil }
-                throw KioskConfigurationError("config file \(path) does not exist")
-            }
-            throw KioskConfigurationError("cannot read config file \(path): \(String(cString: strerror(code)))")
-        }
-        guard status.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
-            throw KioskConfigurationError("config file \(path) is not a regular file")
-        }
-        let data: Data
-        do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw KioskConfigurationError("cannot read config file \(path): \(error.localizedDescription)")
-        }
-        return try decode(data, file: file)
-    }
-
-    /// Parses a config file's contents; `file` names the format (by its extension) and the file in errors.
-    public static func decode(_ data: Data, file: URL) throws(KioskConfigurationError) -> KioskSettings {
-        let path = file.path
-        switch file.pathExtension.lowercased() {
-        case "toml":
-            guard let text = String(data: data, encoding: .utf8) else {
-                throw KioskConfigurationError("config file \(path) is not UTF-8 text")
-            }
-            let table: TOMLTable
-            do {
-                table = try TOMLTable(string: text)
-            } catch let error as TOMLParseError {
-                throw KioskConfigurationError(
-                    "config file \(path) is not valid TOML: line \(error.source.begin.line), column "
-                        + "\(error.source.begin.column): \(error.description)"
-                )
-            } catch {
-                throw KioskConfigurationError("config file \(path) is not valid TOML: \(error)")
-            }
-            do {
-                return try TOMLDecoder().decode(KioskSettings.self, from: table)
-            } catch {
-                throw describe(error, path: path)
-            }
-        case "json":
-            // JSONDecoder says only that a document is not JSON; JSONSerialization says where.
-            do {
-                _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-            } catch {
-                let reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-                throw KioskConfigurationError("config file \(path) is not valid JSON: \(reason)")
-            }
-            do {
-                return try JSONDecoder().decode(KioskSettings.self, from: data)
-            } catch {
-                throw describe(error, path: path)
-            }
-        default:
-            throw KioskConfigurationError(
-                "config file \(path): unknown format \"\(file.pathExtension)\"; name it .toml or .json"
-            )
-        }
-    }
-
-    private static func describe(_ error: any Error, path: String) -> KioskConfigurationError {
-        guard let error = error as? DecodingError else {
-            return KioskConfigurationError("config file \(path): \(error)")
-        }
-        let context: DecodingError.Context
-        switch error {
-        case .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c), .dataCorrupted(let c):
-            context = c
-        @unknown default:
-            return KioskConfigurationError("config file \(path): \(error)")
-        }
-        let key = context.codingPath.map(\.stringValue).joined(separator: ".")
-        // A syntax error says where it is only in the underlying error.
-        let detail = context.underlyingError.map { "\(context.debugDescription) \($0)" } ?? context.debugDescription
-        if key.isEmpty { return KioskConfigurationError("config file \(path): \(detail)") }
-        return KioskConfigurationError("\(key) in \(path) \(context.debugDescription)")
-    }
-}
-
-// MARK: - Layers
-
-/// Where a setting came from, to name it in an error the way the operator wrote it.
-private enum Origin: Hashable {
-    case flags
-    case environment
-    case file(URL)
-    case defaults
-
-    func name(_ field: PartialKeyPath<KioskSettings>) -> String {
-        let key = KioskSettings.key(for: field)
-        return switch self {
-        case .flags: KioskSettings.flag(for: key)
-        case .environment: KioskSettings.environmentVariable(for: key)
-        case .file(let url): "\(key) in \(url.path)"
-        case .defaults: "the default \(key)"
-        }
-    }
-}
-
-private struct Layer {
-    var origin: Origin
-    var settings: KioskSettings
-}
-
-/// What is wrong with one value, before it is known which layer it came from.
-private struct Problem: Error {
-    var text: String
-    init(_ text: String) { self.text = text }
-}
+private typealias Problem = SettingProblem
 
 private struct Resolver {
-    /// Highest precedence first.
-    var layers: [Layer]
+    var settings: SettingsResolution<KioskSettingsSchema>
+    /// The config file named or defaulted, for "set it in FILE".
     var file: URL
 
-    func resolve(fileRead: URL?) throws(KioskConfigurationError) -> KioskConfiguration {
-        guard let server = try value(\.server, Self.server) else {
+    func resolve() throws(KioskConfigurationError) -> KioskConfiguration {
+        guard let server = try settings.value(\.server, Self.server) else {
+            let declaration = SettingsResolution<KioskSettingsSchema>.declaration(\.server)
             throw KioskConfigurationError(
                 "no ledger server: set server = \"https://…\" in \(file.path), "
-                    + "\(KioskSettings.environmentVariable(for: "server")) or \(KioskSettings.flag(for: "server"))"
+                    + "\(declaration.environmentVariable) or \(declaration.flag)"
             )
         }
-        return KioskConfiguration(
+        return try resolve(server: server, credentials: try credentials())
+    }
+
+    func resolve(
+        server: URL,
+        credentials: KioskConfiguration.Credentials
+    ) throws(KioskConfigurationError)
+        -> KioskConfiguration
+    {
+        KioskConfiguration(
             server: server,
-            credentials: try credentials(),
-            caFile: try value(\.caFile, Self.path),
-            receiptKeysFile: try value(\.receiptKeysFile, Self.path),
-            payeeName: try required(\.payeeName, Self.payeeName),
-            radio: try required(\.radio, Self.radio),
-            bluezBus: try required(\.bluezBus, Self.bus),
-            adapter: try value(\.adapter, Self.adapter),
-            advertisingType: try required(\.advertiseAs, Self.advertisingType),
-            serviceUUID: try required(\.serviceUUID, Self.uuid),
-            air: try value(\.air, Self.path),
-            sessionLifetime: try required(\.sessionLifetime, Self.lifetime),
-            renewExpiredSessions: try required(\.renewExpiredSessions, { flag in flag }),
-            rotateEvery: try required(\.rotateEvery, Self.rotation),
-            stateDirectory: try required(\.stateDirectory, Self.path),
-            display: try required(\.display, Self.display),
-            controlBus: try required(\.controlBus, Self.bus),
-            metrics: try required(\.metrics, Self.display),
-            file: fileRead,
-            calibratedRSSI: try value(\.calibratedRSSI, Self.calibration)
+            credentials: credentials,
+            caFile: try settings.value(\.caFile) { text, origin throws(Problem) in try origin.path(text) },
+            receiptKeysFile: try settings.value(\.receiptKeysFile) { text, origin throws(Problem) in
+                try origin.path(text)
+            },
+            payeeName: try settings.required(\.payeeName, Self.payeeName),
+            radio: try settings.required(\.radio, Self.radio),
+            bluezBus: try settings.required(\.bluezBus, Self.bus),
+            adapter: try settings.value(\.adapter, Self.adapter),
+            advertisingType: try settings.required(\.advertiseAs, Self.advertisingType),
+            serviceUUID: try settings.required(\.serviceUUID, Self.uuid),
+            air: try settings.value(\.air) { text, origin throws(Problem) in try origin.path(text) },
+            sessionLifetime: try settings.required(\.sessionLifetime) { seconds throws(Problem) in .seconds(seconds) },
+            renewExpiredSessions: try settings.required(\.renewExpiredSessions),
+            rotateEvery: try settings.required(\.rotateEvery) { seconds throws(Problem) in
+                seconds == 0 ? nil : .seconds(seconds)
+            },
+            stateDirectory: try settings.required(\.stateDirectory) { text, origin throws(Problem) in
+                try origin.path(text)
+            },
+            display: try settings.required(\.display, Self.display),
+            controlBus: try settings.required(\.controlBus, Self.bus),
+            metrics: try settings.required(\.metrics, Self.display),
+            file: settings.file,
+            calibratedRSSI: try settings.value(\.calibratedRSSI, Self.calibration)
         )
-    }
-
-    /// The highest layer's value of a setting, parsed; `nil` when no layer sets it.
-    private func value<Raw, Value>(
-        _ field: KeyPath<KioskSettings, Raw?>,
-        _ parse: (Raw, Origin) throws(Problem) -> Value
-    ) throws(KioskConfigurationError) -> Value? {
-        guard let layer = layers.first(where: { $0.settings[keyPath: field] != nil }),
-            let raw = layer.settings[keyPath: field]
-        else { return nil }
-        do {
-            return try parse(raw, layer.origin)
-        } catch {
-            throw KioskConfigurationError("\(layer.origin.name(field)): \(error.text)")
-        }
-    }
-
-    /// As above, for a parser that does not care where the value came from.
-    private func value<Raw, Value>(
-        _ field: KeyPath<KioskSettings, Raw?>,
-        _ parse: (Raw) throws(Problem) -> Value
-    ) throws(KioskConfigurationError) -> Value? {
-        try value(field) { raw, _ throws(Problem) in try parse(raw) }
-    }
-
-    /// A setting the defaults always give.
-    private func required<Raw, Value>(
-        _ field: KeyPath<KioskSettings, Raw?>,
-        _ parse: (Raw, Origin) throws(Problem) -> Value
-    ) throws(KioskConfigurationError) -> Value {
-        guard let value = try value(field, parse) else {
-            throw KioskConfigurationError("\(KioskSettings.key(for: field)) is not set")
-        }
-        return value
-    }
-
-    private func required<Raw, Value>(
-        _ field: KeyPath<KioskSettings, Raw?>,
-        _ parse: (Raw) throws(Problem) -> Value
-    ) throws(KioskConfigurationError) -> Value {
-        try required(field) { raw, _ throws(Problem) in try parse(raw) }
     }
 
     /// The highest layer that names a credential decides, so `--token-file` replaces the file's `email`; one layer
     /// naming two is ambiguous.
     private func credentials() throws(KioskConfigurationError) -> KioskConfiguration.Credentials {
-        let fields: [KeyPath<KioskSettings, String?>] = [\.email, \.tokenFile, \.apiKeyFile]
-        let names = ["email", "token_file", "api_key_file"]
-        guard let layer = layers.first(where: { layer in fields.contains { layer.settings[keyPath: $0] != nil } })
+        let fields: [KeyPath<KioskSettingsSchema, Setting<String>>] = [\.email, \.tokenFile, \.apiKeyFile]
+        guard
+            let layer = settings.layers.first(where: { layer in
+                fields.contains { layer.settings[dynamicMember: $0] != nil }
+            })
         else {
+            let names = fields.map { SettingsResolution<KioskSettingsSchema>.declaration($0) }
             throw KioskConfigurationError(
                 "no credentials for the ledger: set api_key_file = \"…\" (a file holding the payee's API key), "
                     + "token_file = \"…\" (a file holding a bearer token) or email = \"…\" (the account to log in "
                     + "as) in \(file.path), "
-                    + names.map { KioskSettings.environmentVariable(for: $0) }.joined(separator: ", ") + ", or "
-                    + names.map { KioskSettings.flag(for: $0) }.joined(separator: ", ")
+                    + names.map(\.environmentVariable).joined(separator: ", ") + ", or "
+                    + names.map(\.flag).joined(separator: ", ")
             )
         }
-        switch (layer.settings.email, layer.settings.tokenFile, layer.settings.apiKeyFile) {
-        case (let email?, nil, nil):
-            do {
-                return .email(try Self.email(email))
-            } catch {
-                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.email)): \(error.text)")
-            }
-        case (nil, let tokenFile?, nil):
-            do {
-                return .tokenFile(try Self.path(tokenFile, layer.origin))
-            } catch {
-                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.tokenFile)): \(error.text)")
-            }
-        case (nil, nil, let apiKeyFile?):
-            do {
-                return .apiKeyFile(try Self.path(apiKeyFile, layer.origin))
-            } catch {
-                throw KioskConfigurationError("\(layer.origin.name(\KioskSettings.apiKeyFile)): \(error.text)")
-            }
-        default:
-            let set = fields.filter { layer.settings[keyPath: $0] != nil }.map { layer.origin.name($0) }
+        let set = fields.filter { layer.settings[dynamicMember: $0] != nil }
+        guard set.count == 1, let field = set.first, let text = layer.settings[dynamicMember: field] else {
+            let named = set.map { settings.name(of: $0, in: layer) }
             throw KioskConfigurationError(
-                (set.count == 2 ? "both " : "") + set.dropLast().joined(separator: ", ") + " and " + (set.last ?? "")
-                    + " are set; set only one: api_key_file for a key an operator "
+                (named.count == 2 ? "both " : "") + named.dropLast().joined(separator: ", ") + " and "
+                    + (named.last ?? "") + " are set; set only one: api_key_file for a key an operator "
                     + "created, token_file for a token an operator provides, or email to log in"
             )
+        }
+        do {
+            switch field {
+            case \.email: return .email(try Self.email(text))
+            case \.tokenFile: return .tokenFile(try layer.origin.path(text))
+            default: return .apiKeyFile(try layer.origin.path(text))
+            }
+        } catch {
+            throw KioskConfigurationError("\(settings.name(of: field, in: layer)): \(error.text)")
         }
     }
 
@@ -495,15 +346,6 @@ private struct Resolver {
         return uuid
     }
 
-    private static func lifetime(_ seconds: Int) throws(Problem) -> Duration {
-        guard (1...KioskConfiguration.maximumSessionLifetimeSeconds).contains(seconds) else {
-            throw Problem(
-                "must be 1 to \(KioskConfiguration.maximumSessionLifetimeSeconds) seconds, not \(seconds)"
-            )
-        }
-        return .seconds(seconds)
-    }
-
     /// A calibration: whole dBm that a real radio 1 m away could read.
     private static func calibration(_ text: String) throws(Problem) -> Int16 {
         let range = Calibration.plausibleCalibratedRSSI
@@ -514,32 +356,6 @@ private struct Resolver {
             )
         }
         return value
-    }
-
-    /// An EID's time on the air: 0 for never, else at least 5 seconds (each rotation is a ledger write) and at most
-    /// the longest session lifetime.
-    private static func rotation(_ seconds: Int) throws(Problem) -> Duration? {
-        if seconds == 0 { return nil }
-        guard (5...KioskConfiguration.maximumSessionLifetimeSeconds).contains(seconds) else {
-            throw Problem(
-                "must be 0 (never) or 5 to \(KioskConfiguration.maximumSessionLifetimeSeconds) seconds, not \(seconds)"
-            )
-        }
-        return .seconds(seconds)
-    }
-
-    /// A relative path in the config file is relative to the file's directory, elsewhere to the working directory.
-    private static func path(_ text: String, _ origin: Origin) throws(Problem) -> URL {
-        guard !text.isEmpty else { throw Problem("must be a path, not empty") }
-        guard !text.contains("\0") else { throw Problem("must not contain a NUL character") }
-        if text.hasPrefix("/") { return URL(fileURLWithPath: text).standardizedFileURL }
-        let base: URL
-        if case .file(let file) = origin {
-            base = file.deletingLastPathComponent()
-        } else {
-            base = URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
-        }
-        return base.appendingPathComponent(text).standardizedFileURL
     }
 
     private static func display(_ text: String) throws(Problem) -> KioskConfiguration.DisplayAddress? {

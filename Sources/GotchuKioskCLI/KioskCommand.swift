@@ -3,6 +3,7 @@ import Foundation
 import GotchuCore
 import GotchuKiosk
 import GotchuLogging
+import GotchuSettings
 import Logging
 
 /// `gotchu kiosk`: the payment terminal daemon.
@@ -38,8 +39,9 @@ public struct KioskOptions: ParsableArguments {
         session, or reports how it ended. Bluetooth, the ledger and expired tokens are retried with backoff, \
         and shown while they fail. Under systemd (Type=notify) it reports readiness and feeds the watchdog.
 
-        Settings come from the config file (TOML or JSON), then GOTCHU_KIOSK_<KEY> environment variables \
-        (GOTCHU_KIOSK_SERVER…), then these flags, each overriding the one before.
+        Every option below but --config and --log-* is also a key of the config file (TOML or JSON; \
+        --rotate-every is rotate_every) and an environment variable (GOTCHU_KIOSK_ROTATE_EVERY). Flags \
+        override the environment, which overrides the file, which overrides the built-in values.
 
         Examples:
           \(command)                  # /etc/gotchu/kiosk.toml, system bus, BlueZ
@@ -56,92 +58,31 @@ public struct KioskOptions: ParsableArguments {
     )
     var config: String?
 
-    @Option(help: ArgumentHelp("Ledger server URL.", valueName: "url")) var server: String?
-    @Option(
-        help: ArgumentHelp("Log in to the ledger as this e-mail, again when the token expires.", valueName: "email")
-    )
-    var email: String?
-    @Option(help: ArgumentHelp("File holding the ledger token, re-read when the ledger rejects it.", valueName: "path"))
-    var tokenFile: String?
-    @Option(
-        help: ArgumentHelp(
-            "File holding the payee's API key (gk_…), re-read when the ledger rejects it.",
-            valueName: "path"
-        )
-    )
-    var apiKeyFile: String?
-    @Option(
-        help: ArgumentHelp(
-            "PEM file of the private CA that signed an https ledger's certificate (default: the system's CAs).",
-            valueName: "path"
-        )
-    )
-    var caFile: String?
-    @Option(
-        help: ArgumentHelp(
-            "The ledger's receipt keys (JWKS) to verify payments against (default: pinned at first contact).",
-            valueName: "path"
-        )
-    )
-    var receiptKeysFile: String?
-    @Option(help: ArgumentHelp("Name shown to customers on the display.", valueName: "name")) var payeeName: String?
-    @Option(help: ArgumentHelp("bluez (default) or sim.", valueName: "radio")) var radio: String?
-    @Option(help: ArgumentHelp("Bus bluetoothd is on: system, session or an address.", valueName: "bus"))
-    var bluezBus: String?
-    @Option(help: ArgumentHelp("Bluetooth adapter, such as hci0.", valueName: "name")) var adapter: String?
-    @Option(
-        help: ArgumentHelp(
-            "broadcast (default: from a private address, new with each EID) or peripheral (from the adapter's "
-                + "public address: a terminal that stays put may keep it).",
-            valueName: "broadcast|peripheral"
-        )
-    )
-    var advertiseAs: String?
-    @Option(help: ArgumentHelp("Service UUID advertised: 16-bit (feed) or 128-bit.", valueName: "uuid"))
-    var serviceUUID: String?
-    @Option(help: ArgumentHelp("sim: the shared air directory.", valueName: "path")) var air: String?
-    @Option(help: ArgumentHelp("How long a charge waits for a payer, in seconds (default 300).", valueName: "seconds"))
-    var sessionLifetime: Int?
-    @Flag(
-        inversion: .prefixedNo,
-        help: "When the ledger's session expires before the charge's lifetime, advertise a new one (default: yes)."
-    )
-    var renewExpiredSessions: Bool?
-    @Option(
-        help: ArgumentHelp(
-            "How long one EID stays on the air before the session gets a new one, in seconds (default 60; 0: never).",
-            valueName: "seconds"
-        )
-    )
-    var rotateEvery: Int?
-    @Option(help: ArgumentHelp("Where charges are kept (default /var/lib/gotchu-kiosk).", valueName: "path"))
-    var stateDirectory: String?
-    @Option(
-        help: ArgumentHelp(
-            "Customer display address, host:port (default 127.0.0.1:8080; port 0 picks one), or off.",
-            valueName: "host:port"
-        )
-    )
-    var display: String?
-    @Option(
-        help: ArgumentHelp("Bus to own io.gotchu.Kiosk1 on: system (default), session or an address.", valueName: "bus")
-    )
-    var controlBus: String?
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "Advertise this calibration: the RSSI a phone measured 1 m away (`gotchu kiosk calibrate` sets it).",
-            valueName: "dBm"
-        )
-    )
-    var calibratedRSSI: String?
-    @Option(
-        help: ArgumentHelp(
-            "Serve GET /metrics on a listener of its own, host:port (port 0 picks one), or off (default; the display serves them too).",
-            valueName: "host:port"
-        )
-    )
-    var metrics: String?
+    // Each setting's option has the name of its property in KioskSettingsSchema, which gives its flag, help and
+    // value's name; `KioskSettings(flags:)` reads them, as text, so that a bad value is reported as a bad file value
+    // or variable is.
+    @Option(help: settings.server.help) var server: String?
+    @Option(help: settings.email.help) var email: String?
+    @Option(help: settings.tokenFile.help) var tokenFile: String?
+    @Option(help: settings.apiKeyFile.help) var apiKeyFile: String?
+    @Option(help: settings.caFile.help) var caFile: String?
+    @Option(help: settings.receiptKeysFile.help) var receiptKeysFile: String?
+    @Option(help: settings.payeeName.help) var payeeName: String?
+    @Option(help: settings.radio.help) var radio: String?
+    @Option(help: settings.bluezBus.help) var bluezBus: String?
+    @Option(help: settings.adapter.help) var adapter: String?
+    @Option(help: settings.advertiseAs.help) var advertiseAs: String?
+    @Option(help: settings.serviceUUID.help) var serviceUUID: String?
+    @Option(help: settings.air.help) var air: String?
+    @Option(help: settings.sessionLifetime.help) var sessionLifetime: String?
+    @Flag(inversion: .prefixedNo, help: settings.renewExpiredSessions.help) var renewExpiredSessions: Bool?
+    @Option(help: settings.rotateEvery.help) var rotateEvery: String?
+    @Option(help: settings.stateDirectory.help) var stateDirectory: String?
+    @Option(help: settings.display.help) var display: String?
+    @Option(help: settings.controlBus.help) var controlBus: String?
+    // A calibration is negative: "-59" is its value, not a flag.
+    @Option(parsing: .unconditional, help: settings.calibratedRSSI.help) var calibratedRSSI: String?
+    @Option(help: settings.metrics.help) var metrics: String?
 
     @Option(
         help: ArgumentHelp(
@@ -173,31 +114,7 @@ public struct KioskOptions: ParsableArguments {
     /// Creates the options with every value unset.
     public init() {}
 
-    private var flags: KioskSettings {
-        KioskSettings(
-            server: server,
-            email: email,
-            tokenFile: tokenFile,
-            apiKeyFile: apiKeyFile,
-            caFile: caFile,
-            receiptKeysFile: receiptKeysFile,
-            payeeName: payeeName,
-            radio: radio,
-            bluezBus: bluezBus,
-            adapter: adapter,
-            advertiseAs: advertiseAs,
-            serviceUUID: serviceUUID,
-            air: air,
-            sessionLifetime: sessionLifetime,
-            renewExpiredSessions: renewExpiredSessions,
-            rotateEvery: rotateEvery,
-            stateDirectory: stateDirectory,
-            display: display,
-            controlBus: controlBus,
-            calibratedRSSI: calibratedRSSI,
-            metrics: metrics
-        )
-    }
+    private static let settings = KioskSettingsSchema()
 
     /// The configuration from the config file, the environment and these options.
     func resolve() throws -> KioskConfiguration {
@@ -206,7 +123,7 @@ public struct KioskOptions: ParsableArguments {
                 file: config.map { URL(fileURLWithPath: $0) } ?? KioskConfiguration.defaultFile,
                 fileIsExplicit: config != nil,
                 environment: ProcessInfo.processInfo.environment,
-                flags: flags
+                flags: try KioskSettings(flags: self)
             )
         } catch {
             throw KioskDaemon.Failure("\(error)")
@@ -216,17 +133,7 @@ public struct KioskOptions: ParsableArguments {
     /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
     public func run() async throws {
         logFormat.bootstrap(level: logLevel)
-        let settings: KioskConfiguration
-        do {
-            settings = try KioskConfiguration.resolve(
-                file: config.map { URL(fileURLWithPath: $0) } ?? KioskConfiguration.defaultFile,
-                fileIsExplicit: config != nil,
-                environment: ProcessInfo.processInfo.environment,
-                flags: flags
-            )
-        } catch {
-            throw KioskDaemon.Failure("\(error)")
-        }
+        let settings = try resolve()
         try await KioskDaemon.run(settings, logger: Logger(label: "gotchu.kiosk"))
     }
 }

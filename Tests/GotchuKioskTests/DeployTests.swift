@@ -1,5 +1,6 @@
 import Foundation
 import GotchuKiosk
+import GotchuSettings
 import Testing
 
 /// The repository's `deploy/` directory.

@@ -1,6 +1,7 @@
 import Foundation
 import GotchuCore
 import GotchuKiosk
+import GotchuSettings
 import GotchuSimulatedRadio
 import GotchuTesting
 import Testing
@@ -108,7 +109,11 @@ import Testing
                 file: URL(fileURLWithPath: "/nonexistent/kiosk.toml"),
                 fileIsExplicit: false,
                 environment: [:],
-                flags: KioskSettings(server: "http://127.0.0.1:1", email: "a@example.com", calibratedRSSI: value)
+                flags: KioskSettings {
+                    $0.server = "http://127.0.0.1:1"
+                    $0.email = "a@example.com"
+                    $0.calibratedRSSI = value
+                }
             )
         }
     }

@@ -5,6 +5,7 @@ import GotchuCore
 import GotchuDBus
 import GotchuKiosk
 import GotchuKioskCLI
+import GotchuSettings
 import Testing
 
 /// A directory of config files, removed at the end of the test.
@@ -107,7 +108,11 @@ private let minimalEnvironment = [
         #expect(withEnvironment.adapter == "hci1")
         #expect(withEnvironment.payeeName == "From the file")
 
-        let flags = KioskSettings(server: "http://flags.test:8080", sessionLifetime: 30, display: "off")
+        let flags = KioskSettings {
+            $0.server = "http://flags.test:8080"
+            $0.sessionLifetime = 30
+            $0.display = "off"
+        }
         let all = try resolve(file: file, environment: environment, flags: flags)
         #expect(all.server.absoluteString == "http://flags.test:8080")
         #expect(all.sessionLifetime == .seconds(30))
@@ -291,7 +296,7 @@ private let minimalEnvironment = [
                     file: directory.missing,
                     explicit: false,
                     environment: minimalEnvironment,
-                    flags: KioskSettings(sessionLifetime: -1)
+                    flags: KioskSettings { $0.sessionLifetime = -1 }
                 )
             }
         )
@@ -309,7 +314,7 @@ private let minimalEnvironment = [
             file: directory.missing,
             explicit: false,
             environment: minimalEnvironment,
-            flags: KioskSettings(rotateEvery: 30)
+            flags: KioskSettings { $0.rotateEvery = 30 }
         )
         #expect(flagged.rotateEvery == .seconds(30))
         let text = try #require(
@@ -318,7 +323,7 @@ private let minimalEnvironment = [
                     file: directory.missing,
                     explicit: false,
                     environment: minimalEnvironment,
-                    flags: KioskSettings(rotateEvery: 2)
+                    flags: KioskSettings { $0.rotateEvery = 2 }
                 )
             }
         )
@@ -385,7 +390,10 @@ private let minimalEnvironment = [
         let text = try #require(message { () throws(KioskConfigurationError) in try resolve(file: file) })
         #expect(text.contains("both") && text.contains("email in \(file.path)"), "\(text)")
 
-        let flags = KioskSettings(email: "a@b.c", tokenFile: "/token")
+        let flags = KioskSettings {
+            $0.email = "a@b.c"
+            $0.tokenFile = "/token"
+        }
         let flagText = try #require(
             message { () throws(KioskConfigurationError) in
                 try resolve(file: directory.missing, explicit: false, environment: minimalEnvironment, flags: flags)
@@ -403,7 +411,7 @@ private let minimalEnvironment = [
                 == .apiKeyFile(directory.url.appendingPathComponent("api-key").standardizedFileURL)
         )
         // A higher layer's key replaces the file's; a layer naming a key and another credential is refused.
-        let flagged = try resolve(file: file, flags: KioskSettings(email: "a@b.c"))
+        let flagged = try resolve(file: file, flags: KioskSettings { $0.email = "a@b.c" })
         #expect(flagged.credentials == .email("a@b.c"))
         let text = try #require(
             message { () throws(KioskConfigurationError) in
@@ -411,7 +419,11 @@ private let minimalEnvironment = [
                     file: directory.missing,
                     explicit: false,
                     environment: minimalEnvironment,
-                    flags: KioskSettings(email: "a@b.c", tokenFile: "/t", apiKeyFile: "/k")
+                    flags: KioskSettings {
+                        $0.email = "a@b.c"
+                        $0.tokenFile = "/t"
+                        $0.apiKeyFile = "/k"
+                    }
                 )
             }
         )
@@ -424,7 +436,7 @@ private let minimalEnvironment = [
     @Test func aHigherLayersCredentialReplacesALowerOnes() throws {
         let directory = try ConfigDirectory()
         let file = try directory.write("kiosk.toml", "server = \"http://a.test\"\nemail = \"a@b.c\"\n")
-        let configuration = try resolve(file: file, flags: KioskSettings(tokenFile: "/run/token"))
+        let configuration = try resolve(file: file, flags: KioskSettings { $0.tokenFile = "/run/token" })
         #expect(configuration.credentials == .tokenFile(URL(fileURLWithPath: "/run/token")))
     }
 
@@ -440,7 +452,7 @@ private let minimalEnvironment = [
         let fromFlags = try resolve(
             file: file,
             environment: ["GOTCHU_KIOSK_ADVERTISE_AS": "broadcast"],
-            flags: KioskSettings(advertiseAs: "peripheral")
+            flags: KioskSettings { $0.advertiseAs = "peripheral" }
         )
         #expect(fromFlags.advertisingType == .peripheral)
         let wrong = message { () throws(KioskConfigurationError) in
@@ -451,12 +463,12 @@ private let minimalEnvironment = [
     }
 
     @Test func settingsRoundTripThroughJSONWithSnakeCaseKeys() throws {
-        let settings = KioskSettings(
-            server: "http://a.test",
-            tokenFile: "/t",
-            sessionLifetime: 5,
-            renewExpiredSessions: false
-        )
+        let settings = KioskSettings {
+            $0.server = "http://a.test"
+            $0.tokenFile = "/t"
+            $0.sessionLifetime = 5
+            $0.renewExpiredSessions = false
+        }
         let data = try JSONEncoder().encode(settings)
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
@@ -474,11 +486,11 @@ private let minimalEnvironment = [
         let fromFlags = try resolve(
             file: file,
             environment: ["GOTCHU_KIOSK_CA_FILE": "env-ca.pem"],
-            flags: KioskSettings(caFile: "/etc/gotchu/ca.pem")
+            flags: KioskSettings { $0.caFile = "/etc/gotchu/ca.pem" }
         )
         #expect(fromFlags.caFile == URL(fileURLWithPath: "/etc/gotchu/ca.pem"))
         let empty = message { () throws(KioskConfigurationError) in
-            try resolve(file: file, flags: KioskSettings(caFile: ""))
+            try resolve(file: file, flags: KioskSettings { $0.caFile = "" })
         }
         #expect(empty?.contains("--ca-file") == true, "\(empty ?? "accepted")")
     }
@@ -493,7 +505,7 @@ private let minimalEnvironment = [
         case .flag:
             _ = try KioskOptions.parse([declaration.flag])
             _ = try KioskOptions.parse(["--no-" + declaration.flag.dropFirst(2)])
-        case .seconds:
+        case .integer, .number:
             _ = try KioskOptions.parse([declaration.flag, "30"])
         case .text:
             _ = try KioskOptions.parse([declaration.flag, "value"])
@@ -502,5 +514,52 @@ private let minimalEnvironment = [
 
     @Test func anUndeclaredFlagIsRefused() {
         #expect(throws: (any Error).self) { try KioskOptions.parse(["--session-lifetimes", "30"]) }
+    }
+
+    /// A value is checked the same way whichever layer it comes from, and the error names that layer's spelling.
+    @Test func aBadValueIsNamedAsTheOperatorWroteIt() throws {
+        let expected = "must be a whole number of seconds, 0 (never) or 5 to 3600, got \"x\""
+        do {
+            _ = try KioskSettings(flags: try KioskOptions.parse(["--rotate-every", "x"]))
+            Issue.record("--rotate-every x was accepted")
+        } catch let error as SettingsError {
+            #expect(error.description == "--rotate-every: " + expected)
+        }
+        let directory = try ConfigDirectory()
+        var environment = minimalEnvironment
+        environment["GOTCHU_KIOSK_ROTATE_EVERY"] = "x"
+        let text = message { () throws(KioskConfigurationError) in
+            try resolve(file: directory.missing, explicit: false, environment: environment)
+        }
+        #expect(text == "GOTCHU_KIOSK_ROTATE_EVERY: " + expected)
+        let file = try directory.write("kiosk.toml", "rotate_every = 3\n")
+        let fromFile = message { () throws(KioskConfigurationError) in
+            try resolve(file: file, environment: minimalEnvironment)
+        }
+        #expect(
+            fromFile == "rotate_every in \(file.path): must be a whole number of seconds, 0 (never) or 5 to 3600, got 3"
+        )
+    }
+
+    /// The options parsed from a command line are the flags' layer: over the environment, which is over the file.
+    @Test func parsedFlagsOverrideTheEnvironmentWhichOverridesTheFile() throws {
+        let directory = try ConfigDirectory()
+        let file = try directory.write(
+            "kiosk.toml",
+            "server = \"http://a.test\"\nemail = \"a@b.c\"\nrotate_every = 10\nsession_lifetime = 100\n"
+        )
+        let environment = ["GOTCHU_KIOSK_ROTATE_EVERY": "20", "GOTCHU_KIOSK_SESSION_LIFETIME": "200"]
+        let flags = try KioskSettings(
+            flags: try KioskOptions.parse([
+                "--rotate-every", "30", "--no-renew-expired-sessions", "--calibrated-rssi", "-59",
+            ])
+        )
+        #expect(flags.rotateEvery == 30 && flags.renewExpiredSessions == false && flags.sessionLifetime == nil)
+        let configuration = try resolve(file: file, environment: environment, flags: flags)
+        #expect(configuration.rotateEvery == .seconds(30))
+        #expect(configuration.sessionLifetime == .seconds(200))
+        #expect(!configuration.renewExpiredSessions)
+        #expect(configuration.calibratedRSSI == -59)
+        #expect(try resolve(file: file).rotateEvery == .seconds(10))
     }
 }
