@@ -116,6 +116,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                "GotchuSettings",
             ],
             // The API contract, compiled into the binary so an installed server needs no resource bundle.
             resources: [.embedInCode("openapi.yaml")],
@@ -224,7 +225,7 @@ let package = Package(
                 "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
-                "GotchuLogging",
+                "GotchuLogging", "GotchuSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -266,6 +267,7 @@ let package = Package(
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
                 "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores",
+                "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),

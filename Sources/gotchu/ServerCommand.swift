@@ -3,6 +3,7 @@ import Foundation
 import GotchuLedgerServer
 import GotchuLedgerStores
 import GotchuLogging
+import GotchuSettings
 import Logging
 
 struct ServerCommand: AsyncParsableCommand {
@@ -18,8 +19,15 @@ struct ServerCommand: AsyncParsableCommand {
             flight. The API contract is served at GET /openapi.yaml, and metrics for \
             Prometheus at GET /metrics.
 
+            Every option below but --config is also a key of the config file (TOML or JSON; --session-lifetime \
+            is session_lifetime) and an environment variable (GOTCHU_SERVER_SESSION_LIFETIME). Flags override \
+            the environment, which overrides the file, which overrides the built-in values. The JWT secret is \
+            never read from the file: give it in GOTCHU_SERVER_JWT_SECRET (or GOTCHU_JWT_SECRET), or name a \
+            file holding it with jwt_secret_file.
+
             Examples:
               gotchu server --dev            # dev login and funding enabled
+              gotchu server --config /etc/gotchu/server.toml   # deploy/server.toml
               gotchu server --dev --port 0   # any free port; prints "listening on ..."
               gotchu admin user add you@example.com --password-stdin   # the first account, then:
               gotchu login --email you@example.com
@@ -33,346 +41,113 @@ struct ServerCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Address to listen on.")
-    var host = "127.0.0.1"
-
-    @Option(help: "Port to listen on; 0 picks a free one.")
-    var port = 8080
+    private static let settings = LedgerServerSettingsSchema()
 
     @Option(
         help: ArgumentHelp(
-            "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or postgres://USER@HOST:PORT/DB URL.",
-            valueName: "path-or-url"
-        )
-    )
-    var database: String?
-
-    @Flag(
-        help:
-            "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret beside the database."
-    )
-    var dev = false
-
-    @Option(
-        help: ArgumentHelp(
-            "Who may create accounts: closed (an operator, with gotchu admin user add) or open (anyone, with POST /auth/register).",
-            valueName: "closed|open"
-        )
-    )
-    var registration: Registration = .closed
-
-    @Option(
-        help: ArgumentHelp(
-            "With --registration open: a sendmail-compatible program (/usr/sbin/sendmail, msmtp, ...) that mails each registrant the code confirming their address, run as PATH -i -- ADDRESS with an RFC 5322 message on stdin; it must exit 0 once it took the mail. Open registration does not start without it, except with --dev, which writes the codes to the log instead.",
+            "Config file, .toml or .json (default: $\(LedgerServerSettingsSchema.configEnvironmentVariable); none "
+                + "without it).",
             valueName: "path"
         )
     )
-    var mailCommand: String?
+    var config: String?
 
-    @Option(
-        help: ArgumentHelp(
-            "The From: of registration mails (default: Gotchu ledger <gotchu@THIS-HOST>).",
-            valueName: "address"
-        )
-    )
-    var mailFrom: String?
-
-    @Option(
-        help: ArgumentHelp(
-            "bcrypt cost of new password hashes, log2 of the rounds (\(Bounds.bcryptCost)); each step doubles the time of a login.",
-            valueName: "cost"
-        )
-    )
-    var bcryptCost = Passwords.defaultCost
-
-    @Option(
-        help: ArgumentHelp(
-            "The fewest characters of a new password (\(Bounds.minPasswordLength)).",
-            valueName: "count"
-        )
-    )
-    var minPasswordLength = Passwords.defaultMinimumLength
-
-    @Option(
-        help: ArgumentHelp(
-            "How long an access token is valid, in seconds (\(Bounds.accessTokenLifetime)); clients refresh it with their refresh token.",
-            valueName: "seconds"
-        )
-    )
-    var accessTokenLifetime = 900
-
-    @Option(
-        help: ArgumentHelp(
-            "How long an unused refresh token stays valid, in seconds (\(Bounds.refreshTokenLifetime)).",
-            valueName: "seconds"
-        )
-    )
-    var refreshTokenLifetime = 30 * 86_400
-
-    @Option(
-        name: .customLong("jwt-secret"),
-        help: ArgumentHelp(
-            "HS256 secret for tokens, at least 32 bytes (default: $GOTCHU_JWT_SECRET). Required without --dev.",
-            valueName: "secret"
-        )
-    )
-    var jwtSecret: String?
-
-    @Option(
-        help: ArgumentHelp(
-            "How long a session stays payable, in seconds (\(Bounds.sessionLifetime)).",
-            valueName: "seconds"
-        )
-    )
-    var sessionLifetime = 300
-
-    @Option(
-        help: ArgumentHelp(
-            "How long a lock holds unless paid, in seconds (\(Bounds.lockLifetime)).",
-            valueName: "seconds"
-        )
-    )
-    var lockLifetime = 30
-
-    @Option(
-        help: ArgumentHelp(
-            "How long an unfinished payment's Idempotency-Key blocks retries before it counts as abandoned, in seconds (\(Bounds.inFlightTimeout)).",
-            valueName: "seconds"
-        )
-    )
-    var inFlightTimeout = 60
-
-    @Option(
-        help: ArgumentHelp(
-            "PostgreSQL only: the most connections this server opens (\(Bounds.maxConnections)).",
-            valueName: "count"
-        )
-    )
-    var maxConnections = 20
-
-    @Option(
-        name: .customLong("db-connection-wait"),
-        help: ArgumentHelp(
-            "PostgreSQL only: how long a request waits for a database connection before it is refused with 503 database-unavailable and Retry-After (\(Bounds.connectionWait)). Short, so that clients and load balancers learn of an outage in seconds instead of hanging while the pool retries the database.",
-            valueName: "seconds"
-        )
-    )
-    var connectionWait = 3
-
-    @Option(help: ArgumentHelp("Largest amount of one session, in cents (1 or more).", valueName: "cents"))
-    var maxAmount: Int64 = 100_000_000_000
-
-    @Option(
-        help: ArgumentHelp(
-            "The most HTTP connections served at once (\(Bounds.maxOpenConnections)). One more is answered 503 with Retry-After and closed; keep it well below the open-file limit (ulimit -n).",
-            valueName: "count"
-        )
-    )
-    var maxOpenConnections = LedgerLimits().maximumOpenConnections
-
-    @Option(
-        help: ArgumentHelp(
-            "Seconds a kept-alive connection may wait for its next request before it is closed (\(Bounds.timeout)).",
-            valueName: "seconds"
-        )
-    )
-    var idleTimeout = Int(LedgerLimits().idleTimeout.components.seconds)
-
-    @Option(
-        help: ArgumentHelp(
-            "Seconds a request's head and body may take to arrive, from its first byte; a slower one is dropped (\(Bounds.timeout)).",
-            valueName: "seconds"
-        )
-    )
-    var readTimeout = Int(LedgerLimits().readTimeout.components.seconds)
-
-    @Option(
-        help: ArgumentHelp(
-            "The most session event streams (GET /sessions/{sid}/events) one user may hold open at once on this server (\(Bounds.maxEventStreams)); the next is answered 429.",
-            valueName: "count"
-        )
-    )
-    var maxEventStreams = LedgerLimits().eventStreamsPerUser
-
+    // Each setting's option has the name of its property in LedgerServerSettingsSchema, which gives its flag, help
+    // and value's name; `LedgerServerSettings(flags:)` reads them, as text, so that a bad value is reported as a bad
+    // file value or variable is.
+    @Option(help: settings.host.help) var host: String?
+    @Option(help: settings.port.help) var port: String?
+    @Option(help: settings.tlsCert.help) var tlsCert: String?
+    @Option(help: settings.tlsKey.help) var tlsKey: String?
+    @Option(help: settings.database.help) var database: String?
+    @Option(help: settings.maxConnections.help) var maxConnections: String?
+    @Option(help: settings.dbConnectionWait.help) var dbConnectionWait: String?
+    @Flag(inversion: .prefixedNo, help: settings.dev.help) var dev: Bool?
+    @Option(help: settings.registration.help) var registration: String?
+    @Option(help: settings.mailCommand.help) var mailCommand: String?
+    @Option(help: settings.mailFrom.help) var mailFrom: String?
+    @Option(help: settings.bcryptCost.help) var bcryptCost: String?
+    @Option(help: settings.minPasswordLength.help) var minPasswordLength: String?
+    @Option(help: settings.accessTokenLifetime.help) var accessTokenLifetime: String?
+    @Option(help: settings.refreshTokenLifetime.help) var refreshTokenLifetime: String?
+    @Option(help: settings.jwtSecret.help) var jwtSecret: String?
+    @Option(help: settings.jwtSecretFile.help) var jwtSecretFile: String?
+    @Option(help: settings.oidcIssuer.help) var oidcIssuer: String?
+    @Option(help: settings.oidcAudience.help) var oidcAudience: String?
+    @Option(name: .customLong("oidc-jwks-url"), help: settings.oidcJWKSURL.help) var oidcJWKSURL: String?
+    @Option(help: settings.sessionLifetime.help) var sessionLifetime: String?
+    @Option(help: settings.lockLifetime.help) var lockLifetime: String?
+    @Option(help: settings.inFlightTimeout.help) var inFlightTimeout: String?
+    @Option(help: settings.maxAmount.help) var maxAmount: String?
+    @Option(help: settings.maxLocksPerPayer.help) var maxLocksPerPayer: String?
+    @Option(help: settings.resolve.help) var resolve: String?
+    @Option(help: settings.eidGrace.help) var eidGrace: String?
+    @Option(help: settings.maxOpenConnections.help) var maxOpenConnections: String?
+    @Option(help: settings.idleTimeout.help) var idleTimeout: String?
+    @Option(help: settings.readTimeout.help) var readTimeout: String?
+    @Option(help: settings.maxEventStreams.help) var maxEventStreams: String?
+    @Flag(inversion: .prefixedNo, help: settings.trustForwardedFor.help) var trustForwardedFor: Bool?
     @OptionGroup var rateLimits: RateLimitOptions
+    @Option(help: settings.logLevel.help) var logLevel: String?
+    @Option(help: settings.logFormat.help) var logFormat: String?
 
-    @Option(
-        help: ArgumentHelp(
-            "How many sessions one payer may hold locked at once (\(Bounds.maxLocksPerPayer)).",
-            valueName: "count"
+    /// The settings from the config file, the environment and these options, checked.
+    func read(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(SettingsError)
+        -> ServerSettings
+    {
+        let file =
+            config
+            ?? environment[LedgerServerSettingsSchema.configEnvironmentVariable].flatMap {
+                $0.isEmpty ? nil : $0
+            }
+        return try ServerSettings(
+            SettingsResolution(
+                file: file.map { URL(fileURLWithPath: $0) },
+                fileIsExplicit: true,
+                environment: environment,
+                flags: try LedgerServerSettings(flags: self)
+            )
         )
-    )
-    var maxLocksPerPayer = 3
-
-    @Flag(
-        help:
-            "Count rate limits against the last X-Forwarded-For address, not the peer. Only behind a proxy that sets it."
-    )
-    var trustForwardedFor = false
-
-    @Option(
-        help: ArgumentHelp(
-            "Who may resolve an EID: requires-login (a valid bearer token) or public (anyone, as the first protocol).",
-            valueName: "access"
-        )
-    )
-    var resolve: ResolveAccess = .requiresLogin
-
-    @Option(
-        help: ArgumentHelp(
-            "How long an EID rotated away keeps resolving, in seconds (\(Bounds.eidGrace)).",
-            valueName: "seconds"
-        )
-    )
-    var eidGrace = 10
-
-    @Option(
-        name: .customLong("tls-cert"),
-        help: ArgumentHelp(
-            "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs --tls-key.",
-            valueName: "path"
-        )
-    )
-    var tlsCert: String?
-
-    @Option(
-        name: .customLong("tls-key"),
-        help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "path")
-    )
-    var tlsKey: String?
-
-    @Option(
-        name: .customLong("oidc-issuer"),
-        help: ArgumentHelp(
-            "Also accept RS256/ES256 access tokens of this OpenID Connect issuer (exactly its iss claim); needs --oidc-audience. Its users are provisioned on first use.",
-            valueName: "url"
-        )
-    )
-    var oidcIssuer: String?
-
-    @Option(
-        name: .customLong("oidc-audience"),
-        help: ArgumentHelp("The audience (aud) the issuer's tokens must name.", valueName: "audience")
-    )
-    var oidcAudience: String?
-
-    @Option(
-        name: .customLong("oidc-jwks-url"),
-        help: ArgumentHelp(
-            "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
-            valueName: "url"
-        )
-    )
-    var oidcJWKSURL: String?
-
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
-
-    @Option(help: "Log format on standard error: text, or json (one JSON object per line).")
-    var logFormat: LogFormat = .text
-
-    /// The range of every bounded option. Durations stay far below what the stores' millisecond arithmetic can
-    /// hold, and counts below what memory and file descriptors allow.
-    enum Bounds {
-        static let sessionLifetime = 1...86_400
-        static let lockLifetime = 1...3_600
-        static let inFlightTimeout = 1...3_600
-        static let maxConnections = 1...10_000
-        static let connectionWait = 1...60
-        static let maxOpenConnections = LedgerLimits.allowedOpenConnections
-        static let timeout = 1...3_600
-        static let rate = RateLimit.allowedPerSecond
-        static let burst = RateLimit.allowedBurst
-        static let maxLocksPerPayer = 1...1_000
-        static let eidGrace = 0...3_600
-        static let bcryptCost = Passwords.allowedCosts
-        static let minPasswordLength = 8...72
-        static let accessTokenLifetime = 60...86_400
-        static let refreshTokenLifetime = 3_600...(365 * 86_400)
-        static let maxEventStreams = 1...1_000
     }
 
     func validate() throws {
-        func check<Value: Comparable>(_ option: String, _ value: Value, _ range: ClosedRange<Value>) throws {
-            guard range.contains(value) else { throw ValidationError("--\(option) must be \(range), got \(value)") }
+        do {
+            _ = try read()
+        } catch {
+            throw ValidationError(error.description)
         }
-        try check("port", port, 0...65535)
-        if registration == .open, mailCommand == nil, !dev {
-            throw ValidationError(
-                "--registration open needs --mail-command PATH, a sendmail-compatible program: each registrant is "
-                    + "mailed a code that proves the address is theirs before the account can log in or be paid "
-                    + "(only a --dev server registers without it, writing the codes to its log)"
-            )
-        }
-        if let mailCommand {
-            guard registration == .open else {
-                throw ValidationError("--mail-command is used only with --registration open")
-            }
-            guard FileManager.default.isExecutableFile(atPath: mailCommand) else {
-                throw ValidationError("--mail-command \(mailCommand) is not an executable file")
-            }
-        }
-        if let mailFrom, mailFrom.contains(where: { $0.isNewline }) || !mailFrom.contains("@") {
-            throw ValidationError(
-                "--mail-from must be one line holding an address, such as 'Gotchu <noreply@example.com>'"
-            )
-        }
-        guard (tlsCert == nil) == (tlsKey == nil) else {
-            throw ValidationError("--tls-cert and --tls-key go together: pass both for HTTPS, or neither")
-        }
-        try check("session-lifetime", sessionLifetime, Bounds.sessionLifetime)
-        try check("lock-lifetime", lockLifetime, Bounds.lockLifetime)
-        try check("in-flight-timeout", inFlightTimeout, Bounds.inFlightTimeout)
-        if let database { _ = try LedgerDatabase.option(database) }
-        guard maxAmount > 0 else { throw ValidationError("--max-amount must be 1 or more, got \(maxAmount)") }
-        try check("max-connections", maxConnections, Bounds.maxConnections)
-        try check("db-connection-wait", connectionWait, Bounds.connectionWait)
-        try check("max-open-connections", maxOpenConnections, Bounds.maxOpenConnections)
-        try check("idle-timeout", idleTimeout, Bounds.timeout)
-        try check("read-timeout", readTimeout, Bounds.timeout)
-        try check("max-locks-per-payer", maxLocksPerPayer, Bounds.maxLocksPerPayer)
-        try check("eid-grace", eidGrace, Bounds.eidGrace)
-        try check("bcrypt-cost", bcryptCost, Bounds.bcryptCost)
-        try check("min-password-length", minPasswordLength, Bounds.minPasswordLength)
-        try check("access-token-lifetime", accessTokenLifetime, Bounds.accessTokenLifetime)
-        try check("refresh-token-lifetime", refreshTokenLifetime, Bounds.refreshTokenLifetime)
-        _ = try identityConfiguration
-        try check("max-event-streams", maxEventStreams, Bounds.maxEventStreams)
-        try rateLimits.check()
     }
 
     func run() async throws {
-        logFormat.bootstrap(level: logLevel)
+        let settings: ServerSettings
+        do {
+            settings = try read()
+        } catch {
+            throw CLIError(error.description)
+        }
+        settings.logFormat.bootstrap(level: settings.logLevel)
         let logger = Logger(label: "gotchu.server")
-        let database = try LedgerDatabase.option(self.database ?? LedgerDatabase.defaultPath)
+        let database = try settings.database ?? LedgerDatabase.option(LedgerDatabase.defaultPath)
         let opened = try database.open(
             LedgerDatabase.Options(
-                policy: policy,
-                maximumConnections: maxConnections,
-                connectionWait: .seconds(connectionWait),
+                policy: settings.policy,
+                maximumConnections: settings.server.storeConnections,
+                connectionWait: settings.connectionWait,
                 logger: logger
             )
         )
-        logger.info("ledger database", metadata: database.logMetadata.merging(["dev": "\(dev)"]) { $1 })
-        var configuration = LedgerServer.Configuration()
-        configuration.host = host
-        configuration.port = port
-        configuration.developmentMode = dev
-        configuration.registration = registration
-        configuration.mailCommand = mailCommand
-        configuration.mailFrom = mailFrom
-        configuration.accessTokenLifetime = .seconds(accessTokenLifetime)
-        configuration.jwtSecret = jwtSecret ?? ProcessInfo.processInfo.environment["GOTCHU_JWT_SECRET"]
+        logger.info(
+            "ledger database",
+            metadata: database.logMetadata.merging(["dev": "\(settings.server.developmentMode)"]) { $1 }
+        )
+        var configuration = settings.server
         // Replicas on one machine share the generated development secret; elsewhere pass the same secret.
         configuration.developmentSecretFile = database.companionFile(
             pathExtension: "jwt-secret",
             directory: Paths.dataHome
         )
-        configuration.tlsCertificateFile = tlsCert
-        configuration.tlsKeyFile = tlsKey
-        configuration.identities = try identityConfiguration
-        configuration.limits = limits
-        configuration.storeConnections = maxConnections
         do {
             try await LedgerServer.run(configuration, store: opened.store, services: opened.services, logger: logger) {
                 // Unbuffered, so a parent process reading the pipe sees the line at once.
@@ -381,66 +156,5 @@ struct ServerCommand: AsyncParsableCommand {
         } catch let error as LedgerServer.SetupError {
             throw CLIError(error.description)
         }
-    }
-
-    /// The ledger's rules the options ask for.
-    var policy: LedgerPolicy {
-        var policy = LedgerPolicy()
-        policy.sessionLifetime = .seconds(sessionLifetime)
-        policy.lockLifetime = .seconds(lockLifetime)
-        policy.inFlightTimeout = .seconds(inFlightTimeout)
-        policy.maximumAmount = maxAmount
-        policy.maximumLocksPerPayer = maxLocksPerPayer
-        policy.eidGrace = .seconds(eidGrace)
-        policy.passwordCost = bcryptCost
-        policy.minimumPasswordLength = minPasswordLength
-        policy.refreshTokenLifetime = .seconds(refreshTokenLifetime)
-        return policy
-    }
-
-    /// The external issuer the options trust, if any.
-    var identityConfiguration: OIDCVerifier.Configuration? {
-        get throws {
-            guard let oidcIssuer else {
-                guard oidcAudience == nil, oidcJWKSURL == nil else {
-                    throw ValidationError("--oidc-audience and --oidc-jwks-url need --oidc-issuer")
-                }
-                return nil
-            }
-            guard let oidcAudience, !oidcAudience.isEmpty else {
-                throw ValidationError("--oidc-issuer needs --oidc-audience (the aud its tokens name for this ledger)")
-            }
-            guard Self.isTrustworthy(url: oidcIssuer) else {
-                throw ValidationError("--oidc-issuer must be an https URL (http only on loopback), got '\(oidcIssuer)'")
-            }
-            var configuration = OIDCVerifier.Configuration(issuer: oidcIssuer, audience: oidcAudience)
-            if let oidcJWKSURL {
-                guard Self.isTrustworthy(url: oidcJWKSURL), let url = URL(string: oidcJWKSURL) else {
-                    throw ValidationError(
-                        "--oidc-jwks-url must be an https URL (http only on loopback), got '\(oidcJWKSURL)'"
-                    )
-                }
-                configuration.jwksURL = url
-            }
-            return configuration
-        }
-    }
-
-    /// Whether keys fetched from `text` can be trusted: https, or http to this machine only.
-    static func isTrustworthy(url text: String) -> Bool {
-        URL(string: text).map(OIDCVerifier.isTrustworthy) ?? false
-    }
-
-    /// The rate and connection limits the options ask for.
-    var limits: LedgerLimits {
-        var limits = LedgerLimits()
-        rateLimits.apply(to: &limits)
-        limits.trustForwardedFor = trustForwardedFor
-        limits.resolveAccess = resolve
-        limits.maximumOpenConnections = maxOpenConnections
-        limits.idleTimeout = .seconds(idleTimeout)
-        limits.readTimeout = .seconds(readTimeout)
-        limits.eventStreamsPerUser = maxEventStreams
-        return limits
     }
 }

@@ -182,49 +182,70 @@ struct ServerCommandTests {
     @Test(
         "Refuses an out-of-range option before starting, naming the option and its range",
         arguments: [
-            (["--session-lifetime", "10000000000000000"], "--session-lifetime must be 1...86400"),
-            (["--session-lifetime", "0"], "--session-lifetime must be 1...86400"),
-            (["--lock-lifetime", "9223372036854775807"], "--lock-lifetime must be 1...3600"),
-            (["--in-flight-timeout", "9223372036854775807"], "--in-flight-timeout must be 1...3600"),
+            (
+                ["--session-lifetime", "10000000000000000"],
+                "--session-lifetime: must be a whole number of seconds from 1 to 86400"
+            ),
+            (["--session-lifetime", "0"], "--session-lifetime: must be a whole number of seconds from 1 to 86400"),
+            (
+                ["--lock-lifetime", "9223372036854775807"],
+                "--lock-lifetime: must be a whole number of seconds from 1 to 3600"
+            ),
+            (
+                ["--in-flight-timeout", "9223372036854775807"],
+                "--in-flight-timeout: must be a whole number of seconds from 1 to 3600"
+            ),
             (
                 ["--resolve-rate", "1e-20", "--resolve-burst", "1"],
-                "--resolve-rate must be 0 (no limit) or 0.001...1000000.0"
+                "--resolve-rate: must be 0 (no limit) or a number from 0.001 to 1000000"
             ),
-            (["--lock-rate", "nan"], "--lock-rate must be 0 (no limit)"),
-            (["--user-lock-rate", "inf"], "--user-lock-rate must be 0 (no limit)"),
-            (["--user-lock-rate=-1"], "--user-lock-rate must be 0 (no limit)"),
-            (["--lock-burst", "0"], "--lock-burst must be 1...1000000"),
-            (["--resolve-burst", "9223372036854775807"], "--resolve-burst must be 1...1000000"),
-            (["--max-locks-per-payer", "0"], "--max-locks-per-payer must be 1...1000"),
-            (["--max-connections", "0"], "--max-connections must be 1...10000"),
-            (["--max-amount=-5"], "--max-amount must be 1 or more"),
-            (["--max-open-connections", "0"], "--max-open-connections must be 1...100000"),
-            (["--max-open-connections", "9223372036854775807"], "--max-open-connections must be 1...100000"),
-            (["--idle-timeout", "0"], "--idle-timeout must be 1...3600"),
-            (["--read-timeout", "9223372036854775807"], "--read-timeout must be 1...3600"),
-            (["--max-event-streams", "0"], "--max-event-streams must be 1...1000"),
+            (["--lock-rate", "nan"], "--lock-rate: must be 0 (no limit)"),
+            (["--user-lock-rate", "inf"], "--user-lock-rate: must be 0 (no limit)"),
+            (["--user-lock-rate=-1"], "--user-lock-rate: must be 0 (no limit)"),
+            (["--lock-burst", "0"], "--lock-burst: must be a whole number from 1 to 1000000"),
+            (["--resolve-burst", "9223372036854775807"], "--resolve-burst: must be a whole number from 1 to 1000000"),
+            (["--max-locks-per-payer", "0"], "--max-locks-per-payer: must be a whole number from 1 to 1000"),
+            (["--max-connections", "0"], "--max-connections: must be a whole number from 1 to 10000"),
+            (["--max-amount=-5"], "--max-amount: must be a whole number of cents, 1 or more"),
+            (["--max-open-connections", "0"], "--max-open-connections: must be a whole number from 1 to 100000"),
+            (
+                ["--max-open-connections", "9223372036854775807"],
+                "--max-open-connections: must be a whole number from 1 to 100000"
+            ),
+            (["--idle-timeout", "0"], "--idle-timeout: must be a whole number of seconds from 1 to 3600"),
+            (
+                ["--read-timeout", "9223372036854775807"],
+                "--read-timeout: must be a whole number of seconds from 1 to 3600"
+            ),
+            (["--max-event-streams", "0"], "--max-event-streams: must be a whole number from 1 to 1000"),
             (["--session-lifetime", "1e16"], "--session-lifetime"),
-            (["--eid-grace", "3601"], "--eid-grace must be 0...3600"),
-            (["--eid-grace=-1"], "--eid-grace must be 0...3600"),
+            (["--eid-grace", "3601"], "--eid-grace: must be a whole number of seconds from 0 to 3600"),
+            (["--eid-grace=-1"], "--eid-grace: must be a whole number of seconds from 0 to 3600"),
             (["--resolve", "open"], "--resolve"),
             (["--oidc-issuer", "https://id.example.com"], "--oidc-issuer needs --oidc-audience"),
             (["--oidc-audience", "gotchu"], "--oidc-audience and --oidc-jwks-url need --oidc-issuer"),
             (
                 ["--oidc-issuer", "http://id.example.com", "--oidc-audience", "gotchu"],
-                "--oidc-issuer must be an https URL"
+                "--oidc-issuer: must be an https URL"
             ),
             (
                 [
                     "--oidc-issuer", "https://id.example.com", "--oidc-audience", "gotchu", "--oidc-jwks-url",
                     "file:///etc/passwd",
                 ],
-                "--oidc-jwks-url must be an https URL"
+                "--oidc-jwks-url: must be an https URL"
             ),
-            (["--bcrypt-cost", "9"], "--bcrypt-cost must be 10...16"),
-            (["--bcrypt-cost", "31"], "--bcrypt-cost must be 10...16"),
-            (["--min-password-length", "7"], "--min-password-length must be 8...72"),
-            (["--access-token-lifetime", "0"], "--access-token-lifetime must be 60...86400"),
-            (["--refresh-token-lifetime", "60"], "--refresh-token-lifetime must be 3600...31536000"),
+            (["--bcrypt-cost", "9"], "--bcrypt-cost: must be a whole number from 10 to 16"),
+            (["--bcrypt-cost", "31"], "--bcrypt-cost: must be a whole number from 10 to 16"),
+            (["--min-password-length", "7"], "--min-password-length: must be a whole number from 8 to 72"),
+            (
+                ["--access-token-lifetime", "0"],
+                "--access-token-lifetime: must be a whole number of seconds from 60 to 86400"
+            ),
+            (
+                ["--refresh-token-lifetime", "60"],
+                "--refresh-token-lifetime: must be a whole number of seconds from 3600 to 31536000"
+            ),
             (["--registration", "sometimes"], "--registration"),
             (["--mail-command", "/bin/sh"], "--mail-command is used only with --registration open"),
             (["--registration", "open", "--mail-command", "/nonexistent"], "is not an executable file"),
@@ -269,8 +290,8 @@ struct ServerCommandTests {
         for option in ["--max-open-connections", "--idle-timeout", "--read-timeout"] {
             #expect(text.contains(option), "\(option)")
         }
-        #expect(text.contains("1...100000"))
-        #expect(text.contains("1...3600"))
+        #expect(text.contains("1 to 100000"))
+        #expect(text.contains("1 to 3600"))
     }
 
     @Test("Refuses a malformed postgres:// URL, saying what the URL must look like")

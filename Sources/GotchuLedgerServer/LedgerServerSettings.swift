@@ -1,0 +1,365 @@
+import GotchuLedger
+public import GotchuSettings
+
+/// One layer of `gotchu server`'s settings: the built-in values, the config file, the environment or the command
+/// line. Each setting reads as a property, `nil` when the layer says nothing (`layer.port = 0`).
+public typealias LedgerServerSettings = SettingsLayer<LedgerServerSettingsSchema>
+
+/// Every setting of `gotchu server`, declared once: its key in the config file (snake_case), what its value must be,
+/// its built-in value and its help. Its environment variable is `GOTCHU_SERVER_` and the key in upper case, its flag
+/// `--` and the key with dashes (`session_lifetime`: `GOTCHU_SERVER_SESSION_LIFETIME`, `--session-lifetime`); the
+/// order is the example config's (deploy/server.toml). Built-in values come from ``LedgerPolicy`` and
+/// ``LedgerLimits`` where those have them.
+///
+/// The JWT secret is never read from a config file: it comes from `--jwt-secret`, `GOTCHU_SERVER_JWT_SECRET` (or the
+/// older `GOTCHU_JWT_SECRET`), or the file `jwt_secret_file` names.
+public struct LedgerServerSettingsSchema: SettingsSchema {
+    /// `GOTCHU_SERVER_`.
+    public static let environmentPrefix = "GOTCHU_SERVER_"
+    /// "server".
+    public static let subject = "server"
+    /// `GOTCHU_SERVER_CONFIG`, the config file's own variable.
+    public static let otherEnvironmentVariables: Set<String> = [configEnvironmentVariable]
+    /// The variable naming the config file, as `--config` does.
+    public static let configEnvironmentVariable = "GOTCHU_SERVER_CONFIG"
+
+    private static let policy = LedgerPolicy()
+    private static let limits = LedgerLimits()
+    private static func seconds(_ duration: Duration) -> Int { Int(duration.components.seconds) }
+
+    // MARK: Listening
+
+    /// `host`.
+    public let host = Setting<String>("host", default: "127.0.0.1", summary: "Address to listen on.", valueName: "host")
+    /// `port`.
+    public let port = Setting<Int>(
+        "port",
+        default: 8080,
+        in: 0...65535,
+        summary: "Port to listen on; 0 picks a free one."
+    )
+    /// `tls_cert`.
+    public let tlsCert = Setting<String>(
+        "tls_cert",
+        summary:
+            "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs the key, tls_key.",
+        valueName: "path"
+    )
+    /// `tls_key`.
+    public let tlsKey = Setting<String>(
+        "tls_key",
+        summary: "The PEM private key of the certificate, tls_cert.",
+        valueName: "path"
+    )
+
+    // MARK: The database
+
+    /// `database`.
+    public let database = Setting<String>(
+        "database",
+        summary: "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or "
+            + "postgres://USER@HOST:PORT/DB URL.",
+        valueName: "path-or-url"
+    )
+    /// `max_connections`.
+    public let maxConnections = Setting<Int>(
+        "max_connections",
+        default: 20,
+        in: 1...10_000,
+        summary: "PostgreSQL only: the most connections this server opens.",
+        valueName: "count"
+    )
+    /// `db_connection_wait`.
+    public let dbConnectionWait = Setting<Int>(
+        "db_connection_wait",
+        default: 3,
+        in: 1...60,
+        unit: "seconds",
+        summary: "PostgreSQL only: how long a request waits for a database connection before it is refused with 503 "
+            + "database-unavailable and Retry-After. Short, so that clients and load balancers learn of an outage in "
+            + "seconds instead of hanging while the pool retries the database."
+    )
+
+    // MARK: Accounts and tokens
+
+    /// `dev`.
+    public let dev = Setting<Bool>(
+        "dev",
+        default: false,
+        summary: "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret "
+            + "beside the database."
+    )
+    /// `registration`.
+    public let registration = Setting<String>(
+        "registration",
+        default: Registration.closed.rawValue,
+        oneOf: Registration.allCases.map(\.rawValue),
+        summary: "Who may create accounts: closed (an operator, with gotchu admin user add) or open (anyone, with "
+            + "POST /auth/register)."
+    )
+    /// `mail_command`.
+    public let mailCommand = Setting<String>(
+        "mail_command",
+        summary: "With registration open: a sendmail-compatible program (/usr/sbin/sendmail, msmtp, ...) that mails "
+            + "each registrant the code confirming their address, run as PATH -i -- ADDRESS with an RFC 5322 message "
+            + "on stdin; it must exit 0 once it took the mail. Open registration does not start without it, except "
+            + "with dev, which writes the codes to the log instead.",
+        valueName: "path"
+    )
+    /// `mail_from`.
+    public let mailFrom = Setting<String>(
+        "mail_from",
+        summary: "The From: of registration mails (default: Gotchu ledger <gotchu@THIS-HOST>).",
+        valueName: "address"
+    )
+    /// `bcrypt_cost`.
+    public let bcryptCost = Setting<Int>(
+        "bcrypt_cost",
+        default: Self.policy.passwordCost,
+        in: Passwords.allowedCosts,
+        summary: "bcrypt cost of new password hashes, log2 of the rounds; each step doubles the time of a login.",
+        valueName: "cost"
+    )
+    /// `min_password_length`.
+    public let minPasswordLength = Setting<Int>(
+        "min_password_length",
+        default: Self.policy.minimumPasswordLength,
+        in: 8...72,
+        summary: "The fewest characters of a new password.",
+        valueName: "count"
+    )
+    /// `access_token_lifetime`.
+    public let accessTokenLifetime = Setting<Int>(
+        "access_token_lifetime",
+        default: 900,
+        in: 60...86_400,
+        unit: "seconds",
+        summary: "How long an access token is valid, in seconds; clients refresh it with their refresh token."
+    )
+    /// `refresh_token_lifetime`.
+    public let refreshTokenLifetime = Setting<Int>(
+        "refresh_token_lifetime",
+        default: Self.seconds(policy.refreshTokenLifetime),
+        in: 3_600...(365 * 86_400),
+        unit: "seconds",
+        summary: "How long an unused refresh token stays valid, in seconds."
+    )
+    /// `jwt_secret`: never in a config file.
+    public let jwtSecret = Setting<String>(
+        "jwt_secret",
+        expected: "at least 32 bytes",
+        summary: "HS256 secret for tokens, at least 32 bytes; never in the config file. Required without dev, or "
+            + "jwt_secret_file.",
+        valueName: "secret",
+        isSecret: true,
+        environmentAliases: ["GOTCHU_JWT_SECRET"],
+        isAllowed: { $0.utf8.count >= 32 }
+    )
+    /// `jwt_secret_file`.
+    public let jwtSecretFile = Setting<String>(
+        "jwt_secret_file",
+        summary: "A file holding the HS256 secret (such as a systemd credential), readable by no one but its owner "
+            + "and group.",
+        valueName: "path"
+    )
+
+    // MARK: External identities
+
+    /// `oidc_issuer`.
+    public let oidcIssuer = Setting<String>(
+        "oidc_issuer",
+        summary: "Also accept the access tokens of this external OpenID Connect issuer (https; http only on "
+            + "loopback), its users provisioned on first use.",
+        valueName: "url"
+    )
+    /// `oidc_audience`.
+    public let oidcAudience = Setting<String>(
+        "oidc_audience",
+        summary: "The audience (aud) the issuer's tokens must name.",
+        valueName: "audience"
+    )
+    /// `oidc_jwks_url`.
+    public let oidcJWKSURL = Setting<String>(
+        "oidc_jwks_url",
+        summary: "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
+        valueName: "url"
+    )
+
+    // MARK: Payments
+
+    /// `session_lifetime`.
+    public let sessionLifetime = Setting<Int>(
+        "session_lifetime",
+        default: Self.seconds(policy.sessionLifetime),
+        in: 1...86_400,
+        unit: "seconds",
+        summary: "How long a session stays payable, in seconds."
+    )
+    /// `lock_lifetime`.
+    public let lockLifetime = Setting<Int>(
+        "lock_lifetime",
+        default: Self.seconds(policy.lockLifetime),
+        in: 1...3_600,
+        unit: "seconds",
+        summary: "How long a lock holds unless paid, in seconds."
+    )
+    /// `in_flight_timeout`.
+    public let inFlightTimeout = Setting<Int>(
+        "in_flight_timeout",
+        default: Self.seconds(policy.inFlightTimeout),
+        in: 1...3_600,
+        unit: "seconds",
+        summary: "How long an unfinished payment's Idempotency-Key blocks retries before it counts as abandoned, in "
+            + "seconds."
+    )
+    /// `max_amount`.
+    public let maxAmount = Setting<Int>(
+        "max_amount",
+        default: Int(Self.policy.maximumAmount),
+        expected: "a whole number of cents, 1 or more",
+        summary: "Largest amount of one session, in cents.",
+        bounds: "1 or more",
+        valueName: "cents",
+        isAllowed: { $0 >= 1 }
+    )
+    /// `max_locks_per_payer`.
+    public let maxLocksPerPayer = Setting<Int>(
+        "max_locks_per_payer",
+        default: Self.policy.maximumLocksPerPayer,
+        in: 1...1_000,
+        summary: "How many sessions one payer may hold locked at once.",
+        valueName: "count"
+    )
+    /// `resolve`.
+    public let resolve = Setting<String>(
+        "resolve",
+        default: Self.limits.resolveAccess.rawValue,
+        oneOf: ResolveAccess.allCases.map(\.rawValue),
+        summary: "Who may resolve an EID: requires-login (a valid bearer token) or public (anyone, as the first "
+            + "protocol)."
+    )
+    /// `eid_grace`.
+    public let eidGrace = Setting<Int>(
+        "eid_grace",
+        default: Self.seconds(policy.eidGrace),
+        in: 0...3_600,
+        unit: "seconds",
+        summary: "How long an EID rotated away keeps resolving, in seconds."
+    )
+
+    // MARK: Connections
+
+    /// `max_open_connections`.
+    public let maxOpenConnections = Setting<Int>(
+        "max_open_connections",
+        default: Self.limits.maximumOpenConnections,
+        in: LedgerLimits.allowedOpenConnections,
+        summary: "The most HTTP connections served at once. One more is answered 503 with Retry-After and closed; "
+            + "keep it well below the open-file limit (ulimit -n).",
+        valueName: "count"
+    )
+    /// `idle_timeout`.
+    public let idleTimeout = Setting<Int>(
+        "idle_timeout",
+        default: Self.seconds(limits.idleTimeout),
+        in: 1...3_600,
+        unit: "seconds",
+        summary: "Seconds a kept-alive connection may wait for its next request before it is closed."
+    )
+    /// `read_timeout`.
+    public let readTimeout = Setting<Int>(
+        "read_timeout",
+        default: Self.seconds(limits.readTimeout),
+        in: 1...3_600,
+        unit: "seconds",
+        summary: "Seconds a request's head and body may take to arrive, from its first byte; a slower one is dropped."
+    )
+    /// `max_event_streams`.
+    public let maxEventStreams = Setting<Int>(
+        "max_event_streams",
+        default: Self.limits.eventStreamsPerUser,
+        in: 1...1_000,
+        summary: "The most session event streams (GET /sessions/{sid}/events) one user may hold open at once on this "
+            + "server; the next is answered 429.",
+        valueName: "count"
+    )
+    /// `trust_forwarded_for`.
+    public let trustForwardedFor = Setting<Bool>(
+        "trust_forwarded_for",
+        default: Self.limits.trustForwardedFor,
+        summary: "Count rate limits against the last X-Forwarded-For address, not the peer. Only behind a proxy that "
+            + "sets it."
+    )
+
+    // MARK: Request rates
+
+    /// `resolve_rate`.
+    public let resolveRate = Self.rate(
+        "resolve",
+        Self.limits.resolvePerAddress,
+        "POST /sessions/resolve per client address"
+    )
+    /// `resolve_burst`.
+    public let resolveBurst = Self.burst(
+        "resolve",
+        Self.limits.resolvePerAddress,
+        "POST /sessions/resolve per client address"
+    )
+    /// `lock_rate`.
+    public let lockRate = Self.rate("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
+    /// `lock_burst`.
+    public let lockBurst = Self.burst("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
+    /// `user_lock_rate`.
+    public let userLockRate = Self.rate("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
+    /// `user_lock_burst`.
+    public let userLockBurst = Self.burst("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
+    /// `send_rate`.
+    public let sendRate = Self.rate("send", Self.limits.sendPerUser, "POST /wallet/send per user")
+    /// `send_burst`.
+    public let sendBurst = Self.burst("send", Self.limits.sendPerUser, "POST /wallet/send per user")
+    /// `payout_rate`.
+    public let payoutRate = Self.rate("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
+    /// `payout_burst`.
+    public let payoutBurst = Self.burst("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
+
+    private static func rate(_ name: String, _ limit: RateLimit?, _ what: String) -> Setting<Double> {
+        Setting<Double>(
+            "\(name)_rate",
+            default: limit?.perSecond ?? 0,
+            in: RateLimit.allowedPerSecond,
+            zero: "no limit",
+            summary: "\(what): requests per second.",
+            valueName: "per-second"
+        )
+    }
+
+    private static func burst(_ name: String, _ limit: RateLimit?, _ what: String) -> Setting<Int> {
+        Setting<Int>(
+            "\(name)_burst",
+            default: limit?.burst ?? RateLimit.allowedBurst.lowerBound,
+            in: RateLimit.allowedBurst,
+            summary: "\(what): burst.",
+            valueName: "count"
+        )
+    }
+
+    // MARK: Logging
+
+    /// `log_level`.
+    public let logLevel = Setting<String>(
+        "log_level",
+        default: "info",
+        oneOf: ["trace", "debug", "info", "notice", "warning", "error", "critical"],
+        summary: "Log level."
+    )
+    /// `log_format`.
+    public let logFormat = Setting<String>(
+        "log_format",
+        default: "text",
+        oneOf: ["text", "json"],
+        summary: "Log format on standard error: text, or json (one JSON object per line)."
+    )
+
+    /// The schema.
+    public init() {}
+}
