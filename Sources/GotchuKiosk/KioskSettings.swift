@@ -2,7 +2,7 @@ public import GotchuSettings
 
 /// One layer of the kiosk's settings: the built-in values, the config file, the environment or the command line.
 ///
-/// Each setting reads as a property, `nil` when the layer says nothing (`layer.rotateEvery = 30`);
+/// Each setting reads as a property, `nil` when the layer says nothing (`layer.sessionLifetime = 30`);
 /// ``KioskConfiguration/resolve(file:fileIsExplicit:environment:flags:)`` lays the layers over each other and says
 /// which one a bad value came from. Decoding a file refuses a key it does not know, so a misspelt setting is reported,
 /// never silently ignored.
@@ -10,7 +10,7 @@ public typealias KioskSettings = SettingsLayer<KioskSettingsSchema>
 
 /// Every setting of the kiosk, declared once: its key in the config file (snake_case), what its value must be, its
 /// built-in value and its help. Its environment variable is `GOTCHU_KIOSK_` and the key in upper case, its flag `--`
-/// and the key with dashes (`rotate_every`: `GOTCHU_KIOSK_ROTATE_EVERY`, `--rotate-every`); the order is the
+/// and the key with dashes (`session_lifetime`: `GOTCHU_KIOSK_SESSION_LIFETIME`, `--session-lifetime`); the order is the
 /// example config's (deploy/kiosk.toml).
 public struct KioskSettingsSchema: SettingsSchema {
     /// `GOTCHU_KIOSK_`.

@@ -40,7 +40,7 @@ public struct KioskOptions: ParsableArguments {
         and shown while they fail. Under systemd (Type=notify) it reports readiness and feeds the watchdog.
 
         Every option below but --config and --log-* is also a key of the config file (TOML or JSON; \
-        --rotate-every is rotate_every) and an environment variable (GOTCHU_KIOSK_ROTATE_EVERY). Flags \
+        --session-lifetime is session_lifetime) and an environment variable (GOTCHU_KIOSK_SESSION_LIFETIME). Flags \
         override the environment, which overrides the file, which overrides the built-in values.
 
         Examples:

@@ -122,9 +122,9 @@ extension Bool: SettingValueType {
 /// dashes) follow from the key.
 ///
 /// A schema (``SettingsSchema``) holds its settings as stored properties, such as
-/// `let rotateEvery = Setting<Int>("rotate_every", default: 60, in: 0...3600, unit: "seconds", summary: "…")`.
+/// `let sessionLifetime = Setting<Int>("session_lifetime", default: 300, in: 1...3600, unit: "seconds", summary: "…")`.
 public struct Setting<Value: SettingValueType>: Sendable {
-    /// The config file's key, snake_case, such as `rotate_every`.
+    /// The config file's key, snake_case, such as `session_lifetime`.
     public let key: String
     /// The value when no layer sets one; `nil` for none.
     public let defaultValue: Value?

@@ -34,8 +34,8 @@ public enum SettingOrigin: Hashable, Sendable {
     /// The built-in value.
     case defaults
 
-    /// The setting as the operator wrote it in this layer: `--rotate-every`, `GOTCHU_KIOSK_ROTATE_EVERY`,
-    /// `rotate_every in /etc/gotchu/kiosk.toml` or `the default rotate_every`.
+    /// The setting as the operator wrote it in this layer: `--session-lifetime`, `GOTCHU_KIOSK_SESSION_LIFETIME`,
+    /// `session_lifetime in /etc/gotchu/kiosk.toml` or `the default session_lifetime`.
     public func name(of declaration: SettingDeclaration) -> String {
         switch self {
         case .flags: declaration.flag

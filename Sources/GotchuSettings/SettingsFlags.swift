@@ -19,7 +19,7 @@ extension SettingsLayer {
     /// The command line's layer: every option of `options` (and of its option groups) that has the name of a setting
     /// of the schema, read as the environment is read and named by its flag in errors.
     ///
-    /// A setting's option is `@Option(help: Schema().rotateEvery.help) var rotateEvery: String?`, or for a yes or no
+    /// A setting's option is `@Option(help: Schema().sessionLifetime.help) var sessionLifetime: String?`, or for a yes or no
     /// `@Flag(inversion: .prefixedNo, help: …) var renewExpiredSessions: Bool?`: optional, so that an option left out
     /// leaves the layers below to speak, and text, so that a bad value is reported as a bad file value or variable is.
     public init(flags options: some ParsableArguments) throws(SettingsError) {

@@ -12,7 +12,7 @@ import TOMLKit
 /// A setting the layer does not hold is `nil`: "this layer says nothing, ask the one below". Values are kept as they
 /// were written, checked for their kind (a whole number is a whole number) but not yet for their bounds;
 /// ``SettingsResolution`` checks the value that wins and names the layer it came from. Each setting reads as a
-/// property of the layer, by its name in the schema (`layer.rotateEvery = 30`).
+/// property of the layer, by its name in the schema (`layer.sessionLifetime = 30`).
 @dynamicMemberLookup
 public struct SettingsLayer<Schema: SettingsSchema>: Hashable, Sendable {
     /// The values set, by key.
@@ -23,7 +23,7 @@ public struct SettingsLayer<Schema: SettingsSchema>: Hashable, Sendable {
     /// An empty layer.
     public init() {}
 
-    /// A layer with the values `build` sets: `KioskSettings { $0.server = "https://…"; $0.rotateEvery = 30 }`.
+    /// A layer with the values `build` sets: `KioskSettings { $0.server = "https://…"; $0.sessionLifetime = 30 }`.
     public init(_ build: (inout Self) -> Void) {
         build(&self)
     }

@@ -69,16 +69,16 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
         layers.first { $0.settings[dynamicMember: setting] != nil }
     }
 
-    /// The setting as the operator wrote it in `layer`: `--rotate-every`, `GOTCHU_KIOSK_ROTATE_EVERY`,
-    /// `rotate_every in /etc/gotchu/kiosk.toml`.
+    /// The setting as the operator wrote it in `layer`: `--session-lifetime`, `GOTCHU_KIOSK_SESSION_LIFETIME`,
+    /// `session_lifetime in /etc/gotchu/kiosk.toml`.
     public func name<Value>(of setting: KeyPath<Schema, Setting<Value>>, in layer: Layer) -> String {
         let declaration = Self.declaration(setting)
         if layer.origin == .environment { return layer.settings.variable(for: declaration) }
         return layer.origin.name(of: declaration)
     }
 
-    /// Everywhere `setting` can be set, for an error that says it is missing: "rotate_every in FILE,
-    /// GOTCHU_KIOSK_ROTATE_EVERY or --rotate-every".
+    /// Everywhere `setting` can be set, for an error that says it is missing: "session_lifetime in FILE,
+    /// GOTCHU_KIOSK_SESSION_LIFETIME or --session-lifetime".
     public func whereToSet<Value>(_ setting: KeyPath<Schema, Setting<Value>>, file: URL?) -> String {
         let declaration = Self.declaration(setting)
         let inFile = declaration.isSecret ? [] : [file.map { "\(declaration.key) in \($0.path)" } ?? declaration.key]

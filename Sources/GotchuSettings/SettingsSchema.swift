@@ -22,16 +22,16 @@
 /// struct KioskSettingsSchema: SettingsSchema {
 ///     static let environmentPrefix = "GOTCHU_KIOSK_"
 ///     static let subject = "kiosk"
-///     let rotateEvery = Setting<Int>("rotate_every", default: 60, in: 0...3600, unit: "seconds", summary: "…")
+///     let sessionLifetime = Setting<Int>("session_lifetime", default: 300, in: 1...3600, unit: "seconds", summary: "…")
 /// }
 /// ```
 ///
-/// A command-line option with the same name as a property (`@Option var rotateEvery: String?`) is that setting's
+/// A command-line option with the same name as a property (`@Option var sessionLifetime: String?`) is that setting's
 /// flag; ``SettingsLayer/init(flags:)`` reads it.
 public protocol SettingsSchema: Sendable {
     /// The schema with every setting declared.
     init()
-    /// The prefix of the environment variables, such as `GOTCHU_KIOSK_`: the variable of `rotate_every` is
+    /// The prefix of the environment variables, such as `GOTCHU_KIOSK_`: the variable of `session_lifetime` is
     /// `GOTCHU_KIOSK_ROTATE_EVERY`.
     static var environmentPrefix: String { get }
     /// What the settings are of, for errors: "GOTCHU_KIOSK_X is not a kiosk setting".
