@@ -191,17 +191,32 @@ public enum LedgerPrincipal: Sendable, Hashable {
 
 /// What an authenticated request asks to do, for ``LedgerPrincipal/user(for:)``.
 public enum LedgerAction: String, CaseIterable, Sendable {
+    /// `GET /wallet/me` and `GET /wallet/entries`; a user's token only.
     case readWallet
+    /// `POST /dev/fund`, crediting a wallet from the funding account; a user's token only.
     case fund
+    /// Creating a payment session as its payee, and rotating its EID; an API key needs
+    /// ``APIKeyScope/sessionsCreate``.
     case createSession
+    /// Reading a session's status; an API key needs ``APIKeyScope/sessionsRead`` and sees only its
+    /// payee's sessions.
     case readSession
+    /// Cancelling a session as its payee; an API key needs ``APIKeyScope/sessionsCancel``.
     case cancelSession
+    /// Locking a session as its payer; a user's token only.
     case lock
+    /// Releasing a payer's lock on a session; a user's token only.
     case unlock
+    /// Paying a locked session; a user's token only.
     case send
+    /// Giving a session a new EID; an API key needs ``APIKeyScope/sessionsCreate``.
     case rotateEID
+    /// Looking up the session an EID names, where the server requires a login for it; a user's token
+    /// only.
     case resolve
+    /// Requesting a payout of the user's balance; a user's token only.
     case payout
+    /// Refunding a paid session as its payee; an API key needs ``APIKeyScope/refundsCreate``.
     case refund
 
     /// The scope that lets a key do this; `nil` if only a user may.

@@ -20,7 +20,7 @@ import Foundation
 ///   or Latin with Han and Japanese kana, with Han and Bopomofo, or with Han and Hangul.
 public enum ConfusableText {
     /// The scripts ``script(of:)`` tells apart.
-    public enum Script: String, Sendable, Hashable, CaseIterable {
+    enum Script: String, Sendable, Hashable, CaseIterable {
         case latin, greek, cyrillic, armenian, hebrew, arabic, georgian, cherokee
         case han, hiragana, katakana, hangul, bopomofo
         /// Any other letter.
@@ -43,7 +43,7 @@ public enum ConfusableText {
     }
 
     /// The scripts of the letters of `text` (digits, punctuation and combining marks belong to none).
-    public static func scripts(of text: String) -> Set<Script> {
+    static func scripts(of text: String) -> Set<Script> {
         Set(text.unicodeScalars.compactMap(script(of:)))
     }
 
@@ -60,7 +60,7 @@ public enum ConfusableText {
     ]
 
     /// The script of a letter, by code-point range; `nil` for what is not a letter (digits, punctuation, marks).
-    public static func script(of scalar: Unicode.Scalar) -> Script? {
+    static func script(of scalar: Unicode.Scalar) -> Script? {
         guard scalar.properties.isAlphabetic else { return nil }
         switch scalar.properties.generalCategory {
         case .nonspacingMark, .spacingMark, .enclosingMark: return nil

@@ -132,6 +132,7 @@ public struct UserCredentials: Sendable, Hashable {
 /// An `email_confirmations` row: the code open registration mailed to an account's address, kept only as its
 /// SHA-256 digest, until it is used, runs out of tries or is replaced.
 public struct EmailConfirmationRow: Sendable, Hashable {
+    /// The account whose address the code confirms; one pending confirmation per account.
     public var userID: String
     /// ``RefreshTokens/digest(_:)`` of the code.
     public var codeDigest: String
@@ -181,12 +182,19 @@ public enum ConfirmationCodes {
 
 /// A user as `gotchu admin user list` shows it.
 public struct UserSummary: Sendable, Hashable {
+    /// The user's id (a UUID).
     public var id: String
+    /// The normalized (lowercase) e-mail address; for a user provisioned from an external identity,
+    /// its id at the issuer's host.
     public var email: String
+    /// The name the user goes by: chosen at creation, or the part of the address before `@`.
     public var displayName: String
     /// The name an operator verified, if any.
     public var verifiedName: String?
+    /// Whether the user can log in with a password; `false` for users provisioned from an external
+    /// identity.
     public var hasPassword: Bool
+    /// Whether an operator disabled the account: it can neither log in nor refresh a token.
     public var disabled: Bool
     /// Milliseconds since 1970.
     public var createdAt: Int64
@@ -240,10 +248,15 @@ public struct RefreshTokenRow: Sendable, Hashable {
     public var digest: String
     /// The login the token descends from: every rotation keeps it, and a reuse revokes all of it.
     public var familyID: String
+    /// The user the token logs in as.
     public var userID: String
+    /// When it stops being accepted: milliseconds since 1970 on the store's clock, issue time plus
+    /// ``LedgerPolicy/refreshTokenLifetime``.
     public var expiresAt: Int64
     /// When it was exchanged for its successor; a used token presented again is a replayed copy.
     public var usedAt: Int64?
+    /// When it was revoked (logout, a replayed copy, a disabled user or a password reset), in
+    /// milliseconds since 1970 on the store's clock; `nil` while not.
     public var revokedAt: Int64?
 
     /// A row as read from the database (or about to be inserted).
@@ -266,8 +279,11 @@ public struct RefreshTokenRow: Sendable, Hashable {
 
 /// What resolve shows of a payee: its chosen name, its address, and the name an operator verified, if any.
 public struct PayeeRow: Sendable, Hashable {
+    /// The payee's display name, chosen by the payee.
     public var name: String
+    /// The payee's e-mail address, which payers see to tell payees with one name apart.
     public var email: String
+    /// The name an operator verified (`gotchu admin merchant verify`); `nil` if none.
     public var verifiedName: String?
 
     /// A row as read from the database.

@@ -87,13 +87,17 @@ public enum OperatorText {
 
 /// A `deposits` row: money an operator credited to a user, named by its external reference (unique).
 public struct DepositRow: Sendable, Hashable {
+    /// The deposit's id (a UUID), which its ledger entries reference.
     public var id: String
     /// The external reference, unique: the same reference is the same deposit.
     public var reference: String
+    /// The user credited.
     public var userID: String
+    /// The amount credited, in cents, positive.
     public var amount: Cents
     /// Who made it (the operating-system user).
     public var actor: String
+    /// Milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
 
     /// A row as read from the database, or about to be inserted.
@@ -116,6 +120,7 @@ public struct DepositResult: Sendable, Hashable {
     /// Whether the reference named an earlier deposit of the same amount to the same user, so nothing was written.
     public var replayed: Bool
 
+    /// A result as the engine reports it.
     public init(deposit: DepositRow, balance: Cents, replayed: Bool) {
         self.deposit = deposit
         self.balance = balance
@@ -143,14 +148,19 @@ public enum PayoutStatus: String, CaseIterable, Sendable, Hashable {
 
 /// A `payouts` row.
 public struct PayoutRow: Sendable, Hashable {
+    /// The payout's id (a UUID), which its ledger entries reference.
     public var id: String
+    /// The user paid out.
     public var userID: String
     /// The `Idempotency-Key` of the request, unique per user.
     public var idempotencyKey: String
+    /// The amount paid out, in cents, positive.
     public var amount: Cents
     /// The user's balance right after the request, for a replay of its answer.
     public var balanceAfter: Cents
+    /// Pending until an operator settles or fails it.
     public var status: PayoutStatus
+    /// When it was requested: milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
     /// When it was settled or failed.
     public var resolvedAt: Int64?
@@ -219,9 +229,12 @@ public struct PayoutRow: Sendable, Hashable {
 
 /// A payout as `gotchu admin payout list` shows it: the row and its user's address.
 public struct PayoutListing: Sendable, Hashable {
+    /// The payout.
     public var payout: PayoutRow
+    /// The address of the payout's user, for the operator to know whom to pay.
     public var email: String
 
+    /// A listing as read from the database.
     public init(payout: PayoutRow, email: String) {
         self.payout = payout
         self.email = email

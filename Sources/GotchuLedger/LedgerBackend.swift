@@ -97,6 +97,7 @@ public protocol LedgerBackend: Sendable {
 }
 
 extension LedgerBackend {
+    /// A backend whose database no other server writes: there is nothing to relay, so it returns at once.
     public func relayChanges(to changes: SessionChanges) async throws {}
 
     /// A backend that does not report its connections.
@@ -355,6 +356,7 @@ public protocol LedgerTransaction {
 }
 
 extension LedgerTransaction {
+    /// A transaction whose database no other server reads: nobody to tell, so it does nothing.
     public func announce(sid: String, _ notice: SessionNotice) async throws {}
 
     /// Inserts a user with a confirmed address; `false` if the address, or one that looks the same, is taken.
@@ -414,7 +416,10 @@ public struct ReceiptKeyRow: Sendable, Hashable {
     public var publicKey: String
     /// The raw private key, base64url; `nil` once the key is retired.
     public var privateKey: String?
+    /// When the key was made: milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
+    /// When a newer key replaced it for signing, in milliseconds since 1970 on the store's clock; `nil` for the key
+    /// that signs now.
     public var retiredAt: Int64?
 
     /// A row as read from the database.
@@ -440,8 +445,10 @@ public enum LedgerAccounts {
 }
 
 /// A wallet named by its owner, or a system account by its id.
-public enum WalletOwner: Sendable, Hashable {
+enum WalletOwner: Sendable, Hashable {
+    /// The wallet of the user with this id.
     case user(String)
+    /// The system account with this wallet id, such as ``LedgerAccounts/fundingWalletID``.
     case account(String)
 
     /// The account ids and user ids of `owners`, as ``LedgerTransaction/walletsForUpdate(accountIDs:userIDs:)``
@@ -468,11 +475,17 @@ public enum WalletOwner: Sendable, Hashable {
 
 /// A `wallet_accounts` row.
 public struct WalletRow: Sendable, Hashable {
+    /// The wallet's id: a UUID for a user's wallet, a name such as ``LedgerAccounts/fundingWalletID`` for a system
+    /// account.
     public var id: String
+    /// The owner; `nil` for a system account.
     public var userID: String?
+    /// The balance, in cents: the sum of its credits less its debits, never below zero for a user's wallet.
     public var balance: Cents
+    /// Whether a user or the system owns it.
     public var kind: WalletKind
 
+    /// A row as read from the database.
     public init(id: String, userID: String?, balance: Cents, kind: WalletKind) {
         self.id = id
         self.userID = userID
@@ -482,7 +495,7 @@ public struct WalletRow: Sendable, Hashable {
 }
 
 /// A `ledger_entries` row to insert: one side of a transfer.
-public struct EntryRow: Sendable, Hashable {
+public struct EntryRow: Sendable, Hashable, ChainedFields {
     public var id: String
     public var transferID: String
     public var walletID: String
@@ -497,15 +510,17 @@ public struct EntryRow: Sendable, Hashable {
     public var hash: String
 }
 
-extension EntryRow: ChainedFields {}
-
 /// A `refunds` row: money a payee returned to the payer of a paid session, under the payee's idempotency key.
 public struct RefundRow: Sendable, Hashable {
+    /// The refund's id (a UUID).
     public var id: String
+    /// The paid session refunded.
     public var sessionID: String
+    /// The amount returned to the payer, in cents, positive.
     public var amount: Cents
     /// The user the refund was made as (the session's payee, through its token or one of its keys).
     public var requestedBy: String
+    /// The `Idempotency-Key` of the request, unique per requester: a retry gets this refund again.
     public var idempotencyKey: String
     /// The transfer that moved the money back.
     public var transferID: String
@@ -515,6 +530,7 @@ public struct RefundRow: Sendable, Hashable {
     public var receiptBody: String?
     /// The session's refunded total once this refund was made.
     public var refundedTotal: Cents
+    /// Milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
 
     /// A row as read from the database, or about to be inserted.

@@ -62,14 +62,23 @@ public enum LedgerChain {
 
 /// The fields of an entry the chain covers.
 public protocol ChainedFields {
+    /// The entry's id (a UUID).
     var id: String { get }
+    /// The transfer the entry is one side of: its DEBIT and its CREDIT share it.
     var transferID: String { get }
+    /// The wallet the entry debits or credits.
     var walletID: String { get }
+    /// Whether it takes money from the wallet or gives it.
     var direction: EntryDirection { get }
+    /// The amount moved, in cents, positive.
     var amount: Cents { get }
+    /// What moved the money (`SEND_P2P`, `REFUND_IN`, `DEPOSIT`, …), as the wallet's history shows it.
     var type: String { get }
+    /// The kind of row the transfer belongs to: `session`, `deposit`, `payout` or `funding`.
     var refType: String { get }
+    /// The id of that row.
     var refID: String { get }
+    /// When it was written: milliseconds since 1970 on the store's clock.
     var createdAt: Int64 { get }
 }
 
@@ -89,6 +98,7 @@ public struct ChainHead: Sendable, Hashable {
 
 /// An entry as stored, for the audit: every column, with its chain hash (`nil` if it was never chained).
 public struct StoredEntry: Sendable, Hashable, ChainedFields {
+    /// The entry's position in the ledger (`ledger_entries.seq`), increasing with each insert: the chain's order.
     public var seq: Int64
     public var id: String
     public var transferID: String
@@ -99,6 +109,8 @@ public struct StoredEntry: Sendable, Hashable, ChainedFields {
     public var refType: String
     public var refID: String
     public var createdAt: Int64
+    /// The entry's chain hash (lowercase hex), over the previous entry's and this one's fields; `nil` for an entry
+    /// written before the chain existed and not chained yet.
     public var hash: String?
 
     /// A row as read from the database; `direction` is refused if no version writes it.

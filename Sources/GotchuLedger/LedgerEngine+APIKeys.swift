@@ -5,6 +5,11 @@ extension LedgerEngine {
     /// The longest API key name, in characters.
     public static var maximumKeyNameLength: Int { 100 }
 
+    /// Creates an API key for the user with the address `email`, named `name` (trimmed; 1 to
+    /// ``maximumKeyNameLength`` characters, no control characters), with `scopes`, as `actor`, and records it in the
+    /// audit log. Returns the key and its secret, which is shown this once: only its hash is stored.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address, no scopes or a bad name;
+    ///   ``LedgerError/Kind/unknownUser`` when no user has the address.
     public func createAPIKey(
         email: String,
         name: String,
@@ -48,6 +53,10 @@ extension LedgerEngine {
         return (key, secret)
     }
 
+    /// The API keys of the user with the address `email`, or every key when `nil`, oldest first, revoked ones
+    /// included.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address; ``LedgerError/Kind/unknownUser`` when no
+    ///   user has it.
     public func apiKeys(email: String?) async throws -> [APIKey] {
         guard let email else { return try await backend.apiKeys(userID: nil) }
         let (normalized, _) = try LedgerUser.normalize(email: email)
@@ -56,6 +65,9 @@ extension LedgerEngine {
         return try await backend.apiKeys(userID: user.id)
     }
 
+    /// Revokes the API key with this id at the store's time, as `actor`, and records it in the audit log; revoking a
+    /// revoked key keeps its first revocation time. Returns the key as it is now.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` when no key has the id.
     public func revokeAPIKey(id: String, actor: String) async throws -> APIKey {
         try await measuredTransaction { transaction in
             guard var key = try await transaction.apiKey(id: id) else {
@@ -70,6 +82,9 @@ extension LedgerEngine {
         }
     }
 
+    /// The principal an API key's secret authenticates: `nil` for a malformed secret (never looked up), an unknown
+    /// or revoked key, or a disabled user. Records the key's use at most once per ``APIKeySecret/lastUsedResolution``,
+    /// best effort: a failure to record does not refuse the request.
     public func principal(apiKey secret: String) async throws -> LedgerPrincipal? {
         // Malformed secrets never reach the database.
         guard APIKeySecret.isWellFormed(secret),
@@ -83,6 +98,9 @@ extension LedgerEngine {
         return .apiKey(id: key.id, userID: key.userID, scopes: key.scopes)
     }
 
+    /// The user provisioned for the external identity `subject` at `issuer` (an OpenID Connect login), created on
+    /// its first use with `displayName`, a wallet and no password; two first uses at once end with one user.
+    /// - Throws: ``LedgerError/Kind/unavailable`` if the identity could not be linked in three tries.
     public func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser {
         // Two first requests with one identity race on its primary key: the loser rolls back its user and reads the
         // winner's.
@@ -116,6 +134,10 @@ extension LedgerEngine {
         return "\(userID)@\(host.contains(".") ? host : "external.invalid")"
     }
 
+    /// The session's status as `principal` may see it: a user sees it as ``session(sid:viewerID:)`` shows it; an API
+    /// key (with ``APIKeyScope/sessionsRead``) sees only its payee's sessions.
+    /// - Throws: ``LedgerError/Kind/forbidden`` for a key without the scope; ``LedgerError/Kind/sessionNotFound`` for
+    ///   a session that does not exist or is another payee's.
     public func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse {
         let viewerID = try principal.user(for: .readSession)
         guard case .apiKey = principal else { return try await session(sid: sid, viewerID: viewerID) }

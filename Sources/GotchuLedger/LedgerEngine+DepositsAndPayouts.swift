@@ -6,6 +6,12 @@ public import GotchuCore
 // between a wallet and a system account written once over the backend primitives. Lock order, as everywhere: the
 // payout's row first (settle, fail), then wallets by id, then the chain's head.
 extension LedgerEngine {
+    /// Credits `amountCents` cents to the user with the address `email` from the deposits account, as `actor`, under
+    /// the external `reference`, and records it in the audit log. A reference used before names the same deposit: with
+    /// the same user and amount it is replayed (nothing written), otherwise refused.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address or reference; an amount the policy refuses;
+    ///   ``LedgerError/Kind/unknownUser`` when no user has the address; ``LedgerError/Kind/emailUnconfirmed`` for an
+    ///   unconfirmed address; ``LedgerError/Kind/idempotencyKeyReused`` for a reference used for another deposit.
     public func deposit(
         email: String,
         amountCents: Cents,
@@ -86,6 +92,12 @@ extension LedgerEngine {
         }
     }
 
+    /// Moves `amountCents` cents from the user's wallet into the payouts clearing account and records a pending
+    /// payout, under the request's `idempotencyKey`; returns the answer and whether it replays an earlier request with
+    /// the key. Money the user's live locks hold stays in the wallet.
+    /// - Throws: an amount the policy refuses; ``LedgerError/Kind/insufficientFunds`` when the balance less the locked
+    ///   amounts does not cover it; ``LedgerError/Kind/idempotencyKeyReused`` for a key used for another amount;
+    ///   ``LedgerError/Kind/unknownUser`` for a user without a wallet.
     public func requestPayout(
         userID: String,
         amountCents: Cents,
@@ -136,10 +148,17 @@ extension LedgerEngine {
         }
     }
 
+    /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`, with their users' addresses;
+    /// read outside a transaction.
     public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await backend.payouts(status: status, limit: limit)
     }
 
+    /// Settles the pending payout with this id, as `actor`, under the external `reference` of the money sent: its
+    /// amount leaves the clearing account for the settled-payouts account, and the audit log records it. Returns the
+    /// payout as settled.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed reference; ``LedgerError/Kind/notFound`` for an
+    ///   unknown id; ``LedgerError/Kind/payoutNotPending`` for a payout settled or failed already.
     public func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow {
         let reference = try OperatorText.reference(reference)
         return try await resolvePayout(id: id, to: .settled, actor: actor) { transaction, payout in
@@ -155,6 +174,10 @@ extension LedgerEngine {
         }
     }
 
+    /// Fails the pending payout with this id, as `actor`, for `reason`: its amount goes back to the user's wallet,
+    /// and the audit log records it. Returns the payout as failed.
+    /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed reason; ``LedgerError/Kind/notFound`` for an unknown
+    ///   id; ``LedgerError/Kind/payoutNotPending`` for a payout settled or failed already.
     public func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow {
         let reason = try OperatorText.reason(reason)
         return try await resolvePayout(id: id, to: .failed, actor: actor) { transaction, payout in

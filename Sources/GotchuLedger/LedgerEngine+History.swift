@@ -61,13 +61,23 @@ public struct EntryCursor: Sendable, Hashable {
 /// One entry of a wallet's history as the stores read it: the entry, and the wallet on the other side of its
 /// transfer with that wallet's owner.
 public struct HistoryEntryRow: Sendable, Hashable {
+    /// The entry's position in the ledger (`ledger_entries.seq`), increasing with each insert: the
+    /// order of the history and its cursor.
     public var seq: Int64
+    /// The entry's id (a UUID).
     public var id: String
+    /// Whether the entry credits or debits this user's wallet.
     public var direction: EntryDirection
+    /// The amount moved, in cents, positive.
     public var amount: Cents
+    /// What moved the money, such as `SEND_P2P`/`RECEIVE_P2P` for a payment, `REFUND_OUT`/`REFUND_IN`, `DEV_FUND`, or
+    /// one of ``MoneyInOutEntries``.
     public var type: String
+    /// The kind of row the transfer belongs to: `session` (payments and refunds), `deposit`, `payout` or `funding`.
     public var refType: String
+    /// The id of that row.
     public var refID: String
+    /// Milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
     /// The other side's wallet, `nil` if the transfer has no other entry.
     public var counterpartyWalletID: String?

@@ -85,14 +85,25 @@ public enum IdempotencyState: String, Sendable {
 
 /// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
 public struct SessionRow: Sendable, Hashable {
+    /// The session id (`sid`).
     public var id: String
+    /// The user the session's money goes to.
     public var payeeID: String
+    /// The amount to pay, in cents, positive.
     public var amount: Cents
+    /// The status as stored; ``status(now:)`` adds expiry and lock lapses.
     public var storedStatus: StoredSessionStatus
+    /// When it stops taking payments: milliseconds since 1970 on the store's clock.
     public var expiresAt: Int64
+    /// The payer that holds or last held its lock; kept after an unlock, so a retried unlock is told
+    /// apart from a stranger's. `nil` if it was never locked.
     public var lockedBy: String?
+    /// When the lock lapses or lapsed, in milliseconds since 1970 on the store's clock (an unlock sets it to the
+    /// time of the unlock); `nil` if it was never locked.
     public var lockExpiresAt: Int64?
+    /// The payer that paid it; `nil` until paid.
     public var paidBy: String?
+    /// When it was paid, in milliseconds since 1970 on the store's clock; `nil` until paid.
     public var paidAt: Int64?
 
     /// A row as read from the database (or about to be inserted: no lock, unpaid).
@@ -203,9 +214,13 @@ public struct SessionRow: Sendable, Hashable {
 /// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
 /// its current EID (the newest, once rotated).
 public struct KeyedSession: Sendable, Hashable {
+    /// The session id.
     public var sid: String
+    /// The session's current EID, as stored (hex).
     public var eid: String
+    /// The amount the session was created for, in cents.
     public var amount: Cents
+    /// When the session expires: milliseconds since 1970 on the store's clock.
     public var expiresAt: Int64
 
     /// A row as read from the database.
@@ -234,8 +249,12 @@ public struct KeyedSession: Sendable, Hashable {
 
 /// An `idempotency_keys` row.
 public struct IdempotencyRecord: Sendable, Hashable {
+    /// The session the key's payment is for; a key reused for another session is refused.
     public var sid: String
+    /// When the key was admitted or last taken up again, in milliseconds since 1970 on the store's
+    /// clock: an in-flight key older than ``LedgerPolicy/inFlightTimeout`` is abandoned.
     public var updatedAt: Int64
+    /// The payment's outcome, replayed to a retry; `nil` while in flight.
     public var outcome: SendOutcome?
 
     /// A row as read from the database.

@@ -49,8 +49,11 @@ public struct LedgerSnapshot: Sendable {
 
 /// A `receipts` row: the signed receipt as JSON, and the columns it is found by.
 public struct StoredReceipt: Sendable, Hashable {
+    /// The receipt's id, which its signed body carries too.
     public var id: String
+    /// A ``ReceiptKind`` raw value: a payment's receipt or a refund's.
     public var kind: String
+    /// The session the receipt is for.
     public var sessionID: String
     /// The receipt as the API answers it (JSON).
     public var body: String
