@@ -8,6 +8,8 @@ extension SQLiteLedgerBackend {
         u.disabled_at IS NOT NULL AS user_disabled FROM api_keys k JOIN users u ON u.id = k.user_id
         """
 
+    /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer; the time is the store's
+    /// clock, read after it.
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
         let key = try await lookup { db in
             try Row.fetchOne(
@@ -19,6 +21,7 @@ extension SQLiteLedgerBackend {
         return key.map { ($0, LedgerTime.milliseconds(clock())) }
     }
 
+    /// One asynchronous read of the pool, in one snapshot.
     public func apiKeys(userID: String?) async throws -> [APIKey] {
         try await database.read { db in
             try Row.fetchAll(
@@ -29,6 +32,7 @@ extension SQLiteLedgerBackend {
         }
     }
 
+    /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer.
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await lookup { db in try Self.user(issuer: issuer, subject: subject, db) }
     }
@@ -52,6 +56,7 @@ extension SQLiteLedgerBackend {
 }
 
 extension SQLiteLedgerBackend.Transaction {
+    /// Runs on the writer connection, in the request's savepoint.
     public func insert(apiKey key: APIKey, hash: String) async throws {
         let now = self.now
         try sync { db in
@@ -65,6 +70,8 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// A plain read on the writer connection: the write lock keeps every other writer out until the batch commits, so
+    /// the key cannot change meanwhile.
     public func apiKey(id: String) async throws -> APIKey? {
         try sync { db in
             try Row.fetchOne(
@@ -75,6 +82,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// A revocation of a revoked key keeps its first time (`revoked_at IS NULL`).
     public func update(apiKey id: String, _ change: APIKeyChange) async throws {
         let now = self.now
         let sql =
@@ -85,12 +93,15 @@ extension SQLiteLedgerBackend.Transaction {
         try sync { db in try db.execute(cached: sql, arguments: [now, id]) }
     }
 
+    /// Read on the writer connection, so it sees the identities this transaction linked.
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try sync { db in
             try SQLiteLedgerBackend.user(issuer: issuer, subject: subject, db)
         }
     }
 
+    /// `INSERT … ON CONFLICT (issuer, subject) DO NOTHING`: with one writer, a concurrent first use committed before
+    /// this runs.
     public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
         let now = self.now
         return try sync { db in
@@ -126,6 +137,8 @@ extension APIKey {
 // Open registration: users with unconfirmed addresses, the codes mailed to confirm them, and the skeletons that keep
 // look-alike addresses apart.
 extension SQLiteLedgerBackend.Transaction {
+    /// `INSERT … ON CONFLICT DO NOTHING`: any unique index (the address or its skeleton) refuses the row; with one
+    /// writer, a concurrent insert committed before this runs.
     public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
         let now = self.now
         return try sync { db in
@@ -141,6 +154,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// Read on the writer connection, in the request's savepoint.
     public func emailConfirmed(userID: String) async throws -> Bool? {
         try sync { db in
             try Bool.fetchOne(
@@ -151,6 +165,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
     public func confirmEmail(userID: String) async throws {
         let now = self.now
         try sync { db in
@@ -161,6 +176,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// A plain read: the write lock keeps every other writer out until the batch commits, so no row lock is needed.
     public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
         try sync { db in
             try Row.fetchOne(
@@ -178,6 +194,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// An upsert on `user_id`.
     public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
         try sync { db in
             try db.execute(
@@ -191,6 +208,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// Does nothing when the user has no pending confirmation.
     public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
         try sync { db in
             try db.execute(
@@ -200,12 +218,14 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// Does nothing when the user has no pending confirmation.
     public func deleteEmailConfirmation(userID: String) async throws {
         try sync { db in
             try db.execute(cached: "DELETE FROM email_confirmations WHERE user_id = ?", arguments: [userID])
         }
     }
 
+    /// Ordered by `created_at`, then id.
     public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
         try sync { db in
             try Row.fetchAll(
@@ -216,6 +236,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One `UPDATE … WHERE NOT EXISTS`, atomic under the write lock.
     public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
         try sync { db in
             try db.execute(

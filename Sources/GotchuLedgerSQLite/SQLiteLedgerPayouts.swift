@@ -3,6 +3,7 @@ import GRDB
 public import GotchuLedger
 
 extension SQLiteLedgerBackend {
+    /// One asynchronous read of the pool, in one snapshot.
     public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await database.read { db in
             try Row.fetchAll(
@@ -19,6 +20,7 @@ extension SQLiteLedgerBackend {
 
 // The write lock serializes every transaction, so "for update" reads are plain reads here.
 extension SQLiteLedgerBackend.Transaction {
+    /// Through the pool's writer access (a thread hop), inside the request's savepoint.
     public func deposit(reference: String) async throws -> DepositRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(db, sql: "SELECT * FROM deposits WHERE reference = ?", arguments: [reference])
@@ -26,6 +28,8 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// `INSERT … ON CONFLICT (reference) DO NOTHING`: with one writer, a concurrent deposit with the reference
+    /// committed before this runs, so nothing waits here.
     public func insert(deposit: DepositRow) async throws -> Bool {
         try await database.writeWithoutTransaction { db in
             try db.execute(
@@ -41,6 +45,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// Through the pool's writer access (a thread hop), inside the request's savepoint.
     public func payout(userID: String, key: String) async throws -> PayoutRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(
@@ -51,12 +56,15 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// `forUpdate` changes nothing here: the write lock serializes every transaction, so of two operators resolving one
+    /// payout the second runs after the first and reads its outcome.
     public func payout(id: String, forUpdate: Bool) async throws -> PayoutRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(db, sql: "SELECT * FROM payouts WHERE id = ?", arguments: [id]).map { try PayoutRow($0) }
         }
     }
 
+    /// A second payout under the user's key breaks the unique index `payouts_key` and throws the database's error.
     public func insert(payout: PayoutRow) async throws {
         try await database.writeWithoutTransaction { db in
             try db.execute(
@@ -72,6 +80,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// Changes only a row still pending (`status = 'PENDING'`).
     public func resolve(
         payout id: String,
         status: PayoutStatus,
