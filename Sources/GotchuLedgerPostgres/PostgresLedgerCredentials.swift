@@ -3,6 +3,7 @@ public import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
+    /// One statement reads the key and the database's `clock_timestamp()`; an injected clock replaces the latter.
     public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
         // The database's clock in the same statement, so a key costs one round trip.
         let row = try await read { connection in
@@ -31,6 +32,7 @@ extension PostgresLedgerBackend {
         return (key, clock.map { LedgerTime.milliseconds($0()) } ?? now)
     }
 
+    /// One statement on a pooled connection, outside a transaction.
     public func apiKeys(userID: String?) async throws -> [APIKey] {
         try await read { connection in
             try await connection.rows(
@@ -42,6 +44,7 @@ extension PostgresLedgerBackend {
         }
     }
 
+    /// One statement on a pooled connection, outside a transaction.
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await read { connection in try await connection.user(issuer: issuer, subject: subject) }
     }
@@ -65,6 +68,7 @@ extension PostgresLedgerBackend.Connection {
 }
 
 extension PostgresLedgerBackend.Transaction {
+    /// One `INSERT` on the transaction's connection.
     public func insert(apiKey key: APIKey, hash: String) async throws {
         try await connection.execute(
             """
@@ -74,12 +78,15 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// The key's row is locked until the transaction ends (`FOR UPDATE OF k`), so two revocations run one after the
+    /// other.
     public func apiKey(id: String) async throws -> APIKey? {
         try await connection.rows(
             "SELECT \(unescaped: PostgresLedgerBackend.Connection.apiKeyColumns) WHERE k.id = \(id) FOR UPDATE OF k"
         ).first.map(APIKey.init)
     }
 
+    /// A revocation of a revoked key keeps its first time (`revoked_at IS NULL`).
     public func update(apiKey id: String, _ change: APIKeyChange) async throws {
         switch change {
         case .used:
@@ -91,10 +98,13 @@ extension PostgresLedgerBackend.Transaction {
         }
     }
 
+    /// Read on the transaction's connection, so it sees the identities this transaction linked.
     public func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await connection.user(issuer: issuer, subject: subject)
     }
 
+    /// `INSERT … ON CONFLICT (issuer, subject) DO NOTHING`: a concurrent first use waits on the primary key until the
+    /// other transaction ends, then inserts nothing if it committed.
     public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
         try await !connection.rows(
             """
@@ -128,6 +138,8 @@ extension APIKey {
 // Open registration: users with unconfirmed addresses, the codes mailed to confirm them, and the skeletons that keep
 // look-alike addresses apart.
 extension PostgresLedgerBackend.Transaction {
+    /// `INSERT … ON CONFLICT DO NOTHING`: any unique index (the address or its skeleton) refuses the row; a concurrent
+    /// insert of either waits for the other transaction, then inserts nothing if it committed.
     public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
         let confirmedAt: Int64? = confirmed ? now : nil
         // Any unique index refuses it: the address, or its skeleton (a concurrent insert of either waits for the
@@ -141,6 +153,7 @@ extension PostgresLedgerBackend.Transaction {
         ).isEmpty
     }
 
+    /// An unlocked read on the transaction's connection.
     public func emailConfirmed(userID: String) async throws -> Bool? {
         try await connection.first(
             "SELECT email_confirmed_at IS NOT NULL FROM users WHERE id = \(userID)",
@@ -148,12 +161,15 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
     public func confirmEmail(userID: String) async throws {
         try await connection.execute(
             "UPDATE users SET email_confirmed_at = \(now) WHERE id = \(userID) AND email_confirmed_at IS NULL"
         )
     }
 
+    /// The row is locked (`FOR UPDATE`): two confirmations of one account run one after the other, so each spends its
+    /// own attempt.
     public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
         try await connection.first(
             """
@@ -163,6 +179,7 @@ extension PostgresLedgerBackend.Transaction {
         ).map { EmailConfirmationRow(userID: userID, codeDigest: $0.0, expiresAt: $0.1, attemptsLeft: Int($0.2)) }
     }
 
+    /// An upsert on `user_id`.
     public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
         try await connection.execute(
             """
@@ -174,6 +191,7 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// Does nothing when the user has no pending confirmation.
     public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
         try await connection.execute(
             """
@@ -182,10 +200,12 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// Does nothing when the user has no pending confirmation.
     public func deleteEmailConfirmation(userID: String) async throws {
         try await connection.execute("DELETE FROM email_confirmations WHERE user_id = \(userID)")
     }
 
+    /// Ordered by `created_at`, then id.
     public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
         try await connection.rows(
             """
@@ -197,6 +217,7 @@ extension PostgresLedgerBackend.Transaction {
         }
     }
 
+    /// One `UPDATE … WHERE NOT EXISTS`; the unique index on the skeleton refuses a concurrent equal one.
     public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
         try await !connection.rows(
             """

@@ -3,6 +3,7 @@ public import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
+    /// One statement on a pooled connection, outside a transaction.
     public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await read { connection in
             try await connection.rows(
@@ -28,6 +29,7 @@ extension PostgresLedgerBackend.Connection {
 }
 
 extension PostgresLedgerBackend.Transaction {
+    /// An unlocked read on the transaction's connection.
     public func deposit(reference: String) async throws -> DepositRow? {
         try await connection.rows(
             """
@@ -48,6 +50,7 @@ extension PostgresLedgerBackend.Transaction {
         ).isEmpty
     }
 
+    /// An unlocked read: the caller holds the user's wallet locked, so the user's payout requests run one at a time.
     public func payout(userID: String, key: String) async throws -> PayoutRow? {
         try await connection.rows(
             """
@@ -68,6 +71,7 @@ extension PostgresLedgerBackend.Transaction {
         ).first.map { try PayoutRow($0) }
     }
 
+    /// A second payout under the user's key breaks the unique index `payouts_key` and throws the database's error.
     public func insert(payout: PayoutRow) async throws {
         try await connection.execute(
             """
@@ -78,6 +82,7 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// Changes only a row still pending (`status = 'PENDING'`).
     public func resolve(
         payout id: String,
         status: PayoutStatus,

@@ -3,6 +3,7 @@ public import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
+    /// One statement on a pooled connection, outside a transaction.
     public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
         try await read { connection in
             try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
@@ -49,6 +50,7 @@ extension PostgresLedgerBackend.Connection {
 }
 
 extension PostgresLedgerBackend.Transaction {
+    /// An unlocked read, its receipt's body joined.
     public func refund(requestedBy: String, key: String) async throws -> RefundRow? {
         try await connection.first(
             """
@@ -73,6 +75,7 @@ extension PostgresLedgerBackend.Transaction {
         }
     }
 
+    /// Read on the transaction's connection, so it counts this transaction's own entries.
     public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
         try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
     }
