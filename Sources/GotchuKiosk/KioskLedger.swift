@@ -191,6 +191,9 @@ public actor KioskLedger: KioskLedgerService {
 }
 
 extension KioskLedger {
+    /// Refunds `amountCents` of the paid session (`nil`: all of the amount paid not refunded yet, read from the
+    /// ledger) through ``perform(_:)``; where receipts are checked, the answer counts only once its refund receipt
+    /// verifies.
     public func refund(
         sid: String,
         amountCents: Cents?,

@@ -8,6 +8,7 @@ import Logging
 
 /// `gotchu kiosk`: the payment terminal daemon.
 public struct KioskCommand: AsyncParsableCommand {
+    /// The command's name, summary and help text, and its `calibrate` subcommand.
     public static let configuration = CommandConfiguration(
         commandName: "kiosk",
         abstract: KioskOptions.abstract,
@@ -20,6 +21,7 @@ public struct KioskCommand: AsyncParsableCommand {
     /// Creates the command with every option unset.
     public init() {}
 
+    /// Resolves the settings (flags, environment, file) and runs the daemon until SIGTERM or SIGINT.
     public func run() async throws { try await options.run() }
 }
 
@@ -140,6 +142,7 @@ public struct KioskOptions: ParsableArguments {
 
 /// `gotchu kiosk calibrate`: measures the terminal's RSSI 1 m from a phone and writes it into the config file.
 public struct KioskCalibrateCommand: AsyncParsableCommand {
+    /// The subcommand's name, summary and how to hold the phone.
     public static let configuration = CommandConfiguration(
         commandName: "calibrate",
         abstract: "Measure the terminal's signal 1 m from a phone and keep it as calibrated_rssi in the config file.",
@@ -169,6 +172,7 @@ public struct KioskCalibrateCommand: AsyncParsableCommand {
     /// Creates the command with every option unset.
     public init() {}
 
+    /// Refuses a scan time outside 5 to 300 seconds and an EID that is not 10 hex digits.
     public func validate() throws {
         guard (5...300).contains(seconds) else { throw ValidationError("--seconds must be from 5 to 300") }
         if let eid, EID(typed: eid) == nil {
@@ -176,6 +180,7 @@ public struct KioskCalibrateCommand: AsyncParsableCommand {
         }
     }
 
+    /// Scans, prints the median RSSI heard and, unless `--dry-run`, writes it to the config file.
     public func run() async throws {
         let settings = try options.resolve()
         guard dryRun || settings.file != nil else {

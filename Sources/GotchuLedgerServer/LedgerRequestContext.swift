@@ -13,6 +13,7 @@ public struct LedgerRequestContext: AuthRequestContext, RequestContext {
     /// The largest request body accepted; larger ones get 413.
     public static let maximumBodySize = 16 * 1024
 
+    /// Hummingbird's per-request state (logger, route parameters, endpoint path).
     public var coreContext: CoreRequestContextStorage
     /// The address of the connection's peer (the client, or the proxy in front of it).
     public let remoteAddress: SocketAddress?
@@ -22,12 +23,14 @@ public struct LedgerRequestContext: AuthRequestContext, RequestContext {
     /// ``LedgerAuthenticator``.
     var credentials: Credentials?
 
+    /// The context of a request arriving on `source`'s connection.
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
         self.connectionClosed = source.channel.closeFuture
     }
 
+    /// The body limit Hummingbird enforces: ``maximumBodySize``.
     public var maxUploadSize: Int { Self.maximumBodySize }
 
     /// Decodes bodies as the ledger's JSON, within ``maxUploadSize``, failing with the ledger's problems.
