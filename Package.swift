@@ -219,6 +219,19 @@ let package = Package(
             dependencies: ["GotchuSimulatedRadio", "GotchuDBus"],
             swiftSettings: swiftSettings
         ),
+        // Helpers for the ledger's tests, with no HTTP: a clock moved by hand, a fresh store of either kind, the
+        // throwaway PostgreSQL databases of GOTCHU_TEST_POSTGRES_URL.
+        .target(
+            name: "GotchuLedgerTesting",
+            dependencies: [
+                "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "gotchu",
             dependencies: [
@@ -262,11 +275,24 @@ let package = Package(
             dependencies: ["GotchuCore", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
+        // The ledger's rules against both stores, with no server: the engine's tests build and run in seconds.
+        .testTarget(
+            name: "GotchuLedgerTests",
+            dependencies: [
+                "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerStores",
+                "GotchuLedgerTesting", "GotchuCore", "GotchuAPI", "GotchuTesting", "GotchuSimulatedRadio",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores",
+                "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores", "GotchuLedgerTesting",
                 "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -373,7 +373,7 @@ struct AdminKeyCommandTests {
     func createListRevoke(store kind: StoreKind) async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
-        try await TestLedger.withStore(kind, clock: ManualClock()) { store, database, services in
+        try await TestStore.with(kind, clock: ManualClock()) { store, database, services in
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 for service in services { tasks.addTask { try await service.run() } }
                 defer { tasks.cancelAll() }

@@ -31,7 +31,7 @@ struct AuditTests {
 
     @Test("A sound ledger verifies, and every check says what it covered", arguments: StoreKind.available)
     func sound(store kind: StoreKind) async throws {
-        try await TestLedger.withStore(kind, clock: ManualClock()) { store, _, services in
+        try await TestStore.with(kind, clock: ManualClock()) { store, _, services in
             try await withServices(services) {
                 try await store.migrate()
                 _ = try await Self.fill(store, payments: 5)
@@ -48,7 +48,7 @@ struct AuditTests {
 
     @Test("One amount edited by hand in SQLite is found, named by its row; so is a deleted row")
     func editedAmount() async throws {
-        try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             _ = try await Self.fill(store, payments: 3)
             guard case .sqlite(let path) = database else { throw AuditTestError("not SQLite") }
             let queue = try DatabaseQueue(path: path)
@@ -76,7 +76,7 @@ struct AuditTests {
 
     @Test("Entries written before the chain existed are chained, oldest first, when the store next migrates")
     func backfill() async throws {
-        try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             _ = try await Self.fill(store, payments: 2)
             guard case .sqlite(let path) = database else { throw AuditTestError("not SQLite") }
             // As a ledger upgraded from before the chain holds them.
@@ -97,7 +97,7 @@ struct AuditTests {
 
     @Test("A balance edited by hand fails the balance check, naming the wallet")
     func editedBalance() async throws {
-        try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             let (payer, _) = try await Self.fill(store, payments: 1)
             guard case .sqlite(let path) = database else { throw AuditTestError("not SQLite") }
             try await DatabaseQueue(path: path).write { db in

@@ -417,7 +417,7 @@ struct CredentialTests {
         arguments: StoreKind.available
     )
     func costUpgrade(store: StoreKind) async throws {
-        try await TestLedger.withStore(store, policy: Self.policy, clock: ManualClock()) { store, _, services in
+        try await TestStore.with(store, policy: Self.policy, clock: ManualClock()) { store, _, services in
             try await withServices(services) {
                 try await store.migrate()
                 switch store {

@@ -30,7 +30,7 @@ struct DepositPayoutTests {
         _ kind: StoreKind,
         _ body: @Sendable (any LedgerStore, TestDatabase) async throws -> Void
     ) async throws {
-        try await TestLedger.withStore(kind, clock: ManualClock()) { store, database, services in
+        try await TestStore.with(kind, clock: ManualClock()) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 try await body(store, database)

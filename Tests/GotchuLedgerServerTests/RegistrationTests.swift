@@ -364,7 +364,7 @@ struct RegistrationTests {
     @Test("Upgrading fills in the skeletons of existing addresses; the older of two look-alikes keeps its own")
     func skeletonBackfill() async throws {
         let clock = ManualClock()
-        try await TestLedger.withStore(.sqlite, policy: Self.policy, clock: clock) { store, database, _ in
+        try await TestStore.with(.sqlite, policy: Self.policy, clock: clock) { store, database, _ in
             guard case .sqlite(let path) = database else { return }
             _ = try await store.login(email: "zoe@example.com")
             let queue = try DatabaseQueue(path: path)

@@ -305,7 +305,7 @@ struct SessionEventTests {
     @Test("Graceful shutdown ends open streams instead of waiting for them")
     func shutdownEndsStreams() async throws {
         let clock = ManualClock()
-        let ended = try await TestLedger.withStore(.sqlite, clock: clock) { store, _, services in
+        let ended = try await TestStore.with(.sqlite, clock: clock) { store, _, services in
             let tokens = try await TokenAuthority(secret: TestLedger.secret, clock: { clock.now() })
             let reader = try await LedgerServer.withRunning(store: store, tokens: tokens, limits: Self.noticesOnly) {
                 url in

@@ -4,47 +4,18 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerPostgres
-import GotchuLedgerSQLite
 import GotchuLedgerServer
+// The store harness, the clock and the PostgreSQL databases, shared with the engine's tests: every file here sees
+// them.
+@_exported public import GotchuLedgerTesting
 import GotchuTesting
 import Hummingbird
-import Logging
 import PostgresNIO
-import ServiceLifecycle
-import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-
-/// A clock the tests move by hand; the store and the token authority both read it.
-final class ManualClock: Sendable {
-    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(seconds: Double) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
-}
-
-/// The ledger stores the server suite runs against.
-enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    /// SQLite always; PostgreSQL when `GOTCHU_TEST_POSTGRES_URL` names a server (scripts/with-postgres sets it, and
-    /// CI always runs the tests under it). Without it the PostgreSQL cases are left out, and the test
-    /// "PostgreSQL is configured" says so as a skipped test.
-    static var available: [StoreKind] { TestPostgres.server == nil ? [.sqlite] : [.sqlite, .postgres] }
-
-    var testDescription: String { rawValue }
-}
-
-/// Where a test ledger keeps its data.
-enum TestDatabase: Sendable {
-    case sqlite(path: String)
-    case postgres(PostgresURL)
-}
 
 /// A real ledger server on a free loopback port, over a SQLite file in a fresh temporary directory or a fresh
 /// PostgreSQL database, with a clock the test moves.
@@ -82,7 +53,7 @@ struct TestLedger: Sendable {
             limits.clock = { clock.now() }
             return limits
         }()
-        return try await withStore(kind, policy: policy, clock: clock) { store, database, services in
+        return try await TestStore.with(kind, policy: policy, clock: clock) { store, database, services in
             let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
             return try await LedgerServer.withRunning(
                 store: store,
@@ -95,37 +66,6 @@ struct TestLedger: Sendable {
                 services: services
             ) { url in
                 try await body(TestLedger(url: url, store: store, clock: clock, database: database, tokens: tokens))
-            }
-        }
-    }
-
-    /// A fresh, unmigrated store of `kind` on `clock`, deleted afterwards; `services` must run while it is used
-    /// (the PostgreSQL pool).
-    static func withStore<T: Sendable>(
-        _ kind: StoreKind,
-        policy: LedgerPolicy = LedgerPolicy(),
-        clock: ManualClock,
-        _ body: @Sendable (any LedgerStore, TestDatabase, [any Service]) async throws -> T
-    ) async throws -> T {
-        switch kind {
-        case .sqlite:
-            let directory = try TemporaryDirectory(prefix: "gotchu-ledger")
-            defer { directory.remove() }
-            let path = directory.url.appendingPathComponent("ledger.sqlite").path
-            let store = try SQLiteLedgerStore(path: path, policy: policy, clock: { clock.now() })
-            try await store.migrate()
-            return try await body(store, .sqlite(path: path), [])
-        case .postgres:
-            return try await TestPostgres.withDatabase { url in
-                let logger = Logger(label: "test-ledger") { _ in SwiftLogNoOpLogHandler() }
-                let store = PostgresLedgerStore(
-                    url: url,
-                    policy: policy,
-                    clock: { clock.now() },
-                    maximumConnections: 8,
-                    logger: logger
-                )
-                return try await body(store, .postgres(url), [store.client])
             }
         }
     }

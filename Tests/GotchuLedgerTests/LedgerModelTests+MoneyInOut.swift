@@ -1,7 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerServer
+import GotchuLedger
 
 /// The model test's deposits and payouts: each answer against the oracle's; the step's audit and the batch's
 /// `ledger verify` (which checks every deposit and payout against its entries) follow as for every operation.

@@ -1,7 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerServer
+import GotchuLedger
 
 /// The oracle's deposits and payouts: what each must answer, and what it does to the balances.
 struct MoneyInOutModel {

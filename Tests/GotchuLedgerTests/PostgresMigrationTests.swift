@@ -1,5 +1,6 @@
+import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
+import GotchuLedgerTesting
 import Logging
 import PostgresNIO
 import Testing

@@ -1,7 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerServer
+import GotchuLedger
 
 /// An in-memory oracle of the ledger's rules, written from the API's contract (DESIGN.md) rather than from either
 /// store: what each operation must answer, and what every balance must be afterwards.

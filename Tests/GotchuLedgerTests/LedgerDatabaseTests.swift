@@ -1,6 +1,7 @@
 import Foundation
-import GotchuLedgerServer
+import GotchuLedger
 import GotchuLedgerStores
+import GotchuLedgerTesting
 import GotchuTesting
 import Logging
 import Testing

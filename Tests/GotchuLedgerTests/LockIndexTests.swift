@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
+import GotchuLedger
 import GotchuLedgerSQLite
-import GotchuLedgerServer
 import GotchuTesting
 import Testing
 

@@ -1,27 +1,20 @@
 import GRDB
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerServer
+import GotchuLedger
+import GotchuLedgerTesting
 import PostgresNIO
 import Testing
 
-@Suite("Ledger refusals: one domain type, problems at the edge, stored outcomes that still replay")
+/// The problem each refusal is answered with over HTTP is tested beside the server, in LedgerErrorProblemTests.
+@Suite("Ledger refusals: one domain type, stored outcomes that still replay")
 struct LedgerErrorTests {
-    @Test("Every refusal kind is answered with the problem type of the same name")
-    func mapping() {
-        for kind in LedgerError.Kind.allCases {
-            let problem = Problem(LedgerError(kind, detail: "why"))
-            #expect(problem.kind?.rawValue == kind.rawValue, "\(kind)")
-            #expect(problem.detail == "why")
-        }
-    }
-
     @Test(
         "A refusal stored under an idempotency key is replayed as the same kind and detail",
         arguments: StoreKind.available
     )
     func storedRefusal(store kind: StoreKind) async throws {
-        try await TestLedger.withStore(kind, clock: ManualClock()) { store, database, services in
+        try await TestStore.with(kind, clock: ManualClock()) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 let payee = try await store.login(email: "payee@example.com")

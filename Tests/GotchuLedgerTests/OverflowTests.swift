@@ -1,6 +1,7 @@
 import GotchuAPI
 import GotchuCore
-import GotchuLedgerServer
+import GotchuLedger
+import GotchuLedgerTesting
 import Testing
 
 @Suite("Amounts near the limits of Int64")
@@ -9,7 +10,7 @@ struct OverflowTests {
     func overflow(store kind: StoreKind) async throws {
         var policy = LedgerPolicy()
         policy.maximumAmount = .max
-        try await TestLedger.withStore(kind, policy: policy, clock: ManualClock()) { store, _, services in
+        try await TestStore.with(kind, policy: policy, clock: ManualClock()) { store, _, services in
             try await withServices(services) {
                 try await store.migrate()
                 let rich = try await store.login(email: "rich@example.com")

@@ -1,7 +1,8 @@
 import Foundation
 import GRDB
+import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
+import GotchuLedgerTesting
 import PostgresNIO
 import Testing
 
@@ -29,7 +30,7 @@ struct SchemaParityTests {
 
     @Test("Both migrated schemas have the same named indexes, on the same tables")
     func sameIndexes() async throws {
-        let sqlite = try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        let sqlite = try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             try await store.migrate()
             guard case .sqlite(let path) = database else { throw SchemaParityError("not an SQLite database") }
             // Named indexes only: SQLite names those behind PRIMARY KEY and UNIQUE `sqlite_autoindex_…`.
@@ -44,7 +45,7 @@ struct SchemaParityTests {
                 )
             }
         }
-        let postgres = try await TestLedger.withStore(.postgres, clock: ManualClock()) { store, database, services in
+        let postgres = try await TestStore.with(.postgres, clock: ManualClock()) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 guard case .postgres(let url) = database else { throw SchemaParityError("not a PostgreSQL database") }
@@ -72,12 +73,12 @@ struct SchemaParityTests {
 
     @Test("Every table and column of one migrated schema is in the other, with the same nullability")
     func sameColumns() async throws {
-        let sqlite = try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        let sqlite = try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             try await store.migrate()
             guard case .sqlite(let path) = database else { throw SchemaParityError("not an SQLite database") }
             return try await Self.sqliteColumns(path)
         }
-        let postgres = try await TestLedger.withStore(.postgres, clock: ManualClock()) { store, database, services in
+        let postgres = try await TestStore.with(.postgres, clock: ManualClock()) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 guard case .postgres(let url) = database else { throw SchemaParityError("not a PostgreSQL database") }
@@ -98,12 +99,12 @@ struct SchemaParityTests {
 
     @Test("Both migrated schemas have the same foreign keys and CHECK constraints")
     func sameConstraints() async throws {
-        let sqlite = try await TestLedger.withStore(.sqlite, clock: ManualClock()) { store, database, _ in
+        let sqlite = try await TestStore.with(.sqlite, clock: ManualClock()) { store, database, _ in
             try await store.migrate()
             guard case .sqlite(let path) = database else { throw SchemaParityError("not an SQLite database") }
             return try await Self.sqliteConstraints(path)
         }
-        let postgres = try await TestLedger.withStore(.postgres, clock: ManualClock()) { store, database, services in
+        let postgres = try await TestStore.with(.postgres, clock: ManualClock()) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 guard case .postgres(let url) = database else { throw SchemaParityError("not a PostgreSQL database") }

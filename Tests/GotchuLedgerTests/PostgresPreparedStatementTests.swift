@@ -1,7 +1,7 @@
 import GotchuAPI
 import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
+import GotchuLedgerTesting
 import Logging
 import PostgresNIO
 import Testing

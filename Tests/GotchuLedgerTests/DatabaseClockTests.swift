@@ -1,8 +1,9 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
+import GotchuLedgerTesting
 import Logging
 import PostgresNIO
 import Testing

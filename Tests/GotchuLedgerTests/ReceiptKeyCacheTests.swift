@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GotchuAPI
 import GotchuLedger
+import GotchuLedgerTesting
 import Testing
 
 @testable import GotchuLedgerSQLite

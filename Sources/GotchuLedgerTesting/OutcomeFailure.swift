@@ -1,9 +1,9 @@
-import GRDB
+package import GRDB
 
 /// A SQLite ledger file whose payments fail at their last write, the outcome under their key, until lifted: what a
 /// crash or a full disk at that moment leaves behind.
-enum OutcomeFailure {
-    static func impose(on database: DatabaseQueue) async throws {
+package enum OutcomeFailure {
+    package static func impose(on database: DatabaseQueue) async throws {
         try await database.write { db in
             try db.execute(
                 sql: """
@@ -14,7 +14,7 @@ enum OutcomeFailure {
         }
     }
 
-    static func lift(on database: DatabaseQueue) async throws {
+    package static func lift(on database: DatabaseQueue) async throws {
         try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_outcome") }
     }
 }

@@ -2,8 +2,9 @@ import Foundation
 import GRDB
 import GotchuAPI
 import GotchuCore
+import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
+import GotchuLedgerTesting
 import GotchuSimulatedRadio
 import PostgresNIO
 import Testing
@@ -51,7 +52,7 @@ struct LedgerModelTests {
 
     static func run(_ kind: StoreKind, seed: UInt64, steps: Int) async throws {
         let clock = ManualClock()
-        try await TestLedger.withStore(kind, clock: clock) { store, database, services in
+        try await TestStore.with(kind, clock: clock) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 var driver = try await Driver(store: store, database: database, clock: clock, seed: seed)

@@ -1,5 +1,5 @@
+import GotchuLedger
 import GotchuLedgerPostgres
-import GotchuLedgerServer
 import Testing
 
 @Suite("postgres:// URLs")
