@@ -9,6 +9,11 @@ package import Testing
 package enum TestPostgres {
     package static let variable = "GOTCHU_TEST_POSTGRES_URL"
 
+    /// How long a test's store waits for a database connection before refusing a request as unavailable: far longer
+    /// than the server's few seconds, since a test that means to see an outage sets its own, and a pool of a few
+    /// connections on a machine whose cores are busy may take seconds to hand one over.
+    package static let connectionWait: Duration = .seconds(120)
+
     /// Whether the variable is set; when it is, the PostgreSQL tests run (and fail if it is not a usable URL).
     package static let isConfigured = ProcessInfo.processInfo.environment[variable] != nil
 

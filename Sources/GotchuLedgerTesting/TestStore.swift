@@ -52,6 +52,7 @@ package enum TestStore {
                     policy: policy,
                     clock: { clock.now() },
                     maximumConnections: 8,
+                    connectionWait: TestPostgres.connectionWait,
                     logger: logger
                 )
                 return try await body(store, .postgres(url), [store.client])

@@ -19,6 +19,10 @@ package struct GotchuProcesses: Sendable {
             "XDG_STATE_HOME": home.appendingPathComponent("state").path,
             "XDG_DATA_HOME": home.appendingPathComponent("data").path,
             "XDG_RUNTIME_DIR": directory.url.appendingPathComponent("runtime").path,
+            // A server on PostgreSQL waits up to a minute for a connection, not the few seconds it would in
+            // production: on a machine whose cores are busy a small pool may take that long, and a test that means
+            // to see an outage says so itself.
+            "GOTCHU_SERVER_DB_CONNECTION_WAIT": "60",
         ].merging(extra) { $1 }
     }
 

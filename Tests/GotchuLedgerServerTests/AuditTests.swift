@@ -144,7 +144,14 @@ struct AuditTests {
     func concurrentPostgres() async throws {
         try await TestPostgres.withDatabase { url in
             let logger = Logger(label: "audit-test") { _ in SwiftLogNoOpLogHandler() }
-            let stores = (0..<2).map { _ in PostgresLedgerStore(url: url, maximumConnections: 8, logger: logger) }
+            let stores = (0..<2).map { _ in
+                PostgresLedgerStore(
+                    url: url,
+                    maximumConnections: 8,
+                    connectionWait: TestPostgres.connectionWait,
+                    logger: logger
+                )
+            }
             try await withServices(stores.map(\.client)) {
                 try await stores[0].migrate()
                 try await stores[1].migrate()

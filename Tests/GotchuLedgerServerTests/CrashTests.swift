@@ -131,7 +131,12 @@ struct CrashTests {
             #expect(try await server.stop(signal: SIGTERM) == 0)
 
             let logger = Logger(label: "crash-test") { _ in SwiftLogNoOpLogHandler() }
-            let store = PostgresLedgerStore(url: database, maximumConnections: 2, logger: logger)
+            let store = PostgresLedgerStore(
+                url: database,
+                maximumConnections: 2,
+                connectionWait: TestPostgres.connectionWait,
+                logger: logger
+            )
             try await withServices([store.client]) {
                 let audit = try await store.audit()
                 #expect(audit.isHealthy, "\(audit)")

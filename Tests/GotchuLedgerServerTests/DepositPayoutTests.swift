@@ -376,7 +376,14 @@ struct DepositPayoutTests {
         case .postgres:
             try await TestPostgres.withDatabase { url in
                 let logger = Logger(label: "test-payouts") { _ in SwiftLogNoOpLogHandler() }
-                let stores = (0..<2).map { _ in PostgresLedgerStore(url: url, maximumConnections: 4, logger: logger) }
+                let stores = (0..<2).map { _ in
+                    PostgresLedgerStore(
+                        url: url,
+                        maximumConnections: 4,
+                        connectionWait: TestPostgres.connectionWait,
+                        logger: logger
+                    )
+                }
                 try await withServices(stores.map(\.client)) {
                     try await stores[0].migrate()
                     try await stores[1].migrate()

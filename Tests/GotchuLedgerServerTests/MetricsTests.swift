@@ -178,7 +178,12 @@ struct MetricsTests {
     func postgresPoolUsage() async throws {
         try await TestPostgres.withDatabase { url in
             let logger = Logger(label: "pool-test") { _ in SwiftLogNoOpLogHandler() }
-            let store = PostgresLedgerStore(url: url, maximumConnections: 2, logger: logger)
+            let store = PostgresLedgerStore(
+                url: url,
+                maximumConnections: 2,
+                connectionWait: TestPostgres.connectionWait,
+                logger: logger
+            )
             try await withServices([store.client]) {
                 try await store.migrate()
                 #expect(await store.poolUsage() == LedgerPoolUsage(inUse: 0, waiting: 0, maximum: 2))

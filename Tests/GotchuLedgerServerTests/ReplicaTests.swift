@@ -24,7 +24,13 @@ struct TestReplicas: Sendable {
             let logger = Logger(label: "test-replicas") { _ in SwiftLogNoOpLogHandler() }
             let tokens = try await TokenAuthority(secret: TestLedger.secret)
             let stores = (0..<count).map { _ in
-                PostgresLedgerStore(url: url, policy: policy, maximumConnections: 8, logger: logger)
+                PostgresLedgerStore(
+                    url: url,
+                    policy: policy,
+                    maximumConnections: 8,
+                    connectionWait: TestPostgres.connectionWait,
+                    logger: logger
+                )
             }
             return try await LedgerServer.withRunning(
                 stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },

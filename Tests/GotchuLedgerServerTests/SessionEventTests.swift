@@ -359,7 +359,14 @@ struct ReplicaEventTests {
         try await TestPostgres.withDatabase { url in
             let logger = Logger(label: "test-replicas") { _ in SwiftLogNoOpLogHandler() }
             let tokens = try await TokenAuthority(secret: TestLedger.secret)
-            let stores = (0..<2).map { _ in PostgresLedgerStore(url: url, maximumConnections: 8, logger: logger) }
+            let stores = (0..<2).map { _ in
+                PostgresLedgerStore(
+                    url: url,
+                    maximumConnections: 8,
+                    connectionWait: TestPostgres.connectionWait,
+                    logger: logger
+                )
+            }
             try await LedgerServer.withRunning(
                 stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },
                 tokens: tokens,

@@ -17,7 +17,7 @@ import Testing
 
 /// The server around an outage of its store: a database that goes away and comes back, a disk that fills and frees.
 /// Each refusal is quick and says why, health splits into liveness and readiness, and nothing is half-written.
-@Suite("Store outages")
+@Suite("Store outages", .timeLimit(.minutes(3)))
 struct StoreOutageTests {
     @Test(
         "PostgreSQL away: 503 database-unavailable with Retry-After at once, not-ready, live; logins are not held against the account",

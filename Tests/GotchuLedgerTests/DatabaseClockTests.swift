@@ -23,7 +23,12 @@ struct DatabaseClockTests {
                 // A day behind ours: judged by our clock, every session would have expired before it was created.
                 try await clock.install(shift: -86_400)
                 let logger = Logger(label: "database-clock") { _ in SwiftLogNoOpLogHandler() }
-                let store = PostgresLedgerStore(url: url, policy: policy, logger: logger)
+                let store = PostgresLedgerStore(
+                    url: url,
+                    policy: policy,
+                    connectionWait: TestPostgres.connectionWait,
+                    logger: logger
+                )
                 try await withServices([store.client]) {
                     try await store.migrate()
                     let payee = try await store.login(email: "payee@example.com")

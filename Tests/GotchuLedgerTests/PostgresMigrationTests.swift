@@ -11,7 +11,14 @@ struct PostgresMigrationTests {
     func concurrentMigrations() async throws {
         try await TestPostgres.withDatabase { url in
             let logger = Logger(label: "migrations") { _ in SwiftLogNoOpLogHandler() }
-            let stores = (0..<4).map { _ in PostgresLedgerStore(url: url, maximumConnections: 2, logger: logger) }
+            let stores = (0..<4).map { _ in
+                PostgresLedgerStore(
+                    url: url,
+                    maximumConnections: 2,
+                    connectionWait: TestPostgres.connectionWait,
+                    logger: logger
+                )
+            }
             try await withServices(stores.map(\.client)) {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for store in stores { group.addTask { try await store.migrate() } }

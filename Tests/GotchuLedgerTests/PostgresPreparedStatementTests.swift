@@ -77,7 +77,12 @@ struct PostgresPreparedStatementTests {
         try await TestPostgres.withDatabase { url in
             var configured = url
             configured.preparesStatements = preparesStatements
-            let store = PostgresLedgerStore(url: configured, maximumConnections: 1, logger: logger)
+            let store = PostgresLedgerStore(
+                url: configured,
+                maximumConnections: 1,
+                connectionWait: TestPostgres.connectionWait,
+                logger: logger
+            )
             try await withServices([store.client]) {
                 try await store.migrate()
                 let payee = try await store.login(email: "payee@example.com")
