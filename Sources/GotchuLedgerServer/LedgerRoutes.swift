@@ -112,7 +112,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     )
                 }
                 outage.recovered(logger: context.logger)
-                return try json(HealthResponse(status: "ready"))
+                return try json(HealthResponse(status: "ok"))
             },
             LedgerRoute(.get, "/openapi.yaml", "openapi") { _, _ in
                 var headers = HTTPFields()
