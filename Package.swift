@@ -103,6 +103,8 @@ let package = Package(
             name: "GotchuLedgerServer",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuSystemd",
+                // PrivateFile: the generated development secret is written as the client writes its tokens.
+                "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -1,4 +1,5 @@
 public import Foundation
+import GotchuLedgerClient
 import GotchuSystemd
 import Hummingbird
 public import Logging
@@ -124,36 +125,12 @@ extension LedgerServer {
         if let existing = try? String(contentsOf: file, encoding: .utf8), existing.utf8.count >= 32 { return existing }
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-        try writePrivate(Data(secret.utf8), to: file)
-        return secret
-    }
-
-    /// Writes `contents` to `file` readable by its owner only (0600), its directory owner-only (0700), replacing it
-    /// atomically.
-    private static func writePrivate(_ contents: Data, to file: URL) throws(SetupError) {
-        let directory = file.deletingLastPathComponent()
         do {
-            try FileManager.default.createDirectory(
-                at: directory,
-                withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700]
-            )
+            try PrivateFile.write(Data(secret.utf8), to: file)
         } catch {
-            throw SetupError("cannot create \(directory.path): \(error.localizedDescription)")
+            throw SetupError(error.description)
         }
-        let temporary = file.appendingPathExtension("tmp-\(getpid())")
-        guard
-            FileManager.default.createFile(
-                atPath: temporary.path,
-                contents: contents,
-                attributes: [.posixPermissions: 0o600]
-            )
-        else { throw SetupError("cannot write \(temporary.path)") }
-        guard rename(temporary.path, file.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(at: temporary)
-            throw SetupError("cannot write \(file.path): \(reason)")
-        }
+        return secret
     }
 
     /// What mails registrants their codes: the mail command, or on a development server without one the log.

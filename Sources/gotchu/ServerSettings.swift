@@ -1,3 +1,5 @@
+// `stat` resolves to CoreFoundation's declaration once the store and client modules are in the graph.
+import CoreFoundation
 import Foundation
 import GotchuLedgerServer
 import GotchuLedgerStores
