@@ -128,6 +128,22 @@ struct StoreOutageTests {
         #expect(report.isValid, "\(report.failure ?? "")")
     }
 
+    @Test("An outage is logged once when it begins, again only if its cause changes, and once when it ends")
+    func outageLoggedOncePerEpisode() {
+        let records = LogRecords()
+        let logger = Logger(label: "outage-test") { _ in CapturingLogHandler(records) }
+        let outage = StoreOutage()
+        let away = LedgerError(.databaseUnavailable, detail: "away")
+        let full = LedgerError(.storageFull, detail: "full")
+        for _ in 0..<100 { outage.failed(away, logger: logger) }
+        for _ in 0..<100 { outage.failed(full, logger: logger) }
+        outage.recovered(logger: logger)
+        outage.recovered(logger: logger)
+        let lines = records.all.map { ($0.level, $0.metadata["reason"] ?? "") }
+        #expect(lines.map(\.0) == [.error, .error, .notice])
+        #expect(lines.map(\.1) == ["database-unavailable", "storage-full", "storage-full"])
+    }
+
     @Test("Logins that fail for the server's reasons are taken back from the back-off; wrong passwords still count")
     func loginThrottleCountsOnlyWrongCredentials() throws {
         var backoff = LoginBackoff()
