@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "gotchu", targets: ["gotchu"]),
         .executable(name: "gotchu-kiosk", targets: ["gotchu-kiosk"]),
         .library(name: "GotchuCore", targets: ["GotchuCore"]),
+        .library(name: "GotchuReceipts", targets: ["GotchuReceipts"]),
         .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
         .library(name: "GotchuLedgerStores", targets: ["GotchuLedgerStores"]),
@@ -49,11 +50,17 @@ let package = Package(
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
         .target(name: "GotchuCore", swiftSettings: swiftSettings),
-        // Codable wire types and problem types shared by server and client, and signed receipts (their canonical
-        // bytes and verification, once for the server and every client).
+        // Signed receipts: the ledger's statement that money moved, their canonical bytes and JSON, signing and
+        // verification, once for the ledger, its server and every client.
+        .target(
+            name: "GotchuReceipts",
+            dependencies: ["GotchuCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // Codable wire types and problem types shared by server and client.
         .target(
             name: "GotchuAPI",
-            dependencies: ["GotchuCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["GotchuCore", "GotchuReceipts"],
             swiftSettings: swiftSettings
         ),
         // The ledger's rules, once: operations, domain errors and the backend protocol; no HTTP, no database.
@@ -61,7 +68,7 @@ let package = Package(
         .target(
             name: "GotchuLedger",
             dependencies: [
-                "GotchuCore", "GotchuAPI",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -71,7 +78,8 @@ let package = Package(
         .target(
             name: "GotchuLedgerSQLite",
             dependencies: [
-                "GotchuLedger", "GotchuCore", "GotchuAPI", .product(name: "GRDB", package: "GRDB.swift"),
+                "GotchuLedger", "GotchuCore", "GotchuAPI", "GotchuReceipts",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 // Rows decoded by position, straight from the stepped statement.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
@@ -80,7 +88,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerPostgres",
             dependencies: [
-                "GotchuLedger", "GotchuCore", "GotchuAPI",
+                "GotchuLedger", "GotchuCore", "GotchuAPI", "GotchuReceipts",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -102,7 +110,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuSystemd",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -129,7 +137,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerClient",
             dependencies: [
-                "GotchuCore", "GotchuAPI",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -154,7 +162,7 @@ let package = Package(
         .target(
             name: "GotchuPeer",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedgerClient",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -191,7 +199,8 @@ let package = Package(
         .target(
             name: "GotchuKiosk",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedgerClient", "GotchuDBus", "GotchuBlueZ", "GotchuSimulatedRadio",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerClient", "GotchuDBus", "GotchuBlueZ",
+                "GotchuSimulatedRadio",
                 "GotchuSystemd", "GotchuKioskClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -237,7 +246,8 @@ let package = Package(
         .executableTarget(
             name: "gotchu",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerServer", "GotchuLedgerSQLite",
+                "GotchuLedgerPostgres",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging", "GotchuSettings",
@@ -282,7 +292,8 @@ let package = Package(
             name: "GotchuLedgerTests",
             dependencies: [
                 "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerStores",
-                "GotchuLedgerTesting", "GotchuCore", "GotchuAPI", "GotchuTesting", "GotchuSimulatedRadio",
+                "GotchuLedgerTesting", "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuTesting",
+                "GotchuSimulatedRadio",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -294,6 +305,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
+                "GotchuReceipts",
                 "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores", "GotchuLedgerTesting",
                 "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -336,7 +348,8 @@ let package = Package(
         .testTarget(
             name: "GotchuPeerTests",
             dependencies: [
-                "GotchuPeer", "GotchuTesting", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI", "GotchuCore",
+                "GotchuPeer", "GotchuTesting", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
+                "GotchuReceipts", "GotchuCore",
             ],
             swiftSettings: swiftSettings
         ),
@@ -344,7 +357,7 @@ let package = Package(
             name: "GotchuKioskTests",
             dependencies: [
                 "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
-                "GotchuLedgerClient", "GotchuAPI", "GotchuSettings",
+                "GotchuLedgerClient", "GotchuAPI", "GotchuReceipts", "GotchuSettings",
                 "GotchuCore", "GotchuKioskCLI", "GotchuKioskClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

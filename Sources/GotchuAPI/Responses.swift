@@ -1,5 +1,6 @@
 public import Foundation
 public import GotchuCore
+public import GotchuReceipts
 
 // Response bodies. Clients decode amounts leniently: integers or strings of digits.
 

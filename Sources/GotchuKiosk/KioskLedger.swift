@@ -2,6 +2,7 @@ public import Foundation
 public import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
+import GotchuReceipts
 
 /// The ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
 /// answer them in memory.

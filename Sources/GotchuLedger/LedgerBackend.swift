@@ -1,6 +1,7 @@
 import Foundation
 public import GotchuAPI
 public import GotchuCore
+public import GotchuReceipts
 
 /// The database under a ``LedgerEngine``: transactions and the row reads and writes the engine's rules are made of,
 /// and nothing else. The rules (what is checked, in which order, what is written) live once in the engine; a

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 public import GotchuAPI
 public import GotchuCore
+import GotchuReceipts
 
 /// The ledger's hash chain: every entry stores SHA-256 over the previous entry's hash and its own canonical bytes,
 /// so editing, inserting or deleting a row breaks the chain from that row on.

@@ -1,6 +1,7 @@
 import Foundation
 public import GotchuAPI
 public import GotchuCore
+import GotchuReceipts
 
 /// Where a page of a wallet's history ends: the sequence number and id of its last (oldest) entry. The next page
 /// holds the entries before it, so entries written meanwhile (all newer) never shift a page, and each entry is on

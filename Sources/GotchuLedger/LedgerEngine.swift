@@ -1,6 +1,7 @@
 import Foundation
 public import GotchuAPI
 public import GotchuCore
+public import GotchuReceipts
 import Synchronization
 
 /// The ledger's operations, each written once: what is read, what is checked in which order, and what is written,
@@ -545,7 +546,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 keyID: ""
             )
         )
-        let body = String(decoding: try APIJSON.encoder().encode(receipt), as: UTF8.self)
+        let body = String(decoding: receipt.canonicalJSON, as: UTF8.self)
         try await transaction.insert(receipt: StoredReceipt(id: id, kind: kind.rawValue, sessionID: sid, body: body))
         return (id, body, receipt)
     }

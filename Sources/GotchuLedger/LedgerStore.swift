@@ -1,6 +1,7 @@
 public import Foundation
 public import GotchuAPI
 public import GotchuCore
+public import GotchuReceipts
 
 /// The rules a ledger store enforces, the same for every backend.
 public struct LedgerPolicy: Sendable, Hashable {

@@ -1,6 +1,7 @@
 import Foundation
-public import GotchuAPI
+import GotchuAPI
 import GotchuCore
+public import GotchuReceipts
 
 /// Everything `gotchu ledger verify` reads, from one snapshot of the database.
 public struct LedgerSnapshot: Sendable {
@@ -69,7 +70,7 @@ public struct StoredReceipt: Sendable, Hashable {
     /// The receipt, decoded; a row that does not decode is an inconsistency.
     public func receipt() throws(LedgerError) -> Receipt {
         do {
-            return try APIJSON.decoder().decode(Receipt.self, from: Data(body.utf8))
+            return try Receipt(json: Data(body.utf8))
         } catch {
             throw LedgerError(.inconsistent, detail: "receipt \(id) is not a readable receipt")
         }

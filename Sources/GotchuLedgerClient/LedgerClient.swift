@@ -2,6 +2,7 @@ import AsyncHTTPClient
 public import Foundation
 public import GotchuAPI
 public import GotchuCore
+public import GotchuReceipts
 import NIOCore
 import NIOHTTP1
 

@@ -1,6 +1,7 @@
 public import Foundation
-public import GotchuAPI
+import GotchuAPI
 public import GotchuCore
+public import GotchuReceipts
 
 #if canImport(Glibc)
     import Glibc

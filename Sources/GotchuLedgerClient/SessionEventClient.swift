@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 public import GotchuAPI
+import GotchuReceipts
 import NIOCore
 import NIOHTTP1
 import Synchronization

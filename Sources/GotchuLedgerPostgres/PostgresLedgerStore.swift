@@ -2,6 +2,7 @@ public import Foundation
 public import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
+public import GotchuReceipts
 public import Logging
 public import PostgresNIO
 import Synchronization

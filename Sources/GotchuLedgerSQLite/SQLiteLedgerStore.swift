@@ -3,6 +3,7 @@ import GRDB
 public import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
+public import GotchuReceipts
 
 /// The embedded ledger store: the ``LedgerEngine`` over one SQLite file.
 public typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 public import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuReceipts
 import JWTKit
 import NIOCore
 import NIOHTTP1

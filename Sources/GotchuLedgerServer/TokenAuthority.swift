@@ -1,6 +1,7 @@
 public import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuReceipts
 import JWTKit
 
 /// Issues and checks the bearer tokens of the ledger API: HS256 JWTs with subject, issuer, issue and expiry times.

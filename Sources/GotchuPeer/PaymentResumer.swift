@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 public import GotchuCore
 public import GotchuLedgerClient
+import GotchuReceipts
 
 /// Finishes payments the journal left pending (a crash, a lost response): each is sent again with its own key, so
 /// the ledger either runs it once or replays the outcome it already has.

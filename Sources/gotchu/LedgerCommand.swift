@@ -3,6 +3,7 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerServer
 import GotchuLedgerStores
+import GotchuReceipts
 
 struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,6 +3,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
+import GotchuReceipts
 
 struct RefundCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,7 @@ import GotchuDBus
 import GotchuKiosk
 import GotchuKioskClient
 import GotchuLedgerClient
+import GotchuReceipts
 import GotchuTesting
 import Testing
 

@@ -3,6 +3,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuKiosk
 import GotchuLedgerClient
+import GotchuReceipts
 import GotchuSimulatedRadio
 import GotchuTesting
 import Logging

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuReceipts
 import Testing
 
 @Suite struct Base64URLTests {

@@ -3,6 +3,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import GotchuReceipts
 import GotchuTesting
 import HTTPTypes
 import Hummingbird

@@ -3,6 +3,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerServer
+import GotchuReceipts
 import Testing
 
 /// A session of `payee` paid by `payer`.

@@ -3,6 +3,7 @@ import GRDB
 import GotchuAPI
 import GotchuLedger
 import GotchuLedgerTesting
+import GotchuReceipts
 import Testing
 
 @testable import GotchuLedgerSQLite

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerClient
 import GotchuPeer
+import GotchuReceipts
 import GotchuTesting
 import Testing
 

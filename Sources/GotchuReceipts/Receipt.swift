@@ -134,11 +134,23 @@ public struct Receipt: Codable, Hashable, Sendable {
         return Base64URL.encode(Data(SHA256.hash(data: bytes)))
     }
 
-    /// The receipt as JSON exactly as the ledger writes it (``APIJSON/encoder()``: compact, keys sorted, amounts as
-    /// integers): its one spelling, which ``init(strictJSON:)`` requires.
+    /// The receipt as JSON exactly as the ledger writes it, stores it and answers it (compact, keys sorted, amounts
+    /// as integers, the same bytes inside an API answer): its one spelling, which ``init(strictJSON:)`` requires.
     public var canonicalJSON: Data {
         // Strings, integers and an array of strings always encode.
-        (try? APIJSON.encoder().encode(self)) ?? Data()
+        (try? ReceiptJSON.encoder().encode(self)) ?? Data()
+    }
+
+    /// A receipt read from JSON as a ledger wrote it (``canonicalJSON``; amounts may also be strings of digits), with
+    /// none of the checks of ``init(strictJSON:)``: for text that comes from the ledger's own store.
+    public init(json: Data) throws(ReceiptError) {
+        do {
+            self = try ReceiptJSON.decoder().decode(Receipt.self, from: json)
+        } catch let DecodingError.dataCorrupted(context) {
+            throw ReceiptError("not a receipt: \(context.debugDescription)")
+        } catch {
+            throw ReceiptError("not a receipt (a JSON object with id, kind, sid, …, kid and signature): \(error)")
+        }
     }
 
     /// A receipt read strictly from `json`, the text someone presented: the whole text must be JSON in which no object
@@ -159,14 +171,7 @@ public struct Receipt: Codable, Hashable, Sendable {
         let start = bytes.firstIndex { !StrictJSON.isWhitespace($0) } ?? bytes.endIndex
         let end = (bytes.lastIndex { !StrictJSON.isWhitespace($0) }).map { $0 + 1 } ?? start
         let text = bytes[start..<end]
-        let receipt: Receipt
-        do {
-            receipt = try APIJSON.decoder().decode(Receipt.self, from: Data(text))
-        } catch let DecodingError.dataCorrupted(context) {
-            throw ReceiptError("not a receipt: \(context.debugDescription)")
-        } catch {
-            throw ReceiptError("not a receipt (a JSON object with id, kind, sid, …, kid and signature): \(error)")
-        }
+        let receipt = try Receipt(json: Data(text))
         guard text.elementsEqual(receipt.canonicalJSON) else {
             throw ReceiptError(
                 "the receipt is not spelled as the ledger wrote it (compact JSON, keys sorted, amounts as integers), "
@@ -348,7 +353,7 @@ public struct ReceiptKeySet: Codable, Hashable, Sendable {
     public static func decode(_ data: Data) throws(ReceiptError) -> ReceiptKeySet {
         let set: ReceiptKeySet
         do {
-            set = try APIJSON.decoder().decode(ReceiptKeySet.self, from: data)
+            set = try ReceiptJSON.decoder().decode(ReceiptKeySet.self, from: data)
         } catch {
             throw ReceiptError("not a receipt key set (a JSON object with \"keys\": [{kty, crv, x, kid}]): \(error)")
         }
@@ -469,4 +474,16 @@ public enum Base64URL {
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         return Data(base64Encoded: base64)
     }
+}
+
+/// How receipts and receipt keys are spelled in JSON: compact, keys sorted, `/` not escaped, as the ledger API
+/// spells every body. Neither holds a date, so no date format is part of it.
+enum ReceiptJSON {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder { JSONDecoder() }
 }
