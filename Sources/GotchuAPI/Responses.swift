@@ -32,14 +32,6 @@ public struct LoginResponse: Codable, Hashable, Sendable {
     }
 }
 
-/// Which side of a transfer an entry records.
-public enum EntryDirection: String, Codable, Hashable, Sendable {
-    /// Money out of the wallet.
-    case debit = "DEBIT"
-    /// Money into the wallet.
-    case credit = "CREDIT"
-}
-
 /// One ledger entry of a wallet.
 public struct LedgerEntry: Codable, Hashable, Sendable {
     /// The entry's id.
@@ -264,25 +256,6 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
         self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
         self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
     }
-}
-
-/// Where a payment session is in its life.
-public enum SessionStatus: String, Codable, Hashable, Sendable, CaseIterable {
-    /// Made, not yet advertised (no current ledger reports it; older ones did).
-    case created = "CREATED"
-    /// Open and unlocked: waiting for a payer to lock it.
-    case advertising = "ADVERTISING"
-    /// A payer holds a lock that has not lapsed; only that payer may pay it.
-    case locked = "LOCKED"
-    /// Paid: the money moved. Final (a refund leaves it paid).
-    case paid = "PAID"
-    /// Its lifetime ended unpaid. Final.
-    case expired = "EXPIRED"
-    /// Cancelled by its payee before it was paid. Final.
-    case cancelled = "CANCELLED"
-
-    /// Whether the session can still change hands: neither paid, expired nor cancelled.
-    public var isLive: Bool { self == .created || self == .advertising || self == .locked }
 }
 
 /// `GET /sessions/{sid}`: the session as its payee or lock holder sees it.
@@ -534,14 +507,6 @@ public struct WalletEntriesResponse: Codable, Hashable, Sendable {
         // `null` on the last page rather than a missing key: "no more" is said, not implied.
         try container.encode(nextCursor, forKey: .nextCursor)
     }
-}
-
-/// How many entries a page of `GET /wallet/entries` holds.
-public enum EntryPageSize {
-    /// Without `limit`.
-    public static let `default` = 50
-    /// The most a page holds.
-    public static let maximum = 500
 }
 
 /// `POST /auth/register` → 202, the same whatever the address: a mail went to it, with a code to confirm it (or,

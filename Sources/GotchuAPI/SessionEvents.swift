@@ -1,3 +1,5 @@
+public import GotchuCore
+
 /// What happened to a session, as `GET /sessions/{sid}/events` names it in each event's `event:` field.
 ///
 /// The stream carries states, not a log: each event's data is the session's status after the change, and a change

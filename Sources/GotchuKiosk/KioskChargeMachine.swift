@@ -1,5 +1,5 @@
 public import Foundation
-public import GotchuAPI
+import GotchuAPI
 public import GotchuCore
 
 /// The kiosk's charge flow, without I/O: a charge from the point-of-sale → a ledger session created with a key that

@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 import GotchuReceipts
 

@@ -1,5 +1,6 @@
 public import Foundation
 public import GotchuAPI
+public import GotchuCore
 import Synchronization
 
 /// What a change notice says beyond "this session changed": watchers re-read the session either way.

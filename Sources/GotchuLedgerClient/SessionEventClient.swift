@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 public import GotchuAPI
+public import GotchuCore
 import GotchuReceipts
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,5 @@
 import GotchuAPI
+import GotchuCore
 public import GotchuLedger
 import PostgresNIO
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import GotchuAPI
+import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerPostgres
 import GotchuLedgerServer

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuCore
 import Testing
 
 @Suite("Client decoding")
