@@ -68,7 +68,7 @@ let package = Package(
         .target(
             name: "GotchuLedger",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuReceipts",
+                "GotchuCore", "GotchuReceipts",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -78,8 +78,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerSQLite",
             dependencies: [
-                "GotchuLedger", "GotchuCore", "GotchuAPI", "GotchuReceipts",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "GotchuLedger", "GotchuCore", "GotchuReceipts", .product(name: "GRDB", package: "GRDB.swift"),
                 // Rows decoded by position, straight from the stepped statement.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
@@ -88,7 +87,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerPostgres",
             dependencies: [
-                "GotchuLedger", "GotchuCore", "GotchuAPI", "GotchuReceipts",
+                "GotchuLedger", "GotchuCore", "GotchuReceipts",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

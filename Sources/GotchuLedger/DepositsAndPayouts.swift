@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 
 // Money entering the ledger from outside (an operator's deposit) and leaving it (a user's payout), as rows and
@@ -196,16 +195,6 @@ public struct PayoutRow: Sendable, Hashable {
         self.reference = reference
         self.reason = reason
         self.resolvedBy = resolvedBy
-    }
-
-    /// The answer to the request that made it; a replay gets the same.
-    public var response: PayoutResponse {
-        PayoutResponse(
-            payoutID: id,
-            amountCents: amount,
-            status: PayoutStatus.pending.rawValue,
-            newBalanceCents: balanceAfter
-        )
     }
 
     /// Refuses to `verb` a payout that is no longer pending, saying how it ended.

@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 public import GotchuReceipts
 
@@ -26,7 +25,7 @@ public protocol LedgerBackend: Sendable {
     func user(id: String) async throws -> LedgerUser?
 
     /// The user's wallet with its latest entries, newest first, read in one snapshot; `nil` for an unknown user.
-    func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse?
+    func wallet(userID: String, recentLimit: Int) async throws -> Wallet?
 
     /// Up to `limit` of the user's entries older than the entry at `before` (all when `nil`), newest first, each
     /// with the wallet on the other side of its transfer and that wallet's owner, read in one snapshot with whether
@@ -527,7 +526,7 @@ public struct RefundRow: Sendable, Hashable {
     public var transferID: String
     /// The id of its signed receipt; `nil` where the ledger signs none.
     public var receiptID: String?
-    /// The receipt as the API answers it (JSON), read with the row; not a column of `refunds`.
+    /// The receipt's JSON (``StoredReceipt/body``), read with the row; not a column of `refunds`.
     public var receiptBody: String?
     /// The session's refunded total once this refund was made.
     public var refundedTotal: Cents
@@ -557,21 +556,6 @@ public struct RefundRow: Sendable, Hashable {
         self.receiptBody = receiptBody
         self.refundedTotal = refundedTotal
         self.createdAt = createdAt
-    }
-
-    /// The answer to the refund's request (and to its replays).
-    func response() throws -> RefundResponse {
-        let receipt = try receiptBody.map { body in
-            try StoredReceipt(id: receiptID ?? "", kind: ReceiptKind.refund.rawValue, sessionID: sessionID, body: body)
-                .receipt()
-        }
-        return RefundResponse(
-            refundID: id,
-            sid: sessionID,
-            amountCents: amount,
-            refundedCents: refundedTotal,
-            receipt: receipt
-        )
     }
 }
 

@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 
 extension LedgerEngine {
     /// The longest API key name, in characters.
@@ -138,14 +137,14 @@ extension LedgerEngine {
     /// key (with ``APIKeyScope/sessionsRead``) sees only its payee's sessions.
     /// - Throws: ``LedgerError/Kind/forbidden`` for a key without the scope; ``LedgerError/Kind/sessionNotFound`` for
     ///   a session that does not exist or is another payee's.
-    public func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse {
+    public func session(sid: String, principal: LedgerPrincipal) async throws -> SessionView {
         let viewerID = try principal.user(for: .readSession)
         guard case .apiKey = principal else { return try await session(sid: sid, viewerID: viewerID) }
         let now = try await backend.now()
         guard let session = try await backend.session(id: sid), session.payeeID == viewerID else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to this key")
         }
-        return try await statusResponse(session, now: now)
+        return try await view(of: session, now: now)
     }
 }
 

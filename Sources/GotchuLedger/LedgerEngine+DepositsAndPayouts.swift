@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 
 // Money in (an operator's deposit) and out (a user's payout, settled or failed by the operator), each a transfer
@@ -102,7 +101,7 @@ extension LedgerEngine {
         userID: String,
         amountCents: Cents,
         idempotencyKey: String
-    ) async throws -> (payout: PayoutResponse, replayed: Bool) {
+    ) async throws -> (payout: Payout, replayed: Bool) {
         try policy.validate(amount: amountCents)
         return try await measuredTransaction { transaction in
             // Serialized with this user's locks, so a lock taken meanwhile cannot count on money leaving now.
@@ -120,7 +119,7 @@ extension LedgerEngine {
                             + "use a new key"
                     )
                 }
-                return (earlier.response, true)
+                return (Payout(requested: earlier), true)
             }
             // Money the user's locked sessions count on stays: a lock means the payment can be made.
             let held = try await transaction.locksHeld(by: userID, excluding: "")
@@ -144,7 +143,7 @@ extension LedgerEngine {
             )
             payout.balanceAfter = result.from
             try await transaction.insert(payout: payout)
-            return (payout.response, false)
+            return (Payout(requested: payout), false)
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 import GotchuReceipts
 
@@ -110,30 +109,26 @@ public struct HistoryEntryRow: Sendable, Hashable {
         self.counterpartyUser = counterpartyUser
     }
 
-    /// The entry as `GET /wallet/entries` answers it.
-    var response: WalletHistoryEntry {
-        let counterparty: PayeeDisplay? =
+    /// The entry as the wallet's history shows it.
+    var entry: WalletEntry {
+        let counterparty: Counterparty? =
             if let user = counterpartyUser {
-                // The rules a payer sees a payee by: the verified name if any, and the address's domain.
-                PayeeDisplay(
-                    name: user.verifiedName ?? user.name,
-                    domain: LedgerUser.domain(ofEmail: user.email),
-                    verified: user.verifiedName != nil
-                )
+                // The rules a payer sees a payee by.
+                Counterparty(user: user)
             } else if let wallet = counterpartyWalletID {
-                // A system account: named by the operator's schema, not by a user.
-                PayeeDisplay(name: wallet, domain: nil, verified: true)
+                Counterparty(systemAccount: wallet)
             } else {
                 nil
             }
-        return WalletHistoryEntry(
+        return WalletEntry(
             id: id,
-            createdAt: LedgerTime.date(createdAt),
             direction: direction,
-            amountCents: amount,
-            counterparty: counterparty,
-            sessionID: refType == "session" ? refID : nil,
-            kind: type
+            amount: amount,
+            type: type,
+            refType: refType,
+            refID: refID,
+            createdAt: LedgerTime.date(createdAt),
+            counterparty: counterparty
         )
     }
 }
@@ -155,7 +150,7 @@ public struct EntryHistoryPage: Sendable, Hashable {
 extension LedgerEngine {
     /// One page of the user's entries, newest first, from `cursor` (a token of an earlier page's `next_cursor`) or
     /// from the newest.
-    public func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesResponse {
+    public func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesPage {
         guard (1...EntryPageSize.maximum).contains(limit) else {
             throw LedgerError(.invalidInput, detail: "limit must be 1 to \(EntryPageSize.maximum), got \(limit)")
         }
@@ -169,6 +164,6 @@ extension LedgerEngine {
         }
         let shown = page.entries.prefix(limit)
         let next = page.entries.count > limit ? shown.last.map { EntryCursor(seq: $0.seq, entryID: $0.id).token } : nil
-        return WalletEntriesResponse(entries: shown.map(\.response), nextCursor: next)
+        return WalletEntriesPage(entries: shown.map(\.entry), nextCursor: next)
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-public import GotchuAPI
 public import GotchuCore
 public import GotchuReceipts
 import Synchronization
@@ -121,7 +120,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         try await backend.user(id: id)
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse {
+    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet {
         guard let wallet = try await backend.wallet(userID: userID, recentLimit: recentLimit) else {
             throw Self.unknownUser
         }
@@ -168,7 +167,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         payeeID: String,
         amountCents: Cents,
         idempotencyKey: String?
-    ) async throws -> (session: CreateSessionResponse, replayed: Bool) {
+    ) async throws -> (session: NewSession, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await measuredTransaction { transaction in
@@ -202,12 +201,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 return (try earlier.replay(amountCents: amountCents), true)
             }
             try await transaction.insert(eid: eid, sessionID: session.id)
-            let response = CreateSessionResponse(
-                sid: session.id,
-                eid: eid,
-                expiresAt: LedgerTime.date(session.expiresAt)
-            )
-            return (response, false)
+            return (NewSession(sid: session.id, eid: eid, expiresAt: LedgerTime.date(session.expiresAt)), false)
         }
     }
 
@@ -224,7 +218,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
     }
 
-    public func resolve(eid: EID) async throws -> ResolveResponse {
+    public func resolve(eid: EID) async throws -> ResolvedSession {
         guard let found = try await backend.session(eid: eid) else {
             throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
         }
@@ -233,14 +227,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             throw LedgerError(.eidRetired, detail: "EID \(eid) was replaced by a newer one; scan again")
         }
         try found.session.requireLive(now: now)
-        return ResolveResponse(
+        return ResolvedSession(
             sid: found.session.id,
-            amountCents: found.session.amount,
-            payeeDisplay: PayeeDisplay(
-                name: found.payee.verifiedName ?? found.payee.name,
-                domain: LedgerUser.domain(ofEmail: found.payee.email),
-                verified: found.payee.verifiedName != nil
-            )
+            amount: found.session.amount,
+            payee: Counterparty(user: found.payee)
         )
     }
 
@@ -298,28 +288,29 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func session(sid: String, viewerID: String) async throws -> SessionStatusResponse {
+    public func session(sid: String, viewerID: String) async throws -> SessionView {
         let now = try await backend.now()
         guard let session = try await backend.session(id: sid) else { throw Self.noSession(sid) }
         let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
         guard viewers.contains(viewerID) else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
         }
-        return try await statusResponse(session, now: now)
+        return try await view(of: session, now: now)
     }
 
-    /// The session's status as its viewers are answered it: with the payment's signed receipt once it is paid.
-    func statusResponse(_ session: SessionRow, now: Int64) async throws -> SessionStatusResponse {
-        var response = session.response(now: now)
+    /// The session as its viewers see it at `now`: with the payment's signed receipt and the refunded total once it
+    /// is paid.
+    func view(of session: SessionRow, now: Int64) async throws -> SessionView {
+        var view = session.view(now: now)
         if session.storedStatus == .paid {
-            response.receipt = try await receipt(sessionID: session.id)
-            response.refundedCents = try await backend.debitedCents(
+            view.receipt = try await receipt(sessionID: session.id)
+            view.refunded = try await backend.debitedCents(
                 refType: "session",
                 refID: session.id,
                 entryType: LedgerVerifier.refundTypes.debit
             )
         }
-        return response
+        return view
     }
 
     public func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession {
@@ -329,12 +320,12 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         let status = session.status(now: now)
         let lockUntil = status == .locked ? session.lockExpiresAt : nil
-        let response = try await statusResponse(session, now: now)
+        let view = try await view(of: session, now: now)
         return WatchedSession(
-            status: response,
+            session: view,
             now: LedgerTime.date(now),
             nextLapse: status.isLive ? LedgerTime.date(min(lockUntil ?? session.expiresAt, session.expiresAt)) : nil,
-            stateID: WatchedSession.stateID(status, lockUntil: lockUntil, refundedCents: response.refundedCents)
+            stateID: WatchedSession.stateID(status, lockUntil: lockUntil, refundedCents: view.refunded)
         )
     }
 
@@ -820,7 +811,7 @@ extension LedgerEngine {
         payeeID: String,
         amountCents: Cents,
         idempotencyKey: String
-    ) async throws -> (refund: RefundResponse, replayed: Bool) {
+    ) async throws -> (refund: Refund, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let signsReceipts = policy.signsReceipts
         return try await signingSession(sid) { transaction, loaded in
@@ -828,7 +819,7 @@ extension LedgerEngine {
             // After the session's lock: a concurrent first use of the key on this session has committed by now.
             if let earlier = try await transaction.refund(requestedBy: payeeID, key: idempotencyKey) {
                 guard earlier.sessionID == sid, earlier.amount == amountCents else { throw Self.refundKeyReused }
-                return (try earlier.response(), true)
+                return (try Refund(earlier), true)
             }
             guard session.payeeID == payeeID else {
                 throw LedgerError(.forbidden, detail: "only the payee can refund a session")
@@ -895,7 +886,7 @@ extension LedgerEngine {
             )
             // A concurrent first use of the key on another session won: this one rolls back whole.
             guard try await transaction.insert(refund: row) else { throw Self.refundKeyReused }
-            return (try row.response(), false)
+            return (try Refund(row), false)
         }
     }
 

@@ -1,5 +1,4 @@
 package import Foundation
-import GotchuAPI
 public import GotchuCore
 
 /// Times in the stores: milliseconds since 1970 on the store's clock.
@@ -16,7 +15,7 @@ package enum LedgerTime {
 }
 
 extension LedgerUser {
-    /// The domain of a stored address, for ``PayeeDisplay/domain``; `nil` if it has no `@`.
+    /// The domain of a stored address, for ``Counterparty/domain``; `nil` if it has no `@`.
     static func domain(ofEmail email: String) -> String? {
         guard let at = email.unicodeScalars.lastIndex(of: "@") else { return nil }
         let domain = String(email.unicodeScalars[email.unicodeScalars.index(after: at)...])
@@ -200,11 +199,12 @@ public struct SessionRow: Sendable, Hashable {
         }
     }
 
-    func response(now: Int64) -> SessionStatusResponse {
-        SessionStatusResponse(
+    /// The session as its viewers see it at `now`, before its receipt and refunds are read.
+    func view(now: Int64) -> SessionView {
+        SessionView(
             sid: id,
             status: status(now: now),
-            amountCents: amount,
+            amount: amount,
             expiresAt: LedgerTime.date(expiresAt),
             paidAt: paidAt.map(LedgerTime.date)
         )
@@ -233,7 +233,7 @@ public struct KeyedSession: Sendable, Hashable {
 
     /// The first answer again for a retry of the same request; the key names one charge, so another amount is
     /// refused.
-    func replay(amountCents requested: Cents) throws(LedgerError) -> CreateSessionResponse {
+    func replay(amountCents requested: Cents) throws(LedgerError) -> NewSession {
         guard amount == requested else {
             throw LedgerError(
                 .idempotencyKeyReused,
@@ -243,7 +243,7 @@ public struct KeyedSession: Sendable, Hashable {
         guard let eid = EID(rawValue: eid) else {
             throw LedgerError(.inconsistent, detail: "session \(sid) has a malformed EID")
         }
-        return CreateSessionResponse(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+        return NewSession(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
     }
 }
 

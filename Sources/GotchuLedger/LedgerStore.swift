@@ -1,5 +1,4 @@
 public import Foundation
-public import GotchuAPI
 public import GotchuCore
 public import GotchuReceipts
 
@@ -252,12 +251,12 @@ public protocol LedgerStore: Sendable {
     func user(id: String) async throws -> LedgerUser?
 
     /// The user's wallet: balance and the latest entries, newest first.
-    func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse
+    func wallet(userID: String, recentLimit: Int) async throws -> Wallet
 
     /// One page of the user's entries, newest first: from the newest, or from `cursor` (an earlier page's
-    /// `next_cursor`); `limit` is 1 to ``EntryPageSize/maximum``. A cursor this server did not give, or gave for
+    /// ``WalletEntriesPage/nextCursor``); `limit` is 1 to ``EntryPageSize/maximum``. A cursor this server did not give, or gave for
     /// another wallet, is refused as invalid input.
-    func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesResponse
+    func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesPage
 
     /// Credits the user from the system funding account through the ledger; returns the new balance.
     func fund(userID: String, amountCents: Cents) async throws -> Cents
@@ -273,11 +272,11 @@ public protocol LedgerStore: Sendable {
         payeeID: String,
         amountCents: Cents,
         idempotencyKey: String?
-    ) async throws -> (session: CreateSessionResponse, replayed: Bool)
+    ) async throws -> (session: NewSession, replayed: Bool)
 
     /// Looks a live session up by EID: 404 if unknown, 410 if expired or cancelled, or if the EID was rotated away
     /// longer ago than the policy's ``LedgerPolicy/eidGrace`` (`eid-retired`).
-    func resolve(eid: EID) async throws -> ResolveResponse
+    func resolve(eid: EID) async throws -> ResolvedSession
 
     /// Gives the live session `sid` a new EID, never given to any session before; payee only. The EIDs it had keep
     /// resolving for ``LedgerPolicy/eidGrace``, then answer 410 `eid-retired`.
@@ -300,7 +299,7 @@ public protocol LedgerStore: Sendable {
     func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool)
 
     /// The session as its payee or current lock holder sees it; 404 for anyone else.
-    func session(sid: String, viewerID: String) async throws -> SessionStatusResponse
+    func session(sid: String, viewerID: String) async throws -> SessionView
 
     /// Cancels a live session; payee only.
     func cancel(sid: String, payeeID: String) async throws
@@ -364,7 +363,7 @@ public protocol LedgerStore: Sendable {
         userID: String,
         amountCents: Cents,
         idempotencyKey: String
-    ) async throws -> (payout: PayoutResponse, replayed: Bool)
+    ) async throws -> (payout: Payout, replayed: Bool)
 
     /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`.
     func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing]
@@ -389,7 +388,7 @@ public protocol LedgerStore: Sendable {
         payeeID: String,
         amountCents: Cents,
         idempotencyKey: String
-    ) async throws -> (refund: RefundResponse, replayed: Bool)
+    ) async throws -> (refund: Refund, replayed: Bool)
 
     // MARK: Credentials
 
@@ -419,7 +418,7 @@ public protocol LedgerStore: Sendable {
 
     /// The session as `principal` sees it: a user as ``session(sid:viewerID:)`` says, an API key only its payee's
     /// sessions (with the `sessions:read` scope).
-    func session(sid: String, principal: LedgerPrincipal) async throws -> SessionStatusResponse
+    func session(sid: String, principal: LedgerPrincipal) async throws -> SessionView
 
     /// Tells `observer` how long each transaction takes, from now on.
     func observe(_ observer: any LedgerStoreObserver)

@@ -1,5 +1,4 @@
 import Foundation
-import GotchuAPI
 import GotchuCore
 public import GotchuReceipts
 
@@ -56,7 +55,7 @@ public struct StoredReceipt: Sendable, Hashable {
     public var kind: String
     /// The session the receipt is for.
     public var sessionID: String
-    /// The receipt as the API answers it (JSON).
+    /// The signed receipt's JSON, as the ledger wrote it (``Receipt/canonicalJSON``).
     public var body: String
 
     /// A row as read from the database.

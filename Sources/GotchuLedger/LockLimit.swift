@@ -1,4 +1,3 @@
-import GotchuAPI
 import GotchuCore
 
 /// The cap on sessions one payer holds locked at once (``LedgerPolicy/maximumLocksPerPayer``).

@@ -1,5 +1,4 @@
 public import Foundation
-public import GotchuAPI
 public import GotchuCore
 import Synchronization
 
@@ -195,10 +194,10 @@ public final class SessionWatcher: Sendable {
     }
 }
 
-/// A session as its event stream reads it: the status, when it will change by itself, and the id of its state.
+/// A session as its event stream reads it: the session, when it will change by itself, and the id of its state.
 public struct WatchedSession: Sendable, Hashable {
-    /// The status, as `GET /sessions/{sid}` answers it.
-    public var status: SessionStatusResponse
+    /// The session, as its payee sees it (``LedgerStore/session(sid:viewerID:)``).
+    public var session: SessionView
     /// The store's time of the read.
     public var now: Date
     /// When the status changes without anything written (the lock lapses, the session expires); `nil` once final.
@@ -208,8 +207,8 @@ public struct WatchedSession: Sendable, Hashable {
     public var stateID: String
 
     /// Creates a view.
-    public init(status: SessionStatusResponse, now: Date, nextLapse: Date?, stateID: String) {
-        self.status = status
+    public init(session: SessionView, now: Date, nextLapse: Date?, stateID: String) {
+        self.session = session
         self.now = now
         self.nextLapse = nextLapse
         self.stateID = stateID

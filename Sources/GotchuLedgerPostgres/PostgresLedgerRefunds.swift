@@ -1,4 +1,3 @@
-import GotchuAPI
 import GotchuCore
 public import GotchuLedger
 import PostgresNIO

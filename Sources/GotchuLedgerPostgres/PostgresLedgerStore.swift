@@ -1,5 +1,4 @@
 public import Foundation
-public import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
 public import GotchuReceipts
@@ -398,7 +397,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse? {
+    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
         // One snapshot for the balance and the entries, so they agree.
         try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
             guard let wallet = try await connection.wallet(userID: userID, forUpdate: false) else { return nil }
@@ -411,17 +410,17 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 let (id, direction, amount, type, refType, refID, createdAt) = try row.decode(
                     (String, String, Int64, String, String, String, Int64).self
                 )
-                return LedgerEntry(
+                return WalletEntry(
                     id: id,
                     direction: EntryDirection(rawValue: direction) ?? .debit,
-                    amountCents: amount,
+                    amount: amount,
                     type: type,
                     refType: refType,
                     refID: refID,
                     createdAt: LedgerTime.date(createdAt)
                 )
             }
-            return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
+            return Wallet(id: wallet.id, balance: wallet.balance, recent: entries)
         }
     }
 

@@ -1,5 +1,4 @@
 import GRDB
-import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
 

@@ -1,6 +1,5 @@
 public import Foundation
 import GRDB
-public import GotchuAPI
 public import GotchuCore
 public import GotchuLedger
 public import GotchuReceipts
@@ -206,7 +205,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> WalletResponse? {
+    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
         try await database.read { db in
             guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
             let entries = try Row.fetchAll(
@@ -217,17 +216,17 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                     """,
                 arguments: [wallet.id, recentLimit]
             ).map { row in
-                LedgerEntry(
+                WalletEntry(
                     id: row["id"],
                     direction: EntryDirection(rawValue: row["direction"]) ?? .debit,
-                    amountCents: row["amount_cents"],
+                    amount: row["amount_cents"],
                     type: row["type"],
                     refType: row["ref_type"],
                     refID: row["ref_id"],
                     createdAt: LedgerTime.date(row["created_at"])
                 )
             }
-            return WalletResponse(walletID: wallet.id, availableCents: wallet.balance, recent: entries)
+            return Wallet(id: wallet.id, balance: wallet.balance, recent: entries)
         }
     }
 

@@ -126,12 +126,16 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             },
             LedgerRoute(.get, "/wallet/me", "wallet") { _, context in
                 let user = try await context.user(for: .readWallet)
-                return try json(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
+                return try json(
+                    WalletResponse(try await store.wallet(userID: user, recentLimit: Self.recentEntryCount))
+                )
             },
             LedgerRoute(.get, "/wallet/entries", "walletEntries") { request, context in
                 let user = try await context.user(for: .readWallet)
                 let (limit, cursor) = try entryPageQuery(request)
-                return try json(try await store.entries(userID: user, cursor: cursor, limit: limit))
+                return try json(
+                    WalletEntriesResponse(try await store.entries(userID: user, cursor: cursor, limit: limit))
+                )
             },
             LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
                 let user = try await context.user(for: .createSession)
@@ -143,7 +147,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     amountCents: body.amountCents,
                     idempotencyKey: key
                 )
-                return try json(session, headers: replayHeaders(replayed))
+                return try json(CreateSessionResponse(session), headers: replayHeaders(replayed))
             },
             LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in
                 try limiters.resolvePerAddress?.take(clientAddress(request, context))
@@ -154,7 +158,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 // After the shape checks, which tell anyone what is wrong with a request, and before the store is
                 // asked: without a login no EID says anything. Resolving is a payer's act: a terminal's key may not.
                 if limiters.resolveAccess == .requiresLogin { _ = try await context.user(for: .resolve) }
-                var resolved = try await store.resolve(eid: eid)
+                var resolved = ResolveResponse(try await store.resolve(eid: eid))
                 // Names stored before they were checked at login still reach payers only cleaned.
                 resolved.payeeDisplay = EmailAddress.cleaned(resolved.payeeDisplay)
                 return try json(resolved)
@@ -183,19 +187,12 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let user = try await context.user(for: .rotateEID)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 let rotation = try await store.rotateEID(sid: sid, payeeID: user)
-                return try json(
-                    EIDRotationResponse(
-                        sid: rotation.sid,
-                        eid: rotation.eid,
-                        previousValidUntil: rotation.retiredResolveUntil,
-                        expiresAt: rotation.expiresAt
-                    )
-                )
+                return try json(EIDRotationResponse(rotation))
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
                 let principal = try await context.principal()
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
-                return try json(try await store.session(sid: sid, principal: principal))
+                return try json(SessionStatusResponse(try await store.session(sid: sid, principal: principal)))
             },
             LedgerRoute(.get, "/sessions/{sid}/events", "sessionEvents") { request, context in
                 try await sessionEvents(user: try await context.user(for: .readSession), request, context)
@@ -240,7 +237,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                         idempotencyKey: key
                     )
                     metrics?.refund(outcome: replayed ? "replayed" : "refunded")
-                    return try json(refund, headers: replayHeaders(replayed))
+                    return try json(RefundResponse(refund), headers: replayHeaders(replayed))
                 } catch let refusal as LedgerError {
                     metrics?.refund(outcome: refusal.kind.rawValue)
                     throw refusal
@@ -301,7 +298,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     amountCents: body.amountCents,
                     idempotencyKey: key
                 )
-                return try json(payout, headers: replayHeaders(replayed))
+                return try json(PayoutResponse(payout), headers: replayHeaders(replayed))
             }
         )
         if registration == .open {

@@ -44,15 +44,15 @@ struct SessionEventStream<Store: LedgerStore>: Sendable {
         try await writer.write(ByteBuffer(string: "retry: \(Self.retryMilliseconds)\n\n"))
         while true {
             if view.stateID != sent {
-                let kind = SessionEventKind.reporting(view.status.status, after: previous)
-                try await writer.write(try Self.event(kind, id: view.stateID, view.status))
+                let kind = SessionEventKind.reporting(view.session.status, after: previous)
+                try await writer.write(try Self.event(kind, id: view.stateID, view.session))
                 sent = view.stateID
                 wroteAt = clock.now
             }
-            previous = view.status.status
-            guard view.status.status.isLive else { return }
+            previous = view.session.status
+            guard view.session.status.isLive else { return }
             if rotated {
-                try await writer.write(try Self.event(.eidRotated, id: view.stateID, view.status))
+                try await writer.write(try Self.event(.eidRotated, id: view.stateID, view.session))
                 wroteAt = clock.now
                 rotated = false
             }
@@ -81,8 +81,8 @@ struct SessionEventStream<Store: LedgerStore>: Sendable {
     }
 
     /// One event in the wire format: `event:`, `id:`, one `data:` line of JSON, a blank line.
-    static func event(_ kind: SessionEventKind, id: String, _ status: SessionStatusResponse) throws -> ByteBuffer {
-        let data = String(decoding: try APIJSON.encoder().encode(status), as: UTF8.self)
+    static func event(_ kind: SessionEventKind, id: String, _ session: SessionView) throws -> ByteBuffer {
+        let data = String(decoding: try APIJSON.encoder().encode(SessionStatusResponse(session)), as: UTF8.self)
         return ByteBuffer(string: "event: \(kind.rawValue)\nid: \(id)\ndata: \(data)\n\n")
     }
 

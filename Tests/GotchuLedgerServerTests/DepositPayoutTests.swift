@@ -100,7 +100,7 @@ struct DepositPayoutTests {
                 #expect(otherUser?.kind == .idempotencyKeyReused)
 
                 let wallet = try await store.wallet(userID: alice.id, recentLimit: 20)
-                #expect(wallet.availableCents == 5_000)
+                #expect(wallet.balance == 5_000)
                 #expect(wallet.recent.map(\.type) == ["DEPOSIT"])
                 #expect(wallet.recent.first?.refType == "deposit")
                 #expect(wallet.recent.first?.refID == first.deposit.id)
@@ -170,11 +170,11 @@ struct DepositPayoutTests {
             // A payout with a reason that could rewrite the operator's terminal is refused; the payout stays pending.
             let (payout, _) = try await store.requestPayout(userID: alice.id, amountCents: 50, idempotencyKey: "k")
             let reason = await Self.refusal {
-                try await store.failPayout(id: payout.payoutID, reason: "\u{1B}]0;pwned\u{7}", actor: "operator")
+                try await store.failPayout(id: payout.id, reason: "\u{1B}]0;pwned\u{7}", actor: "operator")
             }
             #expect(reason?.kind == .invalidInput)
-            #expect(try await store.payouts(status: .pending, limit: 10).map(\.payout.id) == [payout.payoutID])
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 50)
+            #expect(try await store.payouts(status: .pending, limit: 10).map(\.payout.id) == [payout.id])
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).balance == 50)
             try await Self.expectSound(store)
         }
     }
@@ -193,33 +193,33 @@ struct DepositPayoutTests {
                 idempotencyKey: "payout-1"
             )
             #expect(!replayed)
-            #expect(payout.status == "PENDING")
-            #expect(payout.amountCents == 400)
-            #expect(payout.newBalanceCents == 600)
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 20).availableCents == 600)
+            #expect(payout.status == .pending)
+            #expect(payout.amount == 400)
+            #expect(payout.balanceAfter == 600)
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 20).balance == 600)
             let pending = try await store.payouts(status: .pending, limit: 10)
-            #expect(pending.map(\.payout.id) == [payout.payoutID])
+            #expect(pending.map(\.payout.id) == [payout.id])
             #expect(pending.first?.email == "alice@example.com")
             try await Self.expectSound(store, "pending")
 
-            let settled = try await store.settlePayout(id: payout.payoutID, reference: "SEPA-7", actor: "op")
+            let settled = try await store.settlePayout(id: payout.id, reference: "SEPA-7", actor: "op")
             #expect(settled.status == .settled)
             #expect(settled.reference == "SEPA-7")
             #expect(try await store.payouts(status: .pending, limit: 10).isEmpty)
-            #expect(try await store.payouts(status: .settled, limit: 10).map(\.payout.id) == [payout.payoutID])
+            #expect(try await store.payouts(status: .settled, limit: 10).map(\.payout.id) == [payout.id])
             // The wallet is not touched by the settlement: the money left it when the payout was requested.
             let wallet = try await store.wallet(userID: alice.id, recentLimit: 20)
-            #expect(wallet.availableCents == 600)
+            #expect(wallet.balance == 600)
             #expect(wallet.recent.map(\.type) == ["PAYOUT", "DEPOSIT"])
             try await Self.expectSound(store, "settled")
 
             let twice = await Self.refusal {
-                try await store.settlePayout(id: payout.payoutID, reference: "SEPA-8", actor: "op")
+                try await store.settlePayout(id: payout.id, reference: "SEPA-8", actor: "op")
             }
             #expect(twice?.kind == .payoutNotPending)
             #expect(twice?.detail.contains("settled already") == true)
             let failAfter = await Self.refusal {
-                try await store.failPayout(id: payout.payoutID, reason: "too late", actor: "op")
+                try await store.failPayout(id: payout.id, reason: "too late", actor: "op")
             }
             #expect(failAfter?.kind == .payoutNotPending)
             let unknown = await Self.refusal {
@@ -247,13 +247,13 @@ struct DepositPayoutTests {
             }
             #expect(refused?.kind == .insufficientFunds)
             #expect(refused?.detail.contains("locked") == true, "\(String(describing: refused))")
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 5_000)
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).balance == 5_000)
             let (payout, _) = try await store.requestPayout(
                 userID: alice.id,
                 amountCents: 2_000,
                 idempotencyKey: "the-rest"
             )
-            #expect(payout.newBalanceCents == 3_000)
+            #expect(payout.balanceAfter == 3_000)
             // The lock still holds what it promised: the payment goes through.
             let (outcome, _) = try await store.send(sid: session.sid, payerID: alice.id, idempotencyKey: "pay")
             #expect(outcome == .paid(newBalanceCents: 0), "\(outcome)")
@@ -270,23 +270,23 @@ struct DepositPayoutTests {
             let alice = try await store.login(email: "alice@example.com")
             _ = try await store.deposit(email: "alice@example.com", amountCents: 1_000, reference: "D1", actor: "op")
             let (payout, _) = try await store.requestPayout(userID: alice.id, amountCents: 1_000, idempotencyKey: "p")
-            #expect(payout.newBalanceCents == 0)
-            let failed = try await store.failPayout(id: payout.payoutID, reason: "account closed", actor: "op")
+            #expect(payout.balanceAfter == 0)
+            let failed = try await store.failPayout(id: payout.id, reason: "account closed", actor: "op")
             #expect(failed.status == .failed)
             #expect(failed.reason == "account closed")
             let wallet = try await store.wallet(userID: alice.id, recentLimit: 20)
-            #expect(wallet.availableCents == 1_000)
+            #expect(wallet.balance == 1_000)
             #expect(wallet.recent.map(\.type) == ["PAYOUT_RETURN", "PAYOUT", "DEPOSIT"])
             try await Self.expectSound(store, "failed")
             let twice = await Self.refusal {
-                try await store.failPayout(id: payout.payoutID, reason: "again", actor: "op")
+                try await store.failPayout(id: payout.id, reason: "again", actor: "op")
             }
             #expect(twice?.kind == .payoutNotPending)
             let settleAfter = await Self.refusal {
-                try await store.settlePayout(id: payout.payoutID, reference: "R", actor: "op")
+                try await store.settlePayout(id: payout.id, reference: "R", actor: "op")
             }
             #expect(settleAfter?.kind == .payoutNotPending)
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 1_000)
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).balance == 1_000)
             #expect(try await store.auditLog(limit: 10).filter { $0.action == "payout.fail" }.count == 1)
             try await Self.expectSound(store, "after the refusals")
         }
@@ -329,7 +329,7 @@ struct DepositPayoutTests {
                 try await store.requestPayout(userID: bob.id, amountCents: 300, idempotencyKey: "k1")
             }
             #expect(bobs?.kind == .insufficientFunds)
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 700)
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).balance == 700)
             #expect(try await store.payouts(status: nil, limit: 10).count == 1)
             // Concurrent requests with one new key: one payout.
             let results = await withTaskGroup(of: Result<Bool, any Error>.self) { group in
@@ -352,7 +352,7 @@ struct DepositPayoutTests {
             let fresh = results.filter { if case .success(false) = $0 { true } else { false } }
             let replays = results.filter { if case .success(true) = $0 { true } else { false } }
             #expect(fresh.count == 1 && replays.count == 5, "\(results)")
-            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).availableCents == 600)
+            #expect(try await store.wallet(userID: alice.id, recentLimit: 1).balance == 600)
             try await Self.expectSound(store)
         }
     }
@@ -409,7 +409,7 @@ struct DepositPayoutTests {
                     amountCents: 1_000,
                     idempotencyKey: "round-\(round)"
                 )
-                let id = payout.payoutID
+                let id = payout.id
                 let settle = Task { try await first.settlePayout(id: id, reference: "R\(round)", actor: "one") }
                 let fail = Task { try await second.failPayout(id: id, reason: "no", actor: "two") }
                 let outcomes = [await settle.result.map(\.status), await fail.result.map(\.status)]
@@ -426,7 +426,7 @@ struct DepositPayoutTests {
             }
             // Every failed payout came back; every settled one left.
             #expect(
-                try await first.wallet(userID: alice.id, recentLimit: 1).availableCents
+                try await first.wallet(userID: alice.id, recentLimit: 1).balance
                     == 100_000 - Cents(settledCount) * 1_000
             )
             #expect(settledCount + failedCount == 10)
@@ -468,7 +468,7 @@ struct DepositPayoutTests {
             #expect(deposits.filter { !$0.replayed }.count == 1)
             #expect(Set(deposits.map(\.deposit.id)).count == 1)
             #expect(try await second.wallet(userID: alice.id, recentLimit: 20).recent.map(\.type) == ["DEPOSIT"])
-            #expect(try await first.wallet(userID: alice.id, recentLimit: 1).availableCents == 2_500)
+            #expect(try await first.wallet(userID: alice.id, recentLimit: 1).balance == 2_500)
             try await Self.expectSound(first)
         }
     }
@@ -489,12 +489,12 @@ struct DepositPayoutTests {
             let queue = try DatabaseQueue(path: path)
             // Marked settled without its settlement's transfer.
             try await queue.write { db in
-                try db.execute(sql: "UPDATE payouts SET status = 'SETTLED' WHERE id = ?", arguments: [payout.payoutID])
+                try db.execute(sql: "UPDATE payouts SET status = 'SETTLED' WHERE id = ?", arguments: [payout.id])
             }
             var verification = try await store.verify()
-            #expect(verification.failure?.contains("payout \(payout.payoutID) is SETTLED") == true, "\(verification)")
+            #expect(verification.failure?.contains("payout \(payout.id) is SETTLED") == true, "\(verification)")
             try await queue.write { db in
-                try db.execute(sql: "UPDATE payouts SET status = 'PENDING' WHERE id = ?", arguments: [payout.payoutID])
+                try db.execute(sql: "UPDATE payouts SET status = 'PENDING' WHERE id = ?", arguments: [payout.id])
                 try db.execute(
                     sql: "UPDATE deposits SET amount_cents = 1900 WHERE id = ?",
                     arguments: [deposit.deposit.id]

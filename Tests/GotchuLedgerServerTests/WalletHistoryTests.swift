@@ -220,7 +220,7 @@ struct WalletHistoryTests {
 
             // Without --all the listing is what it always was.
             let plain = try await processes.run(["wallet", "--server", url], user: "alice")
-            let walletID = try await ledger.store.wallet(userID: alice.id, recentLimit: 1).walletID
+            let walletID = try await ledger.store.wallet(userID: alice.id, recentLimit: 1).id
             #expect(plain.first == "balance $98.32   wallet \(walletID)")
             #expect(plain.dropFirst().first?.hasPrefix("time (UTC)") == true)
         }

@@ -306,7 +306,7 @@ struct GroupCommitTests {
             }
             #expect(results.allSatisfy { $0.0 == .paid(newBalanceCents: 500) })
             #expect(results.filter { !$0.1 }.count == 1)
-            #expect(try await store.wallet(userID: payerID, recentLimit: 1).availableCents == 500)
+            #expect(try await store.wallet(userID: payerID, recentLimit: 1).balance == 500)
             #expect(try await store.audit().isHealthy)
         }
     }

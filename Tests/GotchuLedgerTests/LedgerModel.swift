@@ -90,10 +90,10 @@ struct LedgerModel {
         return .ok(balances[user])
     }
 
-    mutating func created(_ response: CreateSessionResponse, payee: Int, amount: Cents) {
-        sessions[response.sid] = Session(
-            sid: response.sid,
-            eid: response.eid,
+    mutating func created(_ session: NewSession, payee: Int, amount: Cents) {
+        sessions[session.sid] = Session(
+            sid: session.sid,
+            eid: session.eid,
             payee: payee,
             amount: amount,
             expiresAt: now + milliseconds(policy.sessionLifetime)

@@ -69,8 +69,8 @@ extension Driver {
                 idempotencyKey: key
             )
             guard replayed != isNew else { throw DriverFailure(message: "payout: replayed \(replayed), new \(isNew)") }
-            if !replayed { taken = response.payoutID }
-            return Cents?.some(response.newBalanceCents)
+            if !replayed { taken = response.id }
+            return Cents?.some(response.balanceAfter)
         }
         try expect(actual, expected, "payout")
         if let taken { model.tookPayout(taken, user, amount, key: key) }

@@ -196,7 +196,7 @@ struct Driver {
             guard let sid = session() else { return }
             note("resolve \(sid.prefix(8))")
             let eid = model.sessions[sid]!.eid
-            let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amountCents) }
+            let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amount) }
             try expect(actual, model.resolve(sid), "resolve")
         case 28..<41:
             guard let sid = session() else { return }
@@ -429,13 +429,13 @@ struct Driver {
                 payeeID: users[by].id,
                 amountCents: refundAmount,
                 idempotencyKey: key
-            ).refund.refundedCents
+            ).refund.refundedTotal
         }
         try expect(actual, model.refund(refundSID, by: by, amount: refundAmount, key: key), "refund")
         let status = try await store.session(sid: refundSID, viewerID: users[model.sessions[refundSID]!.payee].id)
-        guard status.refundedCents == model.sessions[refundSID]!.refunded else {
+        guard status.refunded == model.sessions[refundSID]!.refunded else {
             throw DriverFailure(
-                message: "refunded total: store \(status.refundedCents), model \(model.sessions[refundSID]!.refunded)"
+                message: "refunded total: store \(status.refunded), model \(model.sessions[refundSID]!.refunded)"
             )
         }
     }

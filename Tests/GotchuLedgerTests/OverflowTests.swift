@@ -25,8 +25,8 @@ struct OverflowTests {
                 await #expect(throws: LedgerError(.invalidAmount, detail: "the resulting balance would overflow")) {
                     try await store.fund(userID: other.id, amountCents: .max)
                 }
-                #expect(try await store.wallet(userID: rich.id, recentLimit: 0).availableCents == .max)
-                #expect(try await store.wallet(userID: other.id, recentLimit: 0).availableCents == 1)
+                #expect(try await store.wallet(userID: rich.id, recentLimit: 0).balance == .max)
+                #expect(try await store.wallet(userID: other.id, recentLimit: 0).balance == 1)
                 let audit = try await store.audit()
                 #expect(audit.isHealthy, "\(audit)")
                 #expect(audit.entryCount == 4)

@@ -26,7 +26,7 @@ struct SQLiteColumnsTests {
                 performing: { try await store.send(sid: sid, payerID: payerID, idempotencyKey: "k") },
                 throws: Self.isInconsistent
             )
-            #expect(try await store.wallet(userID: payerID, recentLimit: 1).availableCents == 1_000)
+            #expect(try await store.wallet(userID: payerID, recentLimit: 1).balance == 1_000)
 
             try await database.write { db in
                 try db.execute(sql: "UPDATE payment_sessions SET amount_cents = 500 WHERE id = ?", arguments: [sid])

@@ -1,0 +1,41 @@
+public import Foundation
+public import GotchuCore
+public import GotchuReceipts
+
+/// A session as its payee, its lock holder or its payer sees it: where it is in its life, judged at the time of
+/// asking, and once paid the payment's receipt and what was refunded of it.
+public struct SessionView: Sendable, Hashable {
+    /// The session's id.
+    public var sid: String
+    /// Its status, with expiry and lock lapses judged at the store's time of the read.
+    public var status: SessionStatus
+    /// The amount asked, in cents.
+    public var amount: Cents
+    /// When it expires (or expired).
+    public var expiresAt: Date
+    /// When it was paid; `nil` until it is.
+    public var paidAt: Date?
+    /// The ledger's signed receipt of the payment; `nil` until paid, or where the ledger signs none.
+    public var receipt: Receipt?
+    /// The total refunded to the payer so far, in cents (0 for a session not paid).
+    public var refunded: Cents
+
+    /// A view of a session as the engine read it.
+    public init(
+        sid: String,
+        status: SessionStatus,
+        amount: Cents,
+        expiresAt: Date,
+        paidAt: Date?,
+        receipt: Receipt? = nil,
+        refunded: Cents = 0
+    ) {
+        self.sid = sid
+        self.status = status
+        self.amount = amount
+        self.expiresAt = expiresAt
+        self.paidAt = paidAt
+        self.receipt = receipt
+        self.refunded = refunded
+    }
+}

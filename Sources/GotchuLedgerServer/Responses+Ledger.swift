@@ -1,0 +1,121 @@
+import GotchuAPI
+import GotchuLedger
+
+// The ledger's answers as the API spells them: each domain value mapped, field by field, to its response body.
+
+extension CreateSessionResponse {
+    /// `POST /sessions/create`: the session made (or the one its idempotency key made first).
+    package init(_ session: NewSession) {
+        self.init(sid: session.sid, eid: session.eid, expiresAt: session.expiresAt)
+    }
+}
+
+extension EIDRotationResponse {
+    /// `POST /sessions/{sid}/eids`: the session's new EID, and until when the ones it replaced resolve.
+    package init(_ rotation: EIDRotation) {
+        self.init(
+            sid: rotation.sid,
+            eid: rotation.eid,
+            previousValidUntil: rotation.retiredResolveUntil,
+            expiresAt: rotation.expiresAt
+        )
+    }
+}
+
+extension PayeeDisplay {
+    /// A counterparty as a payer or a wallet's history is shown it.
+    package init(_ counterparty: Counterparty) {
+        self.init(name: counterparty.name, domain: counterparty.domain, verified: counterparty.verified)
+    }
+}
+
+extension ResolveResponse {
+    /// `POST /sessions/resolve`: what the payer confirms.
+    package init(_ session: ResolvedSession) {
+        self.init(sid: session.sid, amountCents: session.amount, payeeDisplay: PayeeDisplay(session.payee))
+    }
+}
+
+extension SessionStatusResponse {
+    /// `GET /sessions/{sid}`, and the data of each of its events.
+    package init(_ session: SessionView) {
+        self.init(
+            sid: session.sid,
+            status: session.status,
+            amountCents: session.amount,
+            expiresAt: session.expiresAt,
+            paidAt: session.paidAt,
+            receipt: session.receipt,
+            refundedCents: session.refunded
+        )
+    }
+}
+
+extension WalletResponse {
+    /// `GET /wallet/me`.
+    package init(_ wallet: Wallet) {
+        self.init(walletID: wallet.id, availableCents: wallet.balance, recent: wallet.recent.map(LedgerEntry.init))
+    }
+}
+
+extension LedgerEntry {
+    /// One of the latest entries of `GET /wallet/me`.
+    package init(_ entry: WalletEntry) {
+        self.init(
+            id: entry.id,
+            direction: entry.direction,
+            amountCents: entry.amount,
+            type: entry.type,
+            refType: entry.refType,
+            refID: entry.refID,
+            createdAt: entry.createdAt
+        )
+    }
+}
+
+extension WalletEntriesResponse {
+    /// `GET /wallet/entries`.
+    package init(_ page: WalletEntriesPage) {
+        self.init(entries: page.entries.map(WalletHistoryEntry.init), nextCursor: page.nextCursor)
+    }
+}
+
+extension WalletHistoryEntry {
+    /// One entry of `GET /wallet/entries`.
+    package init(_ entry: WalletEntry) {
+        self.init(
+            id: entry.id,
+            createdAt: entry.createdAt,
+            direction: entry.direction,
+            amountCents: entry.amount,
+            counterparty: entry.counterparty.map(PayeeDisplay.init),
+            sessionID: entry.sessionID,
+            kind: entry.type
+        )
+    }
+}
+
+extension RefundResponse {
+    /// `POST /sessions/{sid}/refunds`, replays included.
+    package init(_ refund: Refund) {
+        self.init(
+            refundID: refund.id,
+            sid: refund.sid,
+            amountCents: refund.amount,
+            refundedCents: refund.refundedTotal,
+            receipt: refund.receipt
+        )
+    }
+}
+
+extension PayoutResponse {
+    /// `POST /wallet/payouts`, replays included.
+    package init(_ payout: Payout) {
+        self.init(
+            payoutID: payout.id,
+            amountCents: payout.amount,
+            status: payout.status.rawValue,
+            newBalanceCents: payout.balanceAfter
+        )
+    }
+}
