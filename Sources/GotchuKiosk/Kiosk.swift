@@ -83,14 +83,21 @@ public actor Kiosk: KioskStatusSource {
 
     // MARK: Point-of-sale
 
-    /// Starts a charge; refused while another is active.
-    public func charge(amountCents: Cents, reference: String) async throws(KioskError) -> KioskCharge {
+    /// Starts a charge of `amountCents` split into `shares` equal shares (1: one payer pays it whole); refused
+    /// while another is active.
+    public func charge(amountCents: Cents, reference: String, shares: Int = 1) async throws(KioskError) -> KioskCharge {
         let id = UUID().uuidString.lowercased()
-        if let refusal = await handle(.chargeRequested(id: id, amountCents: amountCents, reference: reference)) {
-            throw refusal
-        }
+        let request = KioskChargeMachine.Event.chargeRequested(
+            id: id,
+            amountCents: amountCents,
+            shares: shares,
+            reference: reference
+        )
+        if let refusal = await handle(request) { throw refusal }
         guard let charge = machine.record?.charge, charge.id == id else { throw .storage("the charge was not kept") }
-        logger.info("charge", metadata: ["charge": "\(charge.id)", "amount": "\(Money.format(amountCents))"])
+        var metadata: Logger.Metadata = ["charge": "\(charge.id)", "amount": "\(Money.format(amountCents))"]
+        if charge.isSplit { metadata["shares"] = "\(charge.shares)" }
+        logger.info("charge", metadata: metadata)
         return charge
     }
 
@@ -230,6 +237,15 @@ public actor Kiosk: KioskStatusSource {
         if next.state != previous?.state {
             logger.info("charge \(next.state.rawValue)", metadata: ["charge": "\(next.id)"])
         }
+        if next.sharesPaid != previous?.sharesPaid ?? 0, next.isSplit {
+            logger.info("shares paid", metadata: ["charge": "\(next.id)", "paid": "\(next.sharesPaid)/\(next.shares)"])
+        }
+        if next.refundedCents > 0, next.refundedCents != previous?.refundedCents {
+            logger.info(
+                "shares refunded",
+                metadata: ["charge": "\(next.id)", "amount": "\(Money.format(next.refundedCents))"]
+            )
+        }
         publishStatus(now: now)
         for event in KioskEvent.between(previous, next) {
             for subscriber in eventSubscribers.values { subscriber.yield(event) }
@@ -289,12 +305,21 @@ public actor Kiosk: KioskStatusSource {
                 publish(from: previous, to: next, now: now)
             case .refuse(let error):
                 refusal = error
-            case .createSession(let amountCents, let key):
+            case .createSession(let amountCents, let shares, let key):
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
-                        let created = try await ledger.createSession(amountCents: amountCents, idempotencyKey: key)
+                        let created = try await ledger.createSession(
+                            amountCents: amountCents,
+                            shares: shares,
+                            idempotencyKey: key
+                        )
                         return .sessionCreated(
-                            .init(sessionID: created.sid, eid: created.eid, expiresAt: created.expiresAt)
+                            .init(
+                                sessionID: created.sid,
+                                eid: created.eid,
+                                expiresAt: created.expiresAt,
+                                shares: created.shares
+                            )
                         )
                     } catch {
                         return .createFailed(Self.problem(error, creating: true))
@@ -303,7 +328,7 @@ public actor Kiosk: KioskStatusSource {
             case .fetchStatus(let sid):
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
-                        return .statusSeen(try await ledger.sessionStatus(sid: sid))
+                        return .statusSeen(try await ledger.sessionState(sid: sid))
                     } catch {
                         return .statusFailed(Self.problem(error))
                     }
@@ -313,7 +338,7 @@ public actor Kiosk: KioskStatusSource {
                     await Self.firstOf(
                         {
                             do throws(LedgerClientError) {
-                                return .statusSeen(try await ledger.nextStatus(sid: sid, after: after))
+                                return .statusSeen(try await ledger.nextState(sid: sid, after: after))
                             } catch {
                                 if LedgerClient.eventStreamsUnsupported(error) { return .statusStreamUnsupported }
                                 return .statusFailed(Self.problem(error))
@@ -323,7 +348,7 @@ public actor Kiosk: KioskStatusSource {
                             // The safety read: a change whose event was lost is seen by now.
                             do { try await radio.sleep(for: timeout) } catch { return nil }
                             do throws(LedgerClientError) {
-                                return .statusSeen(try await ledger.sessionStatus(sid: sid))
+                                return .statusSeen(try await ledger.sessionState(sid: sid))
                             } catch {
                                 return .statusFailed(Self.problem(error))
                             }
@@ -474,7 +499,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// What a failed ledger call means for the person at the terminal; `creating` tells refusals for good apart.
     private static func problem(_ error: LedgerClientError, creating: Bool = false) -> KioskProblem {
-        let refusals: [ProblemKind] = [.badRequest, .invalidAmount, .idempotencyKeyReused]
+        let refusals: [ProblemKind] = [.badRequest, .invalidAmount, .invalidShares, .idempotencyKeyReused]
         switch error.problemKind {
         case let kind? where creating && refusals.contains(kind): return .chargeRefused("\(error)")
         case .unauthorized?: return .credentialsRejected("\(error)")

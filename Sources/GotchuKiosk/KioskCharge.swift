@@ -31,8 +31,20 @@ public enum KioskChargeState: String, Codable, Hashable, Sendable, CaseIterable 
 public struct KioskCharge: Codable, Hashable, Sendable {
     /// The charge id the kiosk chose (a UUID); the point-of-sale refers to the charge by it.
     public var id: String
-    /// The amount asked, in cents.
+    /// The amount asked, in cents: the whole amount, however many share it.
     public var amountCents: Cents
+    /// Into how many shares the amount is split, each paid by a payer of its own (1: one payer pays it whole).
+    public var shares: Int
+    /// How many shares are paid (for a charge that is not split, 1 once it is paid). Of a charge that ended
+    /// cancelled or expired, the shares that were paid before the ledger refunded them.
+    public var sharesPaid: Int
+    /// What the shares paid add up to, in cents, without tips.
+    public var paidCents: Cents
+    /// The tips payers gave on top of their shares, in cents.
+    public var tipCents: Cents
+    /// What the ledger returned to payers when the charge ended unpaid with shares paid (cancelled or expired),
+    /// shares and tips, in cents; 0 otherwise. (Refunds asked through the kiosk's `Refund` are not counted here.)
+    public var refundedCents: Cents
     /// The point-of-sale's own reference (an order number), kept and reported back; may be empty.
     public var reference: String
     /// Where the charge is.
@@ -56,6 +68,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     public init(
         id: String,
         amountCents: Cents,
+        shares: Int = 1,
         reference: String,
         state: KioskChargeState = .creating,
         sessionID: String? = nil,
@@ -67,6 +80,11 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     ) {
         self.id = id
         self.amountCents = amountCents
+        self.shares = shares
+        self.sharesPaid = 0
+        self.paidCents = 0
+        self.tipCents = 0
+        self.refundedCents = 0
         self.reference = reference
         self.state = state
         self.sessionID = sessionID
@@ -80,6 +98,11 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     enum CodingKeys: String, CodingKey {
         case id
         case amountCents = "amount_cents"
+        case shares
+        case sharesPaid = "shares_paid"
+        case paidCents = "paid_cents"
+        case tipCents = "tip_cents"
+        case refundedCents = "refunded_cents"
         case reference
         case state
         case sessionID = "session_id"
@@ -89,4 +112,38 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         case createdAt = "created_at"
         case updatedAt = "updated_at"
     }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        amountCents = try container.decode(Cents.self, forKey: .amountCents)
+        // Charges from kiosks that predate splits: one share, paid whole or not at all.
+        shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
+        sharesPaid = try container.decodeIfPresent(Int.self, forKey: .sharesPaid) ?? 0
+        paidCents = try container.decodeIfPresent(Cents.self, forKey: .paidCents) ?? 0
+        tipCents = try container.decodeIfPresent(Cents.self, forKey: .tipCents) ?? 0
+        refundedCents = try container.decodeIfPresent(Cents.self, forKey: .refundedCents) ?? 0
+        reference = try container.decode(String.self, forKey: .reference)
+        state = try container.decode(KioskChargeState.self, forKey: .state)
+        sessionID = try container.decodeIfPresent(String.self, forKey: .sessionID)
+        eid = try container.decodeIfPresent(EID.self, forKey: .eid)
+        expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
+        problem = try container.decodeIfPresent(String.self, forKey: .problem)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        updatedAt = try container.decode(Date.self, forKey: .updatedAt)
+    }
+
+    /// Whether the amount is split among several payers.
+    public var isSplit: Bool { shares > 1 }
+
+    /// The amount of share `number` (1 is the first), in cents, as the ledger splits it: equal shares, the cents
+    /// that do not divide evenly going one each to the first shares (10.01 in 4: 2.51, 2.50, 2.50, 2.50).
+    public func cents(ofShare number: Int) -> Cents {
+        let count = Cents(max(shares, 1))
+        let (base, remainder) = amountCents.quotientAndRemainder(dividingBy: count)
+        return base + (Cents(number) <= remainder ? 1 : 0)
+    }
+
+    /// What the next payer pays for one share: the first unpaid share's amount (the whole amount when not split).
+    public var nextShareCents: Cents { cents(ofShare: min(sharesPaid + 1, max(shares, 1))) }
 }

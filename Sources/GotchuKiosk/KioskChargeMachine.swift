@@ -42,6 +42,10 @@ public struct KioskChargeMachine: Sendable {
         /// How long one EID stays on the air before the session is given a new one; `nil` never rotates. Checked
         /// whenever the status is due, so a rotation comes at most one ``statusInterval`` late.
         public var rotateEvery: Duration?
+        /// How long a split charge that ended unpaid with shares paid waits for the ledger to show those shares
+        /// refunded (it refunds them automatically, an expired session's within seconds) before it is reported
+        /// with what was refunded by then. The status is read every ``statusInterval`` meanwhile.
+        public var refundWait: Duration
 
         /// Creates a configuration.
         public init(
@@ -52,7 +56,8 @@ public struct KioskChargeMachine: Sendable {
             safetyInterval: Duration = .seconds(30),
             retry: Backoff = Backoff(),
             idleAfter: Duration = .seconds(60),
-            rotateEvery: Duration? = nil
+            rotateEvery: Duration? = nil,
+            refundWait: Duration = .seconds(30)
         ) {
             self.sessionLifetime = sessionLifetime
             self.renewExpiredSessions = renewExpiredSessions
@@ -62,6 +67,7 @@ public struct KioskChargeMachine: Sendable {
             self.retry = retry
             self.idleAfter = idleAfter
             self.rotateEvery = rotateEvery
+            self.refundWait = refundWait
         }
     }
 
@@ -73,12 +79,44 @@ public struct KioskChargeMachine: Sendable {
         public var eid: EID
         /// When the ledger expires it.
         public var expiresAt: Date
+        /// Into how many shares the ledger split it (1 from a ledger that predates splits, whatever was asked).
+        public var shares: Int
 
         /// Creates a session.
-        public init(sessionID: String, eid: EID, expiresAt: Date) {
+        public init(sessionID: String, eid: EID, expiresAt: Date, shares: Int = 1) {
             self.sessionID = sessionID
             self.eid = eid
             self.expiresAt = expiresAt
+            self.shares = shares
+        }
+    }
+
+    /// A session's status as the ledger reported it, with the progress of a split.
+    public struct SessionState: Hashable, Sendable {
+        /// The ledger's status.
+        public var status: SessionStatus
+        /// How many shares are paid (1 for a paid session that is not split).
+        public var sharesPaid: Int
+        /// What the shares paid add up to, in cents, without tips.
+        public var paidCents: Cents
+        /// The tips paid on top of the shares, in cents.
+        public var tipCents: Cents
+        /// What the ledger returned to payers, shares and tips, in cents.
+        public var refundedCents: Cents
+
+        /// A session in `status`; nothing paid or refunded unless told otherwise.
+        public init(
+            _ status: SessionStatus,
+            sharesPaid: Int = 0,
+            paidCents: Cents = 0,
+            tipCents: Cents = 0,
+            refundedCents: Cents = 0
+        ) {
+            self.status = status
+            self.sharesPaid = sharesPaid
+            self.paidCents = paidCents
+            self.tipCents = tipCents
+            self.refundedCents = refundedCents
         }
     }
 
@@ -86,8 +124,9 @@ public struct KioskChargeMachine: Sendable {
     public enum Event: Hashable, Sendable {
         /// The driver runs: continue the stored active charge. Until then requests are recorded but nothing is sent.
         case start
-        /// The point-of-sale asks for a charge; the driver chose its `id` (a UUID).
-        case chargeRequested(id: String, amountCents: Cents, reference: String)
+        /// The point-of-sale asks for a charge of `amountCents` split into `shares` (1: one payer); the driver chose
+        /// its `id` (a UUID).
+        case chargeRequested(id: String, amountCents: Cents, shares: Int, reference: String)
         /// The point-of-sale asks to cancel the charge `id`.
         case cancelRequested(id: String)
         /// The ledger created (or, for the same key, found again) the session asked for.
@@ -103,7 +142,7 @@ public struct KioskChargeMachine: Sendable {
         /// The rotation failed; the current EID stays on the air.
         case rotateFailed(KioskProblem)
         /// The ledger reported the status of the session asked about.
-        case statusSeen(SessionStatus)
+        case statusSeen(SessionState)
         /// Reading the session's status failed, or its event stream broke.
         case statusFailed(KioskProblem)
         /// The ledger has no event streams (it predates them): the status is polled from now on.
@@ -128,8 +167,9 @@ public struct KioskChargeMachine: Sendable {
         case publish(from: KioskCharge?, to: KioskCharge)
         /// Refuse the point-of-sale's request.
         case refuse(KioskError)
-        /// Create a session on the ledger; report ``Event/sessionCreated(_:)`` or ``Event/createFailed(_:)``.
-        case createSession(amountCents: Cents, idempotencyKey: String)
+        /// Create a session of `amountCents` split into `shares` on the ledger; report ``Event/sessionCreated(_:)`` or
+        /// ``Event/createFailed(_:)``.
+        case createSession(amountCents: Cents, shares: Int, idempotencyKey: String)
         /// Advertise this EID until told to stop; report ``Event/advertisingStarted(token:)`` once it is on the air.
         case advertise(EID, token: Int)
         /// Stop the advertisement.
@@ -139,10 +179,11 @@ public struct KioskChargeMachine: Sendable {
         case rotateEID(sessionID: String)
         /// Read the session's status; report ``Event/statusSeen(_:)`` or ``Event/statusFailed(_:)``.
         case fetchStatus(sessionID: String)
-        /// Wait on the session's event stream for a status other than `after` and report it as
-        /// ``Event/statusSeen(_:)``; after `timeout` read the status and report that. Report
-        /// ``Event/statusFailed(_:)`` if the stream breaks, ``Event/statusStreamUnsupported`` if the ledger has none.
-        case awaitStatusChange(sessionID: String, after: SessionStatus, timeout: Duration)
+        /// Wait on the session's event stream for a state other than `after` (another status, or more shares paid or
+        /// refunded) and report it as ``Event/statusSeen(_:)``; after `timeout` read the status and report that.
+        /// Report ``Event/statusFailed(_:)`` if the stream breaks, ``Event/statusStreamUnsupported`` if the ledger
+        /// has none.
+        case awaitStatusChange(sessionID: String, after: SessionState, timeout: Duration)
         /// Stop waiting on the event stream; its result, if any still arrives, is not reported.
         case stopAwaitingStatus
         /// Cancel the session on the ledger; report ``Event/sessionCancelled``, ``Event/sessionAlreadyOver`` or
@@ -168,6 +209,9 @@ public struct KioskChargeMachine: Sendable {
     struct Settlement: Hashable, Sendable {
         var outcome: KioskChargeState
         var reason: KioskProblem?
+        /// The session is over with shares paid that the ledger has not shown refunded yet: its status is read
+        /// until they are, or until then.
+        var refundsBy: Date?
     }
 
     /// An advertisement under way.
@@ -283,8 +327,8 @@ public struct KioskChargeMachine: Sendable {
             if let record = core.record, record.charge.state.isFinal { scheduleIdle(record.charge) }
             proceed()
 
-        case .chargeRequested(let id, let amountCents, let reference):
-            requestCharge(id: id, amountCents: amountCents, reference: reference)
+        case .chargeRequested(let id, let amountCents, let shares, let reference):
+            requestCharge(id: id, amountCents: amountCents, shares: shares, reference: reference)
 
         case .cancelRequested(let id):
             requestCancel(id: id)
@@ -299,6 +343,18 @@ public struct KioskChargeMachine: Sendable {
                     next.charge.eid = session.eid
                 }
                 if let sessionID = core.record?.charge.sessionID { call(.cancel, .cancelSession(sessionID: sessionID)) }
+            } else if let asked = core.record?.charge.shares, session.shares != asked {
+                // A ledger that predates splits makes one payer's session of the whole amount: not this charge.
+                update { next in
+                    next.sessionNumber += 1
+                    next.charge.sessionID = session.sessionID
+                    next.charge.eid = session.eid
+                }
+                let made = session.shares == 1 ? "one share" : "\(session.shares) shares"
+                settle(
+                    .failed,
+                    reason: .chargeRefused("the ledger made a session of \(made), not \(asked) (does it split?)")
+                )
             } else {
                 let renew = configuration.renewExpiredSessions
                 let lifetime = configuration.sessionLifetime
@@ -361,16 +417,36 @@ public struct KioskChargeMachine: Sendable {
             core.eidSince = now
             proceed()
 
-        case .statusSeen(let status):
+        case .statusSeen(let state):
             if let settling = core.settling {
-                finish(status == .paid ? .paid : settling.outcome, reason: settling.reason)
+                record(state)
+                if settling.refundsBy != nil {
+                    // The read worked: a problem shown while waiting for the refunds is over.
+                    core.failures = 0
+                    setProblem(nil)
+                }
+                if state.status == .paid {
+                    finish(.paid)
+                } else {
+                    end(settling.outcome, reason: settling.reason, refundedCents: state.refundedCents)
+                }
             } else {
                 core.statusFailures = 0
-                apply(status)
+                apply(state)
             }
 
         case .statusFailed(let problem):
-            if core.settling != nil {
+            if let settling = core.settling, let refundsBy = settling.refundsBy {
+                // The session is over: only the refunds' news is missing, and it is worth no more than the wait.
+                if now >= refundsBy {
+                    finish(settling.outcome, reason: settling.reason)
+                } else {
+                    setProblem(problem)
+                    core.failures += 1
+                    let delay = configuration.retry.delay(attempt: core.failures)
+                    startTimer(after: min(delay, duration(from: now, to: refundsBy)))
+                }
+            } else if core.settling != nil {
                 settleFailed(problem)
             } else {
                 // The session may still be paid, so the charge goes on and says what is wrong.
@@ -385,7 +461,14 @@ public struct KioskChargeMachine: Sendable {
             watch(after: configuration.statusInterval)
 
         case .sessionCancelled:
-            if let settling = core.settling { finish(settling.outcome, reason: settling.reason) }
+            if let settling = core.settling {
+                if let current = core.record, current.charge.isSplit, let sessionID = current.charge.sessionID {
+                    // Shares may have been paid since the last status: the status tells, and what was refunded.
+                    call(.status, .fetchStatus(sessionID: sessionID))
+                } else {
+                    finish(settling.outcome, reason: settling.reason)
+                }
+            }
 
         case .sessionAlreadyOver:
             // Paid, expired or cancelled: only the status tells which.
@@ -406,8 +489,11 @@ public struct KioskChargeMachine: Sendable {
 
     // MARK: Requests
 
-    private mutating func requestCharge(id: String, amountCents: Cents, reference: String) {
+    private mutating func requestCharge(id: String, amountCents: Cents, shares: Int, reference: String) {
         guard amountCents > 0 else { return refuse(.invalidAmount(amountCents)) }
+        guard (1...KioskError.maximumShares).contains(shares), amountCents >= Cents(shares) else {
+            return refuse(.invalidShares(shares, amountCents: amountCents))
+        }
         guard reference.utf8.count <= KioskError.maximumReferenceLength else {
             return refuse(.invalidReference("at most \(KioskError.maximumReferenceLength) bytes"))
         }
@@ -418,6 +504,7 @@ public struct KioskChargeMachine: Sendable {
         var charge = KioskCharge(
             id: id,
             amountCents: amountCents,
+            shares: shares,
             reference: reference,
             createdAt: now,
             updatedAt: now
@@ -456,7 +543,10 @@ public struct KioskChargeMachine: Sendable {
     /// Takes the next step of the active charge unless something is under way that will lead to it.
     private mutating func proceed() {
         guard core.started, isActive, core.call == nil, core.timer == nil, let current = core.record else { return }
-        if current.cancelRequested {
+        if core.settling?.refundsBy != nil, let sessionID = current.charge.sessionID {
+            // Over on the ledger; waiting for the news of its refunds.
+            call(.status, .fetchStatus(sessionID: sessionID))
+        } else if current.cancelRequested {
             settle(.cancelled)
         } else if now >= lifetimeEnd(of: current.charge) {
             settle(.expired)
@@ -485,14 +575,19 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// Records a status from the ledger while advertising.
-    private mutating func apply(_ status: SessionStatus) {
+    private mutating func apply(_ state: SessionState) {
         guard let current = core.record else { return }
+        // A session with shares paid is not renewed: the ledger refunds them when it expires, and a new session
+        // would start the split over.
         let renew =
             configuration.renewExpiredSessions && !current.cancelRequested && now < lifetimeEnd(of: current.charge)
+            && current.charge.sharesPaid == 0 && state.sharesPaid == 0
         setProblem(nil)
+        record(state)
+        let status = state.status
         switch status {
         case .paid: finish(.paid)
-        case .cancelled: finish(.cancelled)
+        case .cancelled: end(.cancelled, refundedCents: state.refundedCents)
         case .expired where renew:
             stopAdvertising()
             update { next in
@@ -501,11 +596,12 @@ public struct KioskChargeMachine: Sendable {
                 next.charge.eid = nil
             }
             proceed()
-        case .expired: finish(.expired)
-        case .locked, .created, .advertising:
+        case .expired: end(.expired, refundedCents: state.refundedCents)
+        case .locked, .created, .advertising, .partiallyPaid:
+            // Partly paid, a split is still advertised for the payers of the shares left.
             update { $0.charge.state = status == .locked ? .locked : .advertising }
             if configuration.liveStatus && !core.polling {
-                awaitChange(after: status)
+                awaitChange(after: state)
             } else {
                 watch(after: configuration.statusInterval)
             }
@@ -514,7 +610,7 @@ public struct KioskChargeMachine: Sendable {
 
     /// Waits on the event stream for the next status while advertising (no longer than the safety interval, nor
     /// past the charge's lifetime).
-    private mutating func awaitChange(after status: SessionStatus) {
+    private mutating func awaitChange(after status: SessionState) {
         guard let current = core.record, core.advertising != nil, !current.cancelRequested,
             let sessionID = current.charge.sessionID
         else { return proceed() }
@@ -561,6 +657,44 @@ public struct KioskChargeMachine: Sendable {
         }
     }
 
+    /// Records what a status says of the shares paid: counts only grow, so a status that no longer counts the
+    /// shares it refunded leaves the record of what was paid.
+    private mutating func record(_ state: SessionState) {
+        guard let current = core.record else { return }
+        let charge = current.charge
+        let sharesPaid = max(
+            charge.sharesPaid,
+            state.status == .paid ? max(state.sharesPaid, charge.shares) : state.sharesPaid
+        )
+        let paidCents = max(
+            charge.paidCents,
+            state.status == .paid ? max(state.paidCents, charge.amountCents) : state.paidCents
+        )
+        let tipCents = max(charge.tipCents, state.tipCents)
+        update { next in
+            next.charge.sharesPaid = min(sharesPaid, charge.shares)
+            next.charge.paidCents = paidCents
+            next.charge.tipCents = tipCents
+        }
+    }
+
+    /// Ends the charge unpaid as `outcome`, once the ledger shows `refundedCents` refunded. A charge with shares
+    /// paid waits (at most ``Configuration/refundWait``) until the ledger shows all that was paid refunded, reading
+    /// the status every ``Configuration/statusInterval``; then it ends with what was refunded.
+    private mutating func end(_ outcome: KioskChargeState, reason: KioskProblem? = nil, refundedCents: Cents) {
+        guard let charge = core.record?.charge else { return }
+        let owed = charge.paidCents + charge.tipCents
+        update { $0.charge.refundedCents = max($0.charge.refundedCents, min(refundedCents, owed)) }
+        let refundsBy = core.settling?.refundsBy ?? now.addingTimeInterval(configuration.refundWait.seconds)
+        guard charge.sharesPaid > 0, refundedCents < owed, now < refundsBy else {
+            return finish(outcome, reason: reason)
+        }
+        core.settling = Settlement(outcome: outcome, reason: reason, refundsBy: refundsBy)
+        stopAwaitingChange()
+        stopAdvertising()
+        startTimer(after: min(configuration.statusInterval, duration(from: now, to: refundsBy)))
+    }
+
     private mutating func settleFailed(_ problem: KioskProblem) {
         core.settling = nil
         pause(.cancelNotConfirmed(problem))
@@ -596,6 +730,7 @@ public struct KioskChargeMachine: Sendable {
         // already created.
         .createSession(
             amountCents: current.charge.amountCents,
+            shares: current.charge.shares,
             idempotencyKey: "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
         )
     }

@@ -87,22 +87,28 @@ public enum KioskControl {
         }
     }
 
-    /// A charge as a D-Bus dictionary; empty for no charge. Absent fields are left out.
+    /// A charge as a D-Bus dictionary, keyed by ``KioskInterface/ChargeKey``; empty for no charge. Absent fields are
+    /// left out.
     public static func dictionary(_ charge: KioskCharge?) -> [String: DBusVariant] {
         guard let charge else { return [:] }
-        var entries: [String: DBusVariant] = [
-            "id": DBusVariant(.string(charge.id)),
-            "amount_cents": DBusVariant(.int64(charge.amountCents)),
-            "reference": DBusVariant(.string(charge.reference)),
-            "state": DBusVariant(.string(charge.state.rawValue)),
-            "created_at": DBusVariant(.string(timestamp(charge.createdAt))),
-            "updated_at": DBusVariant(.string(timestamp(charge.updatedAt))),
+        var entries: [Key: DBusValue] = [
+            .id: .string(charge.id),
+            .amountCents: .int64(charge.amountCents),
+            .shares: .int32(Int32(clamping: charge.shares)),
+            .sharesPaid: .int32(Int32(clamping: charge.sharesPaid)),
+            .paidCents: .int64(charge.paidCents),
+            .tipCents: .int64(charge.tipCents),
+            .refundedCents: .int64(charge.refundedCents),
+            .reference: .string(charge.reference),
+            .state: .string(charge.state.rawValue),
+            .createdAt: .string(timestamp(charge.createdAt)),
+            .updatedAt: .string(timestamp(charge.updatedAt)),
         ]
-        if let sid = charge.sessionID { entries["session_id"] = DBusVariant(.string(sid)) }
-        if let eid = charge.eid { entries["eid"] = DBusVariant(.string(eid.rawValue)) }
-        if let expiresAt = charge.expiresAt { entries["expires_at"] = DBusVariant(.string(timestamp(expiresAt))) }
-        if let problem = charge.problem { entries["problem"] = DBusVariant(.string(problem)) }
-        return entries
+        if let sid = charge.sessionID { entries[.sessionID] = .string(sid) }
+        if let eid = charge.eid { entries[.eid] = .string(eid.rawValue) }
+        if let expiresAt = charge.expiresAt { entries[.expiresAt] = .string(timestamp(expiresAt)) }
+        if let problem = charge.problem { entries[.problem] = .string(problem) }
+        return Dictionary(uniqueKeysWithValues: entries.map { ($0.key.rawValue, DBusVariant($0.value)) })
     }
 
     static func timestamp(_ date: Date) -> String {
@@ -114,6 +120,11 @@ public enum KioskControl {
         switch event.kind {
         case .advertising: return (.advertising, [id, .string(event.charge.eid?.rawValue ?? "")])
         case .locked: return (.locked, [id])
+        case .sharePaid:
+            let charge = event.charge
+            return (
+                .sharePaid, [id, .int32(Int32(clamping: charge.sharesPaid)), .int32(Int32(clamping: charge.shares))]
+            )
         case .paid:
             return (.paymentSucceeded, [id, .int64(event.charge.amountCents), .string(event.charge.sessionID ?? "")])
         case .expired: return (.expired, [id])
@@ -125,6 +136,7 @@ public enum KioskControl {
     typealias Method = KioskInterface.Method
     typealias Property = KioskInterface.Property
     typealias Signal = KioskInterface.Signal
+    typealias Key = KioskInterface.ChargeKey
 
     /// The interface's methods, as counted in ``KioskMetrics``.
     static let methods = KioskInterface.Method.allCases.map(\.rawValue)
@@ -174,6 +186,16 @@ public enum KioskControl {
                         }
                         return [.string(charge.id)]
                     },
+                    DBusMethod(Method.chargeSplit.rawValue, inputs: [.int64, .string, .int32], outputs: [.string]) {
+                        message in
+                        let amount = message.argument(0, as: Int64.self) ?? 0
+                        let reference = message.argument(1, as: String.self) ?? ""
+                        let shares = Int(message.argument(2, as: Int32.self) ?? 0)
+                        let charge = try await answer { () throws(KioskError) in
+                            try await kiosk.charge(amountCents: amount, reference: reference, shares: shares)
+                        }
+                        return [.string(charge.id)]
+                    },
                     DBusMethod(Method.cancel.rawValue, inputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in try await kiosk.cancel(id: id) }
@@ -218,6 +240,7 @@ public enum KioskControl {
                 signals: [
                     DBusSignalDescription(Signal.advertising.rawValue, arguments: [.string, .string]),
                     DBusSignalDescription(Signal.locked.rawValue, arguments: [.string]),
+                    DBusSignalDescription(Signal.sharePaid.rawValue, arguments: [.string, .int32, .int32]),
                     DBusSignalDescription(Signal.paymentSucceeded.rawValue, arguments: [.string, .int64, .string]),
                     DBusSignalDescription(Signal.expired.rawValue, arguments: [.string]),
                     DBusSignalDescription(Signal.cancelled.rawValue, arguments: [.string]),
@@ -236,7 +259,7 @@ public enum KioskControl {
         } catch {
             switch error {
             case .busy: throw DBusError(ErrorName.busy, error.description)
-            case .invalidAmount, .invalidReference: throw DBusError(.invalidArgs, error.description)
+            case .invalidAmount, .invalidShares, .invalidReference: throw DBusError(.invalidArgs, error.description)
             case .notFound: throw DBusError(ErrorName.notFound, error.description)
             case .alreadyFinal: throw DBusError(ErrorName.alreadyFinal, error.description)
             case .cancelPending: throw DBusError(ErrorName.cancelPending, error.description)

@@ -240,6 +240,7 @@ public enum KioskDaemon {
     public static func describe(_ status: KioskStatus) -> String {
         guard let charge = status.charge else { return status.state.rawValue }
         var text = "\(status.state.rawValue): charge \(charge.id) \(Money.format(charge.amountCents))"
+        if charge.isSplit { text += ", \(charge.sharesPaid) of \(charge.shares) shares paid" }
         if let problem = status.problem { text += " — \(problem)" }
         return text
     }

@@ -23,7 +23,11 @@ enum KioskDisplayPage {
         var state: String
         var payee: String
         var amount: String?
+        /// For a split charge a payer may pay: what the next share costs.
+        var share: String?
         var headline: String
+        /// For a split charge: how many of its shares are paid.
+        var progress: String?
         var detail: String?
         var countdown: String?
         var reference: String?
@@ -40,6 +44,16 @@ enum KioskDisplayPage {
             // As the script does: an empty problem on the status gives way to the charge's.
             let problem = status.problem?.isEmpty == false ? status.problem : charge?.problem
             detail = status.state == .failed || status.state == .error ? problem : nil
+            let payable = status.state == .advertising || status.state == .locked
+            if let charge, charge.isSplit {
+                if payable { share = "Your share: " + Money.format(charge.nextShareCents) }
+                if !charge.state.isFinal || charge.state == .paid {
+                    progress = "\(charge.sharesPaid) of \(charge.shares) paid"
+                }
+            }
+            if let charge, charge.state == .cancelled || charge.state == .expired, charge.refundedCents > 0 {
+                detail = Money.format(charge.refundedCents) + " refunded to the payers"
+            }
             if status.state == .advertising || status.state == .locked, let expiresAt = charge?.expiresAt {
                 countdown = KioskDisplayPage.countdown(seconds: expiresAt.timeIntervalSince(status.now))
             }
@@ -83,7 +97,9 @@ enum KioskDisplayPage {
             <main>
             \(element("payee", view.payee))
             \(element("amount", view.amount))
+            \(element("share", view.share))
             \(element("headline", view.headline))
+            \(element("progress", view.progress))
             \(element("detail", view.detail))
             \(element("countdown", view.countdown))
             \(element("reference", view.reference))
@@ -146,6 +162,8 @@ enum KioskDisplayPage {
         #amount{font-size:clamp(40px,min(22vh,15vw),240px);font-weight:800;line-height:1;\
         font-variant-numeric:tabular-nums}
         #headline{font-size:clamp(26px,min(11vh,7vw),120px);font-weight:700;line-height:1.1}
+        #share{font-size:clamp(18px,min(7vh,5vw),72px);font-weight:600;font-variant-numeric:tabular-nums}
+        #progress{font-size:clamp(20px,min(8vh,6vw),90px);font-weight:700;font-variant-numeric:tabular-nums}
         #detail{font-size:clamp(16px,min(5vh,4vw),56px)}
         #countdown{font-size:clamp(22px,min(9vh,6vw),100px);font-variant-numeric:tabular-nums}
         #reference{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333}
@@ -191,6 +209,12 @@ enum KioskDisplayPage {
             var grouped = charge.eid.replace(/(.{4})(?=.)/g, "$1 ");
             return "Code " + confirmationCode(charge.session_id) + " · EID " + grouped;
           }
+          // KioskCharge.cents(ofShare:): equal shares, the cents that do not divide evenly one each to the first.
+          function shareCents(charge, number) {
+            var shares = Math.max(charge.shares || 1, 1);
+            var remainder = charge.amount_cents % shares;
+            return (charge.amount_cents - remainder) / shares + (number <= remainder ? 1 : 0);
+          }
           function setText(id, text) {
             var node = document.getElementById(id);
             node.textContent = text || "";
@@ -210,12 +234,22 @@ enum KioskDisplayPage {
             var failing = status.state === "failed" || status.state === "error";
             document.body.setAttribute("data-state", status.state);
             setText("payee", status.payee_name);
+            var payable = status.state === "advertising" || status.state === "locked";
+            var split = charge && charge.shares > 1;
+            var paid = split ? charge.shares_paid || 0 : 0;
             setText("amount", charge ? formatCents(charge.amount_cents) : null);
+            setText("share", split && payable
+              ? "Your share: " + formatCents(shareCents(charge, Math.min(paid + 1, charge.shares))) : null);
             setText("headline", headlines[status.state] || status.state);
-            setText("detail", failing ? status.problem || (charge && charge.problem) : null);
+            var counted = split && ["creating", "advertising", "locked", "paid"].indexOf(charge.state) >= 0;
+            setText("progress", counted ? paid + " of " + charge.shares + " paid" : null);
+            var detail = failing ? status.problem || (charge && charge.problem) : null;
+            if (charge && (charge.state === "cancelled" || charge.state === "expired") && charge.refunded_cents > 0) {
+              detail = formatCents(charge.refunded_cents) + " refunded to the payers";
+            }
+            setText("detail", detail);
             setText("countdown", countdown());
             setText("reference", charge && charge.reference ? "Reference: " + charge.reference : null);
-            var payable = status.state === "advertising" || status.state === "locked";
             setText("fallback", payable ? fallback(charge) : null);
           }
           var lost = null;

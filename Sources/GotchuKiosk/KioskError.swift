@@ -6,6 +6,9 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     case busy(activeID: String)
     /// The amount is not a positive number of cents the ledger could take.
     case invalidAmount(Cents)
+    /// The number of shares is not 1 to ``maximumShares``, or more than the amount has cents (each share is at
+    /// least a cent).
+    case invalidShares(Int, amountCents: Cents)
     /// The reference is too long or has control characters.
     case invalidReference(String)
     /// No charge has this id.
@@ -24,10 +27,17 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The longest reference accepted, in UTF-8 bytes.
     public static let maximumReferenceLength = 200
 
+    /// The most shares a charge may be split into (the ledger's limit).
+    public static let maximumShares = 50
+
     public var description: String {
         switch self {
         case .busy(let id): "charge \(id) is still active; cancel it or wait until it ends"
         case .invalidAmount(let cents): "the amount must be a positive number of cents, not \(cents)"
+        case .invalidShares(let shares, let cents):
+            (1...Self.maximumShares).contains(shares)
+                ? "\(cents) cents cannot be split into \(shares) shares of at least one cent"
+                : "the number of shares must be 1 to \(Self.maximumShares), not \(shares)"
         case .invalidReference(let reason): "invalid reference: \(reason)"
         case .notFound(let id): "no charge \(id)"
         case .alreadyFinal(let charge): "charge \(charge.id) is already \(charge.state.rawValue)"

@@ -6,6 +6,9 @@ public struct KioskEvent: Hashable, Sendable {
         case advertising
         /// A payer holds the session.
         case locked
+        /// More shares of a split charge are paid (``KioskCharge/sharesPaid`` of ``KioskCharge/shares``), not all:
+        /// the charge is still advertised for the rest. The last share makes it ``paid``.
+        case sharePaid
         /// The charge was paid.
         case paid
         /// The charge expired unpaid.
@@ -34,6 +37,9 @@ public struct KioskEvent: Hashable, Sendable {
         var events: [KioskEvent] = []
         if let problem = new.problem, problem != old?.problem, !new.state.isFinal {
             events.append(KioskEvent(.problem(reason: problem), new))
+        }
+        if new.sharesPaid > (old?.sharesPaid ?? 0), new.sharesPaid < new.shares, !new.state.isFinal {
+            events.append(KioskEvent(.sharePaid, new))
         }
         let changed = new.state != old?.state || new.sessionID != old?.sessionID
         guard changed else { return events }

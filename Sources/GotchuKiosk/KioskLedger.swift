@@ -7,21 +7,27 @@ import GotchuReceipts
 /// The ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
 /// answer them in memory.
 public protocol KioskLedgerService: Sendable {
-    /// Creates a payment session, or finds again the one created earlier under the same key.
+    /// Creates a payment session of `amountCents` split into `shares` (1: one payer), or finds again the one
+    /// created earlier under the same key. A ledger that predates splits answers one share whatever was asked.
     func createSession(
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
-    /// The session's status, with expiry judged by the ledger.
-    func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus
+    /// The session's status, with expiry judged by the ledger, and what was paid and refunded of it. A paid share
+    /// counts only once its receipt verifies (when receipts are checked).
+    func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState
     /// Cancels the session; refused with a problem when it is already paid, expired or cancelled.
     func cancelSession(sid: String) async throws(LedgerClientError)
     /// Gives the session a new EID; the one it replaces resolves for the ledger's grace.
     func rotateEID(sid: String) async throws(LedgerClientError) -> EID
-    /// The session's next status other than `after`, from its event stream (see
-    /// ``LedgerClient/nextSessionStatus(sid:after:quietLimit:)``).
-    func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus
+    /// The session's next state other than `after` (another status, more shares paid, a refund), from its event
+    /// stream (see ``LedgerClient/sessionEvents(sid:lastEventID:quietLimit:)``).
+    func nextState(
+        sid: String,
+        after: KioskChargeMachine.SessionState
+    ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState
     /// Refunds `amountCents` of the paid session (`nil`: whatever of the amount paid is not refunded yet) under
     /// `idempotencyKey`; the answer counts only once its receipt verifies (when receipts are checked).
     func refund(
@@ -32,8 +38,24 @@ public protocol KioskLedgerService: Sendable {
 }
 
 extension KioskLedgerService {
-    /// A service without event streams: the kiosk polls ``sessionStatus(sid:)`` instead.
-    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+    /// Creates a session for one payer (see ``createSession(amountCents:shares:idempotencyKey:)``).
+    public func createSession(
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> CreateSessionResponse {
+        try await createSession(amountCents: amountCents, shares: 1, idempotencyKey: idempotencyKey)
+    }
+
+    /// The session's status alone (see ``sessionState(sid:)``).
+    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+        try await sessionState(sid: sid).status
+    }
+
+    /// A service without event streams: the kiosk polls ``sessionState(sid:)`` instead.
+    public func nextState(
+        sid: String,
+        after: KioskChargeMachine.SessionState
+    ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         throw .problem(Problem(.notFound, detail: "this ledger service has no event streams"))
     }
 
@@ -144,36 +166,29 @@ public actor KioskLedger: KioskLedgerService {
 
     public func createSession(
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
     {
         try await perform { client throws(LedgerClientError) in
-            try await client.createSession(amountCents: amountCents, idempotencyKey: idempotencyKey)
+            // One share is asked as always, so that a ledger that predates splits takes it.
+            try await client.createSession(
+                amountCents: amountCents,
+                shares: shares == 1 ? nil : shares,
+                idempotencyKey: idempotencyKey
+            )
         }
     }
 
-    /// The session's status; `paid` only once its receipt verifies (when receipts are checked). A receipt that does
-    /// not is reported as a failed status read, so the charge keeps waiting and says why instead of reporting a
-    /// payment the ledger's signature does not back.
-    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+    /// The session's state; `paid`, and shares paid, only once their receipts verify (when receipts are checked):
+    /// a split session's every payment has its own. A receipt that does not verify is reported as a failed status
+    /// read, so the charge keeps waiting and says why instead of reporting a payment the ledger's signature does
+    /// not back.
+    public func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         let session = try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
-        if session.status == .paid, let receiptTrust {
-            do {
-                try await receiptTrust.verify(
-                    session.receipt,
-                    sessionID: sid,
-                    amountCents: session.amountCents,
-                    ledger: client
-                )
-            } catch {
-                throw .unexpectedResponse(
-                    status: 200,
-                    body: "the session is paid but its receipt does not verify: \(error)"
-                )
-            }
-        }
-        return session.status
+        try await verify(session, sid: sid)
+        return Self.state(session)
     }
 
     public func cancelSession(sid: String) async throws(LedgerClientError) {
@@ -184,10 +199,79 @@ public actor KioskLedger: KioskLedgerService {
         try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }.eid
     }
 
-    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
-        try await perform { client throws(LedgerClientError) in
-            try await client.nextSessionStatus(sid: sid, after: after)
-        }.status
+    /// The session's next state other than `after` from its event stream, opened for the call: the first event is
+    /// the current state, so a change made before the call is seen at once. Verified as ``sessionState(sid:)`` is.
+    public func nextState(
+        sid: String,
+        after: KioskChargeMachine.SessionState
+    ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
+        let session = try await perform { client throws(LedgerClientError) in
+            do {
+                for try await event in client.sessionEvents(sid: sid) where Self.state(event.session) != after {
+                    return event.session
+                }
+            } catch let error as LedgerClientError {
+                throw error
+            } catch {
+                throw .transport("\(error)")
+            }
+            throw .transport("the event stream ended without news of the session")
+        }
+        try await verify(session, sid: sid)
+        return Self.state(session)
+    }
+
+    /// The state the kiosk follows of a session's status.
+    static func state(_ session: SessionStatusResponse) -> KioskChargeMachine.SessionState {
+        KioskChargeMachine.SessionState(
+            session.status,
+            sharesPaid: session.sharesPaid,
+            paidCents: session.paidCents,
+            tipCents: session.tipCents,
+            refundedCents: session.refundedCents
+        )
+    }
+
+    /// Checks the receipts behind what `session` (session `sid`, as asked) says was paid: the session's own once it
+    /// is paid, or of a split, every payment's, which must account for every share it says is paid. Nothing is
+    /// checked of a session that ended unpaid (its payments are refunded), nor without trusted keys.
+    private func verify(_ session: SessionStatusResponse, sid: String) async throws(LedgerClientError) {
+        guard let receiptTrust else { return }
+        do throws(ReceiptError) {
+            if session.shares <= 1 {
+                guard session.status == .paid else { return }
+                try await receiptTrust.verify(
+                    session.receipt,
+                    sessionID: sid,
+                    amountCents: session.amountCents,
+                    ledger: client
+                )
+            } else {
+                guard session.status == .paid || session.status.isLive, session.sharesPaid > 0 else { return }
+                var shares = 0
+                var cents: Cents = 0
+                for payment in session.payments {
+                    try await receiptTrust.verify(
+                        payment.receipt,
+                        sessionID: sid,
+                        amountCents: payment.amountCents,
+                        tipCents: payment.tipCents,
+                        shareNumbers: payment.shareNumbers,
+                        ledger: client
+                    )
+                    shares += payment.shareNumbers.count
+                    cents += payment.amountCents
+                }
+                guard shares >= session.sharesPaid, cents >= session.paidCents else {
+                    throw ReceiptError(
+                        "receipts account for \(shares) of the \(session.sharesPaid) shares the ledger says are paid"
+                    )
+                }
+            }
+        } catch {
+            let what = session.status == .paid ? "the session is paid" : "shares of the session are paid"
+            throw .unexpectedResponse(status: 200, body: "\(what) but a receipt does not verify: \(error)")
+        }
     }
 }
 

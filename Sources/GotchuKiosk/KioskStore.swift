@@ -81,6 +81,19 @@ public final class KioskStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v2: splits") { db in
+            // Charges stored before splits were one share each; a paid one had its one share paid, for its amount.
+            try db.execute(
+                sql: """
+                    ALTER TABLE charges ADD COLUMN shares INTEGER NOT NULL DEFAULT 1 CHECK (shares >= 1);
+                    ALTER TABLE charges ADD COLUMN shares_paid INTEGER NOT NULL DEFAULT 0 CHECK (shares_paid >= 0);
+                    ALTER TABLE charges ADD COLUMN paid_cents INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE charges ADD COLUMN tip_cents INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE charges ADD COLUMN refunded_cents INTEGER NOT NULL DEFAULT 0;
+                    UPDATE charges SET shares_paid = 1, paid_cents = amount_cents WHERE state = 'paid';
+                    """
+            )
+        }
         try migrator.migrate(database)
         try database.write { db in
             try db.execute(
@@ -99,8 +112,9 @@ public final class KioskStore: Sendable {
             try db.execute(
                 sql: """
                     INSERT INTO charges (id, amount_cents, reference, state, active, session_id, eid, expires_at,
-                        problem, session_number, cancel_requested, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        problem, session_number, cancel_requested, created_at, updated_at, shares, shares_paid,
+                        paid_cents, tip_cents, refunded_cents)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: Self.arguments(record, leadingID: true)
             )
@@ -116,7 +130,8 @@ public final class KioskStore: Sendable {
                 sql: """
                     UPDATE charges SET amount_cents = ?, reference = ?, state = ?, active = ?, session_id = ?,
                         eid = ?, expires_at = ?, problem = ?, session_number = ?, cancel_requested = ?,
-                        created_at = ?, updated_at = ?
+                        created_at = ?, updated_at = ?, shares = ?, shares_paid = ?, paid_cents = ?, tip_cents = ?,
+                        refunded_cents = ?
                     WHERE id = ? AND active = 1
                     """,
                 arguments: arguments
@@ -153,7 +168,8 @@ public final class KioskStore: Sendable {
             charge.amountCents, charge.reference, charge.state.rawValue, charge.state.isFinal ? nil : 1,
             charge.sessionID, charge.eid?.rawValue, charge.expiresAt?.timeIntervalSince1970, charge.problem,
             record.sessionNumber, record.cancelRequested, charge.createdAt.timeIntervalSince1970,
-            charge.updatedAt.timeIntervalSince1970,
+            charge.updatedAt.timeIntervalSince1970, charge.shares, charge.sharesPaid, charge.paidCents,
+            charge.tipCents, charge.refundedCents,
         ]
         return StatementArguments(values)
     }
@@ -161,10 +177,11 @@ public final class KioskStore: Sendable {
     private static func record(_ row: Row) -> Record {
         let expiresAt: Double? = row["expires_at"]
         let eid: String? = row["eid"]
-        return Record(
+        var record = Record(
             charge: KioskCharge(
                 id: row["id"],
                 amountCents: row["amount_cents"],
+                shares: row["shares"],
                 reference: row["reference"],
                 // The CHECK constraint admits only known states.
                 state: KioskChargeState(rawValue: row["state"]) ?? .failed,
@@ -178,5 +195,10 @@ public final class KioskStore: Sendable {
             sessionNumber: row["session_number"],
             cancelRequested: row["cancel_requested"]
         )
+        record.charge.sharesPaid = row["shares_paid"]
+        record.charge.paidCents = row["paid_cents"]
+        record.charge.tipCents = row["tip_cents"]
+        record.charge.refundedCents = row["refunded_cents"]
+        return record
     }
 }

@@ -19,17 +19,18 @@ public struct MeteredKioskLedger: KioskLedgerService {
 
     public func createSession(
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
     {
         try await counted { () throws(LedgerClientError) in
-            try await base.createSession(amountCents: amountCents, idempotencyKey: idempotencyKey)
+            try await base.createSession(amountCents: amountCents, shares: shares, idempotencyKey: idempotencyKey)
         }
     }
 
-    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
-        try await counted { () throws(LedgerClientError) in try await base.sessionStatus(sid: sid) }
+    public func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
+        try await counted { () throws(LedgerClientError) in try await base.sessionState(sid: sid) }
     }
 
     public func cancelSession(sid: String) async throws(LedgerClientError) {
@@ -50,10 +51,13 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
-    public func nextStatus(sid: String, after: SessionStatus) async throws(LedgerClientError) -> SessionStatus {
+    public func nextState(
+        sid: String,
+        after: KioskChargeMachine.SessionState
+    ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         // A ledger without event streams is not failing: the kiosk polls instead.
         try await counted(unless: LedgerClient.eventStreamsUnsupported) { () throws(LedgerClientError) in
-            try await base.nextStatus(sid: sid, after: after)
+            try await base.nextState(sid: sid, after: after)
         }
     }
 

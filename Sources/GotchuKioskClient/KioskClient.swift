@@ -33,10 +33,18 @@ public struct KioskClient: Sendable {
 
     /// Starts a charge of `amountCents` (1 or more) and returns its id; the kiosk then advertises it to payers.
     /// - Parameter reference: the point-of-sale's own reference, such as an order number (may be empty).
-    /// - Throws: ``KioskInterface/ErrorName/busy`` while another charge is active; `InvalidArgs` for a bad amount or
-    ///   reference.
-    public func charge(amountCents: Int64, reference: String = "") async throws -> String {
-        let reply = try await call(.charge, [.int64(amountCents), .string(reference)])
+    /// - Parameter shares: into how many equal shares to split the amount, each paid by a payer of its own (1 to 50,
+    ///   each at least a cent; the cents that do not divide evenly go to the first shares). One share calls
+    ///   `Charge`, which kiosks that predate splits serve too; more call `ChargeSplit`. The kiosk signals
+    ///   ``KioskInterface/Signal/sharePaid`` as shares are paid, and `PaymentSucceeded` once all are.
+    /// - Throws: ``KioskInterface/ErrorName/busy`` while another charge is active; `InvalidArgs` for a bad amount,
+    ///   reference or number of shares; `org.freedesktop.DBus.Error.UnknownMethod` from a kiosk that predates
+    ///   splits, for more than one share.
+    public func charge(amountCents: Int64, reference: String = "", shares: Int = 1) async throws -> String {
+        let reply =
+            shares == 1
+            ? try await call(.charge, [.int64(amountCents), .string(reference)])
+            : try await call(.chargeSplit, [.int64(amountCents), .string(reference), .int32(Int32(clamping: shares))])
         guard let id = reply.first.flatMap({ String(dbusValue: $0) }) else {
             throw DBusError(.failed, "the kiosk answered Charge without an id")
         }
@@ -62,9 +70,10 @@ public struct KioskClient: Sendable {
         return refundID
     }
 
-    /// The charge with `id`: `id`, `amount_cents` (x), `reference`, `state` (`creating`, `advertising`, `locked`,
-    /// `paid`, `expired`, `cancelled` or `failed`), `created_at` and `updated_at` (ISO 8601), and when known
-    /// `session_id`, `eid`, `expires_at` and `problem`.
+    /// The charge with `id`: `id`, `amount_cents` (x), `shares` and `shares_paid` (i), `paid_cents`, `tip_cents`
+    /// and `refunded_cents` (x), `reference`, `state` (`creating`, `advertising`, `locked`, `paid`, `expired`,
+    /// `cancelled` or `failed`), `created_at` and `updated_at` (ISO 8601), and when known `session_id`, `eid`,
+    /// `expires_at` and `problem` (see ``KioskInterface/ChargeKey``).
     /// - Throws: ``KioskInterface/ErrorName/notFound``.
     public func charge(_ id: String) async throws -> [String: DBusVariant] {
         let reply = try await call(.getCharge, [.string(id)])
@@ -151,6 +160,8 @@ public enum KioskSignal: Hashable, Sendable {
     case advertising(chargeID: String, eid: String)
     /// A payer is paying.
     case locked(chargeID: String)
+    /// `sharesPaid` of the `shares` of a split charge are paid, not all; the kiosk still advertises it.
+    case sharePaid(chargeID: String, sharesPaid: Int, shares: Int)
     /// The charge was paid, in the ledger's session `sessionID`.
     case paymentSucceeded(chargeID: String, amountCents: Int64, sessionID: String)
     /// The charge ended unpaid.
@@ -172,6 +183,10 @@ public enum KioskSignal: Hashable, Sendable {
             guard let eid = message.argument(1, as: String.self) else { return nil }
             self = .advertising(chargeID: id, eid: eid)
         case .locked: self = .locked(chargeID: id)
+        case .sharePaid:
+            guard let paid = message.argument(1, as: Int32.self), let shares = message.argument(2, as: Int32.self)
+            else { return nil }
+            self = .sharePaid(chargeID: id, sharesPaid: Int(paid), shares: Int(shares))
         case .paymentSucceeded:
             guard let cents = message.argument(1, as: Int64.self), let session = message.argument(2, as: String.self)
             else { return nil }
@@ -191,8 +206,8 @@ public enum KioskSignal: Hashable, Sendable {
     /// The id of the charge the signal is about.
     public var chargeID: String {
         switch self {
-        case .advertising(let id, _), .locked(let id), .paymentSucceeded(let id, _, _), .expired(let id),
-            .cancelled(let id), .error(let id, _), .refunded(let id, _, _):
+        case .advertising(let id, _), .locked(let id), .sharePaid(let id, _, _), .paymentSucceeded(let id, _, _),
+            .expired(let id), .cancelled(let id), .error(let id, _), .refunded(let id, _, _):
             id
         }
     }

@@ -3,11 +3,13 @@ public import GotchuDBus
 /// The names of the kiosk's control interface, `io.gotchu.Kiosk1` at `/io/gotchu/Kiosk1`: declared here once, for
 /// the kiosk that serves it and every point-of-sale that calls it.
 ///
-/// Methods: `Charge(x amount_cents, s reference) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`,
-/// `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is not refunded yet).
+/// Methods: `Charge(x amount_cents, s reference) → s id`, `ChargeSplit(x amount_cents, s reference, i shares) → s id`,
+/// `Cancel(s id)`, `GetCharge(s id) → a{sv}`, `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is
+/// not refunded yet).
 /// Properties: `State` (s) and `CurrentCharge` (a{sv}, empty when there was none).
-/// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `PaymentSucceeded(s id, x amount_cents, s session_id)`,
-/// `Expired(s id)`, `Cancelled(s id)`, `Error(s id, s reason)`, `Refunded(s id, s refund_id, x amount_cents)`.
+/// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `SharePaid(s id, i shares_paid, i shares)`,
+/// `PaymentSucceeded(s id, x amount_cents, s session_id)`, `Expired(s id)`, `Cancelled(s id)`,
+/// `Error(s id, s reason)`, `Refunded(s id, s refund_id, x amount_cents)`.
 public enum KioskInterface {
     /// The well-known bus name the kiosk owns.
     public static let busName = "io.gotchu.Kiosk1"
@@ -20,6 +22,10 @@ public enum KioskInterface {
     public enum Method: String, CaseIterable, Sendable {
         /// `Charge(x amount_cents, s reference) → s id`: starts a charge; only one is active at a time.
         case charge = "Charge"
+        /// `ChargeSplit(x amount_cents, s reference, i shares) → s id`: starts a charge of `amount_cents` split into
+        /// `shares` equal shares (1 to 50, each at least a cent; the cents that do not divide evenly go to the first
+        /// shares), each paid by a payer of its own. `Charge` is `ChargeSplit` with one share.
+        case chargeSplit = "ChargeSplit"
         /// `Cancel(s id)`: cancels a charge that is not over yet.
         case cancel = "Cancel"
         /// `GetCharge(s id) → a{sv}`: a charge, as described in ``KioskClient/charge(_:)``.
@@ -36,17 +42,58 @@ public enum KioskInterface {
         case currentCharge = "CurrentCharge"
     }
 
+    /// The keys of a charge's dictionary (`GetCharge`, `CurrentCharge`); a key whose value is not known yet is left
+    /// out.
+    public enum ChargeKey: String, CaseIterable, Sendable {
+        /// `id` (s): the charge's id.
+        case id
+        /// `amount_cents` (x): the amount asked, the whole of it however many share it.
+        case amountCents = "amount_cents"
+        /// `shares` (i): into how many shares the amount is split (1: one payer).
+        case shares
+        /// `shares_paid` (i): how many shares are paid (1 for a paid charge that is not split); of a split charge
+        /// that ended cancelled or expired, the shares paid before the ledger refunded them.
+        case sharesPaid = "shares_paid"
+        /// `paid_cents` (x): what the shares paid add up to, without tips.
+        case paidCents = "paid_cents"
+        /// `tip_cents` (x): the tips payers gave on top of their shares.
+        case tipCents = "tip_cents"
+        /// `refunded_cents` (x): what the ledger returned to payers of a split charge that ended cancelled or
+        /// expired with shares paid (shares and tips; 0 otherwise). Refunds through `Refund` are not counted here.
+        case refundedCents = "refunded_cents"
+        /// `reference` (s): the point-of-sale's reference.
+        case reference
+        /// `state` (s): `creating`, `advertising`, `locked`, `paid`, `expired`, `cancelled` or `failed`.
+        case state
+        /// `session_id` (s): the ledger session advertised, once created.
+        case sessionID = "session_id"
+        /// `eid` (s): that session's EID.
+        case eid
+        /// `expires_at` (s, ISO 8601): when the charge stops waiting for payers.
+        case expiresAt = "expires_at"
+        /// `problem` (s): what keeps the charge from progressing, or why it failed.
+        case problem
+        /// `created_at` (s, ISO 8601): when the point-of-sale asked.
+        case createdAt = "created_at"
+        /// `updated_at` (s, ISO 8601): when the charge last changed.
+        case updatedAt = "updated_at"
+    }
+
     /// The interface's signals; the first argument of each is the charge's id.
     public enum Signal: String, CaseIterable, Sendable {
         /// `Advertising(s id, s eid)`: the kiosk advertises the charge's EID; a payer can pay.
         case advertising = "Advertising"
         /// `Locked(s id)`: a payer is paying.
         case locked = "Locked"
-        /// `PaymentSucceeded(s id, x amount_cents, s session_id)`: paid.
+        /// `SharePaid(s id, i shares_paid, i shares)`: more shares of a split charge are paid, not all; the kiosk
+        /// still advertises it for the rest. The last share is `PaymentSucceeded`.
+        case sharePaid = "SharePaid"
+        /// `PaymentSucceeded(s id, x amount_cents, s session_id)`: paid (of a split charge: every share).
         case paymentSucceeded = "PaymentSucceeded"
-        /// `Expired(s id)`: the charge ended unpaid.
+        /// `Expired(s id)`: the charge ended unpaid. The ledger refunds the shares of a split charge that were paid;
+        /// the charge's `refunded_cents` says how much it returned.
         case expired = "Expired"
-        /// `Cancelled(s id)`: the charge was cancelled.
+        /// `Cancelled(s id)`: the charge was cancelled (shares paid are refunded, as for `Expired`).
         case cancelled = "Cancelled"
         /// `Error(s id, s reason)`: a problem; the kiosk keeps trying unless the charge failed.
         case error = "Error"

@@ -18,8 +18,14 @@ struct ChargeCommand: AsyncParsableCommand {
             trying; --show tells the end). --refund returns money of a paid charge to its payer: 0 refunded (the \
             kiosk verified the ledger's signed receipt of the refund), 1 refused.
 
+            With --split N the amount is split into N equal shares (2 to 50; the cents that do not divide evenly \
+            go to the first shares), each paid by a payer of its own: the kiosk keeps advertising until every share \
+            is paid, and prints each share as it is. A split charge cancelled or expired with shares paid has them \
+            refunded by the ledger; the amount refunded is printed.
+
             Examples:
               gotchu charge 12.50 --reference "order 1017"
+              gotchu charge 40.00 --split 4         # four payers, $10.00 each
               gotchu charge 12.50 --no-wait         # print the charge id and return
               gotchu charge --show 0f4c…            # a charge's state
               gotchu charge --cancel 0f4c…
@@ -32,6 +38,14 @@ struct ChargeCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Your own reference for the charge, such as an order number.", valueName: "text"))
     var reference = ""
+
+    @Option(
+        help: ArgumentHelp(
+            "Split the amount into this many equal shares, each paid by a payer of its own (2 to 50).",
+            valueName: "n"
+        )
+    )
+    var split: Int?
 
     @Flag(help: "Return as soon as the kiosk accepted the charge, printing its id.")
     var noWait = false
@@ -66,6 +80,12 @@ struct ChargeCommand: AsyncParsableCommand {
         let actions = [amount != nil, show != nil, cancel != nil, refund != nil].filter { $0 }.count
         guard actions == 1 else {
             throw ValidationError("give an amount, --show ID, --cancel ID or --refund ID (one of them)")
+        }
+        if let split {
+            guard amount != nil else { throw ValidationError("--split goes with an amount") }
+            guard (2...KioskError.maximumShares).contains(split) else {
+                throw ValidationError("--split must be 2 to \(KioskError.maximumShares)")
+            }
         }
         if let refundAmount {
             guard refund != nil else { throw ValidationError("--amount goes with --refund ID") }
@@ -114,8 +134,24 @@ struct ChargeCommand: AsyncParsableCommand {
     private func follow(_ kiosk: KioskClient, _ cents: Cents, _ output: Console) async throws -> Int32 {
         // Listen before charging, so the first steps are not missed.
         let signals = try await kiosk.events()
-        let id = try await kiosk.charge(amountCents: cents, reference: reference)
-        output.line("charge \(id): \(Money.format(cents))")
+        let shares = split ?? 1
+        let id = try await kiosk.charge(amountCents: cents, reference: reference, shares: shares)
+        if shares > 1 {
+            let share = KioskCharge(
+                id: id,
+                amountCents: cents,
+                shares: shares,
+                reference: "",
+                createdAt: .now,
+                updatedAt: .now
+            )
+            let amounts = Set((1...shares).map(share.cents(ofShare:))).sorted(by: >).map { Money.format($0) }
+            output.line(
+                "charge \(id): \(Money.format(cents)) in \(shares) shares of \(amounts.joined(separator: " or "))"
+            )
+        } else {
+            output.line("charge \(id): \(Money.format(cents))")
+        }
         if noWait { return 0 }
         do {
             return try await withTaskCancellationOnSignals {
@@ -144,6 +180,7 @@ struct ChargeCommand: AsyncParsableCommand {
             switch signal {
             case .advertising(_, let eid): output.line("waiting for a payer (EID \(eid))")
             case .locked: output.line("a payer is paying")
+            case .sharePaid(_, let paid, let shares): output.line("\(paid) of \(shares) shares paid")
             case .error(_, let reason): output.line("problem, the kiosk keeps trying: \(reason)")
             case .paymentSucceeded, .expired, .cancelled: return report(try await kiosk.charge(id), output)
             case .refunded: break
@@ -174,15 +211,21 @@ struct ChargeCommand: AsyncParsableCommand {
     /// Prints how a final charge ended; returns its exit status.
     private static func report(_ charge: [String: DBusVariant], _ output: Console) -> Int32 {
         let amount = charge["amount_cents", as: Int64.self].map { Money.format($0) } ?? "?"
+        let shares = Int(charge[Key.shares.rawValue, as: Int32.self] ?? 1)
+        let refunded = charge[Key.refundedCents.rawValue, as: Int64.self] ?? 0
+        let refunds = refunded > 0 ? "; \(Money.format(refunded)) refunded to the payers of the shares paid" : ""
         switch charge["state", as: String.self].flatMap(KioskChargeState.init(rawValue:)) {
         case .paid:
-            output.line("paid: \(amount) (session \(charge["session_id", as: String.self] ?? "?"))")
+            let split = shares > 1 ? " in \(shares) shares" : ""
+            let tips = charge[Key.tipCents.rawValue, as: Int64.self] ?? 0
+            let tip = tips > 0 ? " + \(Money.format(tips)) in tips" : ""
+            output.line("paid: \(amount)\(split)\(tip) (session \(charge["session_id", as: String.self] ?? "?"))")
             return 0
         case .expired:
-            output.line("expired unpaid")
+            output.line("expired unpaid\(refunds)")
             return 2
         case .cancelled:
-            output.line("cancelled")
+            output.line("cancelled\(refunds)")
             return 3
         default:
             output.line("failed: \(charge["problem", as: String.self] ?? "refused")")
@@ -203,8 +246,8 @@ struct ChargeCommand: AsyncParsableCommand {
             output.line(error.message)
             return 4
         }
-        output.line("cancelled")
-        return 3
+        // How it ended, with what the ledger refunded of a split's shares paid.
+        return report(try await kiosk.charge(id), output)
     }
 
     /// Refunds a paid charge through the kiosk, which answers only once the refund's receipt verifies; prints the
@@ -247,6 +290,15 @@ struct ChargeCommand: AsyncParsableCommand {
     static func describe(_ charge: [String: DBusVariant]) -> String {
         var parts = [charge["id", as: String.self] ?? "?", charge["state", as: String.self] ?? "?"]
         if let cents = charge["amount_cents", as: Int64.self] { parts.append(Money.format(cents)) }
+        if let shares = charge[Key.shares.rawValue, as: Int32.self], shares > 1 {
+            parts.append("\(charge[Key.sharesPaid.rawValue, as: Int32.self] ?? 0) of \(shares) shares paid")
+        }
+        if let tips = charge[Key.tipCents.rawValue, as: Int64.self], tips > 0 {
+            parts.append("tips \(Money.format(tips))")
+        }
+        if let refunded = charge[Key.refundedCents.rawValue, as: Int64.self], refunded > 0 {
+            parts.append("refunded \(Money.format(refunded))")
+        }
         if let reference = charge["reference", as: String.self], !reference.isEmpty {
             parts.append("reference \(reference)")
         }
@@ -254,6 +306,8 @@ struct ChargeCommand: AsyncParsableCommand {
         if let problem = charge["problem", as: String.self] { parts.append("problem: \(problem)") }
         return parts.joined(separator: "  ")
     }
+
+    private typealias Key = KioskInterface.ChargeKey
 
     static func explain(_ error: DBusError) -> String {
         switch error.name {

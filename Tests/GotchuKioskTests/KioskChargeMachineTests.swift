@@ -5,7 +5,7 @@ import GotchuKiosk
 import Testing
 
 /// A machine on synthetic time: `now` moves only when a test says so.
-private struct Bench {
+struct Bench {
     typealias Action = KioskChargeMachine.Action
 
     static let configuration = KioskChargeMachine.Configuration(
@@ -50,7 +50,7 @@ private struct Bench {
     static func creating(configuration: KioskChargeMachine.Configuration = Bench.configuration) -> Bench {
         var bench = Bench(configuration: configuration)
         #expect(bench.send(.start).isEmpty)
-        let actions = bench.send(.chargeRequested(id: "c-1", amountCents: 1_250, reference: "order 17"))
+        let actions = bench.send(.chargeRequested(id: "c-1", amountCents: 1_250, shares: 1, reference: "order 17"))
         let charge = bench.charge
         #expect(charge.state == .creating && charge.createdAt == start)
         #expect(charge.expiresAt == start.addingTimeInterval(60))
@@ -58,7 +58,7 @@ private struct Bench {
             actions == [
                 .persist(KioskStore.Record(charge: charge), isNew: true),
                 .publish(from: nil, to: charge),
-                .createSession(amountCents: 1_250, idempotencyKey: "kiosk-c-1-1"),
+                .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1"),
             ]
         )
         return bench
@@ -80,12 +80,22 @@ private struct Bench {
     }
 }
 
-private func written(_ actions: [KioskChargeMachine.Action]) -> KioskStore.Record? {
+extension KioskChargeMachine.SessionState {
+    // The statuses of sessions that are not split, as `.statusSeen(.paid)` reads.
+    static let created = Self(.created)
+    static let advertising = Self(.advertising)
+    static let locked = Self(.locked)
+    static let paid = Self(.paid, sharesPaid: 1)
+    static let expired = Self(.expired)
+    static let cancelled = Self(.cancelled)
+}
+
+func written(_ actions: [KioskChargeMachine.Action]) -> KioskStore.Record? {
     for case .persist(let record, _) in actions { return record }
     return nil
 }
 
-private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
+func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
     for case .retryAfter(let delay, let token) in actions { return (delay, token) }
     return nil
 }
@@ -171,9 +181,9 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
 
     @Test func nothingIsSentBeforeStart() {
         var bench = Bench()
-        let actions = bench.send(.chargeRequested(id: "c-1", amountCents: 100, reference: ""))
+        let actions = bench.send(.chargeRequested(id: "c-1", amountCents: 100, shares: 1, reference: ""))
         #expect(actions.count == 2 && written(actions)?.charge.id == "c-1")
-        #expect(bench.send(.start) == [.createSession(amountCents: 100, idempotencyKey: "kiosk-c-1-1")])
+        #expect(bench.send(.start) == [.createSession(amountCents: 100, shares: 1, idempotencyKey: "kiosk-c-1-1")])
         #expect(bench.send(.start).isEmpty)
     }
 
@@ -182,24 +192,30 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         _ = bench.send(.start)
         for amount: Cents in [0, -5, .min] {
             #expect(
-                bench.send(.chargeRequested(id: "x", amountCents: amount, reference: "")) == [
+                bench.send(.chargeRequested(id: "x", amountCents: amount, shares: 1, reference: "")) == [
                     .refuse(.invalidAmount(amount))
                 ]
             )
         }
         #expect(
-            bench.send(.chargeRequested(id: "x", amountCents: 1, reference: "a\u{7}b"))
+            bench.send(.chargeRequested(id: "x", amountCents: 1, shares: 1, reference: "a\u{7}b"))
                 == [.refuse(.invalidReference("control characters are not allowed"))]
         )
         #expect(
-            bench.send(.chargeRequested(id: "x", amountCents: 1, reference: String(repeating: "x", count: 201)))
+            bench.send(
+                .chargeRequested(id: "x", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 201))
+            )
                 == [.refuse(.invalidReference("at most 200 bytes"))]
         )
         #expect(bench.machine.record == nil)
         #expect(bench.send(.cancelRequested(id: "x")) == [.refuse(.notFound(id: "x"))])
-        _ = bench.send(.chargeRequested(id: "c-1", amountCents: 1, reference: String(repeating: "x", count: 200)))
+        _ = bench.send(
+            .chargeRequested(id: "c-1", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 200))
+        )
         #expect(
-            bench.send(.chargeRequested(id: "c-2", amountCents: 1, reference: "")) == [.refuse(.busy(activeID: "c-1"))]
+            bench.send(.chargeRequested(id: "c-2", amountCents: 1, shares: 1, reference: "")) == [
+                .refuse(.busy(activeID: "c-1"))
+            ]
         )
         #expect(bench.send(.cancelRequested(id: "c-2")) == [.refuse(.notFound(id: "c-2"))])
     }
@@ -216,7 +232,7 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
             bench.advance(seconds(delay))
             #expect(
                 bench.send(.timerFired(token: token)) == [
-                    .createSession(amountCents: 1_250, idempotencyKey: "kiosk-c-1-1")
+                    .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1")
                 ]
             )
         }
@@ -232,8 +248,8 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         #expect(bench.charge.state == .failed)
         #expect(bench.charge.problem == "the ledger refused the charge: amount over the limit")
         #expect(refused.contains(.settleAttempted) && timer(refused) == nil)
-        let next = bench.send(.chargeRequested(id: "c-2", amountCents: 500, reference: ""))
-        #expect(next.last == .createSession(amountCents: 500, idempotencyKey: "kiosk-c-2-1"))
+        let next = bench.send(.chargeRequested(id: "c-2", amountCents: 500, shares: 1, reference: ""))
+        #expect(next.last == .createSession(amountCents: 500, shares: 1, idempotencyKey: "kiosk-c-2-1"))
         #expect(bench.machine.problem == nil)
     }
 
@@ -280,7 +296,7 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         var bench = Bench.advertising()
         let expired = bench.send(.statusSeen(.expired))
         #expect(expired.contains(.stopAdvertising))
-        #expect(expired.last == .createSession(amountCents: 1_250, idempotencyKey: "kiosk-c-1-2"))
+        #expect(expired.last == .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-2"))
         #expect(bench.charge.state == .creating && bench.charge.sessionID == nil && bench.charge.eid == nil)
         let created = bench.send(.sessionCreated(Bench.second))
         #expect(created.last == .advertise(Bench.second.eid, token: 2))
@@ -370,7 +386,7 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         let cancel = bench.send(.cancelRequested(id: "c-1"))
         #expect(
             Array(cancel.dropFirst(2)) == [
-                .stopTimer, .createSession(amountCents: 1_250, idempotencyKey: "kiosk-c-1-1"),
+                .stopTimer, .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1"),
             ]
         )
         #expect(bench.send(.timerFired(token: token)).isEmpty)
@@ -416,7 +432,7 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         #expect(bench.send(.persistFailed).isEmpty)
         #expect(
             bench.send(.timerFired(token: token)) == [
-                .createSession(amountCents: 1_250, idempotencyKey: "kiosk-c-1-1")
+                .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1")
             ]
         )
     }
@@ -424,7 +440,7 @@ private func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
     @Test func aChargeThatCannotBeStoredIsForgotten() {
         var bench = Bench()
         _ = bench.send(.start)
-        _ = bench.send(.chargeRequested(id: "c-1", amountCents: 100, reference: ""))
+        _ = bench.send(.chargeRequested(id: "c-1", amountCents: 100, shares: 1, reference: ""))
         #expect(bench.send(.persistFailed).isEmpty)
         #expect(bench.machine.record == nil)
     }

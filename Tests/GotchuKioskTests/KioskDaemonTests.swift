@@ -13,10 +13,11 @@ struct KioskDaemon {
     let server: RunningCommand
     let url: String
 
-    static func start() async throws -> KioskDaemon {
+    /// Starts the bus and a ledger server (`gotchu server --dev` with `serverOptions`).
+    static func start(serverOptions: [String] = []) async throws -> KioskDaemon {
         let processes = try GotchuProcesses()
         let bus = try await PrivateBus.start()
-        let (server, url) = try await processes.startServer()
+        let (server, url) = try await processes.startServer(serverOptions)
         try "{}".write(
             to: processes.directory.url.appendingPathComponent("kiosk.json"),
             atomically: true,

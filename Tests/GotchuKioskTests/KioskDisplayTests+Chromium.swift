@@ -65,6 +65,28 @@ extension KioskDisplayTests {
             let paidShot = try Chromium.expectScreenshot(directory.url.appendingPathComponent("paid.png"))
             #expect(advertisingShot != paidShot)
         }
+
+        @Test func followsASplitShareByShare() async throws {
+            let directory = try TemporaryDirectory(prefix: "gotchu-display")
+            defer { directory.remove() }
+            // The page arrives rendered with one share paid; only its script, told over /events, can count the
+            // second and price the third.
+            let source = SettableStatusSource(
+                .split(paid: 1),
+                endsEachSubscription: true,
+                nextAfterFirstSubscription: .split(paid: 2)
+            )
+            let dom = try await withDisplay(source) { display in
+                try await Chromium.render(port: display.port, in: directory, screenshot: "split.png")
+            }
+            #expect(await source.subscriptionCount >= 2)
+            #expect(dom.contains(#"<body data-state="advertising">"#), "\(dom)")
+            #expect(dom.contains(#"<p id="amount">$10.02</p>"#))
+            #expect(dom.contains(#"<p id="progress">2 of 4 paid</p>"#), "\(dom)")
+            #expect(dom.contains(#"<p id="share">Your share: $2.50</p>"#), "\(dom)")
+            #expect(dom.contains(#"<p id="headline">Hold your phone near the terminal</p>"#))
+            try Chromium.expectScreenshot(directory.url.appendingPathComponent("split.png"))
+        }
     }
 }
 

@@ -121,6 +121,41 @@ import Testing
         }
     }
 
+    @Test func pageShowsASplitsProgressAndTheNextShare() async throws {
+        let source = SettableStatusSource(.split(paid: 1))
+        try await withDisplay(source) { display in
+            var (_, page) = try await get(display, "/")
+            // 10.02 in four: 2.51, 2.51, 2.50, 2.50; the second share is next.
+            #expect(page.contains(#"<p id="amount">$10.02</p>"#))
+            #expect(page.contains(#"<p id="share">Your share: $2.51</p>"#))
+            #expect(page.contains(#"<p id="headline">Hold your phone near the terminal</p>"#))
+            #expect(page.contains(#"<p id="progress">1 of 4 paid</p>"#))
+
+            var paid = KioskStatus.split(paid: 4)
+            paid.state = .paid
+            paid.charge?.state = .paid
+            await source.set(paid)
+            (_, page) = try await get(display, "/")
+            #expect(page.contains(#"<p id="progress">4 of 4 paid</p>"#))
+            #expect(page.contains(#"<p id="share" hidden></p>"#))
+
+            var cancelled = KioskStatus.split(paid: 2)
+            cancelled.state = .cancelled
+            cancelled.charge?.state = .cancelled
+            cancelled.charge?.refundedCents = 552
+            await source.set(cancelled)
+            (_, page) = try await get(display, "/")
+            #expect(page.contains(#"<p id="detail">$5.52 refunded to the payers</p>"#))
+            #expect(page.contains(#"<p id="progress" hidden></p>"#))
+            #expect(page.contains(#"<p id="share" hidden></p>"#))
+        }
+        // A charge that is not split shows neither.
+        try await withDisplay(SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))) { display in
+            let (_, page) = try await get(display, "/")
+            #expect(page.contains(#"<p id="share" hidden></p>"#) && page.contains(#"<p id="progress" hidden></p>"#))
+        }
+    }
+
     @Test func otherPathsAreNotFoundAndOtherMethodsNotAllowed() async throws {
         let source = SettableStatusSource(.advertising(payee: "Corner Café", reference: ""))
         try await withDisplay(source) { display in
@@ -283,6 +318,16 @@ extension KioskStatus {
             updatedAt: now
         )
         return KioskStatus(state: .advertising, payeeName: payee, charge: charge, problem: nil, now: now)
+    }
+
+    /// A charge of $10.02 split four ways (2.51, 2.51, 2.50, 2.50), `paid` of its shares paid, advertised.
+    static func split(paid: Int) -> KioskStatus {
+        var status = advertising(payee: "Corner Café", reference: "Table 9")
+        status.charge?.amountCents = 1_002
+        status.charge?.shares = 4
+        status.charge?.sharesPaid = paid
+        status.charge?.paidCents = [0, 251, 502, 752, 1_002][paid]
+        return status
     }
 }
 

@@ -17,6 +17,17 @@ actor MemoryLedger: KioskLedgerService {
         var eid: EID
         var status: SessionStatus
         var expiresAt: Duration
+        var shares = 1
+        var sharesPaid = 0
+        var paidCents: Cents = 0
+        var tipCents: Cents = 0
+        var refundedCents: Cents = 0
+
+        /// The ledger's rule: equal shares, the remainder one cent each to the first.
+        func cents(ofShare number: Int) -> Cents {
+            let (base, remainder) = amountCents.quotientAndRemainder(dividingBy: Cents(shares))
+            return base + (Cents(number) <= remainder ? 1 : 0)
+        }
     }
 
     let air: SimulatedAir
@@ -32,6 +43,10 @@ actor MemoryLedger: KioskLedgerService {
     private var keys: [String: String] = [:]
     /// How many EIDs rotations handed out.
     private(set) var rotations = 0
+    /// How long after a split session with shares paid expires its payments are refunded (the ledger's sweep).
+    var expiryRefundDelay: Duration = .seconds(3)
+    /// While set, sessions are made of one share whatever was asked, as a ledger that predates splits does.
+    var ignoresShares = false
 
     init(air: SimulatedAir) {
         self.air = air
@@ -40,9 +55,12 @@ actor MemoryLedger: KioskLedgerService {
     func fail(with failure: LedgerClientError?) { self.failure = failure }
     func setSessionLifetime(_ lifetime: Duration) { sessionLifetime = lifetime }
     func setMaximumAmount(_ cents: Cents) { maximumAmountCents = cents }
+    func setExpiryRefundDelay(_ delay: Duration) { expiryRefundDelay = delay }
+    func ignoreShares() { ignoresShares = true }
 
     func createSession(
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
@@ -54,20 +72,32 @@ actor MemoryLedger: KioskLedgerService {
         }
         let sid = "s-\(created.count + 1)"
         let eid = EID(rawValue: String(format: "%010x", created.count + 1))!
+        guard (1...50).contains(shares), amountCents >= Cents(shares) else {
+            throw .problem(Problem(.invalidShares, detail: "\(shares) shares of \(amountCents) cents"))
+        }
         sessions[sid] = Session(
             amountCents: amountCents,
             eid: eid,
             status: .created,
-            expiresAt: await air.now + sessionLifetime
+            expiresAt: await air.now + sessionLifetime,
+            shares: ignoresShares ? 1 : shares
         )
         keys[idempotencyKey] = sid
         created.append(sid)
         return response(sid)
     }
 
-    func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+    func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         if let failure { throw failure }
-        return try await status(sid)
+        let status = try await status(sid)
+        let session = sessions[sid]!
+        return KioskChargeMachine.SessionState(
+            status,
+            sharesPaid: session.sharesPaid,
+            paidCents: session.paidCents,
+            tipCents: session.tipCents,
+            refundedCents: session.refundedCents
+        )
     }
 
     func cancelSession(sid: String) async throws(LedgerClientError) {
@@ -76,7 +106,10 @@ actor MemoryLedger: KioskLedgerService {
         case .paid: throw .problem(Problem(.sessionAlreadyPaid))
         case .expired: throw .problem(Problem(.sessionExpired))
         case .cancelled: throw .problem(Problem(.sessionCancelled))
-        case .created, .advertising, .locked: sessions[sid]?.status = .cancelled
+        case .created, .advertising, .locked, .partiallyPaid:
+            // The shares paid go back to their payers with the cancel, tips too.
+            sessions[sid]?.status = .cancelled
+            if let session = sessions[sid] { sessions[sid]?.refundedCents = session.paidCents + session.tipCents }
         }
     }
 
@@ -95,25 +128,47 @@ actor MemoryLedger: KioskLedgerService {
         sessions[sid]?.status = .locked
     }
 
-    /// A payer pays the session.
-    func pay(_ sid: String) async throws(LedgerClientError) {
-        guard try await status(sid).isLive else { throw .problem(Problem(.sessionExpired)) }
-        sessions[sid]?.status = .paid
+    /// A payer pays the session: of a split, the next `shares` shares, with `tipCents` on top.
+    func pay(_ sid: String, shares: Int = 1, tipCents: Cents = 0) async throws(LedgerClientError) {
+        guard try await status(sid).isLive, var session = sessions[sid] else {
+            throw .problem(Problem(.sessionExpired))
+        }
+        guard session.sharesPaid + shares <= session.shares else { throw .problem(Problem(.noFreeShare)) }
+        for number in session.sharesPaid + 1...session.sharesPaid + shares {
+            session.paidCents += session.cents(ofShare: number)
+        }
+        session.sharesPaid += shares
+        session.tipCents += tipCents
+        session.status = session.sharesPaid == session.shares ? .paid : .partiallyPaid
+        sessions[sid] = session
     }
 
     func status(_ sid: String) async throws(LedgerClientError) -> SessionStatus {
         guard var session = sessions[sid] else { throw .problem(Problem(.sessionNotFound)) }
-        if session.status.isLive, await air.now >= session.expiresAt {
+        let now = await air.now
+        if session.status.isLive, now >= session.expiresAt {
             session.status = .expired
-            sessions[sid] = session
         }
+        // A split's shares paid are refunded a while after it expires, as the ledger's sweep does.
+        if session.status == .expired, session.sharesPaid > 0, now >= session.expiresAt + expiryRefundDelay {
+            session.refundedCents = session.paidCents + session.tipCents
+        }
+        sessions[sid] = session
         return session.status
     }
+
+    /// The session's record as it stands.
+    func session(_ sid: String) -> Session? { sessions[sid] }
 
     private func response(_ sid: String) -> CreateSessionResponse {
         let session = sessions[sid]!
         let seconds = Double(session.expiresAt.components.seconds)
-        return CreateSessionResponse(sid: sid, eid: session.eid, expiresAt: Date(timeIntervalSince1970: seconds))
+        return CreateSessionResponse(
+            sid: sid,
+            eid: session.eid,
+            expiresAt: Date(timeIntervalSince1970: seconds),
+            shareCents: session.shares > 1 ? (1...session.shares).map(session.cents(ofShare:)) : []
+        )
     }
 }
 
