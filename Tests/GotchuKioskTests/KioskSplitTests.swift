@@ -112,6 +112,69 @@ struct KioskSplitTests {
     }
 }
 
+@Suite("The kiosk's store keeps a split's counts, and reads charges stored before splits as one share")
+struct KioskStoreSplitTests {
+    @Test("A split charge's counts are written and read back")
+    func roundTrip() throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-kiosk-store")
+        defer { directory.remove() }
+        let store = try KioskStore(directory: directory.url)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        var record = KioskStore.Record(
+            charge: KioskCharge(id: "c-1", amountCents: 1_001, shares: 4, reference: "", createdAt: now, updatedAt: now)
+        )
+        try store.insert(record)
+        record.charge.state = .cancelled
+        record.charge.sharesPaid = 2
+        record.charge.paidCents = 501
+        record.charge.tipCents = 60
+        record.charge.refundedCents = 561
+        try store.update(record)
+        #expect(try KioskStore(directory: directory.url).record(id: "c-1") == record)
+    }
+
+    @Test("Opened over a store that predates splits, a paid charge had its one share paid")
+    func migratesAStoreBeforeSplits() throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-kiosk-store")
+        defer { directory.remove() }
+        let database = directory.url.appendingPathComponent("kiosk.sqlite").path
+        // The first version's schema and rows, as GRDB's migrator left them.
+        let schema = [
+            "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)",
+            "INSERT INTO grdb_migrations VALUES ('v1: charges')",
+            """
+            CREATE TABLE charges (id TEXT PRIMARY KEY, amount_cents INTEGER NOT NULL CHECK (amount_cents > 0), \
+            reference TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('creating', 'advertising', 'locked', \
+            'paid', 'expired', 'cancelled', 'failed')), active INTEGER CHECK (active = 1), session_id TEXT, \
+            eid TEXT, expires_at REAL, problem TEXT, session_number INTEGER NOT NULL DEFAULT 0, \
+            cancel_requested INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL)
+            """,
+            "CREATE UNIQUE INDEX charges_one_active ON charges (active)",
+            "CREATE INDEX charges_created_at ON charges (created_at)",
+            """
+            INSERT INTO charges (id, amount_cents, reference, state, active, session_id, created_at, updated_at) \
+            VALUES ('old', 990, 'table 4', 'paid', NULL, 's-1', strftime('%s') - 60, strftime('%s') - 60)
+            """,
+            """
+            INSERT INTO charges (id, amount_cents, reference, state, active, session_id, created_at, updated_at) \
+            VALUES ('live', 500, '', 'advertising', 1, 's-2', strftime('%s'), strftime('%s'))
+            """,
+        ]
+        let statements = schema.map { String(reflecting: $0) }.joined(separator: ", ")
+        let made = TestPython.succeeds(
+            "import sqlite3\ndb = sqlite3.connect(\(String(reflecting: database)))\n"
+                + "for statement in [\(statements)]: db.execute(statement)\ndb.commit()"
+        )
+        try #require(made, "python could not write the old store")
+        let store = try KioskStore(directory: directory.url)
+        let old = try #require(try store.record(id: "old")?.charge)
+        #expect(old.state == .paid && old.shares == 1 && old.sharesPaid == 1 && old.paidCents == 990)
+        #expect(old.tipCents == 0 && old.refundedCents == 0 && old.reference == "table 4")
+        let live = try #require(try store.active()?.charge)
+        #expect(live.id == "live" && live.shares == 1 && live.sharesPaid == 0 && live.paidCents == 0)
+    }
+}
+
 /// The kiosk's D-Bus interface served in this process on a private `dbus-daemon`, over a ``KioskHarness``.
 struct ServedKiosk {
     let harness: KioskHarness
