@@ -1,5 +1,5 @@
 import Foundation
-public import GotchuCore
+import GotchuCore
 import GotchuReceipts
 
 /// Where a page of a wallet's history ends: the sequence number and id of its last (oldest) entry. The next page
@@ -64,72 +64,31 @@ public struct HistoryEntryRow: Sendable, Hashable {
     /// The entry's position in the ledger (`ledger_entries.seq`), increasing with each insert: the
     /// order of the history and its cursor.
     public var seq: Int64
-    /// The entry's id (a UUID).
-    public var id: String
-    /// Whether the entry credits or debits this user's wallet.
-    public var direction: EntryDirection
-    /// The amount moved, in cents, positive.
-    public var amount: Cents
-    /// What moved the money, such as `SEND_P2P`/`RECEIVE_P2P` for a payment, `REFUND_OUT`/`REFUND_IN`, `DEV_FUND`, or
-    /// one of ``MoneyInOutEntries``.
-    public var type: String
-    /// The kind of row the transfer belongs to: `session` (payments and refunds), `deposit`, `payout` or `funding`.
-    public var refType: String
-    /// The id of that row.
-    public var refID: String
-    /// Milliseconds since 1970 on the store's clock.
-    public var createdAt: Int64
+    /// The entry, its counterparty not yet set.
+    public var entry: WalletEntry
     /// The other side's wallet, `nil` if the transfer has no other entry.
     public var counterpartyWalletID: String?
     /// The other side's owner, `nil` for a system account.
     public var counterpartyUser: PayeeRow?
 
     /// A row as read from the database.
-    public init(
-        seq: Int64,
-        id: String,
-        direction: EntryDirection,
-        amount: Cents,
-        type: String,
-        refType: String,
-        refID: String,
-        createdAt: Int64,
-        counterpartyWalletID: String?,
-        counterpartyUser: PayeeRow?
-    ) {
+    public init(seq: Int64, entry: WalletEntry, counterpartyWalletID: String?, counterpartyUser: PayeeRow?) {
         self.seq = seq
-        self.id = id
-        self.direction = direction
-        self.amount = amount
-        self.type = type
-        self.refType = refType
-        self.refID = refID
-        self.createdAt = createdAt
+        self.entry = entry
         self.counterpartyWalletID = counterpartyWalletID
         self.counterpartyUser = counterpartyUser
     }
 
-    /// The entry as the wallet's history shows it.
-    var entry: WalletEntry {
-        let counterparty: Counterparty? =
-            if let user = counterpartyUser {
-                // The rules a payer sees a payee by.
-                Counterparty(user: user)
-            } else if let wallet = counterpartyWalletID {
-                Counterparty(systemAccount: wallet)
-            } else {
-                nil
-            }
-        return WalletEntry(
-            id: id,
-            direction: direction,
-            amount: amount,
-            type: type,
-            refType: refType,
-            refID: refID,
-            createdAt: LedgerTime.date(createdAt),
-            counterparty: counterparty
-        )
+    /// The entry as the wallet's history shows it, with its counterparty.
+    var shown: WalletEntry {
+        var shown = entry
+        if let user = counterpartyUser {
+            // The rules a payer sees a payee by.
+            shown.counterparty = Counterparty(user: user)
+        } else if let wallet = counterpartyWalletID {
+            shown.counterparty = Counterparty(systemAccount: wallet)
+        }
+        return shown
     }
 }
 
@@ -163,7 +122,8 @@ extension LedgerEngine {
             throw EntryCursor.unknown
         }
         let shown = page.entries.prefix(limit)
-        let next = page.entries.count > limit ? shown.last.map { EntryCursor(seq: $0.seq, entryID: $0.id).token } : nil
-        return WalletEntriesPage(entries: shown.map(\.entry), nextCursor: next)
+        let next =
+            page.entries.count > limit ? shown.last.map { EntryCursor(seq: $0.seq, entryID: $0.entry.id).token } : nil
+        return WalletEntriesPage(entries: shown.map(\.shown), nextCursor: next)
     }
 }

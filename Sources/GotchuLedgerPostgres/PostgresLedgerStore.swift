@@ -467,13 +467,15 @@ public struct PostgresLedgerBackend: LedgerBackend {
                     }
                     return HistoryEntryRow(
                         seq: seq,
-                        id: id,
-                        direction: direction,
-                        amount: amount,
-                        type: type,
-                        refType: refType,
-                        refID: refID,
-                        createdAt: createdAt,
+                        entry: WalletEntry(
+                            id: id,
+                            direction: direction,
+                            amount: amount,
+                            type: type,
+                            refType: refType,
+                            refID: refID,
+                            createdAt: LedgerTime.date(createdAt)
+                        ),
                         counterpartyWalletID: otherWallet,
                         counterpartyUser: name.map { PayeeRow(name: $0, email: email ?? "", verifiedName: verified) }
                     )

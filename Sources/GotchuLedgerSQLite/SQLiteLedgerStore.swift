@@ -264,13 +264,15 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                     let name: String? = row["display_name"]
                     return HistoryEntryRow(
                         seq: row["seq"],
-                        id: row["id"],
-                        direction: direction,
-                        amount: row["amount_cents"],
-                        type: row["type"],
-                        refType: row["ref_type"],
-                        refID: row["ref_id"],
-                        createdAt: row["created_at"],
+                        entry: WalletEntry(
+                            id: row["id"],
+                            direction: direction,
+                            amount: row["amount_cents"],
+                            type: row["type"],
+                            refType: row["ref_type"],
+                            refID: row["ref_id"],
+                            createdAt: LedgerTime.date(row["created_at"])
+                        ),
                         counterpartyWalletID: row["other_wallet"],
                         counterpartyUser: name.map {
                             PayeeRow(name: $0, email: row["email"], verifiedName: row["verified_name"])
