@@ -14,19 +14,50 @@ public struct PaymentOffer: Hashable, Sendable {
     /// Whether the ledger's operator verified the payee's name (`true`) or the payee chose it (`false`); `nil` when
     /// the ledger does not say.
     public var payeeVerified: Bool?
+    /// Into how many shares the amount is split (1: one payer pays it whole).
+    public var shares: Int
+    /// How many shares were paid when the ledger resolved the session.
+    public var sharesPaid: Int
+    /// How many shares this payer takes (1 unless it pays for friends too).
+    public var sharesToPay: Int
+    /// What this payer pays, before the tip: the whole amount of a session that is not split; of a split, its
+    /// shares, as reckoned from the resolve until the lock gives the ledger's figure.
+    public var payCents: Cents
+    /// The tip this payer adds for the payee, on top of ``payCents``.
+    public var tipCents: Cents
+    /// The numbers of the shares the lock reserved (1 is the first); empty before the lock, or from a ledger that
+    /// predates splits.
+    public var shareNumbers: [Int]
+    /// The payment's id once paid, when the ledger gives one (a payment of a split session): what a refund of it
+    /// names.
+    public var paymentID: String?
 
     /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
     public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
 
+    /// Whether the session's amount is shared by more than one payer.
+    public var isSplit: Bool { shares > 1 }
+
+    /// What leaves the payer's wallet: its shares (or the whole amount) and the tip.
+    public var totalCents: Cents { payCents + tipCents }
+
     /// An offer as the ledger resolved `eid`: the session, its amount in cents and its payee as the ledger
-    /// names it; `payeeDomain` and `payeeVerified` are `nil` when the ledger does not send them.
+    /// names it; `payeeDomain` and `payeeVerified` are `nil` when the ledger does not send them. Not split, and
+    /// paid whole without a tip, unless told otherwise: `payCents` `nil` is the whole amount.
     public init(
         eid: EID,
         sessionID: String,
         amountCents: Int64,
         payeeName: String,
         payeeDomain: String? = nil,
-        payeeVerified: Bool? = nil
+        payeeVerified: Bool? = nil,
+        shares: Int = 1,
+        sharesPaid: Int = 0,
+        sharesToPay: Int = 1,
+        payCents: Cents? = nil,
+        tipCents: Cents = 0,
+        shareNumbers: [Int] = [],
+        paymentID: String? = nil
     ) {
         self.eid = eid
         self.sessionID = sessionID
@@ -34,6 +65,13 @@ public struct PaymentOffer: Hashable, Sendable {
         self.payeeName = payeeName
         self.payeeDomain = payeeDomain
         self.payeeVerified = payeeVerified
+        self.shares = shares
+        self.sharesPaid = sharesPaid
+        self.sharesToPay = sharesToPay
+        self.payCents = payCents ?? amountCents
+        self.tipCents = tipCents
+        self.shareNumbers = shareNumbers
+        self.paymentID = paymentID
     }
 
     /// What the payer is told of the name before it confirms: verified by the ledger's operator, or chosen by the
@@ -84,6 +122,11 @@ public struct PayerStateMachine: Sendable {
         public var maximumAmountCents: Int64?
         /// Pay this EID, typed by the payer from the terminal's screen, without scanning.
         public var eid: EID?
+        /// How many shares of a split session to take (1: one's own; more pays for friends too). The ledger refuses
+        /// more than one of a session that is not split.
+        public var shares: Int
+        /// The tip to add for the payee, on top of the amount paid; `nil` for none.
+        public var tip: Tip?
         /// How many times in all a payment without a definite answer is sent (always with the same key) before its
         /// outcome is reported unknown.
         public var sendAttempts: Int
@@ -91,8 +134,8 @@ public struct PayerStateMachine: Sendable {
         public var sendRetryDelay: Duration
 
         /// The payer's behaviour; the defaults wait up to 3 s for a clear nearest terminal before listing the
-        /// candidates, give up after 15 s with nothing near, ask before paying, and send an unanswered payment up
-        /// to 4 times, 200 ms apart at first.
+        /// candidates, give up after 15 s with nothing near, ask before paying, send an unanswered payment up
+        /// to 4 times, 200 ms apart at first, and pay one share without a tip.
         public init(
             selector: ProximitySelector.Configuration = .init(),
             alwaysChoose: Bool = false,
@@ -103,9 +146,13 @@ public struct PayerStateMachine: Sendable {
             maximumAmountCents: Int64? = nil,
             sendAttempts: Int = 4,
             sendRetryDelay: Duration = .milliseconds(200),
-            eid: EID? = nil
+            eid: EID? = nil,
+            shares: Int = 1,
+            tip: Tip? = nil
         ) {
             self.eid = eid
+            self.shares = shares
+            self.tip = tip
             self.selector = selector
             self.alwaysChoose = alwaysChoose
             self.chooseAfter = chooseAfter
@@ -128,13 +175,14 @@ public struct PayerStateMachine: Sendable {
         case tick
         /// The user picked a candidate from the presented list.
         case chose(EID)
-        /// The ledger resolved the EID.
+        /// The ledger resolved the EID; `shares` says how the amount is split, `nil` (or one share) when it is not.
         case resolved(
             sessionID: String,
             amountCents: Int64,
             payeeName: String,
             payeeDomain: String? = nil,
-            payeeVerified: Bool? = nil
+            payeeVerified: Bool? = nil,
+            shares: SessionShares? = nil
         )
         /// The ledger could not resolve the EID.
         case resolveFailed(ResolveFailure)
@@ -142,12 +190,14 @@ public struct PayerStateMachine: Sendable {
         case confirmed
         /// The user refused the confirmation question.
         case declined
-        /// The ledger locked the session for this payer.
+        /// The ledger locked the session for this payer, for the amount confirmed (a ledger that predates splits).
         case locked
+        /// The ledger reserved these shares for this payer, who pays `amountCents` for them (before the tip).
+        case lockedShares(amountCents: Cents, shareNumbers: [Int])
         /// The ledger refused the lock (busy, expired, …).
         case lockFailed(reason: String)
-        /// The ledger accepted the payment.
-        case sent(newBalanceCents: Int64)
+        /// The ledger accepted the payment; `paymentID` names it when the ledger gives one (a split session's).
+        case sent(newBalanceCents: Int64, paymentID: String? = nil)
         /// The ledger refused the payment for good: no money moved, and none will under its key.
         case sendFailed(reason: String)
         /// The payment got no definite answer (the ledger unreachable, a timeout, an error on its side): it may or
@@ -186,20 +236,22 @@ public struct PayerStateMachine: Sendable {
         case stopScanAndReport(Outcome)
         /// Resolve this EID on the ledger.
         case resolve(EID)
-        /// Ask "Pay $X.XX to NAME?" with the figures in the offer, and send ``Event/confirmed`` or ``Event/declined``.
+        /// Ask "Pay $X.XX to NAME?" with the figures in the offer (of a split, this payer's shares of the amount and
+        /// how many are paid; the tip), and send ``Event/confirmed`` or ``Event/declined``.
         case askConfirmation(PaymentOffer)
-        /// Lock the session.
+        /// Lock the session (of a split: reserve the offer's ``PaymentOffer/sharesToPay`` shares).
         case lock(sessionID: String)
-        /// Choose an idempotency key, persist it with the session id, and only then send the payment with it.
-        /// If the outcome stays unknown, retry later with the same persisted key.
+        /// Choose an idempotency key, persist it with the session id, and only then send the payment with it (and
+        /// the offer's tip). If the outcome stays unknown, retry later with the same persisted key.
         case send(sessionID: String)
         /// Wait `after`, then send the payment again with the same key.
         case retrySend(sessionID: String, after: Duration)
         /// The user cancelled while the payment may be in flight: say that its outcome is being settled. The
         /// payment in flight (and its retries, as asked) goes on; its answer decides the outcome.
         case settle(PaymentOffer)
-        /// The user cancelled before the payment was sent, but the lock was granted: mark the persisted payment as
-        /// never sent, release the lock, and send ``Event/unlocked`` or ``Event/unlockFailed(reason:)``.
+        /// The user cancelled before the payment was sent, but the lock was granted (or the lock reserved shares
+        /// that cost more than was confirmed): mark the persisted payment as never sent, release the lock, and send
+        /// ``Event/unlocked`` or ``Event/unlockFailed(reason:)``.
         case unlock(sessionID: String)
         /// Report the outcome; the flow is over.
         case report(Outcome)
@@ -219,8 +271,10 @@ public struct PayerStateMachine: Sendable {
         case noTerminalNearby
         /// The EID could not be resolved.
         case resolveFailed(EID, ResolveFailure)
-        /// The session asks for more than the configured maximum.
+        /// The session asks for more than the configured maximum (what this payer would pay, tip included).
         case amountAboveLimit(PaymentOffer, limitCents: Int64)
+        /// The tip is more than the amount it goes with; nothing was paid.
+        case tipTooLarge(PaymentOffer)
         /// The user refused the confirmation question.
         case declined(PaymentOffer)
         /// The ledger refused the lock.
@@ -252,7 +306,7 @@ public struct PayerStateMachine: Sendable {
         case locking(PaymentOffer)
         /// Waiting for the payment's outcome.
         case sending(PaymentOffer)
-        /// Cancelled after the lock was granted; waiting for its release.
+        /// Cancelled after the lock was granted, or the lock refused after the fact; waiting for its release.
         case unlocking(PaymentOffer)
         /// Over.
         case finished(Outcome)
@@ -270,6 +324,8 @@ public struct PayerStateMachine: Sendable {
     private var cancelRequested = false
     /// Sends made so far for the payment.
     private var sendsMade = 0
+    /// Why a granted lock is being released when it was not the user's cancel.
+    private var releaseReason: Failure?
 
     /// Creates a flow in ``State/idle``.
     public init(configuration: Configuration = Configuration()) {
@@ -311,17 +367,27 @@ public struct PayerStateMachine: Sendable {
 
         case (
             .resolving(let eid),
-            .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain, let payeeVerified)
+            .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain, let payeeVerified, let split)
         ):
-            let offer = PaymentOffer(
+            var offer = PaymentOffer(
                 eid: eid,
                 sessionID: sessionID,
                 amountCents: amountCents,
                 payeeName: payeeName,
                 payeeDomain: payeeDomain,
-                payeeVerified: payeeVerified
+                payeeVerified: payeeVerified,
+                shares: split?.count ?? 1,
+                sharesPaid: split?.paid ?? 0,
+                sharesToPay: max(configuration.shares, 1)
             )
-            if let limit = configuration.maximumAmountCents, amountCents > limit {
+            // Of a session that is not split, the whole amount, however many shares were asked for: the ledger
+            // refuses more than one share of it, and the payer is told so by its lock.
+            if let split, split.isSplit {
+                offer.payCents = split.cents(ofShares: offer.sharesToPay, amountCents: amountCents)
+            }
+            offer.tipCents = configuration.tip?.cents(on: offer.payCents) ?? 0
+            if offer.tipCents > offer.payCents { return finish(.failed(.tipTooLarge(offer))) }
+            if let limit = configuration.maximumAmountCents, offer.totalCents > limit {
                 return finish(.failed(.amountAboveLimit(offer, limitCents: limit)))
             }
             if configuration.preApproved {
@@ -352,18 +418,52 @@ public struct PayerStateMachine: Sendable {
             state = .sending(offer)
             sendsMade = 1
             return .send(sessionID: offer.sessionID)
+        case (.locking(var offer), .lockedShares(let amountCents, let shareNumbers)):
+            let confirmed = offer
+            offer.shareNumbers = shareNumbers
+            offer.payCents = amountCents
+            // A percentage is of what is paid; a fixed tip stays as confirmed.
+            if case .percent = configuration.tip { offer.tipCents = configuration.tip?.cents(on: amountCents) ?? 0 }
+            if cancelRequested {
+                state = .unlocking(offer)
+                return .unlock(sessionID: offer.sessionID)
+            }
+            // Never more than was confirmed: the shares free may have changed since the resolve.
+            if amountCents > confirmed.payCents {
+                releaseReason = .lockFailed(
+                    offer,
+                    reason: "the shares free now cost \(Money.format(amountCents)), not the "
+                        + "\(Money.format(confirmed.payCents)) confirmed; nothing was paid, try again"
+                )
+                state = .unlocking(offer)
+                return .unlock(sessionID: offer.sessionID)
+            }
+            if offer.tipCents > amountCents {
+                releaseReason = .tipTooLarge(offer)
+                state = .unlocking(offer)
+                return .unlock(sessionID: offer.sessionID)
+            }
+            state = .sending(offer)
+            sendsMade = 1
+            return .send(sessionID: offer.sessionID)
         case (.locking(let offer), .lockFailed(let reason)):
             return finish(.failed(cancelRequested ? .cancelled : .lockFailed(offer, reason: reason)))
         case (.locking, .cancel):
             // The lock request is in flight: its answer says whether there is a lock to release.
             cancelRequested = true
             return .none
+        case (.unlocking, .cancel):
+            // The lock is being given back already; the outcome is then the user's cancel.
+            cancelRequested = true
+            return .none
 
         case (.unlocking, .unlocked), (.unlocking, .unlockFailed):
-            return finish(.failed(.cancelled))
+            // A user's cancel wins over the reason the lock was to be released anyway.
+            return finish(.failed(cancelRequested ? .cancelled : releaseReason ?? .cancelled))
 
-        case (.sending(let offer), .sent(let newBalanceCents)):
+        case (.sending(var offer), .sent(let newBalanceCents, let paymentID)):
             // Paid is paid, cancelled meanwhile or not.
+            offer.paymentID = paymentID
             return finish(.paid(offer, newBalanceCents: newBalanceCents))
         case (.sending(let offer), .sendFailed(let reason)):
             return finish(

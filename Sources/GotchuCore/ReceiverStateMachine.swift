@@ -6,17 +6,67 @@ public struct ReceiverSession: Hashable, Sendable {
     public var eid: EID
     /// When the session expires, on the driver's clock (the driver converts the server's `exp_at`).
     public var expiresAt: Duration
+    /// Into how many shares the amount is split (1: one payer pays it whole).
+    public var shares: Int
+    /// What the ledger last reported of its payments.
+    public var payments: SessionPayments
 
     /// The session `sessionID` the ledger created, advertised as `eid` until `expiresAt`, a time on the
-    /// driver's clock.
-    public init(sessionID: String, eid: EID, expiresAt: Duration) {
+    /// driver's clock; split into `shares` (1: not split), nothing paid yet unless `payments` says otherwise.
+    public init(
+        sessionID: String,
+        eid: EID,
+        expiresAt: Duration,
+        shares: Int = 1,
+        payments: SessionPayments = SessionPayments()
+    ) {
         self.sessionID = sessionID
         self.eid = eid
         self.expiresAt = expiresAt
+        self.shares = shares
+        self.payments = payments
     }
 }
 
+/// What the ledger reports of a session's payments: the shares paid and what they brought, tips, and what was
+/// refunded (a split session cancelled or expired with shares paid refunds every payment).
+public struct SessionPayments: Hashable, Sendable {
+    /// How many shares are paid (1 once a session that is not split is paid).
+    public var sharesPaid: Int
+    /// What the shares paid add up to, without tips.
+    public var paidCents: Cents
+    /// The tips paid on top.
+    public var tipCents: Cents
+    /// What was refunded to payers, tips included.
+    public var refundedCents: Cents
+    /// How many payments (one per payer's send) were refunded, in part or whole.
+    public var refundedPayments: Int
+
+    /// The figures as the ledger reports them; all zero by default: nothing paid.
+    public init(
+        sharesPaid: Int = 0,
+        paidCents: Cents = 0,
+        tipCents: Cents = 0,
+        refundedCents: Cents = 0,
+        refundedPayments: Int = 0
+    ) {
+        self.sharesPaid = sharesPaid
+        self.paidCents = paidCents
+        self.tipCents = tipCents
+        self.refundedCents = refundedCents
+        self.refundedPayments = refundedPayments
+    }
+
+    /// Whether anything was paid (and so, of a session that ends unpaid, is refunded).
+    public var anyPaid: Bool { sharesPaid > 0 || paidCents > 0 || refundedCents > 0 }
+}
+
 /// The receiver's flow, without I/O: create a session → advertise its EID → watch its status → stop when paid.
+///
+/// A split session stays on the air while its shares are paid one by one (``SessionStatus/partiallyPaid``): each
+/// share that lands is shown (``Action/showSharesPaid(_:)``), and the flow ends paid once every share is. A split
+/// cancelled or expired with shares paid ends with what the ledger refunded (``Outcome/cancelledWithRefunds(_:)``,
+/// ``Outcome/expired(_:)``).
 ///
 /// The driver feeds it ``Event``s with the current time and performs the ``Action`` it returns. Events that do not
 /// apply in the current state are ignored and return ``Action/none``. The advertisement runs exactly while the state
@@ -64,11 +114,17 @@ public struct ReceiverStateMachine: Sendable {
     public enum SessionStatus: Hashable, Sendable {
         /// Waiting for a payer (possibly locked by one).
         case pending
-        /// Paid.
+        /// Some shares of a split session are paid, not all: still waiting for payers.
+        case partiallyPaid
+        /// Paid (of a split: every share), its receipts checked where the driver checks them.
         case paid
-        /// Expired unpaid.
+        /// The ledger reports the session paid, but a receipt does not verify against the trusted keys: the
+        /// signature does not back the payment.
+        case paidUnverified(reason: String)
+        /// Expired unpaid (of a split with shares paid, they are refunded).
         case expired
-        /// Cancelled on the server (by the payee elsewhere, or an operator).
+        /// Cancelled on the server (by the payee elsewhere, or an operator; of a split with shares paid, they are
+        /// refunded).
         case cancelled
     }
 
@@ -95,14 +151,16 @@ public struct ReceiverStateMachine: Sendable {
         case createFailed(reason: String)
         /// The advertisement could not be started or was lost (adapter gone, advertising refused).
         case advertisingFailed(reason: String)
-        /// The ledger reported a session's status; reports about any other session than the current one are ignored.
-        case status(sessionID: String, SessionStatus)
+        /// The ledger reported a session's status, with its payments when the driver read them (`nil` leaves the
+        /// figures known as they are); reports about any other session than the current one are ignored.
+        case status(sessionID: String, SessionStatus, payments: SessionPayments? = nil)
         /// Time passed; lets the machine notice expiry when status updates stop arriving.
         case tick
         /// The user stopped the receiver.
         case cancel
-        /// The ledger answered (or did not) the cancel of this session.
-        case cancelAnswered(sessionID: String, CancelAnswer)
+        /// The ledger answered (or did not) the cancel of this session; `payments` are the session's figures read
+        /// after it (of a split with shares paid: what was refunded), `nil` when not read.
+        case cancelAnswered(sessionID: String, CancelAnswer, payments: SessionPayments? = nil)
     }
 
     /// What the driver must do next.
@@ -113,10 +171,14 @@ public struct ReceiverStateMachine: Sendable {
         case createSession
         /// Advertise this EID and watch the session's status.
         case startAdvertising(EID)
+        /// More shares of the split session are paid (``ReceiverSession/payments``): show how many of how many;
+        /// keep advertising and watching.
+        case showSharesPaid(ReceiverSession)
         /// Stop advertising and stop watching, then create a new session.
         case stopAdvertisingAndCreateSession
         /// Stop advertising and stop watching, then cancel the session on the ledger (even though the caller was
-        /// cancelled) and send ``Event/cancelAnswered(sessionID:_:)``.
+        /// cancelled) and send ``Event/cancelAnswered(sessionID:_:payments:)`` (of a split, with the figures read
+        /// after the cancel, which say what was refunded).
         case stopAdvertisingAndCancel(sessionID: String)
         /// Wait `after`, then send the cancel again and report its answer; the wait must not be cut short by the
         /// cancellation that started it.
@@ -129,12 +191,18 @@ public struct ReceiverStateMachine: Sendable {
 
     /// How the flow ended.
     public enum Outcome: Hashable, Sendable {
-        /// The session was paid.
+        /// The session was paid (of a split: every share); its payments say what came in.
         case paid(ReceiverSession)
-        /// The last session expired unpaid and no new one is created.
+        /// The ledger reports the session paid, but a receipt does not verify: the payment is not taken as made.
+        case paidUnverified(ReceiverSession, reason: String)
+        /// The last session expired unpaid and no new one is created; of a split with shares paid, its payments say
+        /// what the ledger refunded.
         case expired(ReceiverSession)
-        /// The session was cancelled, here or on the server.
+        /// The session was cancelled, here or on the server, with nothing paid.
         case cancelled
+        /// The split session was cancelled, here or on the server, after shares were paid: its payments say what
+        /// the ledger refunded.
+        case cancelledWithRefunds(ReceiverSession)
         /// The receiver was stopped but the ledger never confirmed the cancel: until it expires, the session may
         /// still be paid.
         case cancelUnconfirmed(ReceiverSession, reason: String)
@@ -190,12 +258,20 @@ public struct ReceiverStateMachine: Sendable {
             // A session created after this point is left to expire on the server.
             return finish(.cancelled, stoppingAdvertising: false)
 
-        case (.advertising(let session), .status(let sessionID, let status)) where sessionID == session.sessionID:
+        case (.advertising(var session), .status(let sessionID, let status, let payments))
+        where sessionID == session.sessionID:
+            let before = session.payments.sharesPaid
+            if let payments { session.payments = payments }
             switch status {
-            case .pending: return .none
+            case .pending, .partiallyPaid:
+                state = .advertising(session)
+                // Each share shown once, however often the same count is reported.
+                return session.payments.sharesPaid > before ? .showSharesPaid(session) : .none
             case .paid: return finish(.paid(session), stoppingAdvertising: true)
+            case .paidUnverified(let reason):
+                return finish(.paidUnverified(session, reason: reason), stoppingAdvertising: true)
             case .expired: return expire(session)
-            case .cancelled: return finish(.cancelled, stoppingAdvertising: true)
+            case .cancelled: return finish(cancelled(session), stoppingAdvertising: true)
             }
         case (.advertising(let session), .tick) where now >= session.expiresAt + configuration.expiryGrace:
             return expire(session)
@@ -208,9 +284,11 @@ public struct ReceiverStateMachine: Sendable {
             return finish(.advertisingFailed(reason: reason), stoppingAdvertising: true)
 
         // What the ledger says wins over what was asked: a paid session is reported paid.
-        case (.cancelling(let session), .cancelAnswered(let sessionID, let answer)) where sessionID == session.sessionID:
+        case (.cancelling(var session), .cancelAnswered(let sessionID, let answer, let payments))
+        where sessionID == session.sessionID:
+            if let payments { session.payments = payments }
             switch answer {
-            case .cancelled: return finish(.cancelled, stoppingAdvertising: false)
+            case .cancelled: return finish(cancelled(session), stoppingAdvertising: false)
             case .paid: return finish(.paid(session), stoppingAdvertising: false)
             case .expired: return finish(.expired(session), stoppingAdvertising: false)
             case .unconfirmed(let reason): return retryCancel(session, reason: reason, now: now)
@@ -234,6 +312,11 @@ public struct ReceiverStateMachine: Sendable {
         }
         cancelsSent += 1
         return .cancelAgain(sessionID: session.sessionID, after: delay)
+    }
+
+    /// A cancelled session's outcome: with the refunds, when shares were paid.
+    private func cancelled(_ session: ReceiverSession) -> Outcome {
+        session.payments.anyPaid ? .cancelledWithRefunds(session) : .cancelled
     }
 
     private mutating func expire(_ session: ReceiverSession) -> Action {

@@ -39,7 +39,8 @@ public struct StatusWatch: Sendable, Hashable {
 
     /// What the driver does next.
     public enum Step: Hashable, Sendable {
-        /// Wait on the event stream for a status other than the last one seen, at most `timeout`.
+        /// Wait on the event stream for a change from the last status seen, at most `timeout`: another status, or
+        /// of a split session, more shares paid (each share's payment is a change while it stays partially paid).
         case awaitChange(timeout: Duration)
         /// Read the status once, after `delay`.
         case read(after: Duration)
@@ -47,7 +48,7 @@ public struct StatusWatch: Sendable, Hashable {
 
     /// How the last step went.
     public enum Outcome: Hashable, Sendable {
-        /// The stream brought a new status.
+        /// The stream brought a new status (or more shares paid).
         case changed
         /// The wait ran out without one.
         case timedOut
