@@ -132,16 +132,19 @@ public struct LedgerClient: Sendable {
         try await request("POST", "/dev/fund", body: AmountRequest(amountCents: amountCents))
     }
 
-    /// `POST /sessions/create`. With an `idempotencyKey` (persist it before sending) a retry after a crash or a lost
-    /// response gets the session the first request made, not a second one; the key with another amount is refused.
+    /// `POST /sessions/create`: a session asking `amountCents`, split into `shares` equal shares (1 to 50, each
+    /// paid by a payer of its own) when given; `nil` sends none, one payer (servers that predate splits know no
+    /// other). With an `idempotencyKey` (persist it before sending) a retry after a crash or a lost response gets
+    /// the session the first request made, not a second one; the key with another request is refused.
     public func createSession(
         amountCents: Cents,
+        shares: Int? = nil,
         idempotencyKey: String? = nil
     ) async throws(LedgerClientError) -> CreateSessionResponse {
         let (data, response) = try await perform(
             "POST",
             "/sessions/create",
-            body: AmountRequest(amountCents: amountCents),
+            body: CreateSessionRequest(amountCents: amountCents, shares: shares),
             headers: idempotencyKey.map { [APIHeader.idempotencyKey: $0] } ?? [:],
             authenticated: true
         )
@@ -161,9 +164,19 @@ public struct LedgerClient: Sendable {
         return try await request("POST", "/sessions/\(escaped)/eids", body: Optional<SessionRequest>.none)
     }
 
-    /// `POST /sessions/lock`.
+    /// `POST /sessions/lock`: reserves the session (of a split, its next free share) for the caller.
     public func lock(sid: String) async throws(LedgerClientError) {
-        let _: OKResponse = try await request("POST", "/sessions/lock", body: SessionRequest(sid: sid))
+        let _: LockResponse = try await lock(sid: sid, shares: nil)
+    }
+
+    /// `POST /sessions/lock`: reserves the session for the caller; of a split session, the next `shares` free
+    /// shares (`nil` sends none: one). The answer says what the caller will pay for them (before any tip) and
+    /// which shares they are; from a server that predates splits its amount is 0 (the resolved amount holds). A
+    /// split with fewer shares free than asked, or a session that is not split asked for more than one, is
+    /// refused 409 `no-free-share`.
+    @discardableResult
+    public func lock(sid: String, shares: Int?) async throws(LedgerClientError) -> LockResponse {
+        try await request("POST", "/sessions/lock", body: LockRequest(sid: sid, shares: shares))
     }
 
     /// `POST /sessions/unlock`: releases the caller's lock on the session, so another payer may lock it at once.
@@ -185,19 +198,25 @@ public struct LedgerClient: Sendable {
         return try await request("GET", "/sessions/\(escaped)", body: Optional<SessionRequest>.none)
     }
 
-    /// `POST /wallet/send` with the caller's idempotency key. Retrying with the same key after any failure is safe:
-    /// the server runs the payment at most once and replays its outcome.
-    public func send(sid: String, idempotencyKey: String) async throws(LedgerClientError) -> SendResult {
+    /// `POST /wallet/send` with the caller's idempotency key: pays what the caller locked (of a split, its shares),
+    /// with `tipCents` on top for the payee when given (0 up to the amount paid; `nil` sends none). Retrying with
+    /// the same key and tip after any failure is safe: the server runs the payment at most once and replays its
+    /// outcome. The answer's ``SendResult/paymentID`` names the payment of a split session.
+    public func send(
+        sid: String,
+        idempotencyKey: String,
+        tipCents: Cents? = nil
+    ) async throws(LedgerClientError) -> SendResult {
         let (data, response) = try await perform(
             "POST",
             "/wallet/send",
-            body: SessionRequest(sid: sid),
+            body: SendRequest(sid: sid, tipCents: tipCents),
             headers: [APIHeader.idempotencyKey: idempotencyKey],
             authenticated: true
         )
         let balance: BalanceResponse = try decodeBody(data, response)
         let replayed = response.value(forHTTPHeaderField: APIHeader.idempotentReplayed)?.lowercased() == "true"
-        return SendResult(newBalanceCents: balance.newBalanceCents, replayed: replayed, receipt: balance.receipt)
+        return SendResult(balance: balance, replayed: replayed)
     }
 
     /// `POST /wallet/payouts` with the caller's idempotency key: moves the amount out of the wallet at once, pending
@@ -221,18 +240,20 @@ public struct LedgerClient: Sendable {
     }
 
     /// `POST /sessions/{sid}/refunds` with the caller's idempotency key: returns `amountCents` of the caller's paid
-    /// session to its payer. Retrying with the same key and amount is safe: the server refunds at most once and
-    /// replays the refund (``RefundResult/replayed``).
+    /// session to its payer. Of a split session, `paymentID` names the payment (one payer's send) to refund, and
+    /// is required: at most its amount and tip less what was refunded of it. Retrying with the same key and
+    /// request is safe: the server refunds at most once and replays the refund (``RefundResult/replayed``).
     public func refund(
         sid: String,
         amountCents: Cents,
+        paymentID: String? = nil,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> RefundResult {
         let escaped = sid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? sid
         let (data, response) = try await perform(
             "POST",
             "/sessions/\(escaped)/refunds",
-            body: AmountRequest(amountCents: amountCents),
+            body: RefundRequest(amountCents: amountCents, paymentID: paymentID),
             headers: [APIHeader.idempotencyKey: idempotencyKey],
             authenticated: true
         )
@@ -440,13 +461,31 @@ public struct SendResult: Sendable, Hashable {
     public var replayed: Bool
     /// The ledger's signed receipt of the payment (not yet checked: see ``ReceiptTrust``).
     public var receipt: Receipt?
+    /// The payment's id, which a refund of it names: set for a payment of a split session.
+    public var paymentID: String?
 
     /// A payment's result: the payer's balance after it in cents, whether the server replayed an earlier answer
-    /// to the same idempotency key, and the receipt when the server sent one.
-    public init(newBalanceCents: Cents, replayed: Bool, receipt: Receipt? = nil) {
+    /// to the same idempotency key, the receipt when the server sent one, and the payment's id when it has one.
+    public init(newBalanceCents: Cents, replayed: Bool, receipt: Receipt? = nil, paymentID: String? = nil) {
         self.newBalanceCents = newBalanceCents
         self.replayed = replayed
         self.receipt = receipt
+        self.paymentID = paymentID
+    }
+
+    /// The result of the server's answer `balance`, replayed or not.
+    public init(balance: BalanceResponse, replayed: Bool) {
+        self.init(
+            newBalanceCents: balance.newBalanceCents,
+            replayed: replayed,
+            receipt: balance.receipt,
+            paymentID: balance.paymentID
+        )
+    }
+
+    /// The answer as the server sent it (`ok` is always true).
+    public var balance: BalanceResponse {
+        BalanceResponse(newBalanceCents: newBalanceCents, receipt: receipt, paymentID: paymentID)
     }
 }
 

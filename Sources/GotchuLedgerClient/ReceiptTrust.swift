@@ -40,16 +40,29 @@ public struct ReceiptTrust: Sendable {
     }
 
     /// Checks that `receipt` is signed by a trusted key and is about this session, amount and kind; `ledger` is
-    /// asked for its keys only when pinning needs them.
+    /// asked for its keys only when pinning needs them. Of a payment with a tip, `amountCents` is what was paid
+    /// without it, and `tipCents` (when given) the tip the receipt must carry (0: none, or a receipt without one);
+    /// `shareNumbers` (when given) the shares of a split session it must say were paid.
     public func verify(
         _ receipt: Receipt?,
         sessionID: String,
         amountCents: Cents,
+        tipCents: Cents? = nil,
+        shareNumbers: [Int]? = nil,
         kind: ReceiptKind = .payment,
         ledger: LedgerClient
     ) async throws(ReceiptError) {
         guard let receipt else { throw ReceiptError("the ledger's answer carries no receipt") }
         try receipt.requireMatches(sessionID: sessionID, amountCents: amountCents, kind: kind)
+        if let tipCents, (receipt.tipCents ?? 0) != tipCents {
+            throw ReceiptError("the receipt is for a tip of \(receipt.tipCents ?? 0) cents, not \(tipCents)")
+        }
+        if let shareNumbers, let paid = receipt.shareNumbers, paid.sorted() != shareNumbers.sorted() {
+            throw ReceiptError(
+                "the receipt is for shares \(paid.map(String.init).joined(separator: ", ")), not "
+                    + shareNumbers.map(String.init).joined(separator: ", ")
+            )
+        }
         try receipt.verify(against: try await keys(for: receipt.keyID, ledger: ledger))
     }
 

@@ -41,19 +41,23 @@ extension LedgerClient {
         return stream
     }
 
-    /// The session's next status that differs from `after` (any status when `after` is `nil`), read from its event
-    /// stream, which is opened for the call and closed when it returns: the first event is the current state, so a
-    /// change made before the call is seen at once. Throws when the stream cannot be opened or breaks before such a
-    /// status (see ``sessionEvents(sid:lastEventID:quietLimit:)``); a stream that ends without one is reported as a
-    /// transport failure.
+    /// The session's next status that differs from `after` (any status when `after` is `nil`), or, when
+    /// `sharesPaid` is given, whose count of shares paid differs from it (a split session stays partially paid while
+    /// its shares are paid one by one), read from its event stream, which is opened for the call and closed when it
+    /// returns: the first event is the current state, so a change made before the call is seen at once. Throws when
+    /// the stream cannot be opened or breaks before such a status (see
+    /// ``sessionEvents(sid:lastEventID:quietLimit:)``); a stream that ends without one is reported as a transport
+    /// failure.
     public func nextSessionStatus(
         sid: String,
         after: SessionStatus?,
+        sharesPaid: Int? = nil,
         quietLimit: Duration = .seconds(45)
     ) async throws(LedgerClientError) -> SessionStatusResponse {
         do {
             for try await event in sessionEvents(sid: sid, quietLimit: quietLimit) {
                 if event.session.status != after { return event.session }
+                if let sharesPaid, event.session.sharesPaid != sharesPaid { return event.session }
             }
         } catch let error as LedgerClientError {
             throw error
