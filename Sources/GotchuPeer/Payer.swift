@@ -49,7 +49,8 @@ public struct Payer: Sendable {
         case selected(EID)
         /// The ledger described the session.
         case resolved(PaymentOffer)
-        /// The session is locked for this payer.
+        /// The session is locked for this payer (of a split, the offer's ``PaymentOffer/shareNumbers`` and
+        /// ``PaymentOffer/payCents`` are the lock's).
         case locked(PaymentOffer)
         /// The ledger could not be reached while paying; retrying with the same key.
         case retrying(String)
@@ -178,8 +179,10 @@ public struct Payer: Sendable {
                 let begun = try journal.begin(
                     server: ledger.baseURL.absoluteString,
                     sid: sid,
-                    amountCents: offer.amountCents,
-                    payeeName: offer.payeeName
+                    amountCents: offer.payCents,
+                    payeeName: offer.payeeName,
+                    tipCents: offer.tipCents,
+                    shares: offer.sharesToPay
                 )
                 entry = begun
                 perform(input) { try await lock(sid: sid, offer: offer, key: begun.key, interaction, interrupted) }
@@ -195,18 +198,31 @@ public struct Payer: Sendable {
                     }
                 }
             case .send(let sid):
-                guard let entry else { return .failed(.cancelled) }
-                perform(input) {
+                guard var settled = entry, case .sending(let offer) = machine.state else { return .failed(.cancelled) }
+                // What the lock settled (a split's shares, the tip on them) is journaled before it is sent.
+                if settled.amountCents != offer.payCents || settled.tipCents != offer.tipCents {
+                    settled =
+                        try journal.settleAmount(
+                            key: settled.key,
+                            amountCents: offer.payCents,
+                            tipCents: offer.tipCents
+                        )
+                        ?? settled
+                    entry = settled
+                }
+                let shareNumbers = offer.isSplit && !offer.shareNumbers.isEmpty ? offer.shareNumbers : nil
+                perform(input) { [settled] in
                     await FaultInjection.holdIfRequested(at: .holdBeforeSend) { await interrupted.wait() }
-                    return try await send(sid: sid, entry: entry)
+                    return try await send(sid: sid, entry: settled, shareNumbers: shareNumbers)
                 }
             case .retrySend(let sid, let delay):
-                guard let entry else { return .failed(.cancelled) }
+                guard let entry, case .sending(let offer) = machine.state else { return .failed(.cancelled) }
                 interaction.progress(.retrying(lastSendFailure))
                 let radio = self.radio
+                let shareNumbers = offer.isSplit && !offer.shareNumbers.isEmpty ? offer.shareNumbers : nil
                 perform(input) {
                     try? await radio.sleep(for: delay)
-                    return try await send(sid: sid, entry: entry)
+                    return try await send(sid: sid, entry: entry, shareNumbers: shareNumbers)
                 }
             case .settle(let offer):
                 interaction.settling(offer)
@@ -294,7 +310,10 @@ public struct Payer: Sendable {
                         amountCents: resolved.amountCents,
                         payeeName: resolved.payeeDisplay.name,
                         payeeDomain: resolved.payeeDisplay.domain,
-                        payeeVerified: resolved.payeeDisplay.verified
+                        payeeVerified: resolved.payeeDisplay.verified,
+                        shares: resolved.shares,
+                        sharesPaid: resolved.sharesPaid,
+                        payCents: resolved.shares > 1 ? resolved.shareCents : nil
                     )
                 }
             }
@@ -314,7 +333,14 @@ public struct Payer: Sendable {
                 amountCents: resolved.amountCents,
                 payeeName: resolved.payeeDisplay.name,
                 payeeDomain: resolved.payeeDisplay.domain,
-                payeeVerified: resolved.payeeDisplay.verified
+                payeeVerified: resolved.payeeDisplay.verified,
+                shares: resolved.shares > 1
+                    ? SessionShares(
+                        count: resolved.shares,
+                        paid: resolved.sharesPaid,
+                        nextShareCents: resolved.shareCents,
+                        remainingCents: resolved.remainingCents
+                    ) : nil
             )
         } catch {
             switch error.problemKind {
@@ -332,24 +358,42 @@ public struct Payer: Sendable {
         _ interaction: some PayerInteraction,
         _ interrupted: Latch
     ) async throws -> PayerStateMachine.Event {
+        let lock: LockResponse
         do {
-            try await ledger.lock(sid: sid)
+            // One share is the ledger's default: a ledger that predates splits is sent what it knows.
+            lock = try await ledger.lock(sid: sid, shares: offer.sharesToPay > 1 ? offer.sharesToPay : nil)
         } catch {
             try journal.markFailed(key: key, reason: "\(error)")
             return .lockFailed(reason: "\(error)")
         }
-        interaction.progress(.locked(offer))
+        var locked = offer
+        if lock.amountCents > 0 {
+            locked.payCents = lock.amountCents
+            locked.shareNumbers = lock.shareNumbers
+        }
+        interaction.progress(.locked(locked))
         FaultInjection.crashIfRequested(at: .afterLock)
         await FaultInjection.holdIfRequested(at: .holdAfterLock) { await interrupted.wait() }
-        return .locked
+        // A ledger that predates splits says no amount: the one resolved holds.
+        return lock.amountCents > 0
+            ? .lockedShares(amountCents: lock.amountCents, shareNumbers: lock.shareNumbers) : .locked
     }
 
-    /// Sends once with the journaled key and records a definite answer; the server runs the key at most once. A
-    /// success counts only with a receipt that verifies, when receipts are checked.
-    private func send(sid: String, entry: PaymentJournal.Entry) async throws -> PayerStateMachine.Event {
+    /// Sends once with the journaled key (and tip) and records a definite answer; the server runs the key at most
+    /// once. A success counts only with a receipt that verifies (its amount, tip and, of a split, `shareNumbers`),
+    /// when receipts are checked.
+    private func send(
+        sid: String,
+        entry: PaymentJournal.Entry,
+        shareNumbers: [Int]?
+    ) async throws -> PayerStateMachine.Event {
         let key = entry.key
         do {
-            let result = try await ledger.send(sid: sid, idempotencyKey: key)
+            let result = try await ledger.send(
+                sid: sid,
+                idempotencyKey: key,
+                tipCents: entry.tipCents > 0 ? entry.tipCents : nil
+            )
             FaultInjection.crashIfRequested(at: .afterSend)
             if let receiptTrust {
                 do {
@@ -357,6 +401,8 @@ public struct Payer: Sendable {
                         result.receipt,
                         sessionID: sid,
                         amountCents: entry.amountCents,
+                        tipCents: entry.tipCents,
+                        shareNumbers: shareNumbers,
                         ledger: ledger
                     )
                 } catch {
@@ -366,7 +412,7 @@ public struct Payer: Sendable {
                 }
             }
             try journal.markPaid(key: key, newBalanceCents: result.newBalanceCents)
-            return .sent(newBalanceCents: result.newBalanceCents)
+            return .sent(newBalanceCents: result.newBalanceCents, paymentID: result.paymentID)
         } catch let error where PaymentResumer.isFinal(error) {
             try journal.markFailed(key: key, reason: "\(error)")
             return .sendFailed(reason: "\(error)")

@@ -26,8 +26,13 @@ public final class PaymentJournal: Sendable {
         public var server: String
         /// The session paid.
         public var sid: String
-        /// The amount confirmed by the payer.
+        /// The amount confirmed by the payer, without the tip; of a split session, its shares' (the lock's figure
+        /// once locked).
         public var amountCents: Cents
+        /// The tip sent with the payment, on top of ``amountCents`` (0: none).
+        public var tipCents: Cents
+        /// How many shares of a split session the payment takes (1 for a session that is not split).
+        public var shares: Int
         /// The payee's name as the server gave it.
         public var payeeName: String
         /// Where it stands.
@@ -76,17 +81,35 @@ public final class PaymentJournal: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v2: tips and shares") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE payments ADD COLUMN tip_cents INTEGER NOT NULL DEFAULT 0 CHECK (tip_cents >= 0);
+                    ALTER TABLE payments ADD COLUMN shares INTEGER NOT NULL DEFAULT 1 CHECK (shares >= 1);
+                    """
+            )
+        }
         try migrator.migrate(database)
     }
 
-    /// Records the intent to pay `sid` and returns its entry with a fresh idempotency key. Call it before the
-    /// first request about this payment.
-    public func begin(server: String, sid: String, amountCents: Cents, payeeName: String) throws -> Entry {
+    /// Records the intent to pay `sid` (`amountCents` and a tip of `tipCents` on top; of a split session, `shares`
+    /// of its shares) and returns its entry with a fresh idempotency key. Call it before the first request about
+    /// this payment.
+    public func begin(
+        server: String,
+        sid: String,
+        amountCents: Cents,
+        payeeName: String,
+        tipCents: Cents = 0,
+        shares: Int = 1
+    ) throws -> Entry {
         let entry = Entry(
             key: UUID().uuidString.lowercased(),
             server: server,
             sid: sid,
             amountCents: amountCents,
+            tipCents: tipCents,
+            shares: shares,
             payeeName: payeeName,
             state: .pending,
             newBalanceCents: nil,
@@ -96,16 +119,33 @@ public final class PaymentJournal: Sendable {
         try database.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO payments (key, server, sid, amount_cents, payee_name, state, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)
+                    INSERT INTO payments (key, server, sid, amount_cents, tip_cents, shares, payee_name, state,
+                        created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?, ?)
                     """,
                 arguments: [
-                    entry.key, server, sid, amountCents, payeeName, entry.createdAt.timeIntervalSince1970,
-                    entry.createdAt.timeIntervalSince1970,
+                    entry.key, server, sid, amountCents, tipCents, shares, payeeName,
+                    entry.createdAt.timeIntervalSince1970, entry.createdAt.timeIntervalSince1970,
                 ]
             )
         }
         return entry
+    }
+
+    /// Records what the lock settled of a pending payment before it is sent: the amount of the shares it reserved
+    /// and the tip on it. Returns the entry as it now stands (`nil` if no entry has this key).
+    @discardableResult
+    public func settleAmount(key: String, amountCents: Cents, tipCents: Cents) throws -> Entry? {
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE payments SET amount_cents = ?, tip_cents = ?, updated_at = ?
+                    WHERE key = ? AND state = 'PENDING'
+                    """,
+                arguments: [amountCents, tipCents, Date().timeIntervalSince1970, key]
+            )
+        }
+        return try entry(key: key)
     }
 
     /// Records the server's confirmation.
@@ -163,6 +203,8 @@ public final class PaymentJournal: Sendable {
             server: row["server"],
             sid: row["sid"],
             amountCents: row["amount_cents"],
+            tipCents: row["tip_cents"],
+            shares: row["shares"],
             payeeName: row["payee_name"],
             state: State(rawValue: row["state"]) ?? .pending,
             newBalanceCents: row["new_balance_cents"],

@@ -30,10 +30,31 @@ public struct PaymentResumer: Sendable {
         self.receiptTrust = receiptTrust
     }
 
-    /// Throws unless the receipt verifies, when receipts are checked.
+    /// Throws unless the receipt verifies (amount and tip), when receipts are checked.
     private func checkReceipt(_ receipt: Receipt?, of entry: PaymentJournal.Entry) async throws(ReceiptError) {
         guard let receiptTrust else { return }
-        try await receiptTrust.verify(receipt, sessionID: entry.sid, amountCents: entry.amountCents, ledger: ledger)
+        try await receiptTrust.verify(
+            receipt,
+            sessionID: entry.sid,
+            amountCents: entry.amountCents,
+            tipCents: entry.tipCents,
+            ledger: ledger
+        )
+    }
+
+    /// Throws unless one of the receipts verifies for the entry: a split session's payer sees its own payments, and
+    /// the one this entry made is among them.
+    private func checkAnyReceipt(_ receipts: [Receipt?], of entry: PaymentJournal.Entry) async throws(ReceiptError) {
+        var last = ReceiptError("the ledger's answer carries no receipt")
+        for receipt in receipts {
+            do {
+                try await checkReceipt(receipt, of: entry)
+                return
+            } catch {
+                last = error
+            }
+        }
+        throw last
     }
 
     /// Resumes every pending entry for this server.
@@ -57,7 +78,10 @@ public struct PaymentResumer: Sendable {
                 let wallet = try? await ledger.wallet()
             {
                 do {
-                    try await checkReceipt(status.receipt, of: entry)
+                    try await checkAnyReceipt(
+                        status.payments.isEmpty ? [status.receipt] : status.payments.map(\.receipt),
+                        of: entry
+                    )
                 } catch {
                     let reason = "the ledger says paid, but its receipt does not verify: \(error)"
                     try journal.markFailed(key: entry.key, reason: reason)
@@ -91,13 +115,24 @@ public struct PaymentResumer: Sendable {
         }
     }
 
-    /// The key was never run if the lock lapsed before it reached the ledger: lock again and send the same key.
+    /// The key was never run if the lock lapsed before it reached the ledger: lock again (as many shares of a
+    /// split) and send the same key, unless the shares free now cost another amount than the one confirmed.
     private func sendRelockingOnce(_ entry: PaymentJournal.Entry) async throws(LedgerClientError) -> SendResult {
+        let tip = entry.tipCents > 0 ? entry.tipCents : nil
         do {
-            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key)
+            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key, tipCents: tip)
         } catch let error where error.problemKind == .lockRequired {
-            try await ledger.lock(sid: entry.sid)
-            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key)
+            let lock = try await ledger.lock(sid: entry.sid, shares: entry.shares > 1 ? entry.shares : nil)
+            if lock.amountCents > 0, lock.amountCents != entry.amountCents {
+                throw .problem(
+                    Problem(
+                        .noFreeShare,
+                        detail: "the shares free now cost \(Money.format(lock.amountCents)), not the "
+                            + "\(Money.format(entry.amountCents)) confirmed"
+                    )
+                )
+            }
+            return try await ledger.send(sid: entry.sid, idempotencyKey: entry.key, tipCents: tip)
         }
     }
 
