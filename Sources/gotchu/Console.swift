@@ -25,9 +25,9 @@ struct Console: Sendable {
 
     func receiver(_ progress: Receiver.Progress) {
         switch progress {
-        case .created(let sid, let eid, let amount):
+        case .created(let sid, let eid, let amount, let shareCents):
             line(
-                "session \(sid): \(Money.format(amount)), EID \(eid.grouped), code "
+                "session \(sid): \(Money.format(amount))\(Self.shares(shareCents)), EID \(eid.grouped), code "
                     + ConfirmationCode.of(sessionID: sid)
             )
         case .advertising(let eid): line("advertising \(eid)…")
@@ -35,8 +35,38 @@ struct Console: Sendable {
         case .rotationFailed(let reason): line("could not rotate the EID (\(reason)); still advertising the last one")
         case .locked: line("a payer locked the session")
         case .unlocked: line("the lock lapsed; still advertising")
+        case .sharesPaid(let paid, let shares): line("\(paid) of \(shares) paid")
+        case .receiptUnverified(let reason): line("\(reason); checking again")
         case .ledgerUnreachable(let reason): line("ledger unreachable (\(reason)); retrying")
         }
+    }
+
+    /// ` in 4 shares of $10.00` (or `of $2.50 to $2.51` when the cents do not divide evenly); nothing when the
+    /// amount is not split.
+    static func shares(_ shareCents: [Cents]) -> String {
+        guard shareCents.count > 1, let least = shareCents.min(), let most = shareCents.max() else { return "" }
+        let each = least == most ? Money.format(least) : Money.format(least) + " to " + Money.format(most)
+        return " in \(shareCents.count) shares of \(each)"
+    }
+
+    /// `refunded $20.00 to 2 payers`, and what is still to come back if the ledger has not refunded all yet.
+    static func refunds(_ payments: SessionPayments) -> String {
+        let payers = payments.refundedPayments == 1 ? "1 payer" : "\(payments.refundedPayments) payers"
+        let owed = payments.paidCents + payments.tipCents - payments.refundedCents
+        return "refunded \(Money.format(payments.refundedCents)) to \(payers)"
+            + (owed > 0 ? "; \(Money.format(owed)) more is still to be refunded by the ledger" : "")
+    }
+
+    /// What a payer pays, for a person: `$12.50`, `$10.00 (share 3 of 4)`, `$20.00 (shares 3, 4 of 4)`, with
+    /// ` + tip $1.50` when there is one.
+    static func paying(_ offer: PaymentOffer) -> String {
+        var text = Money.format(offer.payCents)
+        if offer.isSplit, !offer.shareNumbers.isEmpty {
+            let numbers = offer.shareNumbers.sorted().map(String.init).joined(separator: ", ")
+            text += " (share\(offer.shareNumbers.count == 1 ? "" : "s") \(numbers) of \(offer.shares))"
+        }
+        if offer.tipCents > 0 { text += " + tip \(Money.format(offer.tipCents))" }
+        return text
     }
 
     func payer(_ progress: Payer.Progress) {
@@ -46,8 +76,16 @@ struct Console: Sendable {
             let rssi = sighting.rssi.map { "\($0) dBm" } ?? "unknown RSSI"
             line("sighted \(sighting.eid) at \(rssi)")
         case .selected(let eid): line("nearest: \(eid)")
-        case .resolved(let offer): line("resolved \(Money.format(offer.amountCents)) → \(offer.payeeDescription)")
-        case .locked: line("locked")
+        case .resolved(let offer):
+            let split = offer.isSplit ? " in \(offer.shares) shares, \(offer.sharesPaid) paid" : ""
+            line("resolved \(Money.format(offer.amountCents))\(split) → \(offer.payeeDescription)")
+        case .locked(let offer):
+            guard offer.isSplit, !offer.shareNumbers.isEmpty else { return line("locked") }
+            let numbers = offer.shareNumbers.sorted().map(String.init).joined(separator: ", ")
+            line(
+                "locked share\(offer.shareNumbers.count == 1 ? "" : "s") \(numbers) of \(offer.shares) "
+                    + "(\(Money.format(offer.payCents)))"
+            )
         case .retrying(let reason): line("ledger did not answer (\(reason)); retrying with the same key")
         }
     }
@@ -55,8 +93,9 @@ struct Console: Sendable {
     func resumed(_ result: PaymentResumer.Result) {
         switch result {
         case .paid(let entry, let balance, let replayed):
+            let tip = entry.tipCents > 0 ? " + tip \(Money.format(entry.tipCents))" : ""
             line(
-                "finished an interrupted payment: \(Money.format(entry.amountCents)) to \(DisplayText.quoted(entry.payeeName)) "
+                "finished an interrupted payment: \(Money.format(entry.amountCents))\(tip) to \(DisplayText.quoted(entry.payeeName)) "
                     + (replayed ? "(it had gone through)" : "(sent now)") + "; new balance \(Money.format(balance))"
             )
         case .failed(let entry, let reason):
@@ -78,19 +117,36 @@ struct Console: Sendable {
         case .resolveFailed(let eid, let reason): return "could not resolve \(eid): \(reason)"
         case .amountAboveLimit(let offer, let limit):
             return
-                "\(Money.format(offer.amountCents)) to \(offer.payeeDescription) is above your limit of \(Money.format(limit))"
+                "\(Money.format(offer.totalCents)) to \(offer.payeeDescription) is above your limit of \(Money.format(limit))"
+        case .tipTooLarge(let offer):
+            return
+                "the tip \(Money.format(offer.tipCents)) is more than the \(Money.format(offer.payCents)) it goes with; "
+                + "a tip is at most the amount paid; nothing was paid"
         case .declined: return "declined; nothing was paid"
         case .lockFailed(let offer, let reason):
-            return "could not lock the session of \(offer.payeeDescription): \(reason)"
+            return "could not lock the session of \(offer.payeeDescription): " + lockHint(offer, reason) + reason
         case .sendFailed(let offer, let reason):
-            return "paying \(Money.format(offer.amountCents)) to \(offer.payeeDescription) failed: \(reason)"
+            return "paying \(paying(offer)) to \(offer.payeeDescription) failed: \(reason)"
         case .outcomeUnknown(let offer, let reason):
-            return "the payment of \(Money.format(offer.amountCents)) to \(offer.payeeDescription) got no answer "
+            return "the payment of \(paying(offer)) to \(offer.payeeDescription) got no answer "
                 + "(\(reason)); it is still pending: run `gotchu pay` again to settle it with the same key"
         case .cancelled: return "cancelled; nothing was paid"
         case .cancelledWhileSending(_, let reason):
             return "cancelled; nothing was paid (the ledger refused it: \(reason))"
         }
+    }
+
+    /// What to make of a lock the ledger refused for want of a free share, before its own words.
+    private static func lockHint(_ offer: PaymentOffer, _ reason: String) -> String {
+        guard reason.contains("No share of this session is free") || reason.contains("no-free-share") else {
+            return ""
+        }
+        if !offer.isSplit { return "the session is not split into shares, so it is paid whole: leave out --shares; " }
+        if offer.sharesToPay > 1 {
+            return "fewer than \(offer.sharesToPay) shares are free (the others are paid, or locked by payers paying "
+                + "now); ask for fewer with --shares; "
+        }
+        return "no share is free (the others are paid, or locked by payers paying now); try again if a lock lapses; "
     }
 }
 
@@ -127,18 +183,37 @@ struct TerminalInteraction: PayerInteraction {
     /// escaped, then the code the terminal shows; or that the ledger does not know the session.
     static func describe(_ candidate: ProximityCandidate, offer: PaymentOffer?) -> String {
         guard let offer else { return describe(candidate) + "  (session unknown or ended)" }
-        return Money.format(offer.amountCents) + " to " + offer.payeeDescription + ", code "
+        let split = offer.isSplit ? " (\(offer.shares) shares, \(offer.sharesPaid) paid)" : ""
+        return Money.format(offer.amountCents) + split + " to " + offer.payeeDescription + ", code "
             + offer.confirmationCode + "  [" + describe(candidate) + "]"
     }
 
     /// The amount (the ledger's) comes first and the payee, quoted and escaped, after it: no name can change what
     /// is asked. The code is the one the terminal shows, so the payer can check it is the one in front of them.
     func confirm(_ offer: PaymentOffer) async -> Bool {
-        let verification = offer.payeeVerification.map { ", " + $0 } ?? ""
-        let answer = await ask(
-            "Pay \(Money.format(offer.amountCents)) to \(offer.payeeDescription)\(verification), code \(offer.confirmationCode)? [y/N] "
-        )
+        let answer = await ask(Self.question(offer))
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
+    }
+
+    /// `Pay $12.50 to "bob" (example.com), code 47? [y/N] `; of a split, `Pay your share $10.00 of $40.00 to …
+    /// (2 of 4 paid), …` (`Pay 2 shares, $20.00 of $40.00 …` for more than one); a tip as `+ tip $1.50 ($11.50 in
+    /// all)` after the amount. Every figure is the ledger's, or computed from it.
+    static func question(_ offer: PaymentOffer) -> String {
+        let verification = offer.payeeVerification.map { ", " + $0 } ?? ""
+        var amount: String
+        if offer.isSplit {
+            amount =
+                (offer.sharesToPay == 1 ? "your share " : "\(offer.sharesToPay) shares, ")
+                + "\(Money.format(offer.payCents)) of \(Money.format(offer.amountCents))"
+        } else {
+            amount = Money.format(offer.payCents)
+        }
+        if offer.tipCents > 0 {
+            amount += " + tip \(Money.format(offer.tipCents)) (\(Money.format(offer.totalCents)) in all)"
+        }
+        let progress = offer.isSplit ? " (\(offer.sharesPaid) of \(offer.shares) paid)" : ""
+        return
+            "Pay \(amount) to \(offer.payeeDescription)\(progress)\(verification), code \(offer.confirmationCode)? [y/N] "
     }
 
     func progress(_ progress: Payer.Progress) { console.payer(progress) }

@@ -165,12 +165,15 @@ final class DemoOutput: Sendable {
 
     func receiver(_ name: String, _ progress: Receiver.Progress) {
         switch progress {
-        case .created(_, let eid, let amount): say(name, "session created: \(Money.format(amount)), EID \(eid)")
+        case .created(_, let eid, let amount, let shareCents):
+            say(name, "session created: \(Money.format(amount))\(Console.shares(shareCents)), EID \(eid)")
         case .advertising(let eid): say(name, "advertising \(eid)…")
         case .rotated(let eid): say(name, "new EID \(eid) on the air")
         case .rotationFailed(let reason): say(name, "could not rotate the EID: \(reason)")
         case .locked: say(name, "a payer locked the session")
         case .unlocked: say(name, "the lock lapsed")
+        case .sharesPaid(let paid, let shares): say(name, "\(paid) of \(shares) paid")
+        case .receiptUnverified(let reason): say(name, reason)
         case .ledgerUnreachable(let reason): say(name, "ledger unreachable: \(reason)")
         }
     }

@@ -32,6 +32,7 @@ struct Gotchu: AsyncParsableCommand {
             ReceiveCommand.self,
             PayCommand.self,
             RefundCommand.self,
+            StatusCommand.self,
             SimulateCommand.self,
             AdvertiseCommand.self,
             ScanCommand.self,

@@ -27,6 +27,20 @@ struct PayCommand: AsyncParsableCommand {
             Ctrl-C before the payment is sent stops it (a lock taken is released). Once the payment is \
             on its way it cannot be called back: its outcome is settled with the ledger and reported.
 
+            A split session (gotchu receive --split) is paid a share at a time: the question says \
+            which part of the whole you pay and how many shares are paid already, such as \
+            Pay your share $10.00 of $40.00 to "bob" (2 of 4 paid)? --shares K takes K shares \
+            at once (paying for friends too); the ledger refuses more than are free, and more than one of \
+            a session that is not split. Paying again after paying takes the next free share. The \
+            payment's id is printed once paid: the payee names it to refund you (gotchu refund \
+            --payment ID).
+
+            --tip adds a tip for the payee on top of what you pay, on any session: an amount \
+            (--tip 2.00) or a percentage of what you pay (--tip 15%, rounded to the nearest cent, half a \
+            cent up: 15% of $10.01 is $1.50). It is shown in the question (+ tip $1.50), counts toward \
+            --max-amount, and is at most the amount it goes with. A split session cancelled or expired \
+            before every share is paid refunds your share and your tip.
+
             Exit status: 0 paid, 1 not paid (refused, declined, nothing near…), 130 cancelled with \
             nothing paid, 4 still pending (no answer from the ledger; run `gotchu pay` again).
 
@@ -34,6 +48,9 @@ struct PayCommand: AsyncParsableCommand {
               gotchu pay                          # scan through BlueZ, confirm, pay
               gotchu pay --radio sim --yes --max-amount 20.00
               gotchu pay --eid "a1b2 c3d4 e5"     # the EID on the terminal's screen
+              gotchu pay --tip 15%                # 15% of what you pay, on top
+              gotchu pay --tip 2.00 --max-amount 15.00
+              gotchu pay --shares 2               # your share of a split, and a friend's
             """
     )
 
@@ -79,6 +96,36 @@ struct PayCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "Of a split session, pay this many shares (1 to 50): yours and your friends', such as --shares 2.",
+            valueName: "count"
+        )
+    )
+    var shares = 1
+
+    @Option(
+        help: ArgumentHelp(
+            "Add a tip for the payee: an amount such as 2.00, or a percentage of what you pay such as 15% "
+                + "(rounded to the cent, half up).",
+            valueName: "amount|percent%"
+        )
+    )
+    var tip: String?
+
+    /// `--tip` parsed; `nil` without one (or with a tip of 0).
+    var parsedTip: Tip? {
+        get throws {
+            guard let tip else { return nil }
+            do {
+                let parsed = try Tip.parse(tip)
+                return parsed.isZero ? nil : parsed
+            } catch {
+                throw ValidationError("--tip: \(error); such as --tip 2.00 or --tip 15%")
+            }
+        }
+    }
+
+    @Option(
+        help: ArgumentHelp(
             "Check receipts against the keys in this file (JWKS) instead of those pinned for the server.",
             valueName: "path"
         )
@@ -90,6 +137,10 @@ struct PayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard (1...50).contains(shares) else {
+            throw ValidationError("--shares must be a number of shares from 1 to 50, such as --shares 2")
+        }
+        _ = try parsedTip
         _ = try typedEID
         if eid != nil, choose { throw ValidationError("--eid pays one terminal; it does not go with --choose") }
         if let rssiThreshold, !(-127...20).contains(rssiThreshold) {
@@ -117,6 +168,8 @@ struct PayCommand: AsyncParsableCommand {
         flow.eid = try typedEID
         flow.preApproved = yes
         flow.maximumAmountCents = try maxAmount.map { try CLIAmount.parse($0, option: "--max-amount") }
+        flow.shares = shares
+        flow.tip = try parsedTip
         let options = Payer.Options(
             filter: ScanFilter(serviceUUID: try radio.serviceUUID, minimumRSSI: rssiThreshold),
             flow: flow
@@ -135,7 +188,8 @@ struct PayCommand: AsyncParsableCommand {
         switch outcome {
         case .paid(let offer, let balance):
             output.line(
-                "paid \(Money.format(offer.amountCents)) to \(offer.payeeDescription); "
+                "paid \(Console.paying(offer)) to \(offer.payeeDescription); "
+                    + (offer.paymentID.map { "payment \(DisplayText.escaped($0)); " } ?? "")
                     + "new balance \(Money.format(balance))"
             )
         case .failed(let failure):

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GotchuBlueZ
 import GotchuCore
+import GotchuLedgerClient
 import GotchuPeer
 
 struct ReceiveCommand: AsyncParsableCommand {
@@ -27,12 +28,24 @@ struct ReceiveCommand: AsyncParsableCommand {
             it for a fixed terminal whose whereabouts are no secret. A warning says so when it is set; \
             gotchu doctor shows which address would be used.
 
+            --split N shares the amount among N payers (a group's bill): N equal shares, the cents \
+            that do not divide evenly going to the first shares ($10.01 in 4 is $2.51, $2.50, $2.50, \
+            $2.50). Each payer pays one share (or more, with gotchu pay --shares) from their own phone; \
+            the EID stays on the air and "2 of 4 paid" is printed as shares land, until every share is \
+            paid. Cancelled (Ctrl-C) or expired before then, the ledger refunds every payer at once, tips \
+            included, and the receiver says so: "cancelled: refunded $20.00 to 2 payers". A payer's \
+            tip (gotchu pay --tip) comes on top of its share and is counted apart.
+
+            "paid" is printed only once every payment's signed receipt verifies against the ledger's \
+            receipt keys: those pinned for the server at first contact, or those in --receipt-keys FILE.
+
             Exit status: 0 paid, 2 expired unpaid, 130 cancelled, 4 cancel not confirmed by the ledger, \
-            1 any other failure.
+            1 any other failure (a receipt that does not verify included).
 
             Examples:
               gotchu receive --amount 12.50                # advertise through BlueZ
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
+              gotchu receive --amount 40 --split 4         # four payers, $10.00 each
               gotchu receive --amount 12.50 --rotate-every off
               gotchu receive --amount 12.50 --advertise-as peripheral  # fixed terminal
             """
@@ -41,8 +54,25 @@ struct ReceiveCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Amount to ask, in dollars and cents, such as 12.50.", valueName: "amount"))
     var amount: String
 
+    @Option(
+        help: ArgumentHelp(
+            "Split the amount into this many equal shares, one for each payer (2 to 50), such as --split 4 for a "
+                + "table of four; 1 is one payer.",
+            valueName: "payers"
+        )
+    )
+    var split = 1
+
     @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
     var recreate = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Check receipts against the keys in this file (JWKS) instead of those pinned for the server.",
+            valueName: "path"
+        )
+    )
+    var receiptKeys: String?
 
     @Option(
         help: ArgumentHelp(
@@ -86,6 +116,15 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try rotation
+        guard (1...50).contains(split) else {
+            throw ValidationError("--split must be a number of payers from 1 to 50, such as --split 4")
+        }
+        let cents = try CLIAmount.parse(amount, option: "--amount")
+        guard cents >= Cents(split) else {
+            throw ValidationError(
+                "--split \(split) needs at least $0.01 a share: \(Money.format(cents)) cannot be split \(split) ways"
+            )
+        }
         if let calibratedRSSI, !Calibration.plausibleCalibratedRSSI.contains(calibratedRSSI) {
             throw ValidationError("--calibrated-rssi must be from -100 to -20 dBm")
         }
@@ -108,18 +147,36 @@ struct ReceiveCommand: AsyncParsableCommand {
         configured.flow = .init(recreateOnExpiry: recreate, maximumSessions: recreate ? 12 : 1)
         configured.rotateEvery = try rotation
         configured.calibratedRSSI = calibratedRSSI
+        configured.shares = split > 1 ? split : nil
         let options = configured
+        let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
         let outcome = try await withTaskCancellationOnSignals {
-            await Receiver(radio: radio, ledger: ledger).run(options) { output.receiver($0) }
+            await Receiver(radio: radio, ledger: ledger, receiptTrust: receiptTrust).run(options) {
+                output.receiver($0)
+            }
         }
         switch outcome {
         case .paid(let session):
-            output.line("paid: \(Money.format(cents)) received (session \(session.sessionID))")
-        case .expired:
-            output.line("expired unpaid")
+            let shares = session.shares > 1 ? " in \(session.shares) shares" : ""
+            let tips = session.payments.tipCents > 0 ? " + \(Money.format(session.payments.tipCents)) in tips" : ""
+            output.line("paid: \(Money.format(cents)) received\(shares)\(tips) (session \(session.sessionID))")
+        case .paidUnverified(let session, let reason):
+            throw CLIError(
+                "session \(session.sessionID) is not taken as paid: \(reason); check the receipt keys "
+                    + "(--receipt-keys) or ask the ledger's operator"
+            )
+        case .expired(let session):
+            guard session.payments.anyPaid else {
+                output.line("expired unpaid")
+                throw ExitCode(2)
+            }
+            output.line("expired before every share was paid: " + Console.refunds(session.payments))
             throw ExitCode(2)
         case .cancelled:
             output.line("cancelled")
+            throw ExitCode(130)
+        case .cancelledWithRefunds(let session):
+            output.line("cancelled: " + Console.refunds(session.payments))
             throw ExitCode(130)
         case .cancelUnconfirmed(let session, let reason):
             // The session's expiry is held on the radio's clock; bring it back to the wall clock to show it.
