@@ -194,6 +194,9 @@ let package = Package(
         ),
         // A point-of-sale's side of the kiosk's D-Bus interface, and the interface's names.
         .target(name: "GotchuKioskClient", dependencies: ["GotchuDBus"], swiftSettings: swiftSettings),
+        // QR codes of the payment links the ledger serves and the kiosk's display shows: the encoder and an SVG
+        // renderer, on the standard library alone.
+        .target(name: "GotchuQR", swiftSettings: swiftSettings),
         // The terminal daemon: charges for a point-of-sale over D-Bus, their state on disk, the customer display.
         .target(
             name: "GotchuKiosk",
@@ -286,6 +289,8 @@ let package = Package(
             dependencies: ["GotchuCore", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
+        // The QR encoder's symbols against Python's qrcode module's, and read back by zbarimg from the rendered SVG.
+        .testTarget(name: "GotchuQRTests", dependencies: ["GotchuQR", "GotchuTesting"], swiftSettings: swiftSettings),
         // The ledger's rules against both stores, with no server: the engine's tests build and run in seconds.
         .testTarget(
             name: "GotchuLedgerTests",

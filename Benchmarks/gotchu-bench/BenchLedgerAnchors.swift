@@ -94,7 +94,7 @@ enum RawSQLiteAnchor {
                 prepared[4],
                 [
                     .text(sid), .text(payee), .integer(1), .text("ADVERTISING"), .integer(now),
-                    .integer(now + 300_000), .null,
+                    .integer(now + 300_000), .null, .integer(1),
                 ]
             )
             try writer.step(prepared[5], [.text(eid), .text(sid), .integer(now)])
@@ -144,7 +144,7 @@ enum RawSQLiteAnchor {
             )
             chainCount += 2
             try writer.step(prepared[18], [.text(creditHash), .integer(Int64(chainCount))])
-            try writer.step(prepared[15], [.text("PAID"), .text(payer), .integer(now), .text(sid)])
+            try writer.step(prepared[15], [.text("PAID"), .text(payer), .integer(now), .integer(0), .text(sid)])
             try writer.step(
                 prepared[19],
                 [
@@ -156,7 +156,7 @@ enum RawSQLiteAnchor {
                 prepared[16],
                 [
                     .text(payer), .text(key), .text(sid), .text("DONE"), .integer(source.balance - 1), .null, .null,
-                    .integer(now), .integer(now),
+                    .integer(now), .integer(now), .null,
                 ]
             )
             try commit()

@@ -82,6 +82,24 @@ extension KeyedDecodingContainer {
         throw InvalidField(field: name, reason: "must be an integer number of cents", isAmount: true)
     }
 
+    /// Decodes an optional JSON integer strictly: absent or `null` is `nil`; a string, a fraction or a value beyond
+    /// `Int64` is refused naming the field. The range is the caller's to check (a negative tip is its own refusal).
+    func decodeStrictOptionalInteger(forKey key: Key, unit: String) throws -> Int64? {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return nil }
+        if let value = try? decode(Int64.self, forKey: key), isExactly(value, forKey: key) { return value }
+        throw InvalidField(field: key.stringValue, reason: "must be a JSON integer number of \(unit)")
+    }
+
+    /// Decodes an optional count (such as a number of shares) strictly: absent or `null` is `nil`, anything but a
+    /// JSON integer is refused naming the field; the range is the caller's to check.
+    func decodeStrictCount(forKey key: Key) throws -> Int? {
+        guard let value = try decodeStrictOptionalInteger(forKey: key, unit: "shares") else { return nil }
+        guard let count = Int(exactly: value) else {
+            throw InvalidField(field: key.stringValue, reason: "is out of range")
+        }
+        return count
+    }
+
     /// Decodes a required string field, refusing other JSON types with a clear message.
     func decodeStrictString(forKey key: Key) throws -> String {
         guard contains(key), (try? decodeNil(forKey: key)) == false else {

@@ -81,6 +81,13 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     case sessionNotPaid = "session-not-paid"
     /// 409: the refund, with the refunds before it, would return more than was paid.
     case refundExceedsPayment = "refund-exceeds-payment"
+    /// 400: a share count out of range (1 to 50), or more shares than the amount has cents.
+    case invalidShares = "invalid-shares"
+    /// 400: a tip that is negative or more than the amount paid with it.
+    case invalidTip = "invalid-tip"
+    /// 409: no share of the split session is free for this payer (every unpaid share is locked by others or paid),
+    /// or fewer than asked for.
+    case noFreeShare = "no-free-share"
     /// 422: the `Idempotency-Key` was used before for a different request; make a new key.
     case idempotencyKeyReused = "idempotency-key-reused"
     /// 409: the first request with this `Idempotency-Key` is still running; retry the same request later.
@@ -129,14 +136,14 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
     /// The HTTP status this kind is always sent with.
     public var status: Int {
         switch self {
-        case .badRequest, .invalidAmount, .idempotencyKeyMissing: return 400
+        case .badRequest, .invalidAmount, .idempotencyKeyMissing, .invalidShares, .invalidTip: return 400
         case .unauthorized: return 401
         case .forbidden, .ownSession, .emailUnconfirmed: return 403
         case .notFound, .sessionNotFound: return 404
         case .methodNotAllowed: return 405
         case .sessionLocked, .lockLimitReached, .sessionAlreadyPaid, .lockRequired, .idempotencyInFlight,
             .eidLimitReached, .accountExists, .payoutNotPending, .sessionNotPaid,
-            .refundExceedsPayment:
+            .refundExceedsPayment, .noFreeShare:
             return 409
         case .sessionExpired, .sessionCancelled, .eidRetired: return 410
         case .bodyTooLarge: return 413
@@ -172,6 +179,9 @@ public enum ProblemKind: String, CaseIterable, Codable, Hashable, Sendable {
         case .idempotencyKeyMissing: return "Idempotency-Key header required"
         case .sessionNotPaid: return "Only a paid session can be refunded"
         case .refundExceedsPayment: return "Refunds would exceed the amount paid"
+        case .invalidShares: return "Invalid number of shares"
+        case .invalidTip: return "Invalid tip"
+        case .noFreeShare: return "No share of this session is free"
         case .idempotencyKeyReused: return "Idempotency-Key reused with a different request"
         case .idempotencyInFlight: return "A request with this Idempotency-Key is still in flight"
         case .payoutNotPending: return "The payout was settled or failed already"

@@ -33,6 +33,31 @@ public struct AmountRequest: Codable, Hashable, Sendable {
     }
 }
 
+/// `POST /sessions/create`: the amount, and how many payers share it.
+public struct CreateSessionRequest: Codable, Hashable, Sendable {
+    /// A positive whole number of cents: the whole amount, however many share it.
+    public var amountCents: Cents
+    /// Into how many equal shares the amount is split (1 to 50); `nil` (absent) is 1, one payer.
+    public var shares: Int?
+
+    /// A body asking for a session of `amountCents`, split into `shares` when given; nothing is checked here.
+    public init(amountCents: Cents, shares: Int? = nil) {
+        self.amountCents = amountCents
+        self.shares = shares
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case amountCents = "amount_cents"
+        case shares
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.amountCents = try container.decodeStrictCents(forKey: .amountCents)
+        self.shares = try container.decodeStrictCount(forKey: .shares)
+    }
+}
+
 /// `POST /sessions/resolve`.
 public struct ResolveRequest: Codable, Hashable, Sendable {
     /// The EID heard on the air.
@@ -58,6 +83,78 @@ public struct SessionRequest: Codable, Hashable, Sendable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.sid = try container.decodeStrictString(forKey: .sid)
+    }
+}
+
+/// `POST /sessions/lock`: a session id, and how many of a split session's shares to reserve.
+public struct LockRequest: Codable, Hashable, Sendable {
+    /// The session id returned by resolve.
+    public var sid: String
+    /// How many of the next free shares this payer takes (paying for friends); `nil` (absent) is 1.
+    public var shares: Int?
+
+    /// A body locking `shares` shares (one when `nil`) of session `sid`.
+    public init(sid: String, shares: Int? = nil) {
+        self.sid = sid
+        self.shares = shares
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decodeStrictString(forKey: .sid)
+        self.shares = try container.decodeStrictCount(forKey: .shares)
+    }
+}
+
+/// `POST /wallet/send`: the session whose locked share(s) to pay, and a tip for the payee on top.
+public struct SendRequest: Codable, Hashable, Sendable {
+    /// The session id.
+    public var sid: String
+    /// Cents given to the payee on top of the amount paid (0 to that amount); `nil` (absent) is none.
+    public var tipCents: Cents?
+
+    /// A body paying session `sid`, with `tipCents` on top when given.
+    public init(sid: String, tipCents: Cents? = nil) {
+        self.sid = sid
+        self.tipCents = tipCents
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid
+        case tipCents = "tip_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decodeStrictString(forKey: .sid)
+        self.tipCents = try container.decodeStrictOptionalInteger(forKey: .tipCents, unit: "cents")
+    }
+}
+
+/// `POST /sessions/{sid}/refunds`: how much to return, and of a split session, whose payment.
+public struct RefundRequest: Codable, Hashable, Sendable {
+    /// A positive whole number of cents.
+    public var amountCents: Cents
+    /// The payment of a split session to refund (its `payment_id`); required for a split, absent otherwise.
+    public var paymentID: String?
+
+    /// A body refunding `amountCents` (of payment `paymentID`, for a split); nothing is checked here.
+    public init(amountCents: Cents, paymentID: String? = nil) {
+        self.amountCents = amountCents
+        self.paymentID = paymentID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case amountCents = "amount_cents"
+        case paymentID = "payment_id"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.amountCents = try container.decodeStrictCents(forKey: .amountCents)
+        self.paymentID =
+            container.contains(.paymentID) && (try? container.decodeNil(forKey: .paymentID)) == false
+            ? try container.decodeStrictString(forKey: .paymentID) : nil
     }
 }
 

@@ -127,17 +127,34 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     public var eid: EID
     /// When the session expires.
     public var expiresAt: Date
+    /// Into how many shares the amount is split (1: one payer; 1 from servers that predate splits).
+    public var shares: Int
+    /// Each share's amount, the first share's first (the cents that do not divide evenly go to the first shares).
+    public var shareCents: [Cents]
 
-    /// A created session as the server sends it.
-    public init(sid: String, eid: EID, expiresAt: Date) {
+    /// A created session as the server sends it, split into the shares of `shareCents` (one share, the whole
+    /// amount, when it is not split).
+    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents] = []) {
         self.sid = sid
         self.eid = eid
         self.expiresAt = expiresAt
+        self.shares = max(shareCents.count, 1)
+        self.shareCents = shareCents
     }
 
     enum CodingKeys: String, CodingKey {
-        case sid, eid
+        case sid, eid, shares
         case expiresAt = "exp_at"
+        case shareCents = "share_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.sid = try container.decode(String.self, forKey: .sid)
+        self.eid = try container.decode(EID.self, forKey: .eid)
+        self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
+        self.shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
+        self.shareCents = try container.decodeIfPresent([Cents].self, forKey: .shareCents) ?? []
     }
 }
 
@@ -197,18 +214,42 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
     public var amountCents: Cents
     /// Who asks.
     public var payeeDisplay: PayeeDisplay
+    /// Into how many shares the amount is split (1: one payer pays it whole).
+    public var shares: Int
+    /// How many shares are paid.
+    public var sharesPaid: Int
+    /// What the next payer pays for one share: the amount of the first share free to lock (the whole amount when
+    /// not split).
+    public var shareCents: Cents
+    /// What is left to pay: the amount less the shares paid.
+    public var remainingCents: Cents
 
-    /// A resolved session as the server sends it.
-    public init(sid: String, amountCents: Cents, payeeDisplay: PayeeDisplay) {
+    /// A resolved session as the server sends it; one payer (one share, none paid) unless told otherwise.
+    public init(
+        sid: String,
+        amountCents: Cents,
+        payeeDisplay: PayeeDisplay,
+        shares: Int = 1,
+        sharesPaid: Int = 0,
+        shareCents: Cents? = nil,
+        remainingCents: Cents? = nil
+    ) {
         self.sid = sid
         self.amountCents = amountCents
         self.payeeDisplay = payeeDisplay
+        self.shares = shares
+        self.sharesPaid = sharesPaid
+        self.shareCents = shareCents ?? amountCents
+        self.remainingCents = remainingCents ?? amountCents
     }
 
     enum CodingKeys: String, CodingKey {
-        case sid
+        case sid, shares
         case amountCents = "amount_cents"
         case payeeDisplay = "payee_display"
+        case sharesPaid = "shares_paid"
+        case shareCents = "share_cents"
+        case remainingCents = "remaining_cents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -216,6 +257,47 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         self.sid = try container.decode(String.self, forKey: .sid)
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
         self.payeeDisplay = try container.decode(PayeeDisplay.self, forKey: .payeeDisplay)
+        // Servers that predate splits send none of these: one payer, nothing paid.
+        self.shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
+        self.sharesPaid = try container.decodeIfPresent(Int.self, forKey: .sharesPaid) ?? 0
+        self.shareCents =
+            container.contains(.shareCents) ? try container.decodeLenientCents(forKey: .shareCents) : amountCents
+        self.remainingCents =
+            container.contains(.remainingCents)
+            ? try container.decodeLenientCents(forKey: .remainingCents) : amountCents
+    }
+}
+
+/// `POST /sessions/lock` → what this payer will pay.
+public struct LockResponse: Codable, Hashable, Sendable {
+    /// Always true.
+    public var ok: Bool
+    /// What this payer pays for the shares it locked (the whole amount of a session that is not split), before
+    /// any tip.
+    public var amountCents: Cents
+    /// The numbers of the shares it holds (1 is the first); `[1]` for a session that is not split.
+    public var shareNumbers: [Int]
+
+    /// A lock of `shareNumbers`, for `amountCents` (`ok` is always true).
+    public init(amountCents: Cents, shareNumbers: [Int]) {
+        self.ok = true
+        self.amountCents = amountCents
+        self.shareNumbers = shareNumbers
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case ok
+        case amountCents = "amount_cents"
+        case shareNumbers = "share_numbers"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.ok = try container.decode(Bool.self, forKey: .ok)
+        // Servers that predate splits answer `{ok: true}` alone: the amount is then the resolved one.
+        self.amountCents =
+            container.contains(.amountCents) ? try container.decodeLenientCents(forKey: .amountCents) : 0
+        self.shareNumbers = try container.decodeIfPresent([Int].self, forKey: .shareNumbers) ?? [1]
     }
 }
 
@@ -236,24 +318,87 @@ public struct BalanceResponse: Codable, Hashable, Sendable {
     public var newBalanceCents: Cents
     /// The payment's signed receipt (`POST /wallet/send`, replays included).
     public var receipt: Receipt?
+    /// The payment's id, which names it in a refund of a split session (`POST /wallet/send` of a split).
+    public var paymentID: String?
 
     /// A successful transfer (`ok` is always true) leaving the caller `newBalanceCents`, with the payment's
-    /// receipt when there is one.
-    public init(newBalanceCents: Cents, receipt: Receipt? = nil) {
+    /// receipt when there is one and its id when it paid shares of a split.
+    public init(newBalanceCents: Cents, receipt: Receipt? = nil, paymentID: String? = nil) {
         self.ok = true
         self.newBalanceCents = newBalanceCents
         self.receipt = receipt
+        self.paymentID = paymentID
     }
 
     enum CodingKeys: String, CodingKey {
         case ok, receipt
         case newBalanceCents = "new_balance_cents"
+        case paymentID = "payment_id"
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.ok = try container.decode(Bool.self, forKey: .ok)
         self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
+        self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
+        self.paymentID = try container.decodeIfPresent(String.self, forKey: .paymentID)
+    }
+}
+
+/// One payment of a split session: the shares one payer paid with one send, and its tip.
+public struct SharePayment: Codable, Hashable, Sendable {
+    /// The payment's id: what a refund of this payer's share names.
+    public var paymentID: String
+    /// The numbers of the shares it paid (1 is the first).
+    public var shareNumbers: [Int]
+    /// What it paid for those shares, without the tip.
+    public var amountCents: Cents
+    /// The tip paid with it.
+    public var tipCents: Cents
+    /// When it was paid.
+    public var paidAt: Date
+    /// How much of it (shares and tip) was refunded.
+    public var refundedCents: Cents
+    /// Its signed receipt, when the ledger signs receipts.
+    public var receipt: Receipt?
+
+    /// A payment as the server sends it; nothing is checked here.
+    public init(
+        paymentID: String,
+        shareNumbers: [Int],
+        amountCents: Cents,
+        tipCents: Cents,
+        paidAt: Date,
+        refundedCents: Cents,
+        receipt: Receipt?
+    ) {
+        self.paymentID = paymentID
+        self.shareNumbers = shareNumbers
+        self.amountCents = amountCents
+        self.tipCents = tipCents
+        self.paidAt = paidAt
+        self.refundedCents = refundedCents
+        self.receipt = receipt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case receipt
+        case paymentID = "payment_id"
+        case shareNumbers = "share_numbers"
+        case amountCents = "amount_cents"
+        case tipCents = "tip_cents"
+        case paidAt = "paid_at"
+        case refundedCents = "refunded_cents"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.paymentID = try container.decode(String.self, forKey: .paymentID)
+        self.shareNumbers = try container.decode([Int].self, forKey: .shareNumbers)
+        self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.tipCents = try container.decodeLenientCents(forKey: .tipCents)
+        self.paidAt = try container.decode(Date.self, forKey: .paidAt)
+        self.refundedCents = try container.decodeLenientCents(forKey: .refundedCents)
         self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
     }
 }
@@ -272,10 +417,23 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     public var paidAt: Date?
     /// The ledger's signed receipt of the payment, once paid (absent from servers that predate receipts).
     public var receipt: Receipt?
-    /// The total refunded to the payer so far (0 from servers that predate refunds).
+    /// The total refunded to the payer so far (0 from servers that predate refunds); of a split, to every payer,
+    /// tips included.
     public var refundedCents: Cents
+    /// Into how many shares the amount is split (1: one payer).
+    public var shares: Int
+    /// How many shares are paid.
+    public var sharesPaid: Int
+    /// What the shares paid add up to, without tips.
+    public var paidCents: Cents
+    /// The tips paid on top.
+    public var tipCents: Cents
+    /// The payments of a split session, oldest first, as its payee sees them (a payer sees its own); empty for a
+    /// session that is not split (its receipt is ``receipt``).
+    public var payments: [SharePayment]
 
-    /// A session status as the server sends it; nothing is checked here.
+    /// A session status as the server sends it; nothing is checked here. Not split unless told otherwise: one
+    /// share, paid once `paidAt` is set.
     public init(
         sid: String,
         status: SessionStatus,
@@ -283,7 +441,12 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         expiresAt: Date,
         paidAt: Date?,
         receipt: Receipt? = nil,
-        refundedCents: Cents = 0
+        refundedCents: Cents = 0,
+        shares: Int = 1,
+        sharesPaid: Int? = nil,
+        paidCents: Cents? = nil,
+        tipCents: Cents = 0,
+        payments: [SharePayment] = []
     ) {
         self.sid = sid
         self.status = status
@@ -292,14 +455,22 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.paidAt = paidAt
         self.receipt = receipt
         self.refundedCents = refundedCents
+        self.shares = shares
+        self.sharesPaid = sharesPaid ?? (paidAt == nil ? 0 : 1)
+        self.paidCents = paidCents ?? (paidAt == nil ? 0 : amountCents)
+        self.tipCents = tipCents
+        self.payments = payments
     }
 
     enum CodingKeys: String, CodingKey {
-        case sid, status, receipt
+        case sid, status, receipt, shares, payments
         case amountCents = "amount_cents"
         case expiresAt = "exp_at"
         case paidAt = "paid_at"
         case refundedCents = "refunded_cents"
+        case sharesPaid = "shares_paid"
+        case paidCents = "paid_cents"
+        case tipCents = "tip_cents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -312,6 +483,14 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
         self.refundedCents =
             container.contains(.refundedCents) ? try container.decodeLenientCents(forKey: .refundedCents) : 0
+        // Servers that predate splits send none of these: one share, paid once paid_at is there.
+        self.shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
+        self.sharesPaid = try container.decodeIfPresent(Int.self, forKey: .sharesPaid) ?? (paidAt == nil ? 0 : 1)
+        self.paidCents =
+            container.contains(.paidCents)
+            ? try container.decodeLenientCents(forKey: .paidCents) : (paidAt == nil ? 0 : amountCents)
+        self.tipCents = container.contains(.tipCents) ? try container.decodeLenientCents(forKey: .tipCents) : 0
+        self.payments = try container.decodeIfPresent([SharePayment].self, forKey: .payments) ?? []
     }
 }
 

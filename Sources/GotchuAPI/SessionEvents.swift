@@ -13,7 +13,9 @@ public enum SessionEventKind: String, Codable, Hashable, Sendable, CaseIterable 
     case locked
     /// The lock was released or lapsed without payment; the session waits for a payer again.
     case unlocked
-    /// Paid; the last event of the stream.
+    /// A share of a split session was paid, not the last one: the status says how many are (`shares_paid`).
+    case sharePaid = "share-paid"
+    /// Paid (of a split: the last share); the last event of the stream.
     case paid
     /// Expired unpaid; the last event of the stream.
     case expired
@@ -30,6 +32,7 @@ public enum SessionEventKind: String, Codable, Hashable, Sendable, CaseIterable 
         case .expired: return .expired
         case .cancelled: return .cancelled
         case .locked: return .locked
+        case .partiallyPaid: return .sharePaid
         case .created, .advertising: return previous == .locked ? .unlocked : .advertising
         }
     }

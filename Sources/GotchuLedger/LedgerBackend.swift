@@ -81,6 +81,22 @@ public protocol LedgerBackend: Sendable {
     /// Checks the database answers.
     func ping() async throws
 
+    /// The shares of a split session, the first first, outside a transaction (none for a session of one share).
+    func shares(sessionID: String) async throws -> [ShareRow]
+
+    /// Up to `limit` split sessions cancelled, or expired by `now`, with shares paid and payments not yet all
+    /// returned (``SessionRow/refundsSweptAt`` unset), served by their partial index.
+    func sessionsOwedRefunds(now: Int64, limit: Int) async throws -> [String]
+
+    /// The split payment `userID` made under its send's idempotency key `key`, if that send paid one.
+    func paymentID(userID: String, key: String) async throws -> String?
+
+    /// The stored receipt with this id, if any.
+    func receipt(id: String) async throws -> StoredReceipt?
+
+    /// What the refunds of each payment of split session `sessionID` returned, by payment id.
+    func refundedCentsByPayment(sessionID: String) async throws -> [String: Cents]
+
     /// Commits one small write (the time of this check, in a table of its own), proving the database takes writes
     /// now: reachable, not read-only, and with room on its disk.
     func checkWritable() async throws
@@ -232,8 +248,26 @@ public protocol LedgerTransaction {
     /// one writer).
     func lockPayer(_ payerID: String) async throws
 
-    /// How many other sessions the payer holds live locks on at ``now``, and their sum.
+    /// How many live locks the payer holds at ``now`` on other sessions and on shares of other split sessions, and
+    /// what they add up to.
     func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents)
+
+    /// Inserts the shares of a new split session.
+    func insert(shares: [ShareRow]) async throws
+
+    /// The shares of a split session, the first first (none for a session of one share). Read under the session's
+    /// row lock, which every change of its shares takes first.
+    func shares(sessionID: String) async throws -> [ShareRow]
+
+    /// Writes a change of the shares numbered `numbers` of split session `sessionID`.
+    func update(shares numbers: [Int], sessionID: String, _ change: ShareChange) async throws
+
+    /// What the refunds of split payment `paymentID` returned so far, by its `refunds` rows.
+    func refundedCents(paymentID: String) async throws -> Cents
+
+    /// The sum of the entries of type `entryType` that reference (`refType`, `refID`) on the wallet of `userID`:
+    /// what one payer paid into a session or was refunded of it, by the money movements themselves.
+    func entryCents(refType: String, refID: String, entryType: String, userID: String) async throws -> Cents
 
     /// Writes a change of a session's state.
     func update(session sid: String, _ change: SessionChange) async throws
@@ -257,8 +291,9 @@ public protocol LedgerTransaction {
     /// Deletes the key.
     func delete(userID: String, key: String) async throws
 
-    /// Writes the key's outcome, inserting the row if it was released meanwhile.
-    func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws
+    /// Writes the key's outcome (with the split payment it made, if any), inserting the row if it was released
+    /// meanwhile.
+    func record(outcome: SendOutcome, paymentID: String?, userID: String, key: String, sid: String) async throws
 
     /// Deletes keys created before `time`; returns how many.
     func deleteKeys(createdBefore time: Int64) async throws -> Int
@@ -532,6 +567,8 @@ public struct RefundRow: Sendable, Hashable {
     public var refundedTotal: Cents
     /// Milliseconds since 1970 on the store's clock.
     public var createdAt: Int64
+    /// The payment of a split session it returned (part of); `nil` for a session of one share.
+    public var paymentID: String?
 
     /// A row as read from the database, or about to be inserted.
     public init(
@@ -544,8 +581,10 @@ public struct RefundRow: Sendable, Hashable {
         receiptID: String?,
         receiptBody: String? = nil,
         refundedTotal: Cents,
-        createdAt: Int64
+        createdAt: Int64,
+        paymentID: String? = nil
     ) {
+        self.paymentID = paymentID
         self.id = id
         self.sessionID = sessionID
         self.amount = amount
@@ -566,8 +605,13 @@ public enum SessionChange: Sendable, Hashable {
     /// The lock released at ``LedgerTransaction/now``; the holder stays in `locked_by`, so a retried unlock is still
     /// told apart from a stranger's.
     case unlock
-    /// Paid by `payerID` at ``LedgerTransaction/now``.
-    case paid(payerID: String)
+    /// Paid by `payerID` at ``LedgerTransaction/now``, with `tip` on top (a session of one share).
+    case paid(payerID: String, tip: Cents)
+    /// `count` more shares of a split paid by `payerID` at ``LedgerTransaction/now``, for `amount` and `tip` on
+    /// top; paid whole when `complete` (they were its last).
+    case sharesPaid(count: Int, amount: Cents, tip: Cents, payerID: String, complete: Bool)
     /// Cancelled by the payee at ``LedgerTransaction/now``.
     case cancelled
+    /// Every payment of a cancelled or expired split returned, as of ``LedgerTransaction/now``.
+    case refundsSwept
 }

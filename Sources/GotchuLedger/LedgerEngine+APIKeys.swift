@@ -144,7 +144,7 @@ extension LedgerEngine {
         guard let session = try await backend.session(id: sid), session.payeeID == viewerID else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to this key")
         }
-        return try await view(of: session, now: now)
+        return try await view(of: session, viewerID: viewerID, now: now)
     }
 }
 

@@ -21,6 +21,9 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// Payment receipts by session id, as committed. A stored receipt never changes, so the copy answers for the
     /// row: the payment's answer and every later status of the session skip reading and decoding it.
     private let paymentReceipts = BoundedCache<String, Receipt>(capacity: 1024)
+    /// The split payments this server's sends made, by payer and idempotency key, as committed: the answer to a
+    /// send (and to its replays) names its payment and carries its receipt.
+    private let sharePayments = BoundedCache<String, String>(capacity: 1024)
     /// Told of every transaction, where the server keeps metrics.
     private let observerBox = ObserverBox()
 
@@ -166,9 +169,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func createSession(
         payeeID: String,
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool) {
         try policy.validate(amount: amountCents)
+        let split = try SessionSplit(amount: amountCents, shares: shares)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await measuredTransaction { transaction in
             // The payee's row in place of its wallet's (every user has one wallet): the same one read, and with it
@@ -178,14 +183,15 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
             {
-                return (try earlier.replay(amountCents: amountCents), true)
+                return (try earlier.replay(split), true)
             }
             let session = SessionRow(
                 id: Self.newID(),
                 payeeID: payeeID,
                 amount: amountCents,
                 storedStatus: .advertising,
-                expiresAt: transaction.now + lifetime
+                expiresAt: transaction.now + lifetime,
+                shares: split.shares
             )
             let eid = try await Self.allocateEID(transaction)
             // A concurrent create with the same key waits on the unique key until the other commits (then inserts
@@ -198,10 +204,23 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 else {
                     throw LedgerError(.unavailable, detail: "could not create the session; try again")
                 }
-                return (try earlier.replay(amountCents: amountCents), true)
+                return (try earlier.replay(split), true)
+            }
+            if split.shares > 1 {
+                try await transaction.insert(
+                    shares: split.allCents.enumerated().map { index, cents in
+                        ShareRow(sessionID: session.id, number: index + 1, amount: cents)
+                    }
+                )
             }
             try await transaction.insert(eid: eid, sessionID: session.id)
-            return (NewSession(sid: session.id, eid: eid, expiresAt: LedgerTime.date(session.expiresAt)), false)
+            let created = NewSession(
+                sid: session.id,
+                eid: eid,
+                expiresAt: LedgerTime.date(session.expiresAt),
+                shareCents: split.allCents
+            )
+            return (created, false)
         }
     }
 
@@ -226,11 +245,22 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         if let retiredAt = found.retiredAt, now >= retiredAt + LedgerTime.milliseconds(policy.eidGrace) {
             throw LedgerError(.eidRetired, detail: "EID \(eid) was replaced by a newer one; scan again")
         }
-        try found.session.requireLive(now: now)
+        let session = found.session
+        try session.requireLive(now: now)
+        var next = session.amount
+        if session.isSplit {
+            // The share a payer locking now would get: the first free one (the first unpaid while all are held).
+            let unpaid = try await backend.shares(sessionID: session.id).filter { $0.paymentID == nil }
+            next = (unpaid.first { $0.liveLockHolder(now: now) == nil } ?? unpaid.first)?.amount ?? 0
+        }
         return ResolvedSession(
-            sid: found.session.id,
-            amount: found.session.amount,
-            payee: Counterparty(user: found.payee)
+            sid: session.id,
+            amount: session.amount,
+            payee: Counterparty(user: found.payee),
+            shares: session.shares,
+            sharesPaid: session.sharesPaid,
+            shareCents: next,
+            remaining: session.amount - session.paidCents
         )
     }
 
@@ -264,25 +294,67 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func lock(sid: String, payerID: String) async throws {
+    public func lock(sid: String, payerID: String, shares count: Int) async throws -> LockedShares {
         let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
         let maximumLocks = policy.maximumLocksPerPayer
-        try await changingSession(sid) { transaction in
+        guard (1...SessionSplit.maximumShares).contains(count) else {
+            throw LedgerError(
+                .invalidShares,
+                detail: "shares must be a whole number from 1 to \(SessionSplit.maximumShares), got \(count)"
+            )
+        }
+        return try await changingSession(sid) { transaction in
             try await transaction.lockPayer(payerID)
             let session = try await Self.session(sid, forUpdate: true, transaction)
-            try session.requireLockable(by: payerID, now: transaction.now)
+            var taken = LockedShares(amount: session.amount, shareNumbers: [1])
+            var release: [Int] = []
+            if session.isSplit {
+                let plan = try await Self.shareLock(session, count: count, payerID: payerID, transaction)
+                taken = LockedShares(
+                    amount: plan.take.reduce(0) { $0 + $1.amount },
+                    shareNumbers: plan.take.map(\.number)
+                )
+                release = plan.release
+            } else {
+                guard count == 1 else {
+                    throw LedgerError(.noFreeShare, detail: "this session is not split: one payer pays it whole")
+                }
+                try session.requireLockable(by: payerID, now: transaction.now)
+            }
             let held = try await transaction.locksHeld(by: payerID, excluding: sid)
             try LockLimit.check(held: held.count, maximum: maximumLocks)
             guard let wallet = try await transaction.wallet(userID: payerID) else { throw Self.unknownUser }
-            try LockLimit.checkFunds(balance: wallet.balance, held: held.amount, amount: session.amount)
+            try LockLimit.checkFunds(balance: wallet.balance, held: held.amount, amount: taken.amount)
             let until = min(transaction.now + lockLifetime, session.expiresAt)
-            try await transaction.update(session: sid, .lock(payerID: payerID, until: until))
+            if session.isSplit {
+                if !release.isEmpty { try await transaction.update(shares: release, sessionID: sid, .release) }
+                let lock = ShareChange.lock(payerID: payerID, until: until)
+                try await transaction.update(shares: taken.shareNumbers, sessionID: sid, lock)
+            } else {
+                try await transaction.update(session: sid, .lock(payerID: payerID, until: until))
+            }
+            return taken
         }
     }
 
     public func unlock(sid: String, payerID: String) async throws {
         try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
+            if session.isSplit {
+                let shares = try await transaction.shares(sessionID: sid)
+                let held = shares.filter { $0.liveLockHolder(now: transaction.now) == payerID }.map(\.number)
+                guard held.isEmpty else {
+                    try await transaction.update(shares: held, sessionID: sid, .release)
+                    return
+                }
+                guard shares.contains(where: { $0.lockedBy == payerID || $0.paidBy == payerID }) else {
+                    throw LedgerError(
+                        .forbidden,
+                        detail: "only a payer that locked shares of this session can unlock them"
+                    )
+                }
+                return
+            }
             guard try session.requireUnlockable(by: payerID, now: transaction.now) else { return }
             try await transaction.update(session: sid, .unlock)
         }
@@ -291,23 +363,51 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     public func session(sid: String, viewerID: String) async throws -> SessionView {
         let now = try await backend.now()
         guard let session = try await backend.session(id: sid) else { throw Self.noSession(sid) }
-        let viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
+        let shares = session.isSplit ? try await backend.shares(sessionID: sid) : []
+        var viewers = [session.payeeID, session.liveLockHolder(now: now), session.paidBy].compactMap { $0 }
+        viewers += shares.compactMap { $0.paidBy ?? $0.liveLockHolder(now: now) }
         guard viewers.contains(viewerID) else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) is visible to you")
         }
-        return try await view(of: session, now: now)
+        return try await view(of: session, shares: shares, viewerID: viewerID, now: now)
     }
 
-    /// The session as its viewers see it at `now`: with the payment's signed receipt and the refunded total once it
-    /// is paid.
-    func view(of session: SessionRow, now: Int64) async throws -> SessionView {
+    /// The session as `viewerID` sees it at `now` (its payee: every payment of a split; a payer: its own): with the
+    /// payment's signed receipt and the refunded total once anything is paid.
+    func view(
+        of session: SessionRow,
+        shares: [ShareRow]? = nil,
+        viewerID: String,
+        now: Int64
+    ) async throws
+        -> SessionView
+    {
         var view = session.view(now: now)
-        if session.storedStatus == .paid {
+        guard session.sharesPaid > 0 else { return view }
+        view.refunded = try await backend.debitedCents(
+            refType: "session",
+            refID: session.id,
+            entryType: LedgerVerifier.refundTypes.debit
+        )
+        guard session.isSplit else {
             view.receipt = try await receipt(sessionID: session.id)
-            view.refunded = try await backend.debitedCents(
-                refType: "session",
-                refID: session.id,
-                entryType: LedgerVerifier.refundTypes.debit
+            return view
+        }
+        var rows = shares ?? []
+        if shares == nil { rows = try await backend.shares(sessionID: session.id) }
+        let refunds = try await backend.refundedCentsByPayment(sessionID: session.id)
+        for payment in SharePaymentRecord.grouping(rows)
+        where viewerID == session.payeeID || viewerID == payment.payerID {
+            view.payments.append(
+                SessionPayment(
+                    id: payment.id,
+                    shareNumbers: payment.shareNumbers,
+                    amount: payment.amount,
+                    tip: payment.tip,
+                    paidAt: LedgerTime.date(payment.paidAt),
+                    refunded: refunds[payment.id] ?? 0,
+                    receipt: try await receipt(paymentID: payment.id)
+                )
             )
         }
         return view
@@ -320,25 +420,34 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         let status = session.status(now: now)
         let lockUntil = status == .locked ? session.lockExpiresAt : nil
-        let view = try await view(of: session, now: now)
+        let view = try await view(of: session, viewerID: payeeID, now: now)
         return WatchedSession(
             session: view,
             now: LedgerTime.date(now),
             nextLapse: status.isLive ? LedgerTime.date(min(lockUntil ?? session.expiresAt, session.expiresAt)) : nil,
-            stateID: WatchedSession.stateID(status, lockUntil: lockUntil, refundedCents: view.refunded)
+            stateID: WatchedSession.stateID(
+                status,
+                lockUntil: lockUntil,
+                refundedCents: view.refunded,
+                sharesPaid: session.sharesPaid
+            )
         )
     }
 
     public func cancel(sid: String, payeeID: String) async throws {
-        try await changingSession(sid) { transaction in
+        let sharesPaid = try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             guard session.payeeID == payeeID else {
                 throw LedgerError(.forbidden, detail: "only the payee can cancel a session")
             }
-            if session.status(now: transaction.now) == .cancelled { return }
+            if session.status(now: transaction.now) == .cancelled { return session.sharesPaid > 0 }
             try session.requireLive(now: transaction.now)
             try await transaction.update(session: sid, .cancelled)
+            return session.sharesPaid > 0
         }
+        // The shares paid of a split go back now, one transaction each; should this fail (the payee's balance is
+        // short, the database went away), the sweep every server runs returns them.
+        if sharesPaid { _ = try? await returnSharePayments(sid: sid) }
     }
 
     // MARK: Payments
@@ -354,7 +463,12 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// waiting out the in-flight timeout, and recording which server owns a key needs a way to tell a dead server from
     /// a slow one, which the database already has for its own connections.) Keys committed in flight by
     /// ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
-    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+    public func send(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        tipCents: Cents
+    ) async throws -> (SendOutcome, Bool) {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
         return try await signingSession(sid) { transaction, loaded in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
@@ -374,6 +488,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     sid: sid,
                     payerID: payerID,
                     idempotencyKey: idempotencyKey,
+                    tip: tipCents,
                     session: session,
                     loaded: loaded,
                     transaction
@@ -440,21 +555,24 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         sid: String,
         payerID: String,
         idempotencyKey: String,
+        tip: Cents,
         session: SessionRow?,
         loaded: LoadedSigner,
         _ transaction: Backend.Transaction
     ) async throws -> SendOutcome {
         let outcome: SendOutcome
+        var paymentID: String?
         do {
-            outcome = .paid(
-                newBalanceCents: try await pay(
-                    sid: sid,
-                    payerID: payerID,
-                    session: session,
-                    loaded: loaded,
-                    transaction
-                )
+            let paid = try await pay(
+                sid: sid,
+                payerID: payerID,
+                tip: tip,
+                session: session,
+                loaded: loaded,
+                transaction
             )
+            paymentID = paid.paymentID
+            outcome = .paid(newBalanceCents: paid.balance)
         } catch let refusal as LedgerError {
             outcome = .refused(refusal)
         }
@@ -463,43 +581,80 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             return outcome
         }
         // An upsert: the row may have been released meanwhile; what this transaction did is recorded either way.
-        try await transaction.record(outcome: outcome, userID: payerID, key: idempotencyKey, sid: sid)
+        try await transaction.record(
+            outcome: outcome,
+            paymentID: paymentID,
+            userID: payerID,
+            key: idempotencyKey,
+            sid: sid
+        )
+        if let paymentID { loaded.sharePayment.withLock { $0 = (payerID + " " + idempotencyKey, paymentID) } }
         return outcome
     }
 
-    /// The payment itself, inside the caller's transaction, signed with its receipt in the same transaction. Throws
-    /// a ``LedgerError`` for every business refusal.
+    /// The payment itself, inside the caller's transaction, signed with its receipt in the same transaction: of
+    /// the whole session, or of the shares of a split the payer holds locked, with `tip` on top. Throws a
+    /// ``LedgerError`` for every business refusal.
+    /// - Returns: the payer's new balance, and the id of the payment when it paid shares of a split.
     private func pay(
         sid: String,
         payerID: String,
+        tip: Cents,
         session locked: SessionRow?,
         loaded: LoadedSigner,
         _ transaction: Backend.Transaction
-    ) async throws -> Cents {
+    ) async throws -> (balance: Cents, paymentID: String?) {
         let session: SessionRow
         if let locked {
             session = locked
         } else {
             session = try await Self.session(sid, forUpdate: true, transaction)
         }
-        try session.requirePayable(by: payerID, now: transaction.now)
+        var shares: [ShareRow] = []
+        var amount = session.amount
+        if session.isSplit {
+            shares = try await Self.sharesToPay(session, payerID: payerID, transaction)
+            amount = shares.reduce(0) { $0 + $1.amount }
+        } else {
+            try session.requirePayable(by: payerID, now: transaction.now)
+        }
+        try SessionSplit.validate(tip: tip, paid: amount)
+        let (total, overflow) = amount.addingReportingOverflow(tip)
+        guard !overflow else { throw LedgerError(.invalidTip, detail: "the tip makes the amount overflow") }
         // Before anything is written: a refusal thrown after the transfer would be recorded as if nothing moved.
         let signer = policy.signsReceipts ? try await signer(transaction, loaded: loaded) : nil
         let result = try await Self.transfer(
             transaction,
             from: .user(payerID),
             to: .user(session.payeeID),
-            amount: session.amount,
+            amount: total,
             kinds: (LedgerVerifier.paymentTypes.debit, LedgerVerifier.paymentTypes.credit),
             reference: ("session", sid)
         )
-        try await transaction.update(session: sid, .paid(payerID: payerID))
+        // A split's payment is named by an id of its own, which is also its receipt's.
+        let paymentID = session.isSplit ? Self.newID() : nil
+        if session.isSplit, let paymentID {
+            try await Self.recordSharePayment(
+                session,
+                shares: shares,
+                paymentID: paymentID,
+                payerID: payerID,
+                tip: tip,
+                transaction
+            )
+        } else {
+            try await transaction.update(session: sid, .paid(payerID: payerID, tip: tip))
+        }
         if let signer {
+            // A payment of one share without a tip keeps the first receipt format, byte for byte.
+            let split = session.isSplit || tip > 0 ? (tip, session.shares, shares.map(\.number)) : nil
             let (_, _, receipt) = try await storeReceipt(
                 .payment,
+                id: paymentID,
                 signer: signer,
                 sid: sid,
-                amount: session.amount,
+                amount: amount,
+                split: split.map { ($0.0, $0.1, $0.2.isEmpty ? [1] : $0.2) },
                 payeeID: session.payeeID,
                 payerID: payerID,
                 entries: result.entries,
@@ -507,22 +662,24 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             )
             loaded.paymentReceipt.withLock { $0 = receipt }
         }
-        return result.from
+        return (result.from, paymentID)
     }
 
     /// Signs the receipt of a payment or refund whose transfer wrote `entries`, and stores it in the same
     /// transaction; returns its id, the stored JSON and the receipt.
-    private func storeReceipt(
+    func storeReceipt(
         _ kind: ReceiptKind,
+        id given: String? = nil,
         signer: ReceiptSigner,
         sid: String,
         amount: Cents,
+        split: (tipCents: Cents, shares: Int, shareNumbers: [Int])? = nil,
         payeeID: String,
         payerID: String,
         entries: [EntryRow],
         _ transaction: Backend.Transaction
     ) async throws -> (id: String, body: String, receipt: Receipt) {
-        let id = Self.newID()
+        let id = given ?? Self.newID()
         let receipt = try signer.sign(
             Receipt(
                 id: id,
@@ -534,7 +691,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 payerReference: Receipt.payerReference(receiptID: id, payerID: payerID),
                 entryIDs: entries.map(\.id),
                 issuedAtMilliseconds: transaction.now,
-                keyID: ""
+                keyID: "",
+                split: split
             )
         )
         let body = String(decoding: receipt.canonicalJSON, as: UTF8.self)
@@ -557,7 +715,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// ``changingSession(_:_:operation:_:)`` for a transaction that may sign a receipt: the key it loaded is cached
     /// only once it has committed. A key the transaction made itself (the ledger had none usable) is gone if it rolls
     /// back, and receipts signed with it would name a key no one can look up.
-    private func signingSession<T: Sendable>(
+    func signingSession<T: Sendable>(
         _ sid: String,
         operation: String = #function,
         _ body: (Backend.Transaction, LoadedSigner) async throws -> T
@@ -568,7 +726,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             return try await body(transaction, loaded)
         }
         if let (signer, at) = loaded.value.withLock({ $0 }) { signerCache.store(signer, at: at) }
-        if let receipt = loaded.paymentReceipt.withLock({ $0 }) { paymentReceipts[receipt.sessionID] = receipt }
+        if let receipt = loaded.paymentReceipt.withLock({ $0 }) {
+            // A split's receipts are many per session: each is found by its payment's id, which is the receipt's.
+            paymentReceipts[(receipt.shares ?? 1) > 1 ? Self.paymentKey(receipt.id) : receipt.sessionID] = receipt
+        }
+        if let (key, paymentID) = loaded.sharePayment.withLock({ $0 }) { sharePayments[key] = paymentID }
         return result
     }
 
@@ -615,6 +777,29 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         paymentReceipts[sessionID] = receipt
         return receipt
     }
+
+    /// The receipt of split payment `paymentID` (its receipt has the payment's id), if the ledger signed one.
+    public func receipt(paymentID: String) async throws -> Receipt? {
+        let key = Self.paymentKey(paymentID)
+        if let known = paymentReceipts[key] { return known }
+        guard let receipt = try await backend.receipt(id: paymentID)?.receipt() else { return nil }
+        paymentReceipts[key] = receipt
+        return receipt
+    }
+
+    public func sentPayment(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String
+    ) async throws -> (receipt: Receipt?, paymentID: String?) {
+        if let known = paymentReceipts[sid] { return (known, nil) }
+        var paymentID = sharePayments[payerID + " " + idempotencyKey]
+        if paymentID == nil { paymentID = try await backend.paymentID(userID: payerID, key: idempotencyKey) }
+        guard let paymentID else { return (try await receipt(sessionID: sid), nil) }
+        return (try await receipt(paymentID: paymentID), paymentID)
+    }
+
+    private static func paymentKey(_ paymentID: String) -> String { "payment " + paymentID }
 
     public func receiptKeys() async throws -> ReceiptKeySet {
         ReceiptKeySet(keys: try await backend.receiptKeys().map(\.published))
@@ -739,7 +924,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return result
     }
 
-    private static func session(
+    static func session(
         _ sid: String,
         forUpdate: Bool,
         _ transaction: Backend.Transaction
@@ -769,13 +954,16 @@ private final class ObserverBox: Sendable {
 /// What one signing transaction loaded or signed, for after it commits: the signing key it read from the database
 /// (and when), and the payment receipt it stored. Emptied when the transaction's body starts, so what an attempt
 /// rolled back and run again (a deadlock on PostgreSQL) loaded never outlives it.
-private final class LoadedSigner: Sendable {
+final class LoadedSigner: Sendable {
     let value = Mutex<(signer: ReceiptSigner, at: Int64)?>(nil)
     let paymentReceipt = Mutex<Receipt?>(nil)
+    /// The split payment a send made: its payer and key, and its id.
+    let sharePayment = Mutex<(key: String, paymentID: String)?>(nil)
 
     func reset() {
         value.withLock { $0 = nil }
         paymentReceipt.withLock { $0 = nil }
+        sharePayment.withLock { $0 = nil }
     }
 }
 
@@ -798,99 +986,176 @@ private final class SignerCache: Sendable {
 // MARK: Refunds
 
 extension LedgerEngine {
-    /// Returns `amountCents` of paid session `sid` from its payee to its payer, signed with a receipt of kind
-    /// ``ReceiptKind/refund``; the same `idempotencyKey` with the same request replays the refund (`true`).
+    /// Returns `amountCents` of paid session `sid` from its payee to its payer (of a split: to the payer of payment
+    /// `paymentID`), signed with a receipt of kind ``ReceiptKind/refund``; the same `idempotencyKey` with the same
+    /// request replays the refund (`true`).
     ///
     /// The session's row is locked first, so the refunds of one session run one after another, each seeing the total
-    /// of those before it: the total never exceeds what was paid, however many servers refund at once. That total is
-    /// the sum of the session's refund entries in the ledger, not of the `refunds` rows. The payee's
-    /// wallet must cover the amount. The refund, its transfer, its receipt and its key commit together, so a
-    /// request that dies leaves nothing and its retry refunds once.
+    /// of those before it: the total never exceeds what was paid (tips included), however many servers refund at
+    /// once. That total is the sum of the session's refund entries in the ledger, not of the `refunds` rows; of a
+    /// split, what one payer gets back is also held to what that payer paid, by its own entries. The payee's wallet
+    /// must cover the amount. The refund, its transfer, its receipt and its key commit together, so a request that
+    /// dies leaves nothing and its retry refunds once.
     public func refund(
         sid: String,
         payeeID: String,
         amountCents: Cents,
+        paymentID: String?,
         idempotencyKey: String
     ) async throws -> (refund: Refund, replayed: Bool) {
         try policy.validate(amount: amountCents)
-        let signsReceipts = policy.signsReceipts
         return try await signingSession(sid) { transaction, loaded in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             // After the session's lock: a concurrent first use of the key on this session has committed by now.
             if let earlier = try await transaction.refund(requestedBy: payeeID, key: idempotencyKey) {
-                guard earlier.sessionID == sid, earlier.amount == amountCents else { throw Self.refundKeyReused }
+                guard earlier.sessionID == sid, earlier.amount == amountCents, earlier.paymentID == paymentID else {
+                    throw Self.refundKeyReused
+                }
                 return (try Refund(earlier), true)
             }
             guard session.payeeID == payeeID else {
                 throw LedgerError(.forbidden, detail: "only the payee can refund a session")
             }
-            guard session.storedStatus == .paid, let payerID = session.paidBy else {
+            guard session.storedStatus == .paid, let lastPayer = session.paidBy else {
                 throw LedgerError(
                     .sessionNotPaid,
                     detail: "session \(sid) is \(session.status(now: transaction.now).rawValue); only a paid session"
-                        + " can be refunded"
+                        + " can be refunded" + (session.isSplit ? " (a split once every share is)" : "")
                 )
             }
-            // What the refund transfers moved back, from the entries: the refunds table beside them says which
-            // request made each one, but a row deleted or edited there must not free money that already went back.
-            let refunded = try await transaction.debitedCents(
-                refType: "session",
-                refID: sid,
-                entryType: LedgerVerifier.refundTypes.debit
-            )
-            let (total, overflow) = refunded.addingReportingOverflow(amountCents)
-            guard !overflow, total <= session.amount else {
-                throw LedgerError(
-                    .refundExceedsPayment,
-                    detail: refunded == session.amount
-                        ? "all \(session.amount) cents paid are refunded already"
-                        : "\(refunded) of the \(session.amount) cents paid are refunded already; at most "
-                            + "\(session.amount - refunded) more can be"
-                )
+            var payerID = lastPayer
+            if session.isSplit {
+                let payments = SharePaymentRecord.grouping(try await transaction.shares(sessionID: sid))
+                guard let paymentID else {
+                    throw LedgerError(
+                        .invalidInput,
+                        detail: "session \(sid) is split: name the payment to refund (payment_id), one of "
+                            + payments.map(\.id).joined(separator: ", ")
+                    )
+                }
+                guard let payment = payments.first(where: { $0.id == paymentID }) else {
+                    throw LedgerError(.notFound, detail: "session \(sid) has no payment \(paymentID)")
+                }
+                let refunded = try await transaction.refundedCents(paymentID: paymentID)
+                let paid = payment.amount + payment.tip
+                guard amountCents <= paid - refunded else {
+                    throw LedgerError(
+                        .refundExceedsPayment,
+                        detail: "\(refunded) of the \(paid) cents of payment \(paymentID) are refunded already; at "
+                            + "most \(paid - refunded) more can be"
+                    )
+                }
+                payerID = payment.payerID
+            } else if paymentID != nil {
+                throw LedgerError(.invalidInput, detail: "session \(sid) is not split: refund it without payment_id")
             }
-            // Before anything is written, like a payment's.
-            let signer = signsReceipts ? try await signer(transaction, loaded: loaded) : nil
-            let result = try await Self.transfer(
-                transaction,
-                from: .user(payeeID),
-                to: .user(payerID),
-                amount: amountCents,
-                kinds: (LedgerVerifier.refundTypes.debit, LedgerVerifier.refundTypes.credit),
-                reference: ("session", sid)
-            )
-            let refundID = Self.newID()
-            var receipt: (id: String, body: String, receipt: Receipt)?
-            if let signer {
-                receipt = try await storeReceipt(
-                    .refund,
-                    signer: signer,
-                    sid: sid,
-                    amount: amountCents,
-                    payeeID: payeeID,
-                    payerID: payerID,
-                    entries: result.entries,
-                    transaction
-                )
-            }
-            let row = RefundRow(
-                id: refundID,
-                sessionID: sid,
-                amount: amountCents,
-                requestedBy: payeeID,
+            let row = try await refundTransfer(
+                session: session,
+                payerID: payerID,
+                paymentID: paymentID,
+                amountCents: amountCents,
                 idempotencyKey: idempotencyKey,
-                transferID: result.entries[0].transferID,
-                receiptID: receipt?.id,
-                receiptBody: receipt?.body,
-                refundedTotal: total,
-                createdAt: transaction.now
+                loaded: loaded,
+                transaction
             )
-            // A concurrent first use of the key on another session won: this one rolls back whole.
-            guard try await transaction.insert(refund: row) else { throw Self.refundKeyReused }
             return (try Refund(row), false)
         }
     }
 
-    private static var refundKeyReused: LedgerError {
+    /// Moves `amountCents` of `session` (locked in this transaction) back from its payee to `payerID`, with its
+    /// receipt and its `refunds` row under the payee's `idempotencyKey`: the one way money goes back, by hand or
+    /// automatically. Refused if the session's refunds would pass what was paid into it (tips included), or, of a
+    /// split, what `payerID` paid into it, both read from the entries.
+    func refundTransfer(
+        session: SessionRow,
+        payerID: String,
+        paymentID: String?,
+        amountCents: Cents,
+        idempotencyKey: String,
+        loaded: LoadedSigner,
+        _ transaction: Backend.Transaction
+    ) async throws -> RefundRow {
+        let sid = session.id
+        // What the refund transfers moved back, from the entries: the refunds table beside them says which
+        // request made each one, but a row deleted or edited there must not free money that already went back.
+        let refunded = try await transaction.debitedCents(
+            refType: "session",
+            refID: sid,
+            entryType: LedgerVerifier.refundTypes.debit
+        )
+        let paid = session.paidCents + session.tip
+        let (total, overflow) = refunded.addingReportingOverflow(amountCents)
+        guard !overflow, total <= paid else {
+            throw LedgerError(
+                .refundExceedsPayment,
+                detail: refunded == paid
+                    ? "all \(paid) cents paid are refunded already"
+                    : "\(refunded) of the \(paid) cents paid are refunded already; at most \(paid - refunded) more can be"
+            )
+        }
+        if session.isSplit {
+            let paidByPayer = try await transaction.entryCents(
+                refType: "session",
+                refID: sid,
+                entryType: LedgerVerifier.paymentTypes.debit,
+                userID: payerID
+            )
+            let refundedToPayer = try await transaction.entryCents(
+                refType: "session",
+                refID: sid,
+                entryType: LedgerVerifier.refundTypes.credit,
+                userID: payerID
+            )
+            guard amountCents <= paidByPayer - refundedToPayer else {
+                throw LedgerError(
+                    .refundExceedsPayment,
+                    detail: "this payer paid \(paidByPayer) cents into session \(sid) and was refunded "
+                        + "\(refundedToPayer) already"
+                )
+            }
+        }
+        // Before anything is written, like a payment's.
+        let signer = policy.signsReceipts ? try await signer(transaction, loaded: loaded) : nil
+        let result = try await Self.transfer(
+            transaction,
+            from: .user(session.payeeID),
+            to: .user(payerID),
+            amount: amountCents,
+            kinds: (LedgerVerifier.refundTypes.debit, LedgerVerifier.refundTypes.credit),
+            reference: ("session", sid)
+        )
+        var receipt: (id: String, body: String, receipt: Receipt)?
+        if let signer {
+            receipt = try await storeReceipt(
+                .refund,
+                signer: signer,
+                sid: sid,
+                amount: amountCents,
+                payeeID: session.payeeID,
+                payerID: payerID,
+                entries: result.entries,
+                transaction
+            )
+        }
+        let row = RefundRow(
+            id: Self.newID(),
+            sessionID: sid,
+            amount: amountCents,
+            requestedBy: session.payeeID,
+            idempotencyKey: idempotencyKey,
+            transferID: result.entries[0].transferID,
+            receiptID: receipt?.id,
+            receiptBody: receipt?.body,
+            refundedTotal: total,
+            createdAt: transaction.now,
+            paymentID: paymentID
+        )
+        // A concurrent first use of the key on another session won: this one rolls back whole.
+        guard try await transaction.insert(refund: row) else { throw Self.refundKeyReused }
+        return row
+    }
+
+    static var refundKeyReused: LedgerError {
         LedgerError(.idempotencyKeyReused, detail: "this Idempotency-Key was used for another refund")
     }
 }

@@ -53,6 +53,13 @@ public struct LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case sessionNotPaid = "session-not-paid"
         /// A refund that would take the session's refunded total above what was paid.
         case refundExceedsPayment = "refund-exceeds-payment"
+        /// A share count out of range (1 to ``SessionSplit/maximumShares``), or more shares than cents.
+        case invalidShares = "invalid-shares"
+        /// A tip that is negative or larger than the amount it is paid with.
+        case invalidTip = "invalid-tip"
+        /// No share of a split session is free to lock: every unpaid one is locked by other payers or paid, or
+        /// fewer are free than were asked for.
+        case noFreeShare = "no-free-share"
         /// The store could not finish the operation this time (a retry may succeed).
         case unavailable
         /// The database cannot be reached in time (down, restarting, or every connection busy): nothing was written,

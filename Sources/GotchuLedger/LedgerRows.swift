@@ -104,6 +104,17 @@ public struct SessionRow: Sendable, Hashable {
     public var paidBy: String?
     /// When it was paid, in milliseconds since 1970 on the store's clock; `nil` until paid.
     public var paidAt: Int64?
+    /// Into how many shares it is split: 1 for one payer, who locks and pays the session itself; more, and each
+    /// share is a ``ShareRow`` locked and paid on its own (and the session is never stored locked).
+    public var shares: Int
+    /// How many shares are paid (1 once a session of one share is paid).
+    public var sharesPaid: Int
+    /// What the paid shares add up to, without tips, in cents.
+    public var paidCents: Cents
+    /// The tips paid on top of the shares, in cents.
+    public var tip: Cents
+    /// When every payment of a cancelled or expired split was returned; `nil` until then.
+    public var refundsSweptAt: Int64?
 
     /// A row as read from the database (or about to be inserted: no lock, unpaid).
     public init(
@@ -115,7 +126,12 @@ public struct SessionRow: Sendable, Hashable {
         lockedBy: String? = nil,
         lockExpiresAt: Int64? = nil,
         paidBy: String? = nil,
-        paidAt: Int64? = nil
+        paidAt: Int64? = nil,
+        shares: Int = 1,
+        sharesPaid: Int = 0,
+        paidCents: Cents = 0,
+        tip: Cents = 0,
+        refundsSweptAt: Int64? = nil
     ) {
         self.id = id
         self.payeeID = payeeID
@@ -126,15 +142,25 @@ public struct SessionRow: Sendable, Hashable {
         self.lockExpiresAt = lockExpiresAt
         self.paidBy = paidBy
         self.paidAt = paidAt
+        self.shares = shares
+        self.sharesPaid = sharesPaid
+        self.paidCents = paidCents
+        self.tip = tip
+        self.refundsSweptAt = refundsSweptAt
     }
 
-    /// The status at `now`: expiry and lock lapses are computed, not stored.
+    /// Whether it is split into several shares.
+    var isSplit: Bool { shares > 1 }
+
+    /// The status at `now`: expiry and lock lapses are computed, not stored; a split with shares paid, live, is
+    /// partially paid.
     func status(now: Int64) -> SessionStatus {
         switch storedStatus {
         case .paid: return .paid
         case .cancelled: return .cancelled
         case .created, .advertising, .locked:
             if now >= expiresAt { return .expired }
+            if sharesPaid > 0 { return .partiallyPaid }
             return liveLockHolder(now: now) == nil ? .advertising : .locked
         }
     }
@@ -153,7 +179,7 @@ public struct SessionRow: Sendable, Hashable {
         case .paid: throw LedgerError(.sessionAlreadyPaid, detail: "this session has already been paid")
         case .cancelled: throw LedgerError(.sessionCancelled, detail: "the payee cancelled this session")
         case .expired: throw LedgerError(.sessionExpired, detail: "this session has expired; ask for a new one")
-        case .created, .advertising, .locked: return
+        case .created, .advertising, .locked, .partiallyPaid: return
         }
     }
 
@@ -201,13 +227,18 @@ public struct SessionRow: Sendable, Hashable {
 
     /// The session as its viewers see it at `now`, before its receipt and refunds are read.
     func view(now: Int64) -> SessionView {
-        SessionView(
+        var view = SessionView(
             sid: id,
             status: status(now: now),
             amount: amount,
             expiresAt: LedgerTime.date(expiresAt),
             paidAt: paidAt.map(LedgerTime.date)
         )
+        view.shares = shares
+        view.sharesPaid = sharesPaid
+        view.paid = paidCents
+        view.tip = tip
+        return view
     }
 }
 
@@ -222,9 +253,12 @@ public struct KeyedSession: Sendable, Hashable {
     public var amount: Cents
     /// When the session expires: milliseconds since 1970 on the store's clock.
     public var expiresAt: Int64
+    /// Into how many shares it was split.
+    public var shares: Int
 
     /// A row as read from the database.
-    public init(sid: String, eid: String, amount: Cents, expiresAt: Int64) {
+    public init(sid: String, eid: String, amount: Cents, expiresAt: Int64, shares: Int = 1) {
+        self.shares = shares
         self.sid = sid
         self.eid = eid
         self.amount = amount
@@ -233,17 +267,18 @@ public struct KeyedSession: Sendable, Hashable {
 
     /// The first answer again for a retry of the same request; the key names one charge, so another amount is
     /// refused.
-    func replay(amountCents requested: Cents) throws(LedgerError) -> NewSession {
-        guard amount == requested else {
+    func replay(_ requested: SessionSplit) throws(LedgerError) -> NewSession {
+        guard amount == requested.amount, shares == requested.shares else {
             throw LedgerError(
                 .idempotencyKeyReused,
-                detail: "this Idempotency-Key was first used for a session of \(amount) cents; use a new key"
+                detail: "this Idempotency-Key was first used for a session of \(amount) cents"
+                    + (shares > 1 ? " in \(shares) shares" : "") + "; use a new key"
             )
         }
         guard let eid = EID(rawValue: eid) else {
             throw LedgerError(.inconsistent, detail: "session \(sid) has a malformed EID")
         }
-        return NewSession(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt))
+        return NewSession(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt), shareCents: requested.allCents)
     }
 }
 

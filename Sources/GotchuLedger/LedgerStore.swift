@@ -265,12 +265,14 @@ public protocol LedgerStore: Sendable {
     ///
     /// With an `idempotencyKey` (scoped to the payee, kept as long as the session) the payee's first session under
     /// that key is answered again instead, whatever its status since, so a retry never makes a second session for
-    /// one charge; concurrent creates with one key make one session. The key with another amount is refused (422
-    /// ``LedgerError/Kind/idempotencyKeyReused``).
+    /// one charge; concurrent creates with one key make one session. The key with another amount (or share count)
+    /// is refused (422 ``LedgerError/Kind/idempotencyKeyReused``). Split into `shares` equal shares (1 to
+    /// ``SessionSplit/maximumShares``, each at least a cent, else `invalid-shares`), each paid by whoever locks it.
     /// - Returns: the session and whether it is the replay of an earlier create.
     func createSession(
         payeeID: String,
         amountCents: Cents,
+        shares: Int,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool)
 
@@ -287,18 +289,35 @@ public protocol LedgerStore: Sendable {
 
     /// Locks the session for `payerID`: first wins, lapses after the policy's lock lifetime. The payer's balance
     /// must cover this session and every other session it holds locked, or it is refused `insufficient-funds`.
-    func lock(sid: String, payerID: String) async throws
+    /// Of a split, it takes the first `shares` shares free for this payer (its own live locks among them; the rest
+    /// of those are released), or is refused `no-free-share`; a session that is not split takes `shares` 1 only.
+    func lock(sid: String, payerID: String, shares: Int) async throws -> LockedShares
 
     /// Releases `payerID`'s lock on the session, so another payer may lock it at once. Idempotent: the session's
     /// last holder (or its payer) is answered ok when there is no live lock left to release. Anyone else is refused:
     /// 409 `session-locked` while another payer holds it, 403 `forbidden` otherwise.
     func unlock(sid: String, payerID: String) async throws
 
-    /// Admits and runs a payment, replaying a stored outcome when there is one.
+    /// Admits and runs a payment of the session (of a split: of the shares the payer holds locked) with `tipCents`
+    /// on top for the payee (0 to the amount paid, else `invalid-tip`), replaying a stored outcome when there is one.
     /// - Returns: the outcome and whether it is a replay.
-    func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool)
+    func send(sid: String, payerID: String, idempotencyKey: String, tipCents: Cents) async throws -> (SendOutcome, Bool)
 
-    /// The session as its payee or current lock holder sees it; 404 for anyone else.
+    /// The receipt a send answers (and each replay of it answers again), and the id of the payment when it paid
+    /// shares of a split.
+    func sentPayment(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String
+    ) async throws
+        -> (receipt: Receipt?, paymentID: String?)
+
+    /// Returns the payments of every cancelled or expired split still owed them, up to `limit` sessions, each in a
+    /// transaction of its own and exactly once however many servers run this; returns how many it returned.
+    func returnDueSharePayments(limit: Int) async throws -> Int
+
+    /// The session as its payee, its current lock holder or its payer (of a split: any of its payers, each seeing
+    /// its own payments) sees it; 404 for anyone else.
     func session(sid: String, viewerID: String) async throws -> SessionView
 
     /// Cancels a live session; payee only.
@@ -383,10 +402,13 @@ public protocol LedgerStore: Sendable {
     /// request replays the refund (`replayed`), with another request is refused `idempotency-key-reused`. Refused
     /// `session-not-paid`, `refund-exceeds-payment` (the session's refunds would add up to more than was paid),
     /// `insufficient-funds` (the payee's balance), `forbidden` (not the payee).
+    /// Of a split, `paymentID` names the payment refunded (required; at most its amount and tip less what was
+    /// refunded of it).
     func refund(
         sid: String,
         payeeID: String,
         amountCents: Cents,
+        paymentID: String?,
         idempotencyKey: String
     ) async throws -> (refund: Refund, replayed: Bool)
 
@@ -434,4 +456,41 @@ extension LedgerStore {
 
     /// How the store's connections are used now; `nil` where the store has none to report.
     public func poolUsage() async -> LedgerPoolUsage? { nil }
+}
+
+extension LedgerStore {
+    /// Creates a session of one share, paid by one payer (``createSession(payeeID:amountCents:shares:idempotencyKey:)``).
+    public func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String?
+    ) async throws -> (session: NewSession, replayed: Bool) {
+        try await createSession(payeeID: payeeID, amountCents: amountCents, shares: 1, idempotencyKey: idempotencyKey)
+    }
+
+    /// Locks the session, or one share of a split, for `payerID` (``lock(sid:payerID:shares:)``).
+    public func lock(sid: String, payerID: String) async throws {
+        _ = try await lock(sid: sid, payerID: payerID, shares: 1)
+    }
+
+    /// Pays without a tip (``send(sid:payerID:idempotencyKey:tipCents:)``).
+    public func send(sid: String, payerID: String, idempotencyKey: String) async throws -> (SendOutcome, Bool) {
+        try await send(sid: sid, payerID: payerID, idempotencyKey: idempotencyKey, tipCents: 0)
+    }
+
+    /// Refunds a session that is not split (``refund(sid:payeeID:amountCents:paymentID:idempotencyKey:)``).
+    public func refund(
+        sid: String,
+        payeeID: String,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws -> (refund: Refund, replayed: Bool) {
+        try await refund(
+            sid: sid,
+            payeeID: payeeID,
+            amountCents: amountCents,
+            paymentID: nil,
+            idempotencyKey: idempotencyKey
+        )
+    }
 }

@@ -22,6 +22,8 @@ public struct LedgerSnapshot: Sendable {
     public var payouts: [PayoutRow]
     /// Every refund (the `refunds` table; ``RefundRow/receiptBody`` is not read).
     public var refunds: [RefundRow]
+    /// Every share of every split session, by session and number.
+    public var shares: [ShareRow]
 
     /// A snapshot as a backend read it.
     public init(
@@ -33,8 +35,10 @@ public struct LedgerSnapshot: Sendable {
         receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)],
         deposits: [DepositRow] = [],
         payouts: [PayoutRow] = [],
-        refunds: [RefundRow] = []
+        refunds: [RefundRow] = [],
+        shares: [ShareRow] = []
     ) {
+        self.shares = shares
         self.wallets = wallets
         self.entries = entries
         self.chainHead = chainHead
@@ -215,17 +219,39 @@ public enum LedgerVerifier {
             throw Broken("transfer \(payments[stray]![0]) pays the unknown session \(stray)")
         }
         var paidCount = 0
+        let sharesBySession = Dictionary(grouping: snapshot.shares, by: \.sessionID)
+        if let stray = sharesBySession.keys.sorted().first(where: { sessions[$0]?.isSplit != true }) {
+            throw Broken("session \(stray) has share rows but is not a split session")
+        }
+        // Each split payment's transfer, and what each payer paid into each session (shares and tips).
+        var paymentTransfers: [String: String] = [:]
+        var paidByPayer: [String: [String: Cents]] = [:]
         for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) {
             let paying = payments[session.id] ?? []
+            if session.storedStatus == .paid { paidCount += 1 }
+            if session.isSplit {
+                let split = try verifySplit(
+                    session,
+                    shares: sharesBySession[session.id] ?? [],
+                    paying: paying,
+                    transfers: transfers,
+                    walletOwners: walletOwners
+                )
+                paymentTransfers.merge(split.transfers) { first, _ in first }
+                paidByPayer[session.id] = split.paidByPayer
+                continue
+            }
             guard session.storedStatus == .paid else {
                 guard paying.isEmpty else {
                     throw Broken(
                         "session \(session.id) is \(session.storedStatus.rawValue) but transfer \(paying[0]) pays it"
                     )
                 }
+                guard session.sharesPaid == 0, session.paidCents == 0, session.tip == 0 else {
+                    throw Broken("session \(session.id) is \(session.storedStatus.rawValue) but counts a payment")
+                }
                 continue
             }
-            paidCount += 1
             guard paying.count == 1 else {
                 throw Broken("session \(session.id) is PAID but has \(paying.count) payments, not exactly one")
             }
@@ -233,22 +259,27 @@ public enum LedgerVerifier {
             guard let debit = entries.first(where: { $0.direction == .debit }),
                 let credit = entries.first(where: { $0.direction == .credit })
             else { throw Broken("transfer \(paying[0]) of session \(session.id) lacks a side") }
-            guard debit.amount == session.amount else {
+            guard session.sharesPaid == 1, session.paidCents == session.amount, session.tip >= 0,
+                session.tip <= session.amount, debit.amount == session.amount + session.tip
+            else {
                 throw Broken(
-                    "session \(session.id) asks \(session.amount) cents but transfer \(paying[0]) moved \(debit.amount)"
+                    "session \(session.id) asks \(session.amount) cents with a tip of \(session.tip) but transfer "
+                        + "\(paying[0]) moved \(debit.amount)"
                 )
             }
             guard credit.type == paymentTypes.credit, credit.refType == "session", credit.refID == session.id,
                 walletOwners[credit.walletID] == session.payeeID,
-                walletOwners[debit.walletID] == session.paidBy, session.paidBy != nil
+                walletOwners[debit.walletID] == session.paidBy, let payerID = session.paidBy
             else {
                 throw Broken(
                     "transfer \(paying[0]) of session \(session.id) does not go from its payer's wallet to its payee's"
                 )
             }
+            paidByPayer[session.id] = [payerID: debit.amount]
         }
         result.passed.append(
-            "sessions: \(snapshot.sessions.count), \(paidCount) paid, each paid exactly once from payer to payee"
+            "sessions: \(snapshot.sessions.count), \(paidCount) paid, each paid exactly once from payer to payee "
+                + "(a split: each share once, never beyond its amount)"
         )
 
         // 5b. Refunds: only of paid sessions, from the payee back to the payer, adding up to no more than was paid.
@@ -260,28 +291,35 @@ public enum LedgerVerifier {
             refundsBySession[debit.refID, default: []].append(id)
         }
         var refundTransfers = 0
+        // Who each refund went back to, for its receipt's payer reference.
+        var refundPayers: [String: String] = [:]
         for (sid, ids) in refundsBySession.sorted(by: { $0.key < $1.key }) {
-            guard let session = sessions[sid], session.storedStatus == .paid, let payerID = session.paidBy else {
+            guard let session = sessions[sid], let paid = paidByPayer[sid], !paid.isEmpty else {
                 throw Broken("transfer \(ids[0]) refunds session \(sid), which is not a paid session")
             }
             var refunded: Cents = 0
+            var refundedTo: [String: Cents] = [:]
             for id in ids {
                 let entries = transfers[id] ?? []
                 guard let debit = entries.first(where: { $0.direction == .debit }),
                     let credit = entries.first(where: { $0.direction == .credit }),
                     credit.type == refundTypes.credit, credit.refType == "session", credit.refID == sid,
-                    walletOwners[debit.walletID] == session.payeeID, walletOwners[credit.walletID] == payerID
+                    walletOwners[debit.walletID] == session.payeeID, let payerID = walletOwners[credit.walletID] ?? nil,
+                    let payerPaid = paid[payerID]
                 else {
-                    throw Broken("refund transfer \(id) of session \(sid) does not go from its payee to its payer")
+                    throw Broken("refund transfer \(id) of session \(sid) does not go from its payee to a payer of it")
                 }
                 let (sum, overflow) = refunded.addingReportingOverflow(debit.amount)
-                guard !overflow, sum <= session.amount else {
+                let toPayer = refundedTo[payerID, default: 0] + debit.amount
+                guard !overflow, sum <= session.paidCents + session.tip, toPayer <= payerPaid else {
                     throw Broken(
-                        "session \(sid) was paid \(session.amount) cents but refund transfer \(id) brings its refunds"
-                            + " above that"
+                        "session \(sid) was paid \(session.paidCents + session.tip) cents (\(payerPaid) by this payer) "
+                            + "but refund transfer \(id) brings its refunds above that"
                     )
                 }
                 refunded = sum
+                refundedTo[payerID] = toPayer
+                refundPayers[id] = payerID
                 refundTransfers += 1
             }
         }
@@ -299,6 +337,8 @@ public enum LedgerVerifier {
             uniquingKeysWith: { first, _ in first }
         )
         var refundReceipts = 0
+        // The split payments that have their receipt.
+        var splitReceipts: Set<String> = []
         // Each refund receipt's transfer, for the refund rows.
         var refundReceiptTransfers: [String: (transferID: String, sessionID: String)] = [:]
         for row in snapshot.receipts {
@@ -322,8 +362,9 @@ public enum LedgerVerifier {
                     let session = sessions[row.sessionID],
                     receipt.amountCents == ordered.first?.amount, receipt.payeeID == session.payeeID,
                     receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,
+                    !receipt.isSplitFormat,
                     receipt.payerReference
-                        == Receipt.payerReference(receiptID: receipt.id, payerID: session.paidBy ?? "")
+                        == Receipt.payerReference(receiptID: receipt.id, payerID: refundPayers[transferID] ?? "")
                 else {
                     throw Broken("refund receipt \(receipt.id) of session \(row.sessionID) does not describe a refund")
                 }
@@ -332,12 +373,43 @@ public enum LedgerVerifier {
                 continue
             }
             guard receipt.kind == .payment else { continue }
+            if sessions[row.sessionID]?.isSplit == true {
+                // A split's payment receipt describes the payment whose id it has, debit first.
+                let entries = transfers[paymentTransfers[receipt.id] ?? ""] ?? []
+                let ordered = entries.filter { $0.direction == .debit } + entries.filter { $0.direction == .credit }
+                let session = sessions[row.sessionID]
+                let payment = SharePaymentRecord.grouping(sharesBySession[row.sessionID] ?? []).first {
+                    $0.id == receipt.id
+                }
+                guard let session, let payment, receipt.amountCents == payment.amount,
+                    receipt.tipCents == payment.tip, receipt.shares == session.shares,
+                    receipt.shareNumbers == payment.shareNumbers, receipt.payeeID == session.payeeID,
+                    receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,
+                    receipt.payerReference == Receipt.payerReference(receiptID: receipt.id, payerID: payment.payerID)
+                else {
+                    throw Broken("receipt \(receipt.id) of session \(row.sessionID) does not describe a payment of it")
+                }
+                splitReceipts.insert(receipt.id)
+                continue
+            }
             guard receiptsBySession.updateValue(receipt, forKey: row.sessionID) == nil else {
                 throw Broken("session \(row.sessionID) has more than one payment receipt")
             }
         }
         var missing = 0
-        for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) where session.storedStatus == .paid {
+        for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) where session.isSplit {
+            for payment in SharePaymentRecord.grouping(sharesBySession[session.id] ?? [])
+            where !splitReceipts.contains(payment.id) {
+                if let since = receiptsSince, payment.paidAt >= since {
+                    throw Broken(
+                        "payment \(payment.id) of session \(session.id) was made after receipts began but has no receipt"
+                    )
+                }
+                missing += 1
+            }
+        }
+        for session in snapshot.sessions.sorted(by: { $0.id < $1.id })
+        where session.storedStatus == .paid && !session.isSplit {
             guard let receipt = receiptsBySession.removeValue(forKey: session.id) else {
                 if let since = receiptsSince, let paidAt = session.paidAt, paidAt >= since {
                     throw Broken("session \(session.id) was paid after receipts began but has no receipt")
@@ -347,7 +419,10 @@ public enum LedgerVerifier {
             }
             let entries = transfers[payments[session.id]?.first ?? ""] ?? []
             let ordered = entries.filter { $0.direction == .debit } + entries.filter { $0.direction == .credit }
+            let tipped = session.tip > 0
             guard receipt.amountCents == session.amount, receipt.payeeID == session.payeeID,
+                receipt.tipCents == (tipped ? session.tip : nil), receipt.shares == (tipped ? 1 : nil),
+                receipt.shareNumbers == (tipped ? [1] : nil),
                 receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,
                 receipt.payerReference
                     == Receipt.payerReference(receiptID: receipt.id, payerID: session.paidBy ?? "")
@@ -380,6 +455,68 @@ public enum LedgerVerifier {
 }
 
 extension LedgerVerifier {
+    /// A split session against its shares and its payment transfers: its shares are the split of its amount, each
+    /// paid at most once (one payment id per share); each payment (the shares one send paid, with the tip on its
+    /// first) is exactly one transfer of its amount and tip from its payer to the payee, and no transfer pays the
+    /// session without a payment recording it; the session's counts and sums are those of its paid shares, never
+    /// beyond its amount, and it is PAID exactly when every share is.
+    /// - Returns: each payment's transfer, and what each payer paid into the session, tips included.
+    private static func verifySplit(
+        _ session: SessionRow,
+        shares: [ShareRow],
+        paying: [String],
+        transfers: [String: [StoredEntry]],
+        walletOwners: [String: String?]
+    ) throws(Broken) -> (transfers: [String: String], paidByPayer: [String: Cents]) {
+        let sid = session.id
+        guard let split = try? SessionSplit(amount: session.amount, shares: session.shares),
+            shares.map(\.number) == Array(1...session.shares), shares.map(\.amount) == split.allCents
+        else {
+            throw Broken("session \(sid) is split into \(session.shares) but its share rows are not that split")
+        }
+        let paid = shares.filter { $0.paymentID != nil }
+        let payments = SharePaymentRecord.grouping(shares)
+        let paidCents = paid.reduce(0) { $0 + $1.amount }
+        let tips = payments.reduce(0) { $0 + $1.tip }
+        guard session.sharesPaid == paid.count, session.paidCents == paidCents, session.tip == tips,
+            (session.storedStatus == .paid) == (paid.count == session.shares)
+        else {
+            throw Broken(
+                "session \(sid) counts \(session.sharesPaid) shares paid for \(session.paidCents) cents and "
+                    + "\(session.tip) in tips (\(session.storedStatus.rawValue)), but its shares say \(paid.count), "
+                    + "\(paidCents) and \(tips)"
+            )
+        }
+        var unmatched = paying
+        var matched: [String: String] = [:]
+        var byPayer: [String: Cents] = [:]
+        for payment in payments {
+            guard payment.tip >= 0, payment.tip <= payment.amount,
+                let index = unmatched.firstIndex(where: { id in
+                    let entries = transfers[id] ?? []
+                    guard let debit = entries.first(where: { $0.direction == .debit }),
+                        let credit = entries.first(where: { $0.direction == .credit })
+                    else { return false }
+                    return debit.amount == payment.amount + payment.tip && debit.createdAt == payment.paidAt
+                        && walletOwners[debit.walletID] == payment.payerID
+                        && walletOwners[credit.walletID] == session.payeeID && credit.type == paymentTypes.credit
+                        && credit.refType == "session" && credit.refID == sid
+                })
+            else {
+                throw Broken(
+                    "payment \(payment.id) of session \(sid) has no transfer of its \(payment.amount) cents and "
+                        + "\(payment.tip) tip from its payer to the payee"
+                )
+            }
+            matched[payment.id] = unmatched.remove(at: index)
+            byPayer[payment.payerID, default: 0] += payment.amount + payment.tip
+        }
+        if let stray = unmatched.first {
+            throw Broken("transfer \(stray) pays session \(sid) but no share records it")
+        }
+        return (matched, byPayer)
+    }
+
     /// The `refunds` table says which request made each refund, and the server answers a refund's replays from it,
     /// so it must agree with the ledger: each row names one refund transfer of its session
     /// (of its amount, made by the session's payee) and that transfer's receipt, no two rows share a transfer, every

@@ -10,11 +10,14 @@ public struct NewSession: Sendable, Hashable {
     public var eid: EID
     /// When the session expires, on the store's clock.
     public var expiresAt: Date
+    /// Each share's amount in cents, the first share's first: one, the whole amount, for a session not split.
+    public var shareCents: [Cents]
 
     /// A session as the engine made it.
-    public init(sid: String, eid: EID, expiresAt: Date) {
+    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents]) {
         self.sid = sid
         self.eid = eid
         self.expiresAt = expiresAt
+        self.shareCents = shareCents
     }
 }

@@ -8,11 +8,31 @@ public struct ResolvedSession: Sendable, Hashable {
     public var amount: Cents
     /// Who asks for it.
     public var payee: Counterparty
+    /// Into how many shares it is split (1: one payer).
+    public var shares: Int
+    /// How many shares are paid.
+    public var sharesPaid: Int
+    /// What the next payer pays for one share: the first share free to lock (the whole amount when not split).
+    public var shareCents: Cents
+    /// What is left to pay, in cents: the amount less the shares paid.
+    public var remaining: Cents
 
     /// A session as a resolve found it.
-    public init(sid: String, amount: Cents, payee: Counterparty) {
+    public init(
+        sid: String,
+        amount: Cents,
+        payee: Counterparty,
+        shares: Int,
+        sharesPaid: Int,
+        shareCents: Cents,
+        remaining: Cents
+    ) {
         self.sid = sid
         self.amount = amount
         self.payee = payee
+        self.shares = shares
+        self.sharesPaid = sharesPaid
+        self.shareCents = shareCents
+        self.remaining = remaining
     }
 }

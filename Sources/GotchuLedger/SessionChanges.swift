@@ -221,9 +221,19 @@ public struct WatchedSession: Sendable, Hashable {
         return SessionStatus(rawValue: String(parts[1]))
     }
 
-    /// The state id of `status` with a lock held until `lockUntil` (milliseconds), if locked, or (a paid session)
-    /// with `refundedCents` refunded: a refund is a new state.
-    static func stateID(_ status: SessionStatus, lockUntil: Int64?, refundedCents: Int64 = 0) -> String {
-        refundedCents > 0 ? "s1.\(status.rawValue).r\(refundedCents)" : "s1.\(status.rawValue).\(lockUntil ?? 0)"
+    /// The state id of `status` with a lock held until `lockUntil` (milliseconds), if locked, with `sharesPaid`
+    /// shares paid of a split partly paid, or with `refundedCents` refunded: each share paid and each refund is a
+    /// new state.
+    static func stateID(
+        _ status: SessionStatus,
+        lockUntil: Int64?,
+        refundedCents: Int64 = 0,
+        sharesPaid: Int = 0
+    )
+        -> String
+    {
+        if refundedCents > 0 { return "s1.\(status.rawValue).r\(refundedCents)" }
+        if status == .partiallyPaid { return "s1.\(status.rawValue).p\(sharesPaid)" }
+        return "s1.\(status.rawValue).\(lockUntil ?? 0)"
     }
 }

@@ -17,8 +17,20 @@ public struct SessionView: Sendable, Hashable {
     public var paidAt: Date?
     /// The ledger's signed receipt of the payment; `nil` until paid, or where the ledger signs none.
     public var receipt: Receipt?
-    /// The total refunded to the payer so far, in cents (0 for a session not paid).
+    /// The total refunded to the payer so far, in cents (0 for a session not paid); of a split, to every payer,
+    /// tips included.
     public var refunded: Cents
+    /// Into how many shares it is split (1: one payer).
+    public var shares: Int = 1
+    /// How many shares are paid.
+    public var sharesPaid: Int = 0
+    /// What the paid shares add up to, without tips, in cents.
+    public var paid: Cents = 0
+    /// The tips paid on top, in cents.
+    public var tip: Cents = 0
+    /// The payments of a split, oldest first, as the viewer may see them (the payee all, a payer its own); empty
+    /// for a session of one share.
+    public var payments: [SessionPayment] = []
 
     /// A view of a session as the engine read it.
     public init(

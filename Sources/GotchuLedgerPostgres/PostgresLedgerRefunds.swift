@@ -28,12 +28,11 @@ extension PostgresLedgerBackend.Connection {
         try await rows(
             """
             SELECT id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,
-            refunded_total_cents, created_at FROM refunds ORDER BY created_at, id
+            refunded_total_cents, created_at, payment_id FROM refunds ORDER BY created_at, id
             """
         ).map { row in
-            let (id, sessionID, amount, requestedBy, key, transferID, receiptID, total, createdAt) = try row.decode(
-                (String, String, Int64, String, String, String, String?, Int64, Int64).self
-            )
+            let (id, sessionID, amount, requestedBy, key, transferID, receiptID, total, createdAt, paymentID) =
+                try row.decode((String, String, Int64, String, String, String, String?, Int64, Int64, String?).self)
             return RefundRow(
                 id: id,
                 sessionID: sessionID,
@@ -43,7 +42,8 @@ extension PostgresLedgerBackend.Connection {
                 transferID: transferID,
                 receiptID: receiptID,
                 refundedTotal: total,
-                createdAt: createdAt
+                createdAt: createdAt,
+                paymentID: paymentID
             )
         }
     }
@@ -55,10 +55,11 @@ extension PostgresLedgerBackend.Transaction {
         try await connection.first(
             """
             SELECT r.id, r.session_id, r.amount_cents, r.requested_by, r.idempotency_key, r.transfer_id, r.receipt_id,
-            c.body, r.refunded_total_cents, r.created_at FROM refunds r LEFT JOIN receipts c ON c.id = r.receipt_id
+            c.body, r.refunded_total_cents, r.created_at, r.payment_id FROM refunds r
+            LEFT JOIN receipts c ON c.id = r.receipt_id
             WHERE r.requested_by = \(requestedBy) AND r.idempotency_key = \(key)
             """,
-            as: (String, String, Int64, String, String, String, String?, String?, Int64, Int64).self
+            as: (String, String, Int64, String, String, String, String?, String?, Int64, Int64, String?).self
         ).map { row in
             RefundRow(
                 id: row.0,
@@ -70,7 +71,8 @@ extension PostgresLedgerBackend.Transaction {
                 receiptID: row.6,
                 receiptBody: row.7,
                 refundedTotal: row.8,
-                createdAt: row.9
+                createdAt: row.9,
+                paymentID: row.10
             )
         }
     }
@@ -85,9 +87,9 @@ extension PostgresLedgerBackend.Transaction {
         try await !connection.rows(
             """
             INSERT INTO refunds (id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,
-            refunded_total_cents, created_at) VALUES (\(refund.id), \(refund.sessionID), \(refund.amount),
+            refunded_total_cents, created_at, payment_id) VALUES (\(refund.id), \(refund.sessionID), \(refund.amount),
             \(refund.requestedBy), \(refund.idempotencyKey), \(refund.transferID), \(refund.receiptID),
-            \(refund.refundedTotal), \(refund.createdAt))
+            \(refund.refundedTotal), \(refund.createdAt), \(refund.paymentID))
             ON CONFLICT (requested_by, idempotency_key) DO NOTHING RETURNING 1
             """
         ).isEmpty

@@ -319,5 +319,46 @@ enum PostgresLedgerSchema {
                 """,
             ]
         ),
+        (
+            // Group splits and tips: the same columns, table and indexes as SQLite's v14.
+            "v14: splits and tips",
+            [
+                """
+                ALTER TABLE payment_sessions
+                    ADD COLUMN shares INTEGER NOT NULL DEFAULT 1 CHECK (shares BETWEEN 1 AND 50),
+                    ADD COLUMN shares_paid INTEGER NOT NULL DEFAULT 0,
+                    ADD COLUMN paid_cents BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN tip_cents BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN refunds_swept_at BIGINT
+                """,
+                "UPDATE payment_sessions SET shares_paid = 1, paid_cents = amount_cents WHERE status = 'PAID'",
+                """
+                CREATE INDEX payment_sessions_refunds_due ON payment_sessions (exp_at)
+                    WHERE shares_paid > 0 AND status <> 'PAID' AND refunds_swept_at IS NULL
+                """,
+                """
+                CREATE TABLE session_shares (
+                    session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                    share INTEGER NOT NULL CHECK (share BETWEEN 1 AND 50),
+                    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+                    locked_by TEXT REFERENCES users(id),
+                    lock_exp_at BIGINT,
+                    payment_id TEXT,
+                    paid_by TEXT REFERENCES users(id),
+                    paid_at BIGINT,
+                    tip_cents BIGINT NOT NULL DEFAULT 0 CHECK (tip_cents >= 0),
+                    PRIMARY KEY (session_id, share)
+                )
+                """,
+                """
+                CREATE INDEX session_shares_locked_by ON session_shares (locked_by)
+                    WHERE locked_by IS NOT NULL AND payment_id IS NULL
+                """,
+                "CREATE INDEX session_shares_payment ON session_shares (payment_id) WHERE payment_id IS NOT NULL",
+                "ALTER TABLE refunds ADD COLUMN payment_id TEXT",
+                "ALTER TABLE idempotency_keys ADD COLUMN payment_id TEXT",
+                "DROP INDEX receipts_payment",
+            ]
+        ),
     ]
 }

@@ -587,7 +587,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 payouts: try await connection.rows(
                     "SELECT \(unescaped: Connection.payoutColumns) FROM payouts p ORDER BY p.id"
                 ).map { try PayoutRow($0) },
-                refunds: try await connection.refunds()
+                refunds: try await connection.refunds(),
+                shares: try await connection.allShares()
             )
         }
     }
@@ -671,7 +672,8 @@ extension PostgresLedgerBackend {
         let deferred: DeferredWrites?
 
         static let sessionColumns =
-            "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at"
+            "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, "
+            + "s.shares::BIGINT, s.shares_paid::BIGINT, s.paid_cents, s.tip_cents, s.refunds_swept_at"
 
         /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
         /// executes surface here.
@@ -961,13 +963,13 @@ extension PostgresLedgerBackend {
         public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
             try await connection.first(
                 """
-                SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT FROM payment_sessions s
                 JOIN session_eids e ON e.session_id = s.id
                 WHERE s.payee_id = \(payeeID) AND s.create_key = \(key)
                 ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                 """,
-                as: (String, String, Int64, Int64).self
-            ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3) }
+                as: (String, String, Int64, Int64, Int64).self
+            ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3, shares: Int($0.4)) }
         }
 
         /// Two servers drawing the same EID at once: the second waits, then sees the first's session.
@@ -1002,9 +1004,10 @@ extension PostgresLedgerBackend {
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
             try await !connection.rows(
                 """
-                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
+                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares)
                 VALUES (\(session.id), \(session.payeeID), \(session.amount), \(session.storedStatus.rawValue),
-                \(now), \(session.expiresAt), \(createKey)) ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
+                \(now), \(session.expiresAt), \(createKey), \(Int64(session.shares)))
+                ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
                 """
             ).isEmpty
         }
@@ -1026,9 +1029,15 @@ extension PostgresLedgerBackend {
             let (count, amount) =
                 try await connection.first(
                     """
-                    SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM payment_sessions
-                    WHERE locked_by = \(payerID) AND status = \(StoredSessionStatus.locked.rawValue)
-                    AND lock_exp_at > \(now) AND exp_at > \(now) AND id <> \(sid)
+                    SELECT COUNT(*), COALESCE(SUM(amount), 0)::BIGINT FROM (
+                        SELECT amount_cents AS amount FROM payment_sessions
+                        WHERE locked_by = \(payerID) AND status = \(StoredSessionStatus.locked.rawValue)
+                        AND lock_exp_at > \(now) AND exp_at > \(now) AND id <> \(sid)
+                        UNION ALL
+                        SELECT h.amount_cents FROM session_shares h JOIN payment_sessions s ON s.id = h.session_id
+                        WHERE h.locked_by = \(payerID) AND h.payment_id IS NULL AND h.lock_exp_at > \(now)
+                        AND s.exp_at > \(now) AND s.status NOT IN ('PAID', 'CANCELLED') AND h.session_id <> \(sid)
+                    ) held
                     """,
                     as: (Int64, Int64).self
                 ) ?? (Int64(0), Int64(0))
@@ -1048,16 +1057,27 @@ extension PostgresLedgerBackend {
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.advertising.rawValue), lock_exp_at = \(now)
                     WHERE id = \(sid)
                     """
-            case .paid(let payerID):
+            case .paid(let payerID, let tip):
                 statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.paid.rawValue), paid_by = \(payerID),
-                    paid_at = \(now), locked_by = NULL, lock_exp_at = NULL WHERE id = \(sid)
+                    paid_at = \(now), locked_by = NULL, lock_exp_at = NULL, shares_paid = 1, paid_cents = amount_cents,
+                    tip_cents = \(tip) WHERE id = \(sid)
+                    """
+            case .sharesPaid(let count, let amount, let tip, let payerID, let complete):
+                statement = """
+                    UPDATE payment_sessions SET shares_paid = shares_paid + \(Int64(count)),
+                    paid_cents = paid_cents + \(amount), tip_cents = tip_cents + \(tip),
+                    status = COALESCE(\(complete ? StoredSessionStatus.paid.rawValue : nil), status),
+                    paid_by = COALESCE(\(complete ? payerID : nil), paid_by),
+                    paid_at = COALESCE(\(complete ? now : nil), paid_at) WHERE id = \(sid)
                     """
             case .cancelled:
                 statement = """
                     UPDATE payment_sessions SET status = \(StoredSessionStatus.cancelled.rawValue), cancelled_at = \(now)
                     WHERE id = \(sid)
                     """
+            case .refundsSwept:
+                statement = "UPDATE payment_sessions SET refunds_swept_at = \(now) WHERE id = \(sid)"
             }
             try await connection.write(statement, to: "payment_sessions")
         }
@@ -1114,16 +1134,23 @@ extension PostgresLedgerBackend {
             try await connection.execute("DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)")
         }
 
-        public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
+        public func record(
+            outcome: SendOutcome,
+            paymentID: String?,
+            userID: String,
+            key: String,
+            sid: String
+        ) async throws {
             let stored = IdempotencyRecord.columns(for: outcome)
             try await connection.write(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-                created_at, updated_at) VALUES (\(userID), \(key), \(sid), \(IdempotencyState.done.rawValue),
-                \(stored.balance), \(stored.refusalKind), \(stored.refusalDetail), \(now), \(now))
+                created_at, updated_at, payment_id) VALUES (\(userID), \(key), \(sid),
+                \(IdempotencyState.done.rawValue), \(stored.balance), \(stored.refusalKind), \(stored.refusalDetail),
+                \(now), \(now), \(paymentID))
                 ON CONFLICT (user_id, key) DO UPDATE SET state = EXCLUDED.state, balance_cents = EXCLUDED.balance_cents,
                 problem_type = EXCLUDED.problem_type, problem_detail = EXCLUDED.problem_detail,
-                updated_at = EXCLUDED.updated_at
+                updated_at = EXCLUDED.updated_at, payment_id = EXCLUDED.payment_id
                 """,
                 to: "idempotency_keys"
             )
@@ -1219,19 +1246,25 @@ extension PostgresLedgerBackend {
 
 extension SessionRow {
     init(_ row: PostgresRow) throws {
-        let (id, payeeID, amount, status, expiresAt, lockedBy, lockExpiresAt, paidBy, paidAt) = try row.decode(
-            (String, String, Int64, String, Int64, String?, Int64?, String?, Int64?).self
+        let columns = try row.decode(
+            (String, String, Int64, String, Int64, String?, Int64?, String?, Int64?, Int64, Int64, Int64, Int64, Int64?)
+                .self
         )
         self.init(
-            id: id,
-            payeeID: payeeID,
-            amount: amount,
-            storedStatus: try StoredSessionStatus(stored: status),
-            expiresAt: expiresAt,
-            lockedBy: lockedBy,
-            lockExpiresAt: lockExpiresAt,
-            paidBy: paidBy,
-            paidAt: paidAt
+            id: columns.0,
+            payeeID: columns.1,
+            amount: columns.2,
+            storedStatus: try StoredSessionStatus(stored: columns.3),
+            expiresAt: columns.4,
+            lockedBy: columns.5,
+            lockExpiresAt: columns.6,
+            paidBy: columns.7,
+            paidAt: columns.8,
+            shares: Int(columns.9),
+            sharesPaid: Int(columns.10),
+            paidCents: columns.11,
+            tip: columns.12,
+            refundsSweptAt: columns.13
         )
     }
 }

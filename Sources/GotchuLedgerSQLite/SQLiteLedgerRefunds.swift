@@ -29,7 +29,7 @@ extension SQLiteLedgerBackend {
         try db.fetchAll(
             cached: """
                 SELECT id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,
-                refunded_total_cents, created_at FROM refunds ORDER BY created_at, id
+                refunded_total_cents, created_at, payment_id FROM refunds ORDER BY created_at, id
                 """
         ) { row in
             RefundRow(
@@ -41,7 +41,8 @@ extension SQLiteLedgerBackend {
                 transferID: try row(5),
                 receiptID: try row.optional(6),
                 refundedTotal: try row(7),
-                createdAt: try row(8)
+                createdAt: try row(8),
+                paymentID: try row.optional(9)
             )
         }
     }
@@ -70,7 +71,8 @@ extension SQLiteLedgerBackend.Transaction {
                     receiptID: row["receipt_id"],
                     receiptBody: row["receipt_body"],
                     refundedTotal: row["refunded_total_cents"],
-                    createdAt: row["created_at"]
+                    createdAt: row["created_at"],
+                    paymentID: row["payment_id"]
                 )
             }
         }
@@ -90,12 +92,12 @@ extension SQLiteLedgerBackend.Transaction {
             try db.execute(
                 sql: """
                     INSERT INTO refunds (id, session_id, amount_cents, requested_by, idempotency_key, transfer_id,
-                        receipt_id, refunded_total_cents, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (requested_by, idempotency_key) DO NOTHING
+                        receipt_id, refunded_total_cents, created_at, payment_id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (requested_by, idempotency_key) DO NOTHING
                     """,
                 arguments: [
                     refund.id, refund.sessionID, refund.amount, refund.requestedBy, refund.idempotencyKey,
-                    refund.transferID, refund.receiptID, refund.refundedTotal, refund.createdAt,
+                    refund.transferID, refund.receiptID, refund.refundedTotal, refund.createdAt, refund.paymentID,
                 ]
             )
             return db.changesCount > 0

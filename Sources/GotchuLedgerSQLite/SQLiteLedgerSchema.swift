@@ -294,6 +294,46 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // Group splits and tips: how many shares a session is split into (1: one payer, as before), how many are
+        // paid and for how much, the tips paid on top; one row per share of a split session, with its lock and the
+        // payment that paid it (the shares one send paid share its payment id, and its tip sits on the first of
+        // them); which payment an automatic refund returned; and when every payment of a cancelled or expired
+        // split was returned (the refund sweep's index covers the sessions still owed one); which payment a send's
+        // key paid, replayed with its receipt. A split has a payment receipt per payment: one per session is now
+        // `ledger verify`'s check of sessions not split, no longer a unique index.
+        migrator.registerMigration("v14: splits and tips") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE payment_sessions ADD COLUMN shares INTEGER NOT NULL DEFAULT 1
+                        CHECK (shares BETWEEN 1 AND 50);
+                    ALTER TABLE payment_sessions ADD COLUMN shares_paid INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE payment_sessions ADD COLUMN paid_cents INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE payment_sessions ADD COLUMN tip_cents INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE payment_sessions ADD COLUMN refunds_swept_at INTEGER;
+                    UPDATE payment_sessions SET shares_paid = 1, paid_cents = amount_cents WHERE status = 'PAID';
+                    CREATE INDEX payment_sessions_refunds_due ON payment_sessions (exp_at)
+                        WHERE shares_paid > 0 AND status <> 'PAID' AND refunds_swept_at IS NULL;
+                    CREATE TABLE session_shares (
+                        session_id TEXT NOT NULL REFERENCES payment_sessions(id),
+                        share INTEGER NOT NULL CHECK (share BETWEEN 1 AND 50),
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        locked_by TEXT REFERENCES users(id),
+                        lock_exp_at INTEGER,
+                        payment_id TEXT,
+                        paid_by TEXT REFERENCES users(id),
+                        paid_at INTEGER,
+                        tip_cents INTEGER NOT NULL DEFAULT 0 CHECK (tip_cents >= 0),
+                        PRIMARY KEY (session_id, share)
+                    );
+                    CREATE INDEX session_shares_locked_by ON session_shares (locked_by)
+                        WHERE locked_by IS NOT NULL AND payment_id IS NULL;
+                    CREATE INDEX session_shares_payment ON session_shares (payment_id) WHERE payment_id IS NOT NULL;
+                    ALTER TABLE refunds ADD COLUMN payment_id TEXT;
+                    ALTER TABLE idempotency_keys ADD COLUMN payment_id TEXT;
+                    DROP INDEX receipts_payment;
+                    """
+            )
+        }
         return migrator
     }
 }

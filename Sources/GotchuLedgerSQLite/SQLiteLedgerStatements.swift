@@ -14,10 +14,10 @@ package enum SQLiteLedgerStatements {
     /// Whether an EID was ever given: `eid`.
     package static let eidAllocated = "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)"
 
-    /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key`.
+    /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares`.
     package static let insertSession = """
-        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key)
-        VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
         """
 
     /// A session's EID: `eid, session_id, created_at`.
@@ -34,20 +34,41 @@ package enum SQLiteLedgerStatements {
     package static let sessionByID =
         "SELECT \(SessionRow.columns(of: "payment_sessions")) FROM payment_sessions WHERE id = ?"
 
-    /// The live locks a payer holds on other sessions: `locked_by, status, lock_exp_at, exp_at, id`.
+    /// The live locks a payer holds on other sessions and on shares of other splits: `locked_by, status,
+    /// lock_exp_at, exp_at, id` (the lock time and the expiry time are both the time of the read).
     package static let locksHeld = """
-        SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM payment_sessions
-        WHERE locked_by = ? AND status = ? AND lock_exp_at > ? AND exp_at > ? AND id <> ?
+        SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM (
+            SELECT amount_cents AS amount FROM payment_sessions
+            WHERE locked_by = ?1 AND status = ?2 AND lock_exp_at > ?3 AND exp_at > ?4 AND id <> ?5
+            UNION ALL
+            SELECT h.amount_cents FROM session_shares h JOIN payment_sessions s ON s.id = h.session_id
+            WHERE h.locked_by = ?1 AND h.payment_id IS NULL AND h.lock_exp_at > ?3 AND s.exp_at > ?4
+            AND s.status NOT IN ('PAID', 'CANCELLED') AND h.session_id <> ?5
+        )
         """
 
     /// A session locked: `status, locked_by, lock_exp_at, id`.
     package static let lockSession =
         "UPDATE payment_sessions SET status = ?, locked_by = ?, lock_exp_at = ? WHERE id = ?"
 
-    /// A session paid: `status, paid_by, paid_at, id`.
+    /// A session of one share paid, with a tip: `status, paid_by, paid_at, tip_cents, id`.
     package static let paySession = """
-        UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL
-        WHERE id = ?
+        UPDATE payment_sessions SET status = ?, paid_by = ?, paid_at = ?, locked_by = NULL, lock_exp_at = NULL,
+        shares_paid = 1, paid_cents = amount_cents, tip_cents = ? WHERE id = ?
+        """
+
+    /// More shares of a split paid: `count, amount, tip, status (PAID once complete, else NULL to keep it), paid_by,
+    /// paid_at (both NULL to keep them), id`.
+    package static let paySharesOfSession = """
+        UPDATE payment_sessions SET shares_paid = shares_paid + ?, paid_cents = paid_cents + ?,
+        tip_cents = tip_cents + ?, status = COALESCE(?, status), paid_by = COALESCE(?, paid_by),
+        paid_at = COALESCE(?, paid_at) WHERE id = ?
+        """
+
+    /// A split session's shares, the first first: `session_id`.
+    package static let shares = """
+        SELECT session_id, share, amount_cents, locked_by, lock_exp_at, payment_id, paid_by, paid_at, tip_cents
+        FROM session_shares WHERE session_id = ? ORDER BY share
         """
 
     /// An idempotency key's record: `user_id, key`.
@@ -63,13 +84,13 @@ package enum SQLiteLedgerStatements {
         """
 
     /// A key's outcome: `user_id, key, sid, state, balance_cents, problem_type, problem_detail, created_at,
-    /// updated_at`.
+    /// updated_at, payment_id`.
     package static let recordOutcome = """
         INSERT INTO idempotency_keys (user_id, key, sid, state, balance_cents, problem_type, problem_detail,
-        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        created_at, updated_at, payment_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (user_id, key) DO UPDATE SET state = excluded.state, balance_cents = excluded.balance_cents,
         problem_type = excluded.problem_type, problem_detail = excluded.problem_detail,
-        updated_at = excluded.updated_at
+        updated_at = excluded.updated_at, payment_id = excluded.payment_id
         """
 
     /// The wallets of a transfer, by `accounts` wallet ids and then `users` user ids, in id order.

@@ -370,7 +370,13 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                 receiptKeys: try Self.receiptKeys(db).map { ($0.published, $0.createdAt) },
                 deposits: try Row.fetchAll(db, sql: "SELECT * FROM deposits ORDER BY id").map(DepositRow.init),
                 payouts: try Row.fetchAll(db, sql: "SELECT * FROM payouts ORDER BY id").map { try PayoutRow($0) },
-                refunds: try Self.refunds(db)
+                refunds: try Self.refunds(db),
+                shares: try db.fetchAll(
+                    cached: SQLiteLedgerStatements.shares.replacingOccurrences(
+                        of: "WHERE session_id = ? ORDER BY share",
+                        with: "ORDER BY session_id, share"
+                    )
+                ) { try ShareRow($0) }
             )
         }
     }
@@ -630,14 +636,20 @@ extension SQLiteLedgerBackend {
                 try Row.fetchOne(
                     cached: db,
                     sql: """
-                        SELECT s.id, e.eid, s.amount_cents, s.exp_at FROM payment_sessions s
+                        SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares FROM payment_sessions s
                         JOIN session_eids e ON e.session_id = s.id
                         WHERE s.payee_id = ? AND s.create_key = ?
                         ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                         """,
                     arguments: [payeeID, key]
                 ).map {
-                    KeyedSession(sid: $0["id"], eid: $0["eid"], amount: $0["amount_cents"], expiresAt: $0["exp_at"])
+                    KeyedSession(
+                        sid: $0["id"],
+                        eid: $0["eid"],
+                        amount: $0["amount_cents"],
+                        expiresAt: $0["exp_at"],
+                        shares: $0["shares"]
+                    )
                 }
             }
         }
@@ -677,7 +689,7 @@ extension SQLiteLedgerBackend {
                 SQLiteLedgerStatements.insertSession,
                 [
                     session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
-                    createKey,
+                    createKey, session.shares,
                 ]
             )
         }
@@ -711,13 +723,27 @@ extension SQLiteLedgerBackend {
                     "UPDATE payment_sessions SET status = ?, lock_exp_at = ? WHERE id = ?",
                     [StoredSessionStatus.advertising.rawValue, now, sid]
                 )
-            case .paid(let payerID):
-                try execute(SQLiteLedgerStatements.paySession, [StoredSessionStatus.paid.rawValue, payerID, now, sid])
+            case .paid(let payerID, let tip):
+                try execute(
+                    SQLiteLedgerStatements.paySession,
+                    [StoredSessionStatus.paid.rawValue, payerID, now, tip, sid]
+                )
+            case .sharesPaid(let count, let amount, let tip, let payerID, let complete):
+                try execute(
+                    SQLiteLedgerStatements.paySharesOfSession,
+                    [
+                        count, amount, tip, complete ? StoredSessionStatus.paid.rawValue : nil,
+                        complete ? payerID : nil,
+                        complete ? now : nil, sid,
+                    ]
+                )
             case .cancelled:
                 try execute(
                     "UPDATE payment_sessions SET status = ?, cancelled_at = ? WHERE id = ?",
                     [StoredSessionStatus.cancelled.rawValue, now, sid]
                 )
+            case .refundsSwept:
+                try execute("UPDATE payment_sessions SET refunds_swept_at = ? WHERE id = ?", [now, sid])
             }
         }
 
@@ -762,13 +788,19 @@ extension SQLiteLedgerBackend {
             try execute("DELETE FROM idempotency_keys WHERE user_id = ? AND key = ?", [userID, key])
         }
 
-        public func record(outcome: SendOutcome, userID: String, key: String, sid: String) async throws {
+        public func record(
+            outcome: SendOutcome,
+            paymentID: String?,
+            userID: String,
+            key: String,
+            sid: String
+        ) async throws {
             let stored = IdempotencyRecord.columns(for: outcome)
             try execute(
                 SQLiteLedgerStatements.recordOutcome,
                 [
                     userID, key, sid, IdempotencyState.done.rawValue, stored.balance, stored.refusalKind,
-                    stored.refusalDetail, now, now,
+                    stored.refusalDetail, now, now, paymentID,
                 ]
             )
         }
@@ -845,6 +877,7 @@ extension SQLiteLedgerBackend {
 extension SessionRow {
     private static let columnNames = [
         "id", "payee_id", "amount_cents", "status", "exp_at", "locked_by", "lock_exp_at", "paid_by", "paid_at",
+        "shares", "shares_paid", "paid_cents", "tip_cents", "refunds_swept_at",
     ]
 
     /// How many columns ``init(_:)`` reads.
@@ -865,7 +898,12 @@ extension SessionRow {
             lockedBy: try row.optional(5),
             lockExpiresAt: try row.optional(6),
             paidBy: try row.optional(7),
-            paidAt: try row.optional(8)
+            paidAt: try row.optional(8),
+            shares: Int(try row(9) as Int64),
+            sharesPaid: Int(try row(10) as Int64),
+            paidCents: try row(11),
+            tip: try row(12),
+            refundsSweptAt: try row.optional(13)
         )
     }
 }
@@ -881,7 +919,7 @@ extension StoredReceipt {
     /// The columns ``init(_:)`` reads, in its order.
     static let columns = "id, kind, session_id, body"
 
-    fileprivate init(_ row: SQLiteColumns) throws {
+    init(_ row: SQLiteColumns) throws {
         self.init(id: try row(0), kind: try row(1), sessionID: try row(2), body: try row(3))
     }
 }

@@ -140,11 +140,12 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             LedgerRoute(.post, "/sessions/create", "createSession") { request, context in
                 let user = try await context.user(for: .createSession)
                 let key = try idempotencyKey(request)
-                let body = try await request.decode(as: AmountRequest.self, context: context)
+                let body = try await request.decode(as: CreateSessionRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
                 let (session, replayed) = try await store.createSession(
                     payeeID: user,
                     amountCents: body.amountCents,
+                    shares: body.shares ?? 1,
                     idempotencyKey: key
                 )
                 return try json(CreateSessionResponse(session), headers: replayHeaders(replayed))
@@ -167,9 +168,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 try limiters.lockPerAddress?.take(clientAddress(request, context))
                 let user = try await context.user(for: .lock)
                 try limiters.lockPerUser?.take(user)
-                let sid = try await sessionID(request, context)
-                try await store.lock(sid: sid, payerID: user)
-                return try json(OKResponse())
+                let body = try await request.decode(as: LockRequest.self, context: context)
+                let sid = try SessionID.validate(body.sid)
+                return try json(LockResponse(try await store.lock(sid: sid, payerID: user, shares: body.shares ?? 1)))
             },
             LedgerRoute(.post, "/sessions/unlock", "unlockSession") { request, context in
                 let user = try await context.user(for: .unlock)
@@ -202,8 +203,14 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 // Before anything is read or stored: a flood of sends costs the store nothing once it is refused here.
                 try limiters.sendPerUser?.take(user)
                 let key = try requiredIdempotencyKey(request, for: "POST /wallet/send")
-                let sid = try await sessionID(request, context)
-                let (outcome, replayed) = try await store.send(sid: sid, payerID: user, idempotencyKey: key)
+                let body = try await request.decode(as: SendRequest.self, context: context)
+                let sid = try SessionID.validate(body.sid)
+                let (outcome, replayed) = try await store.send(
+                    sid: sid,
+                    payerID: user,
+                    idempotencyKey: key,
+                    tipCents: body.tipCents ?? 0
+                )
                 let headers = replayHeaders(replayed)
                 switch outcome {
                 case .paid where replayed: metrics?.payment(outcome: "replayed")
@@ -212,9 +219,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 }
                 switch outcome {
                 case .paid(let balance):
-                    // Read back, so a replay carries the same receipt the first answer did.
-                    let receipt = try await store.receipt(sessionID: sid)
-                    return try json(BalanceResponse(newBalanceCents: balance, receipt: receipt), headers: headers)
+                    // Read back, so a replay carries the same receipt (and payment) the first answer did.
+                    let (receipt, paymentID) = try await store.sentPayment(sid: sid, payerID: user, idempotencyKey: key)
+                    let answer = BalanceResponse(newBalanceCents: balance, receipt: receipt, paymentID: paymentID)
+                    return try json(answer, headers: headers)
                 case .refused(let refusal):
                     var response = Problem(refusal).httpResponse
                     response.headers.append(contentsOf: headers)
@@ -227,13 +235,19 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let user = try await context.user(for: .refund)
                 let key = try requiredIdempotencyKey(request, for: "POST /sessions/{sid}/refunds")
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
-                let body = try await request.decode(as: AmountRequest.self, context: context)
+                let body = try await request.decode(as: RefundRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
                 do {
                     let (refund, replayed) = try await store.refund(
                         sid: sid,
                         payeeID: user,
                         amountCents: body.amountCents,
+                        paymentID: try body.paymentID.map {
+                            try SessionID.validate(
+                                $0,
+                                described: "payment_id must be the id of a payment of this session"
+                            )
+                        },
                         idempotencyKey: key
                     )
                     metrics?.refund(outcome: replayed ? "replayed" : "refunded")

@@ -84,6 +84,7 @@ public enum LedgerServer {
         application.beforeServerStarts { try await migration.run() }
         application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
         application.addServices(SessionChangeRelay(store: store, migration: migration, logger: logger))
+        application.addServices(SharePaymentReturner(store: store, migration: migration, logger: logger))
         return application
     }
 }
@@ -139,6 +140,40 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
 
     private func gracefulShutdown(for duration: Duration) async throws {
         try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+    }
+}
+
+/// Returns the paid shares of split sessions that were cancelled or expired, every second until graceful shutdown
+/// (``LedgerStore/returnDueSharePayments(limit:)``): every server runs it, and each payment is returned once
+/// however many do, so an expired split is refunded within about a second with no request arriving.
+struct SharePaymentReturner<Store: LedgerStore>: Service {
+    let store: Store
+    let migration: Migration
+    let logger: Logger
+    /// How long to wait between sweeps.
+    var interval: Duration = .seconds(1)
+
+    func run() async throws {
+        try await migration.run()
+        // Logged when a failure begins or changes, not every second it lasts (a database outage).
+        var failing: String?
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                let returned = try await store.returnDueSharePayments(limit: 100)
+                if returned > 0 {
+                    logger.info("returned split payments", metadata: ["count": "\(returned)"])
+                }
+                if failing != nil { logger.notice("returning split payments works again") }
+                failing = nil
+            } catch {
+                let description = "\(error)"
+                if description != failing {
+                    logger.warning("returning split payments failed", metadata: ["error": "\(description)"])
+                }
+                failing = description
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+        }
     }
 }
 

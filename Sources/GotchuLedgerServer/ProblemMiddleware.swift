@@ -194,6 +194,9 @@ extension Problem {
             case .payoutNotPending: .payoutNotPending
             case .sessionNotPaid: .sessionNotPaid
             case .refundExceedsPayment: .refundExceedsPayment
+            case .invalidShares: .invalidShares
+            case .invalidTip: .invalidTip
+            case .noFreeShare: .noFreeShare
             case .unavailable: .unavailable
             case .databaseUnavailable: .databaseUnavailable
             case .storageFull: .storageFull

@@ -6,7 +6,7 @@ import GotchuLedger
 extension CreateSessionResponse {
     /// `POST /sessions/create`: the session made (or the one its idempotency key made first).
     package init(_ session: NewSession) {
-        self.init(sid: session.sid, eid: session.eid, expiresAt: session.expiresAt)
+        self.init(sid: session.sid, eid: session.eid, expiresAt: session.expiresAt, shareCents: session.shareCents)
     }
 }
 
@@ -32,7 +32,15 @@ extension PayeeDisplay {
 extension ResolveResponse {
     /// `POST /sessions/resolve`: what the payer confirms.
     package init(_ session: ResolvedSession) {
-        self.init(sid: session.sid, amountCents: session.amount, payeeDisplay: PayeeDisplay(session.payee))
+        self.init(
+            sid: session.sid,
+            amountCents: session.amount,
+            payeeDisplay: PayeeDisplay(session.payee),
+            shares: session.shares,
+            sharesPaid: session.sharesPaid,
+            shareCents: session.shareCents,
+            remainingCents: session.remaining
+        )
     }
 }
 
@@ -46,8 +54,35 @@ extension SessionStatusResponse {
             expiresAt: session.expiresAt,
             paidAt: session.paidAt,
             receipt: session.receipt,
-            refundedCents: session.refunded
+            refundedCents: session.refunded,
+            shares: session.shares,
+            sharesPaid: session.sharesPaid,
+            paidCents: session.paid,
+            tipCents: session.tip,
+            payments: session.payments.map(SharePayment.init)
         )
+    }
+}
+
+extension SharePayment {
+    /// One payment of a split, in `GET /sessions/{sid}`.
+    package init(_ payment: SessionPayment) {
+        self.init(
+            paymentID: payment.id,
+            shareNumbers: payment.shareNumbers,
+            amountCents: payment.amount,
+            tipCents: payment.tip,
+            paidAt: payment.paidAt,
+            refundedCents: payment.refunded,
+            receipt: payment.receipt
+        )
+    }
+}
+
+extension LockResponse {
+    /// `POST /sessions/lock`: what the payer will pay for the shares it holds.
+    package init(_ lock: LockedShares) {
+        self.init(amountCents: lock.amount, shareNumbers: lock.shareNumbers)
     }
 }
 

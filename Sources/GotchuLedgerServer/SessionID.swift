@@ -1,11 +1,15 @@
 import GotchuAPI
 
-/// Session ids as the stores make them: lowercase UUIDs (36 characters).
+/// Session ids (and the ids of split payments) as the stores make them: lowercase UUIDs (36 characters).
 enum SessionID {
     /// Checks a session id from a request before anything looks it up or stores it: a made-up id of another shape
     /// can name no session, so it is refused at the edge (400) rather than answered 404 after a store lookup. A
     /// UUID in capitals names the same session, so it is lowercased.
-    static func validate(_ sid: String) throws(Problem) -> String {
+    /// `described` says what the id should be, for the problem's detail.
+    static func validate(
+        _ sid: String,
+        described: String = "sid must be a session id as create or resolve returned it"
+    ) throws(Problem) -> String {
         let bytes = Array(sid.utf8)
         let hyphens: Set<Int> = [8, 13, 18, 23]
         guard bytes.count == 36,
@@ -16,7 +20,7 @@ enum SessionID {
                     || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
             })
         else {
-            throw Problem(.badRequest, detail: "sid must be a session id as create or resolve returned it (a UUID)")
+            throw Problem(.badRequest, detail: described + " (a UUID)")
         }
         return sid.lowercased()
     }

@@ -10,8 +10,12 @@ public import GotchuCore
 /// for other implementations. This type is the one place that format is written: the server signs with it, the
 /// clients and `gotchu receipt verify` check with it.
 public struct Receipt: Codable, Hashable, Sendable {
-    /// The format's version: the first field of the canonical bytes names it.
+    /// The format's version: the first field of the canonical bytes names it. A receipt that carries shares or a
+    /// tip is of ``splitFormat``.
     public static let format = "gotchu-receipt-v1"
+    /// The format of a payment receipt with shares and a tip: the fields of ``format`` with the tip, the session's
+    /// share count and the shares paid after the amount.
+    public static let splitFormat = "gotchu-receipt-v2"
 
     /// The receipt's id (a UUID).
     public var id: String
@@ -19,8 +23,17 @@ public struct Receipt: Codable, Hashable, Sendable {
     public var kind: ReceiptKind
     /// The payment session it belongs to.
     public var sessionID: String
-    /// The amount that moved, in cents (always positive).
+    /// The amount that moved, in cents (always positive); of a payment with a tip, the amount paid for its shares,
+    /// without the tip.
     public var amountCents: Cents
+    /// The tip paid to the payee on top of ``amountCents`` (its transfer moved both), on payment receipts of the
+    /// split format; `nil` on others.
+    public var tipCents: Cents?
+    /// Into how many shares the session is split, on payment receipts of the split format (1: one payer, with a
+    /// tip); `nil` on others.
+    public var shares: Int?
+    /// The numbers of the shares this payment paid (1 is the first), on payment receipts of the split format.
+    public var shareNumbers: [Int]?
     /// ISO 4217 code of the amount's currency.
     public var currency: String
     /// The payee's user id.
@@ -37,7 +50,8 @@ public struct Receipt: Codable, Hashable, Sendable {
     /// The Ed25519 signature over ``canonicalBytes``, base64url without padding.
     public var signature: String
 
-    /// A receipt (signed, or with an empty signature before ``ReceiptSigner/sign(_:)``).
+    /// A receipt (signed, or with an empty signature before ``ReceiptSigner/sign(_:)``); with `split`, of a payment
+    /// of shares of a split session or with a tip (``splitFormat``).
     public init(
         id: String,
         kind: ReceiptKind,
@@ -49,12 +63,16 @@ public struct Receipt: Codable, Hashable, Sendable {
         entryIDs: [String],
         issuedAtMilliseconds: Int64,
         keyID: String,
-        signature: String = ""
+        signature: String = "",
+        split: (tipCents: Cents, shares: Int, shareNumbers: [Int])? = nil
     ) {
         self.id = id
         self.kind = kind
         self.sessionID = sessionID
         self.amountCents = amountCents
+        self.tipCents = split?.tipCents
+        self.shares = split?.shares
+        self.shareNumbers = split?.shareNumbers
         self.currency = currency
         self.payeeID = payeeID
         self.payerReference = payerReference
@@ -65,8 +83,10 @@ public struct Receipt: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, kind, currency, signature
+        case id, kind, currency, signature, shares
         case sessionID = "sid"
+        case tipCents = "tip_cents"
+        case shareNumbers = "share_numbers"
         case amountCents = "amount_cents"
         case payeeID = "payee_id"
         case payerReference = "payer_ref"
@@ -100,6 +120,9 @@ public struct Receipt: Codable, Hashable, Sendable {
         self.kind = try container.decode(ReceiptKind.self, forKey: .kind)
         self.sessionID = try container.decode(String.self, forKey: .sessionID)
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
+        self.tipCents = container.contains(.tipCents) ? try container.decodeLenientCents(forKey: .tipCents) : nil
+        self.shares = try container.decodeIfPresent(Int.self, forKey: .shares)
+        self.shareNumbers = try container.decodeIfPresent([Int].self, forKey: .shareNumbers)
         self.currency = try container.decode(String.self, forKey: .currency)
         self.payeeID = try container.decode(String.self, forKey: .payeeID)
         self.payerReference = try container.decode(String.self, forKey: .payerReference)
@@ -109,20 +132,28 @@ public struct Receipt: Codable, Hashable, Sendable {
         self.signature = try container.decode(String.self, forKey: .signature)
     }
 
-    /// The bytes the signature covers: the format name, then id, kind, session id, amount, currency, payee id,
-    /// payer reference, the number of entry ids and each entry id, the time and the key id; each field as a
-    /// 4-byte big-endian byte count and its UTF-8 bytes.
+    /// The bytes the signature covers: the format name, then id, kind, session id, amount, (of the split format:
+    /// the tip, the share count, the number of shares paid and each share's number,) currency, payee id, payer
+    /// reference, the number of entry ids and each entry id, the time and the key id; each field as a 4-byte
+    /// big-endian byte count and its UTF-8 bytes.
     public var canonicalBytes: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
+        var split: [String] = []
+        if isSplitFormat {
+            let numbers = shareNumbers ?? []
+            split = [String(tipCents ?? 0), String(shares ?? 0), String(numbers.count)] + numbers.map(String.init)
+        }
         let fields =
-            [
-                Self.format, id, kind.rawValue, sessionID, String(amountCents), currency, payeeID, payerReference,
-                String(entryIDs.count),
-            ] + entryIDs + [String(issuedAtMilliseconds), keyID]
+            [isSplitFormat ? Self.splitFormat : Self.format, id, kind.rawValue, sessionID, String(amountCents)]
+            + split + [currency, payeeID, payerReference, String(entryIDs.count)] + entryIDs
+            + [String(issuedAtMilliseconds), keyID]
         for field in fields { CanonicalField.append(field, to: &bytes) }
         return bytes
     }
+
+    /// Whether the receipt is of ``splitFormat``: it carries a tip, a share count or shares paid.
+    public var isSplitFormat: Bool { tipCents != nil || shares != nil || shareNumbers != nil }
 
     /// The payer reference of receipt `receiptID` paid by `payerID`: base64url (no padding) of
     /// SHA-256 over the canonical fields `gotchu-payer-ref-v1`, the receipt id and the payer id. A payer recomputes
@@ -255,6 +286,20 @@ public struct Receipt: Codable, Hashable, Sendable {
             throw ReceiptError("currency must be three capital letters")
         }
         guard issuedAtMilliseconds >= 0 else { throw ReceiptError("issued_at_ms must not be negative") }
+        if isSplitFormat {
+            guard let tipCents, let shares, let shareNumbers else {
+                throw ReceiptError("a receipt with shares or a tip has all of tip_cents, shares and share_numbers")
+            }
+            guard kind == .payment else { throw ReceiptError("only a payment receipt has shares or a tip") }
+            guard tipCents >= 0, tipCents <= amountCents else {
+                throw ReceiptError("tip_cents must be from 0 to amount_cents")
+            }
+            guard (1...50).contains(shares), (1...shares).contains(shareNumbers.count),
+                shareNumbers.allSatisfy({ (1...shares).contains($0) }), Set(shareNumbers).count == shareNumbers.count
+            else {
+                throw ReceiptError("share_numbers must be distinct shares of the 1 to 50 the session has")
+            }
+        }
     }
 }
 
