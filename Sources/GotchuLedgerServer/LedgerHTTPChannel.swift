@@ -1,6 +1,5 @@
 import Foundation
 import GotchuAPI
-
 import Hummingbird
 import HummingbirdCore
 import Logging
