@@ -325,7 +325,7 @@ enum PostgresLedgerSchema {
             [
                 """
                 ALTER TABLE payment_sessions
-                    ADD COLUMN shares INTEGER NOT NULL DEFAULT 1 CHECK (shares BETWEEN 1 AND 50),
+                    ADD COLUMN shares INTEGER NOT NULL DEFAULT 1 CHECK (shares >= 1 AND shares <= 50),
                     ADD COLUMN shares_paid INTEGER NOT NULL DEFAULT 0,
                     ADD COLUMN paid_cents BIGINT NOT NULL DEFAULT 0,
                     ADD COLUMN tip_cents BIGINT NOT NULL DEFAULT 0,
@@ -339,7 +339,7 @@ enum PostgresLedgerSchema {
                 """
                 CREATE TABLE session_shares (
                     session_id TEXT NOT NULL REFERENCES payment_sessions(id),
-                    share INTEGER NOT NULL CHECK (share BETWEEN 1 AND 50),
+                    share INTEGER NOT NULL CHECK (share >= 1 AND share <= 50),
                     amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
                     locked_by TEXT REFERENCES users(id),
                     lock_exp_at BIGINT,

@@ -523,7 +523,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
         try await read { connection in
             let credit = EntryDirection.credit.rawValue
             let debit = EntryDirection.debit.rawValue
-            // Sessions paid twice count payments only: a session's refunds reference it too.
+            // Sessions paid twice count payments only: a session's refunds reference it too; a split is paid once
+            // per payment its shares record.
             let row = try await connection.rows(
                 """
                 SELECT
@@ -537,8 +538,10 @@ public struct PostgresLedgerBackend: LedgerBackend {
                     OR COUNT(*) FILTER (WHERE direction = \(debit)) != 1
                     OR COUNT(*) FILTER (WHERE direction = \(credit)) != 1
                     OR MIN(amount_cents) != MAX(amount_cents) ORDER BY transfer_id),
-                ARRAY(SELECT ref_id FROM ledger_entries WHERE ref_type = 'session' AND type = 'SEND_P2P'
-                    GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1 ORDER BY ref_id),
+                ARRAY(SELECT e.ref_id FROM ledger_entries e WHERE e.ref_type = 'session' AND e.type = 'SEND_P2P'
+                    GROUP BY e.ref_id HAVING COUNT(DISTINCT e.transfer_id) > GREATEST(1, (
+                        SELECT COUNT(DISTINCT h.payment_id) FROM session_shares h WHERE h.session_id = e.ref_id
+                    )) ORDER BY e.ref_id),
                 (SELECT COUNT(*) FROM ledger_entries)
                 """
             ).first

@@ -305,7 +305,7 @@ enum SQLiteLedgerSchema {
             try db.execute(
                 sql: """
                     ALTER TABLE payment_sessions ADD COLUMN shares INTEGER NOT NULL DEFAULT 1
-                        CHECK (shares BETWEEN 1 AND 50);
+                        CHECK (shares >= 1 AND shares <= 50);
                     ALTER TABLE payment_sessions ADD COLUMN shares_paid INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE payment_sessions ADD COLUMN paid_cents INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE payment_sessions ADD COLUMN tip_cents INTEGER NOT NULL DEFAULT 0;
@@ -315,7 +315,7 @@ enum SQLiteLedgerSchema {
                         WHERE shares_paid > 0 AND status <> 'PAID' AND refunds_swept_at IS NULL;
                     CREATE TABLE session_shares (
                         session_id TEXT NOT NULL REFERENCES payment_sessions(id),
-                        share INTEGER NOT NULL CHECK (share BETWEEN 1 AND 50),
+                        share INTEGER NOT NULL CHECK (share >= 1 AND share <= 50),
                         amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
                         locked_by TEXT REFERENCES users(id),
                         lock_exp_at INTEGER,

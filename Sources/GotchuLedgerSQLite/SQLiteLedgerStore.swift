@@ -337,12 +337,15 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                         """,
                     arguments: [EntryDirection.debit.rawValue, EntryDirection.credit.rawValue]
                 ),
-                // Payments only: a session's refunds reference it too.
+                // Payments only: a session's refunds reference it too. A split is paid once per payment its
+                // shares record.
                 sessionsPaidTwice: try String.fetchAll(
                     cached: db,
                     sql: """
-                        SELECT ref_id FROM ledger_entries WHERE ref_type = 'session' AND type = 'SEND_P2P'
-                        GROUP BY ref_id HAVING COUNT(DISTINCT transfer_id) > 1
+                        SELECT e.ref_id FROM ledger_entries e WHERE e.ref_type = 'session' AND e.type = 'SEND_P2P'
+                        GROUP BY e.ref_id HAVING COUNT(DISTINCT e.transfer_id) > MAX(1, (
+                            SELECT COUNT(DISTINCT h.payment_id) FROM session_shares h WHERE h.session_id = e.ref_id
+                        ))
                         """
                 ),
                 entryCount: try Int.fetchOne(cached: db, sql: "SELECT COUNT(*) FROM ledger_entries") ?? 0

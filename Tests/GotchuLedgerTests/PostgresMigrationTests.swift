@@ -41,6 +41,7 @@ struct PostgresMigrationTests {
                         "v11: health checks",
                         "v12: access token revocation",
                         "v13: email confirmation",
+                        "v14: splits and tips",
                     ] && Set(migrations).count == migrations.count
                 )
                 // The four made one receipt key between them.

@@ -89,7 +89,7 @@ struct SchemaParityTests {
             Set(sqlite.map(\.table)) == [
                 "admin_audit", "api_keys", "idempotency_keys", "ledger_chain", "ledger_entries", "payment_sessions",
                 "receipt_keys", "receipts", "refresh_tokens", "session_eids", "user_identities", "users",
-                "wallet_accounts", "deposits", "payouts", "refunds",
+                "wallet_accounts", "deposits", "payouts", "refunds", "session_shares",
                 "email_confirmations", "health_checks",
             ]
         )
