@@ -187,6 +187,22 @@ public struct Receiver: Sendable {
         return status
     }
 
+    /// A split session's status once past its expiry and grace, when shares were paid: the ledger expires it and
+    /// refunds its payments within seconds of its expiry, so its status is read a few times at most (about 10 s)
+    /// until it has ended; the last status read (`nil` if none could be).
+    private func lastWord(_ sid: String) async -> SessionStatusResponse? {
+        var last: SessionStatusResponse?
+        for read in 0..<20 {
+            if read > 0 { try? await radio.sleep(for: .milliseconds(500)) }
+            // A Ctrl-C meanwhile is the flow's to act on (the session may still be live): it is not held up here.
+            if Task.isCancelled { break }
+            guard let status = try? await ledger.session(sid: sid) else { continue }
+            last = status
+            if !status.status.isLive { break }
+        }
+        return last
+    }
+
     /// The figures of a session's status the receiver's flow keeps.
     static func payments(of status: SessionStatusResponse) -> SessionPayments {
         SessionPayments(
@@ -365,34 +381,40 @@ public struct Receiver: Sendable {
             )
         )
         var step = policy.first
+        var askedLastWord = false
         while !Task.isCancelled {
             var outcome: StatusWatch.Outcome
             var status: SessionStatusResponse?
-            switch step {
-            case .awaitChange(let timeout):
-                // The machine's local expiry check needs a word by expiry and its grace, stream or not.
-                let untilTick = session.expiresAt + options.flow.expiryGrace - (await radio.now())
-                let failure: String?
-                (outcome, status, failure) = await nextStatus(
-                    session.sessionID,
-                    after: known,
-                    sharesPaid: session.shares > 1 ? knownSharesPaid : nil,
-                    timeout: min(timeout, untilTick)
-                )
-                if let failure, outcome == .streamFailed, !Task.isCancelled {
-                    progress(.ledgerUnreachable("the session's event stream failed: \(failure)"))
-                }
-            case .read(let delay):
-                if delay > .zero {
-                    do { try await Task.sleep(for: delay) } catch { return .cancel }
-                }
-                do {
-                    status = try await ledger.session(sid: session.sessionID)
-                    outcome = .read
-                } catch {
-                    if Task.isCancelled { return .cancel }
-                    progress(.ledgerUnreachable("\(error)"))
-                    outcome = .readFailed
+            if askedLastWord {
+                status = await lastWord(session.sessionID)
+                outcome = status == nil ? .readFailed : .read
+            } else {
+                switch step {
+                case .awaitChange(let timeout):
+                    // The machine's local expiry check needs a word by expiry and its grace, stream or not.
+                    let untilTick = session.expiresAt + options.flow.expiryGrace - (await radio.now())
+                    let failure: String?
+                    (outcome, status, failure) = await nextStatus(
+                        session.sessionID,
+                        after: known,
+                        sharesPaid: session.shares > 1 ? knownSharesPaid : nil,
+                        timeout: min(timeout, untilTick)
+                    )
+                    if let failure, outcome == .streamFailed, !Task.isCancelled {
+                        progress(.ledgerUnreachable("the session's event stream failed: \(failure)"))
+                    }
+                case .read(let delay):
+                    if delay > .zero {
+                        do { try await Task.sleep(for: delay) } catch { return .cancel }
+                    }
+                    do {
+                        status = try await ledger.session(sid: session.sessionID)
+                        outcome = .read
+                    } catch {
+                        if Task.isCancelled { return .cancel }
+                        progress(.ledgerUnreachable("\(error)"))
+                        outcome = .readFailed
+                    }
                 }
             }
             if var current = status {
@@ -452,7 +474,12 @@ public struct Receiver: Sendable {
                 await FaultInjection.holdIfRequested(at: .holdWatching) { await Self.untilCancelled() }
             }
             // The ledger judges expiry; past the grace period the machine ends the session even without its word.
-            if await radio.now() >= session.expiresAt + options.flow.expiryGrace { return .tick }
+            if await radio.now() >= session.expiresAt + options.flow.expiryGrace {
+                // A split with shares paid has refunds to report: the ledger's last word is waited for, once.
+                guard !askedLastWord, session.shares > 1, (knownSharesPaid ?? 0) > 0 else { return .tick }
+                askedLastWord = true
+                continue
+            }
             step = policy.next(after: outcome)
         }
         return .cancel
