@@ -10,8 +10,8 @@ struct RefundCommand: AsyncParsableCommand {
         commandName: "refund",
         abstract: "Return money of one of your paid sessions to its payer.",
         discussion: """
-            Refunds --amount of session SID (by default whatever of the amount paid is not refunded yet). Several \
-            partial refunds may follow each other; together they never exceed the amount paid. "refunded" is \
+            Refunds --amount of session SID (by default whatever was paid, a tip included, that is not refunded \
+            yet). Several partial refunds may follow each other; together they never exceed what was paid. "refunded" is \
             printed only once the ledger's signed receipt of the refund verifies against its receipt keys (pinned \
             for the server at first contact, or --receipt-keys FILE). Retrying with the same --idempotency-key \
             after a lost answer refunds once.
@@ -101,7 +101,7 @@ struct RefundCommand: AsyncParsableCommand {
                 guard status.status == .paid else {
                     throw CLIError("session \(sid) is \(status.status.rawValue); only a paid session can be refunded")
                 }
-                cents = status.amountCents - status.refundedCents
+                cents = status.paidCents + status.tipCents - status.refundedCents
                 guard cents > 0 else {
                     throw CLIError(
                         "session \(sid) is refunded in full already (\(Money.format(status.refundedCents)))"
