@@ -15,7 +15,7 @@ struct GotchuBench: AsyncParsableCommand {
             """,
         subcommands: [
             BenchLedgerCommand.self, BenchLoginCommand.self, BenchAuthCommand.self, BenchDBusCommand.self,
-            BenchNotifyCommand.self, BenchReceiptsCommand.self, BenchVerifyCommand.self,
+            BenchNotifyCommand.self, BenchReceiptsCommand.self, BenchVerifyCommand.self, BenchSplitsCommand.self,
         ]
     )
 }
