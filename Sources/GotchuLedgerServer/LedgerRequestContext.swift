@@ -55,7 +55,14 @@ public struct LedgerRequestContext: AuthRequestContext, RequestContext {
     /// The user `action` is done as: the principal of the request's credentials, if it may do `action` (401 for
     /// missing or invalid credentials, 403 for a key without the scope).
     func user(for action: LedgerAction) async throws -> String {
-        try await principal().user(for: action)
+        try Self.user(of: try await principal(), for: action).get()
+    }
+
+    /// The typed-throws call outside the async function: Swift 6.3's optimizer crashes (signal 11) on
+    /// `try await principal().user(for:)` in a release build.
+    @inline(never)
+    private static func user(of principal: LedgerPrincipal, for action: LedgerAction) -> Result<String, LedgerError> {
+        Result { () throws(LedgerError) -> String in try principal.user(for: action) }
     }
 }
 
