@@ -137,12 +137,21 @@ extension LedgerEngine {
 
     /// Returns the payments of every split session that is cancelled or expired and still owed its refunds, up to
     /// `limit` sessions; returns how many payments it refunded. Every server runs it every second.
+    ///
+    /// A session that cannot be returned now (its payee's balance is short) does not hold back the others: each is
+    /// tried, and the first failure is thrown once all were.
     public func returnDueSharePayments(limit: Int = 100) async throws -> Int {
         let now = try await backend.now()
         var refunded = 0
+        var failure: (any Error)?
         for sid in try await backend.sessionsOwedRefunds(now: now, limit: limit) {
-            refunded += try await returnSharePayments(sid: sid)
+            do {
+                refunded += try await returnSharePayments(sid: sid)
+            } catch {
+                failure = failure ?? error
+            }
         }
+        if let failure { throw failure }
         return refunded
     }
 
