@@ -42,12 +42,12 @@ extension LedgerModel {
     func payoutID(_ user: Int, key: String) -> String? { moneyInOut.payoutKeys["\(user)/\(key)"] }
 
     /// A payout request: the first answer again for the same key and amount; a refusal stores nothing. The money the
-    /// user's live locks count on stays.
+    /// user's live locks (on sessions and on shares) count on stays.
     func requestPayout(_ user: Int, _ amount: Cents, key: String) -> Expected {
         if let id = payoutID(user, key: key), let earlier = moneyInOut.payouts[id] {
             return earlier.amount == amount ? .ok(earlier.balanceAfter) : .refused(.idempotencyKeyReused)
         }
-        let held = sessions.values.filter { holder($0) == user }.reduce(0) { $0 + $1.amount }
+        let held = locksHeld(by: user, excluding: "").amount
         return balances[user] < held + amount ? .refused(.insufficientFunds) : .ok(balances[user] - amount)
     }
 

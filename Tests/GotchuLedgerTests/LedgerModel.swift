@@ -15,7 +15,18 @@ struct LedgerModel {
         var paidBy: Int?
         var cancelled = false
         var lock: (payer: Int, until: Int64)?
+        /// Refunded so far, by hand or (a split's payments) automatically, tips included.
         var refunded: Cents = 0
+        /// The tip paid with a session of one share.
+        var tip: Cents = 0
+        /// The shares of a split, the first first; empty for a session of one share (LedgerModel+Splits.swift).
+        var shares: [Share] = []
+        /// A split's payments, in the order they were made.
+        var payments: [SharePayment] = []
+        /// Whether every payment of a cancelled or expired split was returned (the store's `refunds_swept_at`).
+        var swept = false
+
+        var isSplit: Bool { !shares.isEmpty }
     }
 
     enum Key {
@@ -44,7 +55,11 @@ struct LedgerModel {
     var keys: [String: Key] = [:]  // "user/key"
     /// Deposits and payouts (LedgerModel+MoneyInOut.swift).
     var moneyInOut = MoneyInOutModel()
-    var refundKeys: [String: (sid: String, amount: Cents, total: Cents)] = [:]  // "user/key"
+    var refundKeys: [String: (sid: String, amount: Cents, paymentID: String?, total: Cents)] = [:]  // "user/key"
+    /// The shares the last successful lock took.
+    var lastLockedShares: [Int] = []
+    /// The split payment the last send made (its session and index), to be named by the store's id.
+    var lastPayment: (sid: String, index: Int)?
 
     init(users: Int, policy: LedgerPolicy, now: Int64) {
         self.policy = policy
@@ -52,7 +67,7 @@ struct LedgerModel {
         self.balances = Array(repeating: 0, count: users)
     }
 
-    private var lockLifetime: Int64 { milliseconds(policy.lockLifetime) }
+    var lockLifetime: Int64 { milliseconds(policy.lockLifetime) }
     private var inFlightTimeout: Int64 { milliseconds(policy.inFlightTimeout) }
 
     func milliseconds(_ duration: Duration) -> Int64 {
@@ -82,6 +97,8 @@ struct LedgerModel {
         if session.paidBy != nil { return .paid }
         if session.cancelled { return .cancelled }
         if isExpired(session) { return .expired }
+        // A split is never locked as a whole: its shares are.
+        if session.isSplit { return sharesPaid(session) > 0 ? .partiallyPaid : .advertising }
         return holder(session) == nil ? .advertising : .locked
     }
 
@@ -90,14 +107,18 @@ struct LedgerModel {
         return .ok(balances[user])
     }
 
-    mutating func created(_ session: NewSession, payee: Int, amount: Cents) {
-        sessions[session.sid] = Session(
+    mutating func created(_ session: NewSession, payee: Int, amount: Cents, shares: Int = 1) {
+        var new = Session(
             sid: session.sid,
             eid: session.eid,
             payee: payee,
             amount: amount,
             expiresAt: now + milliseconds(policy.sessionLifetime)
         )
+        if shares > 1 {
+            new.shares = Self.shareAmounts(amount, shares).enumerated().map { Share(number: $0 + 1, amount: $1) }
+        }
+        sessions[session.sid] = new
     }
 
     func resolve(_ sid: String) -> Expected {
@@ -106,25 +127,73 @@ struct LedgerModel {
         return .ok(session.amount)
     }
 
-    mutating func lock(_ sid: String, by payer: Int) -> Expected {
+    /// A lock of `count` shares (of a session of one share: the session, `count` 1 only); answers what the payer
+    /// will pay for what it took, and ``lastLockedShares`` says which shares.
+    mutating func lock(_ sid: String, by payer: Int, shares count: Int = 1) -> Expected {
+        lastLockedShares = []
+        if !(1...50).contains(count) { return .refused(.invalidShares) }
         var session = sessions[sid]!
-        if session.payee == payer { return .refused(.ownSession) }
-        if let kind = closed(session) { return .refused(kind) }
-        if let holder = holder(session), holder != payer { return .refused(.sessionLocked) }
-        let held = sessions.values.filter { $0.sid != sid && holder($0) == payer }
+        var take: [Int] = [1]
+        var release: [Int] = []
+        var amount = session.amount
+        if session.isSplit {
+            if session.payee == payer { return .refused(.ownSession) }
+            if let kind = closed(session) { return .refused(kind) }
+            let free = session.shares.filter { $0.payment == nil && (shareHolder($0) ?? payer) == payer }
+            if free.isEmpty || count > free.count { return .refused(.noFreeShare) }
+            take = free.prefix(count).map(\.number)
+            release = free.dropFirst(count).filter { shareHolder($0) == payer }.map(\.number)
+            amount = free.prefix(count).reduce(0) { $0 + $1.amount }
+        } else {
+            if count != 1 { return .refused(.noFreeShare) }
+            if session.payee == payer { return .refused(.ownSession) }
+            if let kind = closed(session) { return .refused(kind) }
+            if let holder = holder(session), holder != payer { return .refused(.sessionLocked) }
+        }
+        let held = locksHeld(by: payer, excluding: sid)
         if held.count >= policy.maximumLocksPerPayer { return .refused(.lockLimitReached) }
-        // The balance covers this session and every other one the payer holds locked.
-        let claimed = held.reduce(0) { $0 + $1.amount }
-        if balances[payer] < claimed + session.amount { return .refused(.insufficientFunds) }
-        session.lock = (payer, min(now + lockLifetime, session.expiresAt))
+        // The balance covers what this lock takes and every other lock the payer holds.
+        if balances[payer] < held.amount + amount { return .refused(.insufficientFunds) }
+        let until = min(now + lockLifetime, session.expiresAt)
+        if session.isSplit {
+            for number in release { session.shares[number - 1].until = now }
+            for number in take {
+                session.shares[number - 1].lockedBy = payer
+                session.shares[number - 1].until = until
+            }
+        } else {
+            session.lock = (payer, until)
+        }
         sessions[sid] = session
-        return .ok(nil)
+        lastLockedShares = take
+        return .ok(amount)
+    }
+
+    /// The live locks `payer` holds on sessions other than `sid` and on shares of other live splits: each share
+    /// counts as a lock of its own, as the stores count them.
+    func locksHeld(by payer: Int, excluding sid: String) -> (count: Int, amount: Cents) {
+        var count = 0
+        var amount: Cents = 0
+        for session in sessions.values where session.sid != sid {
+            if session.isSplit {
+                guard session.paidBy == nil, !session.cancelled, now < session.expiresAt else { continue }
+                for share in session.shares where shareHolder(share) == payer {
+                    count += 1
+                    amount += share.amount
+                }
+            } else if holder(session) == payer {
+                count += 1
+                amount += session.amount
+            }
+        }
+        return (count, amount)
     }
 
     /// The holder releases its lock; its last holder (or the payer of a paid session) is answered ok when no lock
     /// is left; another payer's live lock is left alone.
     mutating func unlock(_ sid: String, by payer: Int) -> Expected {
         var session = sessions[sid]!
+        if session.isSplit { return unlockShares(sid, by: payer) }
         switch holder(session) {
         case payer?:
             session.lock = (payer, now)
@@ -138,7 +207,7 @@ struct LedgerModel {
     }
 
     /// A send with `key`: the idempotency layer first, then the payment.
-    mutating func send(_ sid: String, by payer: Int, key: String) -> Expected {
+    mutating func send(_ sid: String, by payer: Int, key: String, tip: Cents = 0) -> Expected {
         let scoped = "\(payer)/\(key)"
         switch keys[scoped] {
         case .done(let first, let outcome):
@@ -149,7 +218,7 @@ struct LedgerModel {
         case nil:
             break
         }
-        let outcome = pay(sid, by: payer)
+        let outcome = pay(sid, by: payer, tip: tip)
         // Refusals the payer can remedy (a fresh lock, another payer's lock lapsing) release the key instead.
         keys[scoped] = Self.isRecorded(outcome) ? .done(sid: sid, outcome: outcome) : nil
         return outcome
@@ -169,8 +238,10 @@ struct LedgerModel {
         keys["\(payer)/\(key)"] = .inFlight(sid: sid, since: now)
     }
 
-    private mutating func pay(_ sid: String, by payer: Int) -> Expected {
+    private mutating func pay(_ sid: String, by payer: Int, tip: Cents) -> Expected {
+        lastPayment = nil
         var session = sessions[sid]!
+        if session.isSplit { return payShares(sid, by: payer, tip: tip) }
         if session.payee == payer { return .refused(.ownSession) }
         if let kind = closed(session) { return .refused(kind) }
         switch holder(session) {
@@ -178,29 +249,40 @@ struct LedgerModel {
         case nil: return .refused(.lockRequired)
         case _?: return .refused(.sessionLocked)
         }
-        if balances[payer] < session.amount { return .refused(.insufficientFunds) }
-        balances[payer] -= session.amount
-        balances[session.payee] += session.amount
+        if tip < 0 || tip > session.amount { return .refused(.invalidTip) }
+        if balances[payer] < session.amount + tip { return .refused(.insufficientFunds) }
+        balances[payer] -= session.amount + tip
+        balances[session.payee] += session.amount + tip
         session.paidBy = payer
+        session.tip = tip
         session.lock = nil
         sessions[sid] = session
         return .ok(balances[payer])
     }
 
+    /// A cancel by `user`: a split with shares paid returns them at once, each payment while the payee's balance
+    /// covers it (the rest wait for the sweep).
     mutating func cancel(_ sid: String, by user: Int) -> Expected {
         var session = sessions[sid]!
         if session.payee != user { return .refused(.forbidden) }
-        if session.cancelled { return .ok(nil) }
+        if session.cancelled {
+            if sharesPaid(session) > 0 { _ = returnPayments(sid) }
+            return .ok(nil)
+        }
         if let kind = closed(session) { return .refused(kind) }
         session.cancelled = true
         sessions[sid] = session
+        if sharesPaid(session) > 0 { _ = returnPayments(sid) }
         return .ok(nil)
     }
 
     /// The status `viewer` sees, or session-not-found when the session is not theirs to see.
     func view(_ sid: String, by viewer: Int) -> Result<SessionStatus, Problem> {
         let session = sessions[sid]!
-        guard [session.payee, holder(session), session.paidBy].contains(viewer) else {
+        let payers = session.shares.map { share in
+            share.payment.map { session.payments[$0].payer } ?? shareHolder(share)
+        }
+        guard ([session.payee, holder(session), session.paidBy] + payers).contains(viewer) else {
             return .failure(Problem(.sessionNotFound))
         }
         return .success(status(session))
@@ -212,21 +294,42 @@ struct LedgerModel {
 extension LedgerModel {
     /// A refund of `amount` by `user` under `key`: a replay of the same request, a refusal, or the money back to the
     /// payer; answers the session's refunded total. Refusals are not kept under the key.
-    mutating func refund(_ sid: String, by user: Int, amount: Cents, key: String) -> Expected {
+    mutating func refund(
+        _ sid: String,
+        by user: Int,
+        amount: Cents,
+        paymentID: String? = nil,
+        key: String
+    ) -> Expected {
         let scoped = "\(user)/\(key)"
         if let earlier = refundKeys[scoped] {
-            return earlier.sid == sid && earlier.amount == amount ? .ok(earlier.total) : .refused(.idempotencyKeyReused)
+            return earlier.sid == sid && earlier.amount == amount && earlier.paymentID == paymentID
+                ? .ok(earlier.total) : .refused(.idempotencyKeyReused)
         }
         var session = sessions[sid]!
         if session.payee != user { return .refused(.forbidden) }
-        guard let payer = session.paidBy else { return .refused(.sessionNotPaid) }
-        if session.refunded + amount > session.amount { return .refused(.refundExceedsPayment) }
+        guard var payer = session.paidBy else { return .refused(.sessionNotPaid) }
+        var payment: Int?
+        if session.isSplit {
+            guard let paymentID else { return .refused(.badRequest) }
+            guard let index = session.payments.firstIndex(where: { $0.id == paymentID }) else {
+                return .refused(.notFound)
+            }
+            let paid = session.payments[index]
+            if amount > paid.amount + paid.tip - paid.refunded { return .refused(.refundExceedsPayment) }
+            payer = paid.payer
+            payment = index
+        } else if paymentID != nil {
+            return .refused(.badRequest)
+        }
+        if session.refunded + amount > session.amount + paidTips(session) { return .refused(.refundExceedsPayment) }
         if balances[user] < amount { return .refused(.insufficientFunds) }
         balances[user] -= amount
         balances[payer] += amount
         session.refunded += amount
+        if let payment { session.payments[payment].refunded += amount }
         sessions[sid] = session
-        refundKeys[scoped] = (sid, amount, session.refunded)
+        refundKeys[scoped] = (sid, amount, paymentID, session.refunded)
         return .ok(session.refunded)
     }
 }

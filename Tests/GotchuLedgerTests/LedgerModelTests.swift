@@ -31,17 +31,33 @@ struct LedgerModelTests {
         return (0..<10).map { _ in (UInt64.random(in: 0...UInt64(Int64.max), using: &generator), steps) }
     }
 
+    /// Outcomes the ten default runs must each have met at least once between them, so a generator that drifts
+    /// away from splits, tips and refunds is noticed rather than passing on easy paths.
+    static let expectedOutcomes = [
+        "create refused(invalid-shares)", "lock ok (split)", "lock refused(no-free-share)",
+        "lock refused(invalid-shares)", "send ok (share)", "send ok (last share)", "send ok (tip)",
+        "send refused(invalid-tip)", "send refused(lock-required)", "cancel returned payments",
+        "sweep returned payments", "refund ok (payment)", "refund refused(bad-request)", "refund refused(not-found)",
+        "refund refused(refund-exceeds-payment)", "race matched", "view ok (split)",
+    ]
+
     @Test("10,000 random operations match the oracle; invariants hold after every step", arguments: StoreKind.available)
     func randomOperations(store kind: StoreKind) async throws {
+        var seen: [String: Int] = [:]
         for run in Self.runs {
             do {
-                try await Self.run(kind, seed: run.seed, steps: run.steps)
+                seen.merge(try await Self.run(kind, seed: run.seed, steps: run.steps)) { $0 + $1 }
             } catch let failure as ModelFailure {
                 Issue.record(
                     "\(kind) seed \(run.seed), step \(failure.step): \(failure.message)\nreplay: GOTCHU_MODEL_SEED=\(run.seed) swift test --filter LedgerModelTests"
                 )
                 return
             }
+        }
+        if Self.runs.count == 10 && Self.runs.allSatisfy({ $0.steps >= 1_000 }) {
+            let missing = Self.expectedOutcomes.filter { seen[$0, default: 0] == 0 }
+            print("SEEN \(kind) \(Self.expectedOutcomes.map { "\($0)=\(seen[$0, default: 0])" })")
+            #expect(missing.isEmpty, "never met: \(missing); met: \(seen.sorted { $0.key < $1.key })")
         }
     }
 
@@ -50,9 +66,10 @@ struct LedgerModelTests {
         var message: String
     }
 
-    static func run(_ kind: StoreKind, seed: UInt64, steps: Int) async throws {
+    /// One run; returns how often it met each outcome.
+    static func run(_ kind: StoreKind, seed: UInt64, steps: Int) async throws -> [String: Int] {
         let clock = ManualClock()
-        try await TestStore.with(kind, clock: clock) { store, database, services in
+        return try await TestStore.with(kind, clock: clock) { store, database, services in
             try await withServices(services) {
                 try await store.migrate()
                 var driver = try await Driver(store: store, database: database, clock: clock, seed: seed)
@@ -69,6 +86,7 @@ struct LedgerModelTests {
                         throw ModelFailure(step: step, message: failure.message + "\nlast operations:\n" + driver.trace)
                     }
                 }
+                return driver.seen
             }
         }
     }
@@ -90,6 +108,12 @@ struct Driver {
     var keyCounter = 0
     var recent: [String] = []
     let balances: BalanceReader
+    /// The sessions the current step touched: their status is checked against the model after it.
+    var touched: Set<String> = []
+    /// How often each outcome was met ("send refused(invalid-tip)", "sweep returned payments").
+    var seen: [String: Int] = [:]
+
+    mutating func saw(_ outcome: String) { seen[outcome, default: 0] += 1 }
 
     /// Reads the wallet rows under the store, so the check does not trust the store's own answers.
     enum BalanceReader {
@@ -173,7 +197,8 @@ struct Driver {
     }
 
     mutating func step() async throws {
-        let roll = Int.random(in: 0..<100, using: &random)
+        touched = []
+        let roll = Int.random(in: 0..<108, using: &random)
         switch roll {
         case 0..<8:
             let user = user()
@@ -182,34 +207,29 @@ struct Driver {
             let balance = try await store.fund(userID: users[user].id, amountCents: amount)
             try expect(.ok(balance), model.fund(user, amount), "fund")
         case 8..<22:
-            let payee = user()
-            let amount = Cents.random(in: 1...3_000, using: &random)
-            note("create u\(payee) \(amount)")
-            let (response, _) = try await store.createSession(
-                payeeID: users[payee].id,
-                amountCents: amount,
-                idempotencyKey: nil
-            )
-            model.created(response, payee: payee, amount: amount)
-            sids.append(response.sid)
+            try await create()
         case 22..<28:
             guard let sid = session() else { return }
             note("resolve \(sid.prefix(8))")
             let eid = model.sessions[sid]!.eid
-            let actual = await outcome { Cents?.some(try await store.resolve(eid: eid).amount) }
+            var resolved: ResolvedSession?
+            let actual = await outcome {
+                resolved = try await store.resolve(eid: eid)
+                return resolved?.amount
+            }
             try expect(actual, model.resolve(sid), "resolve")
+            if let resolved {
+                let expected = model.resolvedShares(sid)
+                let got = (resolved.shares, resolved.sharesPaid, resolved.shareCents, resolved.remaining)
+                guard got == expected else { throw DriverFailure(message: "resolve: store \(got), model \(expected)") }
+            }
         case 28..<41:
             guard let sid = session() else { return }
-            let payer = user()
-            note("lock \(sid.prefix(8)) by u\(payer)")
-            let actual = await outcome { () -> Cents? in
-                try await store.lock(sid: sid, payerID: users[payer].id)
-                return nil
-            }
-            try expect(actual, model.lock(sid, by: payer), "lock")
+            try await lock(sid, by: user(), shares: shareCount(for: sid))
         case 41..<44:
             guard let sid = lockedSession() ?? session() else { return }
-            let holder = model.sessions[sid]!.lock?.payer
+            touched.insert(sid)
+            let holder = lockHolder(sid)
             let payer = Int.random(in: 0..<4, using: &random) == 0 ? user() : holder ?? user()
             note("unlock \(sid.prefix(8)) by u\(payer)")
             let actual = await outcome { () -> Cents? in
@@ -219,9 +239,9 @@ struct Driver {
             try expect(actual, model.unlock(sid, by: payer), "unlock")
         case 44..<62:
             guard let sid = lockedSession() ?? session() else { return }
-            let payer = model.sessions[sid]!.lock?.payer ?? user()
+            let payer = lockHolder(sid) ?? user()
             let key = freshKey()
-            try await send(sid, by: payer, key: key)
+            try await send(sid, by: payer, key: key, tip: tip(sid, by: payer))
         case 62..<68:
             // Retry with a key used before: the same session replays, another session is refused.
             let payer = user()
@@ -235,7 +255,7 @@ struct Driver {
         case 75..<78:
             // A server admits the key and dies before paying.
             guard let sid = lockedSession() ?? session() else { return }
-            let payer = model.sessions[sid]!.lock?.payer ?? user()
+            let payer = lockHolder(sid) ?? user()
             let key = freshKey()
             note("admit only \(sid.prefix(8)) by u\(payer) key \(key)")
             guard let admitting = store as? any SendAdmitting else {
@@ -245,16 +265,26 @@ struct Driver {
             guard admission == .proceed else { throw DriverFailure(message: "new key not admitted: \(admission)") }
             model.admitOnly(sid, by: payer, key: key)
         case 78..<83:
-            guard let sid = session() else { return }
+            // Often a split with shares paid: its cancel returns them.
+            let partlyPaid = sids.filter { model.status(model.sessions[$0]!) == .partiallyPaid }
+            let pickPartlyPaid = !partlyPaid.isEmpty && Bool.random(using: &random)
+            guard
+                let sid = pickPartlyPaid
+                    ? partlyPaid[Int.random(in: 0..<partlyPaid.count, using: &random)] : session()
+            else { return }
             let by = Int.random(in: 0..<3, using: &random) == 0 ? user() : model.sessions[sid]!.payee
             note("cancel \(sid.prefix(8)) by u\(by)")
+            touched.insert(sid)
             let actual = await outcome { () -> Cents? in
                 try await store.cancel(sid: sid, payeeID: users[by].id)
                 return nil
             }
+            let refunded = model.sessions[sid]!.refunded
             try expect(actual, model.cancel(sid, by: by), "cancel")
+            if model.sessions[sid]!.refunded > refunded { saw("cancel returned payments") }
         case 83..<88:
             guard let sid = session() else { return }
+            touched.insert(sid)
             let viewer = user()
             note("view \(sid.prefix(8)) by u\(viewer)")
             let expected = model.view(sid, by: viewer)
@@ -262,6 +292,18 @@ struct Driver {
                 let response = try await store.session(sid: sid, viewerID: users[viewer].id)
                 guard case .success(let status) = expected, status == response.status else {
                     throw DriverFailure(message: "view: store \(response.status), model \(expected)")
+                }
+                // The payee sees every payment of a split, a payer its own.
+                let session = model.sessions[sid]!
+                let visible = model.orderedPayments(session).map { session.payments[$0] }.filter {
+                    viewer == session.payee || $0.payer == viewer
+                }
+                if session.isSplit { saw("view ok (split)") }
+                guard response.payments.map(\.id) == visible.map(\.id) else {
+                    throw DriverFailure(
+                        message:
+                            "view by u\(viewer): payments \(response.payments.map(\.id)), model \(visible.map(\.id))"
+                    )
                 }
             } catch let refusal as LedgerError {
                 guard case .failure(let modelProblem) = expected, modelProblem.kind == Problem(refusal).kind else {
@@ -273,9 +315,16 @@ struct Driver {
             try await moneyInOutStep()
         case 92..<95:
             try await refund()
+        case 100..<104:
+            // The sweep every server runs each second (LedgerModelTests+Splits.swift).
+            try await sweep()
+        case 104..<108:
+            try await race()
         default:
             // Time: mostly small steps, sometimes exactly onto or past a lock's lapse, the in-flight timeout or a
             // session's expiry (the boundaries are where off-by-one mistakes hide).
+            let model = self.model
+            let partlyPaid = sids.lazy.map { model.sessions[$0]! }.first { model.status($0) == .partiallyPaid }
             let seconds: Double =
                 switch Int.random(in: 0..<20, using: &random) {
                 case 0: 30
@@ -283,34 +332,39 @@ struct Driver {
                 case 2: 60
                 case 3: Bool.random(using: &random) ? 300 : 301
                 case 4: 0.001
+                case 5, 6:
+                    // Exactly onto the expiry of a split with shares paid: its payments are owed back from then.
+                    partlyPaid.map { Double($0.expiresAt - model.now) / 1000 } ?? 0.5
                 default: Double(Int.random(in: 0...3_000, using: &random)) / 1000
                 }
             note("advance \(seconds) s")
             clock.advance(seconds: seconds)
-            model.now = Self.milliseconds(clock.now())
+            self.model.now = Self.milliseconds(clock.now())
         }
     }
 
     /// A session someone holds a lock on, preferably; payments on those are the interesting ones.
     private mutating func lockedSession() -> String? {
-        let locked = sids.filter { model.holder(model.sessions[$0]!) != nil }
+        let locked = sids.filter { lockHolder($0) != nil }
         guard !locked.isEmpty, Int.random(in: 0..<4, using: &random) != 0 else { return nil }
         return locked[Int.random(in: 0..<locked.count, using: &random)]
     }
 
-    private mutating func send(_ sid: String, by payer: Int, key: String) async throws {
-        note("send \(sid.prefix(8)) by u\(payer) key \(key)")
+    private mutating func send(_ sid: String, by payer: Int, key: String, tip: Cents = 0) async throws {
+        note("send \(sid.prefix(8)) by u\(payer) key \(key) tip \(tip)")
+        touched.insert(sid)
         let actual = await outcome {
-            try await paid(store.send(sid: sid, payerID: users[payer].id, idempotencyKey: key).0)
+            try await paid(store.send(sid: sid, payerID: users[payer].id, idempotencyKey: key, tipCents: tip).0)
         }
-        try expect(actual, model.send(sid, by: payer, key: key), "send")
+        try expect(actual, model.send(sid, by: payer, key: key, tip: tip), "send")
+        try await nameLastPayment(payer: payer, key: key)
     }
 
     /// Two requests with the same new key at once: one runs, the other replays its outcome or is told the key is
     /// in flight; never two payments.
     private mutating func concurrentDuplicates() async throws {
         guard let sid = lockedSession() ?? session() else { return }
-        let payer = model.sessions[sid]!.lock?.payer ?? user()
+        let payer = lockHolder(sid) ?? user()
         let key = freshKey()
         note("duplicate sends \(sid.prefix(8)) by u\(payer) key \(key)")
         let store = self.store
@@ -318,7 +372,9 @@ struct Driver {
         let first = Task { try await store.send(sid: sid, payerID: payerID, idempotencyKey: key) }
         let second = Task { try await store.send(sid: sid, payerID: payerID, idempotencyKey: key) }
         let results = [await first.result, await second.result]
+        touched.insert(sid)
         let expected = model.send(sid, by: payer, key: key)
+        try await nameLastPayment(payer: payer, key: key)
         let fresh = results.compactMap { result -> LedgerModel.Expected? in
             guard case .success((let outcome, false)) = result else { return nil }
             return Self.expected(outcome)
@@ -343,11 +399,13 @@ struct Driver {
         guard let sid = session() else { return }
         let payers = (user(), user())
         guard payers.0 != payers.1 else { return }
-        note("concurrent locks \(sid.prefix(8)) by u\(payers.0) and u\(payers.1)")
+        let counts = (shareCount(for: sid), shareCount(for: sid))
+        note("concurrent locks \(sid.prefix(8)) by u\(payers.0) (\(counts.0)) and u\(payers.1) (\(counts.1))")
+        touched.insert(sid)
         let store = self.store
         let ids = (users[payers.0].id, users[payers.1].id)
-        let first = Task { try await store.lock(sid: sid, payerID: ids.0) }
-        let second = Task { try await store.lock(sid: sid, payerID: ids.1) }
+        let first = Task { try await store.lock(sid: sid, payerID: ids.0, shares: counts.0) }
+        let second = Task { try await store.lock(sid: sid, payerID: ids.1, shares: counts.1) }
         let results = [await first.result, await second.result]
         // The store took them in some order; the model must agree with one of the two.
         var mismatches: [String] = []
@@ -356,10 +414,12 @@ struct Driver {
             var matches = true
             for index in order {
                 let payer = index == 0 ? payers.0 : payers.1
-                let expected = candidate.lock(sid, by: payer)
+                let expected = candidate.lock(sid, by: payer, shares: index == 0 ? counts.0 : counts.1)
                 let actual: LedgerModel.Expected =
                     switch results[index] {
-                    case .success: .ok(nil)
+                    case .success(let locked) where locked.shareNumbers == candidate.lastLockedShares:
+                        .ok(locked.amount)
+                    case .success: .refused(.internalError)
                     case .failure(let refusal as LedgerError): .refused(Problem(refusal).kind ?? .internalError)
                     case .failure(let error): throw error
                     }
@@ -400,8 +460,9 @@ struct Driver {
         }
     }
 
-    func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
+    mutating func expect(_ actual: LedgerModel.Expected, _ expected: LedgerModel.Expected, _ what: String) throws {
         guard actual == expected else { throw DriverFailure(message: "\(what): store \(actual), model \(expected)") }
+        if case .refused(let kind) = expected { saw("\(what) refused(\(kind.rawValue))") }
     }
 
     /// A refund of a session, mostly a paid one by its payee, sometimes under a key used before (a replay, or a
@@ -412,7 +473,22 @@ struct Driver {
         guard let sid = pickPaid ? paid[Int.random(in: 0..<paid.count, using: &random)] : session() else { return }
         let session = model.sessions[sid]!
         let by = Int.random(in: 0..<6, using: &random) == 0 ? user() : session.payee
-        let amount = Cents.random(in: 1...max(1, session.amount * 2 / 3), using: &random)
+        // Of a split, mostly one of its payments (up to a little more than it paid); sometimes none, or an unknown
+        // one; of a session of one share, sometimes a payment id it cannot have.
+        var paymentID: String?
+        var amount = Cents.random(in: 1...max(1, session.amount * 2 / 3), using: &random)
+        switch (session.isSplit, Int.random(in: 0..<10, using: &random)) {
+        case (true, 0): paymentID = nil
+        case (true, 1), (true, 2), (false, 0): paymentID = UUID().uuidString.lowercased()
+        case (true, _):
+            if let payment = session.payments.randomElement(using: &random) {
+                paymentID = payment.id
+                amount = Cents.random(in: 1...(payment.amount + payment.tip + 1), using: &random)
+            } else {
+                paymentID = UUID().uuidString.lowercased()
+            }
+        default: break
+        }
         let mine = model.refundKeys.keys.filter { $0.hasPrefix("\(by)/") }.sorted()
         let key =
             !mine.isEmpty && Int.random(in: 0..<4, using: &random) == 0
@@ -420,18 +496,24 @@ struct Driver {
             : freshKey()
         // A replay of the same request half of the times a used key is taken.
         let replayed = model.refundKeys["\(by)/\(key)"]
-        let (refundSID, refundAmount) =
-            replayed.map { Bool.random(using: &random) ? ($0.sid, $0.amount) : (sid, amount) } ?? (sid, amount)
-        note("refund \(refundSID.prefix(8)) \(refundAmount) by u\(by) key \(key)")
+        let (refundSID, refundAmount, refundPayment) =
+            replayed.map {
+                Bool.random(using: &random) ? ($0.sid, $0.amount, $0.paymentID) : (sid, amount, paymentID)
+            } ?? (sid, amount, paymentID)
+        note("refund \(refundSID.prefix(8)) \(refundAmount) of \(refundPayment?.prefix(8) ?? "-") by u\(by) key \(key)")
+        touched.insert(refundSID)
         let actual = await outcome {
             try await store.refund(
                 sid: refundSID,
                 payeeID: users[by].id,
                 amountCents: refundAmount,
+                paymentID: refundPayment,
                 idempotencyKey: key
             ).refund.refundedTotal
         }
-        try expect(actual, model.refund(refundSID, by: by, amount: refundAmount, key: key), "refund")
+        let expected = model.refund(refundSID, by: by, amount: refundAmount, paymentID: refundPayment, key: key)
+        try expect(actual, expected, "refund")
+        if case .ok = expected, refundPayment != nil { saw("refund ok (payment)") }
         let status = try await store.session(sid: refundSID, viewerID: users[model.sessions[refundSID]!.payee].id)
         guard status.refunded == model.sessions[refundSID]!.refunded else {
             throw DriverFailure(
@@ -456,5 +538,6 @@ struct Driver {
                 message: "balance of u\(index): store \(stored[user.id] ?? -1), model \(model.balances[index])"
             )
         }
+        for sid in touched.sorted() { try await checkSession(sid) }
     }
 }
