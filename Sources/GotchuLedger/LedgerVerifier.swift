@@ -223,8 +223,7 @@ public enum LedgerVerifier {
         if let stray = sharesBySession.keys.sorted().first(where: { sessions[$0]?.isSplit != true }) {
             throw Broken("session \(stray) has share rows but is not a split session")
         }
-        // Each split payment's transfer, and what each payer paid into each session (shares and tips).
-        var paymentTransfers: [String: String] = [:]
+        // What each payer paid into each session (shares and tips).
         var paidByPayer: [String: [String: Cents]] = [:]
         for session in snapshot.sessions.sorted(by: { $0.id < $1.id }) {
             let paying = payments[session.id] ?? []
@@ -237,7 +236,6 @@ public enum LedgerVerifier {
                     transfers: transfers,
                     walletOwners: walletOwners
                 )
-                paymentTransfers.merge(split.transfers) { first, _ in first }
                 paidByPayer[session.id] = split.paidByPayer
                 continue
             }
@@ -337,8 +335,9 @@ public enum LedgerVerifier {
             uniquingKeysWith: { first, _ in first }
         )
         var refundReceipts = 0
-        // The split payments that have their receipt.
+        // The split payments that have their receipt, and the transfers those receipts name.
         var splitReceipts: Set<String> = []
+        var receiptTransfers: Set<String> = []
         // Each refund receipt's transfer, for the refund rows.
         var refundReceiptTransfers: [String: (transferID: String, sessionID: String)] = [:]
         for row in snapshot.receipts {
@@ -374,14 +373,26 @@ public enum LedgerVerifier {
             }
             guard receipt.kind == .payment else { continue }
             if sessions[row.sessionID]?.isSplit == true {
-                // A split's payment receipt describes the payment whose id it has, debit first.
-                let entries = transfers[paymentTransfers[receipt.id] ?? ""] ?? []
+                // A split's payment receipt describes the payment whose id it has, debit first: a transfer of the
+                // session's payments (one payer's equal payments in one millisecond are alike: any of them, once).
+                let transferID = entryTransfer[receipt.entryIDs.first ?? ""] ?? ""
+                guard payments[row.sessionID]?.contains(transferID) == true,
+                    receiptTransfers.insert(transferID).inserted
+                else {
+                    throw Broken(
+                        "receipt \(receipt.id) of session \(row.sessionID) names no payment transfer of its own"
+                    )
+                }
+                let entries = transfers[transferID] ?? []
                 let ordered = entries.filter { $0.direction == .debit } + entries.filter { $0.direction == .credit }
                 let session = sessions[row.sessionID]
+                let debit = ordered.first
                 let payment = SharePaymentRecord.grouping(sharesBySession[row.sessionID] ?? []).first {
                     $0.id == receipt.id
                 }
                 guard let session, let payment, receipt.amountCents == payment.amount,
+                    debit?.amount == payment.amount + payment.tip,
+                    walletOwners[debit?.walletID ?? ""] == payment.payerID,
                     receipt.tipCents == payment.tip, receipt.shares == session.shares,
                     receipt.shareNumbers == payment.shareNumbers, receipt.payeeID == session.payeeID,
                     receipt.entryIDs == ordered.map(\.id), receipt.issuedAtMilliseconds == ordered.first?.createdAt,

@@ -111,9 +111,7 @@ struct SplitRegressionTests {
                 let verification = try await store.verify()
                 // Until the verifier tells such payments apart (by their receipts' entries, or a transfer id kept
                 // with the shares), it may pair each with the other's transfer and fail the receipts.
-                withKnownIssue("LedgerVerifier pairs a split payment with a transfer by payer, amount and time alone") {
-                    #expect(verification.failure == nil, "\(verification)")
-                }
+                #expect(verification.failure == nil, "\(verification)")
             }
         }
     }
