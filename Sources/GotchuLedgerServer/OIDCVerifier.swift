@@ -30,8 +30,16 @@ public actor OIDCVerifier {
         public var jwksURL: URL?
         /// The least time between two fetches of the keys.
         public var minimumRefetchInterval: Duration = .seconds(60)
-        /// How long fetched keys are used before they are fetched again.
+        /// How long fetched keys and the discovery document are used before they are fetched again.
         public var cacheLifetime: Duration = .seconds(3600)
+        /// The client id of browser sign-in at the issuer (the authorization code flow); `nil` is the audience.
+        public var clientID: String?
+        /// The client secret of a confidential client, sent to the issuer's token endpoint; `nil` for a public
+        /// client, which proves itself with PKCE alone.
+        public var clientSecret: String?
+
+        /// The client id browser sign-in uses: ``clientID``, else the audience.
+        public var signInClientID: String { clientID ?? audience }
 
         /// Trusts `issuer`'s tokens for `audience`.
         public init(issuer: String, audience: String, jwksURL: URL? = nil) {
@@ -61,11 +69,15 @@ public actor OIDCVerifier {
     /// The configuration.
     public let configuration: Configuration
     private let fetch: @Sendable (URL) async throws -> Data
-    private let clock: @Sendable () -> Date
+    /// The clock expiry and the caches are judged by.
+    let clock: @Sendable () -> Date
     private var keys: [String: (algorithm: String, collection: JWTKeyCollection)] = [:]
     private var fetchedAt: Date?
     private var lastAttempt: Date?
     private var refreshing: Task<Void, Never>?
+    private var discovered: (document: DiscoveryDocument, at: Date)?
+    private var discoveryFailure: (error: OIDCError, at: Date)?
+    private var discovering: Task<DiscoveryDocument, any Error>?
 
     /// A verifier for `configuration`.
     /// - Parameters:
@@ -86,17 +98,8 @@ public actor OIDCVerifier {
 
     /// The identity in `token`, or `nil` when it is not a valid access token of the issuer for the audience.
     public func identity(from token: String) async -> Identity? {
-        // One spelling per token: jwt-kit would take a reworded signature (``CompactJWS/isCanonical(_:)``).
-        guard CompactJWS.isCanonical(token), let header = TokenHeader(token), header.crit == nil,
-            let algorithm = header.alg,
-            Self.algorithms[algorithm] != nil, let kid = header.kid
-        else { return nil }
+        guard let claims = await verifiedPayload(token, as: OIDCClaims.self) else { return nil }
         let now = clock()
-        let stale = fetchedAt.map { now.timeIntervalSince($0) >= configuration.cacheLifetime.seconds } ?? true
-        if keys[kid] == nil || stale { await refresh() }
-        guard let key = keys[kid], key.algorithm == algorithm,
-            let claims = try? await key.collection.verify(token, as: OIDCClaims.self)
-        else { return nil }
         let leeway = Self.leewaySeconds
         guard claims.iss.value == configuration.issuer,
             claims.aud.value.contains(configuration.audience),
@@ -107,6 +110,21 @@ public actor OIDCVerifier {
         else { return nil }
         let name = [claims.name, claims.preferredUsername].compactMap { $0 }.first { !$0.isEmpty }
         return Identity(issuer: configuration.issuer, subject: claims.sub.value, displayName: name ?? claims.sub.value)
+    }
+
+    /// The payload of `token` when one of the issuer's keys signed it under the algorithm its header names (one of
+    /// ``algorithms``, pinned to the key's type), `nil` otherwise; its claims are the caller's to check.
+    func verifiedPayload<Payload: JWTPayload>(_ token: String, as payload: Payload.Type) async -> Payload? {
+        // One spelling per token: jwt-kit would take a reworded signature (``CompactJWS/isCanonical(_:)``).
+        guard CompactJWS.isCanonical(token), let header = TokenHeader(token), header.crit == nil,
+            let algorithm = header.alg,
+            Self.algorithms[algorithm] != nil, let kid = header.kid
+        else { return nil }
+        let now = clock()
+        let stale = fetchedAt.map { now.timeIntervalSince($0) >= configuration.cacheLifetime.seconds } ?? true
+        if keys[kid] == nil || stale { await refresh() }
+        guard let key = keys[kid], key.algorithm == algorithm else { return nil }
+        return try? await key.collection.verify(token, as: Payload.self)
     }
 
     /// Fetches the keys again unless that was tried within the minimum interval; callers during a fetch wait for it.
@@ -139,16 +157,80 @@ public actor OIDCVerifier {
 
     private func jwksURL() async throws -> URL {
         if let url = configuration.jwksURL { return url }
+        guard let url = URL(string: try await discovery().jwksURI), Self.isTrustworthy(url) else {
+            throw OIDCError("the discovery document names no https jwks_uri")
+        }
+        return url
+    }
+
+    /// The issuer's discovery document (`ISSUER/.well-known/openid-configuration`), which must name the issuer.
+    ///
+    /// Fetched on first use and kept for the cache lifetime; callers during a fetch wait for it. A failed fetch is
+    /// not tried again within the minimum interval, however many ask (its error is thrown again), and a document
+    /// already known stays in use while a fresh one cannot be had.
+    func discovery() async throws(OIDCError) -> DiscoveryDocument {
+        let now = clock()
+        if let discovered, now.timeIntervalSince(discovered.at) < configuration.cacheLifetime.seconds {
+            return discovered.document
+        }
+        if let discoveryFailure,
+            now.timeIntervalSince(discoveryFailure.at) < configuration.minimumRefetchInterval.seconds
+        {
+            if let discovered { return discovered.document }
+            throw discoveryFailure.error
+        }
+        let task: Task<DiscoveryDocument, any Error>
+        if let discovering {
+            task = discovering
+        } else {
+            let configuration = configuration
+            let fetch = fetch
+            task = Task { try await Self.fetchDiscovery(configuration, fetch: fetch) }
+            discovering = task
+        }
+        do {
+            let document = try await task.value
+            if discovering == task {
+                discovered = (document, clock())
+                discoveryFailure = nil
+                discovering = nil
+            }
+            return document
+        } catch {
+            let failure = error as? OIDCError ?? OIDCError("the discovery document could not be read: \(error)")
+            if discovering == task {
+                discoveryFailure = (failure, clock())
+                discovering = nil
+            }
+            if let discovered { return discovered.document }
+            throw failure
+        }
+    }
+
+    private static func fetchDiscovery(
+        _ configuration: Configuration,
+        fetch: @Sendable (URL) async throws -> Data
+    ) async throws -> DiscoveryDocument {
         var issuer = configuration.issuer
         while issuer.hasSuffix("/") { issuer.removeLast() }
-        guard let discovery = URL(string: issuer + "/.well-known/openid-configuration") else {
+        guard let url = URL(string: issuer + "/.well-known/openid-configuration") else {
             throw OIDCError("the issuer is not a URL")
         }
-        let document = try JSONDecoder().decode(DiscoveryDocument.self, from: try await fetch(discovery))
-        guard document.issuer == configuration.issuer, let url = URL(string: document.jwksURI),
-            Self.isTrustworthy(url)
-        else { throw OIDCError("the discovery document names another issuer or no https jwks_uri") }
-        return url
+        let data: Data
+        do {
+            data = try await fetch(url)
+        } catch let error as OIDCError {
+            throw error
+        } catch {
+            throw OIDCError("\(url.absoluteString) could not be fetched: \(error)")
+        }
+        guard let document = try? JSONDecoder().decode(DiscoveryDocument.self, from: data) else {
+            throw OIDCError("\(url.absoluteString) is not a discovery document with issuer and jwks_uri")
+        }
+        guard document.issuer == configuration.issuer else {
+            throw OIDCError("the discovery document names another issuer, \(document.issuer)")
+        }
+        return document
     }
 
     /// Whether keys may be fetched from `url`: https, or http to this machine only.
@@ -197,8 +279,8 @@ public actor OIDCVerifier {
     }
 }
 
-/// Why the issuer's keys could not be fetched.
-struct OIDCError: Error, CustomStringConvertible {
+/// Why the issuer's keys or discovery document could not be fetched.
+struct OIDCError: Error, CustomStringConvertible, Sendable {
     var description: String
     init(_ description: String) { self.description = description }
 }
@@ -238,14 +320,22 @@ private struct OIDCClaims: JWTPayload {
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
-/// `issuer` and `jwks_uri` of a discovery document.
-private struct DiscoveryDocument: Decodable {
+/// What the server reads of a discovery document: the issuer, its keys, and the endpoints of browser sign-in.
+struct DiscoveryDocument: Decodable, Sendable {
     var issuer: String
     var jwksURI: String
+    var authorizationEndpoint: String?
+    var tokenEndpoint: String?
+    var codeChallengeMethodsSupported: [String]?
+    var tokenEndpointAuthMethodsSupported: [String]?
 
     enum CodingKeys: String, CodingKey {
         case issuer
         case jwksURI = "jwks_uri"
+        case authorizationEndpoint = "authorization_endpoint"
+        case tokenEndpoint = "token_endpoint"
+        case codeChallengeMethodsSupported = "code_challenge_methods_supported"
+        case tokenEndpointAuthMethodsSupported = "token_endpoint_auth_methods_supported"
     }
 }
 

@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 import GotchuAPI
 import GotchuCore
@@ -20,6 +21,8 @@ public struct TokenAuthority: Sendable {
     public static let leewaySeconds: Double = 60
 
     private let keys: JWTKeyCollection
+    /// The secret, from which keys for other purposes are derived.
+    private let secret: SymmetricKey
     /// Token header segments already found acceptable. Every token an authority issues carries the same header, so
     /// it is parsed once, not on every request (Foundation's JSON parse cost more than the signature check). Headers
     /// come from clients, so the set is small.
@@ -47,8 +50,15 @@ public struct TokenAuthority: Sendable {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         self.keys = keys
+        self.secret = SymmetricKey(data: Data(secret.utf8))
         self.lifetime = lifetime
         self.clock = clock
+    }
+
+    /// A 256-bit key for `purpose`, derived from the secret (HKDF-SHA256): every server sharing the secret derives
+    /// the same one, and no two purposes, nor the tokens, share a key.
+    func derivedKey(for purpose: String) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, info: Data(purpose.utf8), outputByteCount: 32)
     }
 
     /// A new token for `userID`.
