@@ -125,6 +125,9 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // Webhook deliveries: a client that connects only to the addresses it checked, and their signatures.
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 "GotchuSettings",
             ],
             // The API contract, compiled into the binary so an installed server needs no resource bundle.

@@ -563,6 +563,12 @@ public struct PayoutResponse: Codable, Hashable, Sendable {
     public var status: String
     /// The caller's balance right after the request.
     public var newBalanceCents: Cents
+    /// The operator's reference of a settled payout (its bank transfer); only in `payout.settled` webhook events.
+    public var reference: String?
+    /// Why the operator failed the payout; only in `payout.failed` webhook events.
+    public var failureReason: String?
+    /// When the payout was settled or failed; only in webhook events.
+    public var resolvedAt: Date?
 
     /// A payout as the server sends it; `status` is `PENDING` when it was taken.
     public init(payoutID: String, amountCents: Cents, status: String, newBalanceCents: Cents) {
@@ -573,10 +579,12 @@ public struct PayoutResponse: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status
+        case status, reference
         case payoutID = "payout_id"
         case amountCents = "amount_cents"
         case newBalanceCents = "new_balance_cents"
+        case failureReason = "failure_reason"
+        case resolvedAt = "resolved_at"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -585,6 +593,9 @@ public struct PayoutResponse: Codable, Hashable, Sendable {
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
         self.status = try container.decode(String.self, forKey: .status)
         self.newBalanceCents = try container.decodeLenientCents(forKey: .newBalanceCents)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
+        self.failureReason = try container.decodeIfPresent(String.self, forKey: .failureReason)
+        self.resolvedAt = try container.decodeIfPresent(Date.self, forKey: .resolvedAt)
     }
 }
 

@@ -19,6 +19,8 @@ import Synchronization
 ///   kind of a refusal (`insufficient-funds`, `session-expired`, …).
 /// - `gotchu_ledger_refunds_total{outcome}`: refunds by outcome, named like payments' (``refund(outcome:)``).
 /// - `gotchu_ledger_rate_limited_total{route}`: requests refused by a rate limit (429).
+/// - `gotchu_ledger_webhook_attempts_total{outcome}`: webhook delivery attempts, `delivered`, `failed` (retried later)
+///   or `given-up`; `gotchu_ledger_webhook_attempt_duration_seconds`: a histogram of their time.
 /// - `gotchu_ledger_store_transaction_duration_seconds{operation}`: a histogram of the store's transactions by the
 ///   engine operation that ran them (`login`, `send`, …), waits for the database included;
 ///   `gotchu_ledger_store_transactions_total{operation, outcome}`: the same by `committed` or `rolled-back`.
@@ -91,6 +93,13 @@ public struct LedgerMetrics: LedgerStoreObserver {
     /// refusal, as ``payment(outcome:)`` names a payment's.
     func refund(outcome: String) {
         counter("gotchu_ledger_refunds_total", [("outcome", outcome)]).increment()
+    }
+
+    /// Counts a webhook delivery attempt (`gotchu_ledger_webhook_attempts_total{outcome}`: `delivered`, `failed` (to
+    /// be retried) or `given-up`) and times it (`gotchu_ledger_webhook_attempt_duration_seconds`).
+    func webhookAttempt(outcome: String, duration: Duration) {
+        counter("gotchu_ledger_webhook_attempts_total", [("outcome", outcome)]).increment()
+        timer("gotchu_ledger_webhook_attempt_duration_seconds", []).recordNanoseconds(Self.nanoseconds(duration))
     }
 
     public func transaction(operation: String, duration: Duration, committed: Bool) {

@@ -41,6 +41,8 @@ extension LedgerServer {
         /// How many connections the store may hold open (a PostgreSQL pool's size), counted in the open-file limit
         /// the server needs.
         public var storeConnections = 20
+        /// How webhooks are registered and delivered.
+        public var webhooks = WebhookOptions()
 
         /// The defaults of `gotchu server`.
         public init() {}

@@ -343,6 +343,37 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         )
     }
 
+    // MARK: Webhooks
+
+    private static let webhooks = WebhookOptions()
+
+    /// `webhook_retry_base`.
+    public let webhookRetryBase = Setting<Int>(
+        "webhook_retry_base",
+        default: Self.seconds(webhooks.retryBase),
+        in: 1...86_400,
+        unit: "seconds",
+        summary: "How long a failed webhook delivery waits before its first retry, in seconds; each later retry waits "
+            + "twice as long as the one before (with jitter), for up to 3 days, after which the delivery is failed."
+    )
+    /// `webhook_allow_hosts`.
+    public let webhookAllowHosts = Setting<String>(
+        "webhook_allow_hosts",
+        summary: "Hosts (names or addresses, separated by commas) that webhook endpoints may reach over plain http "
+            + "and at any address, even loopback or private ones: a deployment's own receivers. Every other endpoint "
+            + "must be https and resolve to public addresses only.",
+        valueName: "hosts"
+    )
+    /// `webhook_concurrency`.
+    public let webhookConcurrency = Setting<Int>(
+        "webhook_concurrency",
+        default: Self.webhooks.concurrencyPerEndpoint,
+        in: 1...64,
+        summary: "The most webhook deliveries in flight to one endpoint at once, on this server; a slow endpoint "
+            + "holds up no other.",
+        valueName: "count"
+    )
+
     // MARK: Logging
 
     /// `log_level`.

@@ -88,6 +88,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: settings.maxEventStreams.help) var maxEventStreams: String?
     @Flag(inversion: .prefixedNo, help: settings.trustForwardedFor.help) var trustForwardedFor: Bool?
     @OptionGroup var rateLimits: RateLimitOptions
+    @Option(help: settings.webhookRetryBase.help) var webhookRetryBase: String?
+    @Option(help: settings.webhookAllowHosts.help) var webhookAllowHosts: String?
+    @Option(help: settings.webhookConcurrency.help) var webhookConcurrency: String?
     @Option(help: settings.logLevel.help) var logLevel: String?
     @Option(help: settings.logFormat.help) var logFormat: String?
 

@@ -135,6 +135,24 @@ struct ServerSettings {
         limits.sendPerUser = try rate(\.sendRate, \.sendBurst)
         limits.payoutPerUser = try rate(\.payoutRate, \.payoutBurst)
         server.limits = limits
+
+        server.webhooks.retryBase = .seconds(try settings.required(\.webhookRetryBase))
+        server.webhooks.concurrencyPerEndpoint = try settings.required(\.webhookConcurrency)
+        server.webhooks.allowedHosts =
+            try settings.value(\.webhookAllowHosts) { text throws(Problem) in
+                var hosts: [String] = []
+                for entry in text.split(separator: ",") {
+                    let host = entry.trimmingCharacters(in: .whitespaces)
+                    guard !host.isEmpty else { continue }
+                    guard WebhookAddressPolicy.isValidHost(host) else {
+                        throw Problem(
+                            "must be host names or addresses separated by commas, got \(SettingValue.text(host))"
+                        )
+                    }
+                    hosts.append(host)
+                }
+                return hosts
+            } ?? []
     }
 
     /// The setting as the layer that set it names it, or its flag when none did.
