@@ -6,7 +6,7 @@ public import GotchuReceipts
 /// and nothing else. The rules (what is checked, in which order, what is written) live once in the engine; a
 /// backend contributes its SQL dialect, its schema and migrations, and the few places where the databases differ
 /// (row locks, advisory locks, how an interrupted request's idempotency key is recovered).
-public protocol LedgerBackend: Sendable {
+public protocol LedgerBackend: BrowserSessionBackend, Sendable {
     /// One transaction's access to the database.
     associatedtype Transaction: LedgerTransaction
 
@@ -121,7 +121,7 @@ extension LedgerBackend {
 }
 
 /// One transaction's primitives. Times are the transaction's ``now``.
-public protocol LedgerTransaction {
+public protocol LedgerTransaction: BrowserSessionTransaction {
     /// The store's time at the start of the transaction, in milliseconds since 1970.
     var now: Int64 { get }
 

@@ -185,7 +185,7 @@ public struct LedgerAudit: Sendable, Hashable {
 
 /// The storage behind the ledger API. Every method is one atomic step; expiry and lock lapses are judged by the
 /// store's own clock inside the same transaction. Business failures are thrown as ``LedgerError``s.
-public protocol LedgerStore: Sendable {
+public protocol LedgerStore: CheckoutStore, Sendable {
     /// The policy this store enforces.
     var policy: LedgerPolicy { get }
 

@@ -360,5 +360,20 @@ enum PostgresLedgerSchema {
                 "DROP INDEX receipts_payment",
             ]
         ),
+        (
+            // The web checkout's browser sessions: the same table and index as SQLite's v16.
+            "v16: browser sessions",
+            [
+                """
+                CREATE TABLE browser_sessions (
+                    token_hash TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX browser_sessions_expiry ON browser_sessions (expires_at)",
+            ]
+        ),
     ]
 }

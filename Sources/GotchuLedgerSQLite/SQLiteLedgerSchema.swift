@@ -334,6 +334,21 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // The web checkout's browser sessions: the SHA-256 digest of each cookie's secret, its user, and when it
+        // started and ends (expired ones are pruned by the end's index).
+        migrator.registerMigration("v16: browser sessions") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE browser_sessions (
+                        token_hash TEXT PRIMARY KEY,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX browser_sessions_expiry ON browser_sessions (expires_at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -42,6 +42,7 @@ struct PostgresMigrationTests {
                         "v12: access token revocation",
                         "v13: email confirmation",
                         "v14: splits and tips",
+                        "v16: browser sessions",
                     ] && Set(migrations).count == migrations.count
                 )
                 // The four made one receipt key between them.

@@ -90,7 +90,7 @@ struct SchemaParityTests {
                 "admin_audit", "api_keys", "idempotency_keys", "ledger_chain", "ledger_entries", "payment_sessions",
                 "receipt_keys", "receipts", "refresh_tokens", "session_eids", "user_identities", "users",
                 "wallet_accounts", "deposits", "payouts", "refunds", "session_shares",
-                "email_confirmations", "health_checks",
+                "email_confirmations", "health_checks", "browser_sessions",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")

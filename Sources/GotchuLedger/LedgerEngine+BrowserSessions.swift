@@ -1,0 +1,69 @@
+import Foundation
+public import GotchuCore
+
+// The web checkout's browser sessions and its view of a session, written once over the backend primitives.
+extension LedgerEngine {
+    /// The user is read in the same transaction as the session is written, so a session is never started for a user
+    /// disabled before it.
+    public func startBrowserSession(userID: String, lifetime: Duration) async throws -> BrowserSession {
+        let token = BrowserSessions.make()
+        let lifetime = LedgerTime.milliseconds(lifetime)
+        let expiresAt = try await measuredTransaction { transaction in
+            guard let user = try await transaction.user(id: userID) else { throw Self.unknownUser }
+            guard !user.disabled else { throw Self.accountDisabled }
+            let row = BrowserSessionRow(
+                digest: BrowserSessions.digest(token),
+                userID: userID,
+                createdAt: transaction.now,
+                expiresAt: transaction.now + lifetime
+            )
+            try await transaction.insert(browserSession: row)
+            return row.expiresAt
+        }
+        return BrowserSession(token: token, userID: userID, expiresAt: LedgerTime.date(expiresAt))
+    }
+
+    /// One read outside a transaction, the session and its user together; judged by the store's time of that read.
+    public func browserSessionUser(token: String) async throws -> LedgerUser? {
+        guard BrowserSessions.isWellFormed(token),
+            let (session, user, now) = try await backend.browserSession(digest: BrowserSessions.digest(token))
+        else { return nil }
+        guard now < session.expiresAt, !user.disabled else { return nil }
+        // Revoked with the user's access tokens: a session started before the revocation ends with it.
+        if let notBefore = user.tokensNotBefore, session.createdAt < notBefore { return nil }
+        return user
+    }
+
+    /// One delete by digest.
+    public func endBrowserSession(token: String) async throws {
+        guard BrowserSessions.isWellFormed(token) else { return }
+        try await measuredTransaction { transaction in
+            try await transaction.deleteBrowserSession(digest: BrowserSessions.digest(token))
+        }
+    }
+
+    /// Deletes those that ended before the store's time, in one transaction.
+    public func pruneBrowserSessions() async throws -> Int {
+        try await measuredTransaction { transaction in
+            try await transaction.deleteBrowserSessions(endedBefore: transaction.now)
+        }
+    }
+
+    /// One read outside a transaction, by the EID's row, retired or not: a page keeps following the session its
+    /// payer saw across the payee's rotations.
+    public func checkoutStatus(eid: EID) async throws -> CheckoutStatus {
+        guard let found = try await backend.session(eid: eid) else {
+            throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
+        }
+        let session = found.session
+        return CheckoutStatus(
+            sid: session.id,
+            status: session.status(now: found.readAt),
+            shares: session.shares,
+            sharesPaid: session.sharesPaid,
+            expiresAt: LedgerTime.date(session.expiresAt),
+            eidRetired: found.retiredAt != nil,
+            now: LedgerTime.date(found.readAt)
+        )
+    }
+}
