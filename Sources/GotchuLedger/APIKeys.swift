@@ -13,6 +13,9 @@ public enum APIKeyScope: String, CaseIterable, Codable, Comparable, Sendable {
     case sessionsRead = "sessions:read"
     /// `POST /sessions/{sid}/refunds` of the key's payee's paid sessions.
     case refundsCreate = "refunds:create"
+    /// Registering, listing, deleting and rotating the key's payee's webhook endpoints, and reading and retrying
+    /// their deliveries.
+    case webhooksManage = "webhooks:manage"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -218,6 +221,8 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case payout
     /// Refunding a paid session as its payee; an API key needs ``APIKeyScope/refundsCreate``.
     case refund
+    /// Managing the user's webhook endpoints and their deliveries; an API key needs ``APIKeyScope/webhooksManage``.
+    case manageWebhooks
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -226,6 +231,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .readSession: .sessionsRead
         case .cancelSession: .sessionsCancel
         case .refund: .refundsCreate
+        case .manageWebhooks: .webhooksManage
         case .readWallet, .fund, .lock, .unlock, .send, .resolve, .payout: nil
         }
     }
@@ -244,6 +250,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .resolve: "resolve EIDs"
         case .payout: "request payouts"
         case .refund: "refund sessions"
+        case .manageWebhooks: "manage webhooks"
         }
     }
 }

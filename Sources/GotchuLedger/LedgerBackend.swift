@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import GotchuCore
 public import GotchuReceipts
 
@@ -110,6 +110,37 @@ public protocol LedgerBackend: BrowserSessionBackend, Sendable {
 
     /// How the backend's connections are used now, for metrics; `nil` where it has nothing to report.
     func poolUsage() async -> LedgerPoolUsage?
+
+    // MARK: Webhooks
+
+    /// The endpoint with this id, deleted or not, with its secrets.
+    func webhookEndpoint(id: String) async throws -> WebhookEndpointRow?
+
+    /// The endpoints of `userID` (of every user when `nil`) that are not deleted, oldest first.
+    func webhookEndpoints(userID: String?) async throws -> [WebhookEndpointRow]
+
+    /// Up to `limit` deliveries to the endpoint, newest first.
+    func webhookDeliveries(endpointID: String, limit: Int) async throws -> [WebhookDelivery]
+
+    /// The event with this id, with its pinned body, if any.
+    func webhookEvent(id: String) async throws -> WebhookEvent?
+
+    /// Whether some pending delivery is due by `now` and not leased: a read that spares a claim's transaction when
+    /// nothing is (it may say yes for a delivery whose endpoint is disabled).
+    func webhookDeliveriesDue(now: Int64) async throws -> Bool
+
+    /// Whether some session's expiry passed by `now` unpaid, uncancelled and not yet noted: a read that spares the
+    /// expiry sweep's transaction when none did.
+    func sessionExpiriesDue(now: Int64) async throws -> Bool
+
+    /// The refund with this id, with its receipt's body.
+    func refund(id: String) async throws -> RefundRow?
+
+    /// The payout with this id.
+    func payout(id: String) async throws -> PayoutRow?
+
+    /// The deposit with this id.
+    func deposit(id: String) async throws -> DepositRow?
 }
 
 extension LedgerBackend {
@@ -388,6 +419,59 @@ public protocol LedgerTransaction: BrowserSessionTransaction {
 
     /// Inserts a refund; `false` if its requester's key is taken (a concurrent first use won).
     func insert(refund: RefundRow) async throws -> Bool
+
+    // MARK: Webhooks
+
+    /// The transactional outbox's one write: inserts `event` and one pending delivery of it, due at ``now``, for each
+    /// endpoint of the event's user that is neither disabled nor deleted and subscribes to its type or to every type
+    /// (``WebhookEventType/all``). Where the database defers writes, this costs no round trip of its own.
+    func insert(webhookEvent event: WebhookEvent) async throws
+
+    /// Up to `limit` sessions whose expiry passed by ``now`` unpaid and uncancelled (stored as created, advertising or
+    /// locked) and not yet noted (``SessionChange/expiryNoted``), earliest expiry first, locked until the transaction
+    /// ends; rows another transaction holds locked are skipped, not waited for.
+    func expiredSessionsForUpdate(limit: Int) async throws -> [SessionRow]
+
+    /// How many endpoints `userID` has that are not deleted.
+    func webhookEndpointCount(userID: String) async throws -> Int
+
+    /// Inserts an endpoint, created at ``now``, with its subscriptions.
+    func insert(webhookEndpoint row: WebhookEndpointRow) async throws
+
+    /// The endpoint with this id, deleted or not, locked until the transaction ends when `forUpdate` (a lock that
+    /// does not keep deliveries from referencing it).
+    func webhookEndpoint(id: String, forUpdate: Bool) async throws -> WebhookEndpointRow?
+
+    /// Writes a change of an endpoint at ``now``.
+    func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws
+
+    /// Marks every pending delivery to the endpoint failed without an attempt, for `reason`.
+    func abandonWebhookDeliveries(endpointID: String, reason: String) async throws
+
+    /// The delivery with this id, locked until the transaction ends when `forUpdate`.
+    func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow?
+
+    /// Up to `limit` pending deliveries due by ``now``, not leased (or their lease lapsed), to endpoints that are
+    /// enabled and hold fewer than `perEndpoint` live leases, earliest due first, locked until the transaction ends;
+    /// rows another transaction holds locked are skipped, not waited for.
+    func dueWebhookDeliveries(limit: Int, perEndpoint: Int) async throws -> [WebhookDeliveryRow]
+
+    /// Locks the endpoints with these ids until the transaction ends, skipping those another transaction holds
+    /// locked (a claim on another server), and returns those it locked.
+    func lockWebhookEndpoints(ids: [String]) async throws -> [WebhookEndpointRow]
+
+    /// How many pending deliveries of each of these endpoints are leased at ``now``, by endpoint (none: absent).
+    func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int]
+
+    /// Writes a change of these deliveries at ``now``.
+    func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws
+
+    /// The events with these ids, with their pinned bodies.
+    func webhookEvents(ids: [String]) async throws -> [WebhookEvent]
+
+    /// Stores `body` as the event's body unless it has one, and returns the one it has now; `nil` for an unknown
+    /// event.
+    func pinWebhookBody(eventID: String, body: Data) async throws -> Data?
 }
 
 extension LedgerTransaction {
@@ -614,4 +698,6 @@ public enum SessionChange: Sendable, Hashable {
     case cancelled
     /// Every payment of a cancelled or expired split returned, as of ``LedgerTransaction/now``.
     case refundsSwept
+    /// Its expiry noted (its `session.expired` event written), as of ``LedgerTransaction/now``.
+    case expiryNoted
 }

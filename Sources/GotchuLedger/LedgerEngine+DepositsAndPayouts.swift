@@ -20,7 +20,7 @@ extension LedgerEngine {
         let normalized = try LedgerUser.normalize(email: email).email
         try policy.validate(amount: amountCents)
         let reference = try OperatorText.reference(reference)
-        return try await measuredTransaction { transaction in
+        let outcome = try await measuredTransaction { transaction in
             guard let user = try await transaction.user(email: normalized) else {
                 throw LedgerError(.unknownUser, detail: "no user has the address \(normalized)")
             }
@@ -58,6 +58,13 @@ extension LedgerEngine {
                 kinds: MoneyInOutEntries.deposit,
                 reference: (MoneyInOutEntries.depositRefType, deposit.id)
             )
+            try await Self.recordWebhookEvent(
+                .depositReceived,
+                userID: user.id,
+                depositID: deposit.id,
+                transfer: Self.eventTransfer(result.entries),
+                transaction
+            )
             try await transaction.insert(
                 audit: AuditEntry(
                     actor: actor,
@@ -69,6 +76,8 @@ extension LedgerEngine {
             )
             return DepositResult(deposit: deposit, balance: result.to, replayed: false)
         }
+        if !outcome.replayed { webhookOutbox.notify() }
+        return outcome
     }
 
     /// An earlier deposit under the same reference is the same deposit only with the same user and amount.
@@ -161,7 +170,7 @@ extension LedgerEngine {
     public func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow {
         let reference = try OperatorText.reference(reference)
         return try await resolvePayout(id: id, to: .settled, actor: actor) { transaction, payout in
-            _ = try await Self.transfer(
+            let moved = try await Self.transfer(
                 transaction,
                 from: .account(LedgerAccounts.payoutsWalletID),
                 to: .account(LedgerAccounts.payoutsSettledWalletID),
@@ -169,7 +178,7 @@ extension LedgerEngine {
                 kinds: MoneyInOutEntries.settle,
                 reference: (MoneyInOutEntries.payoutRefType, payout.id)
             )
-            return (reference, nil, "\(Money.format(payout.amount)), reference \(reference)")
+            return (reference, nil, "\(Money.format(payout.amount)), reference \(reference)", moved.entries)
         }
     }
 
@@ -180,7 +189,7 @@ extension LedgerEngine {
     public func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow {
         let reason = try OperatorText.reason(reason)
         return try await resolvePayout(id: id, to: .failed, actor: actor) { transaction, payout in
-            _ = try await Self.transfer(
+            let moved = try await Self.transfer(
                 transaction,
                 from: .account(LedgerAccounts.payoutsWalletID),
                 to: .user(payout.userID),
@@ -188,7 +197,7 @@ extension LedgerEngine {
                 kinds: MoneyInOutEntries.payoutReturn,
                 reference: (MoneyInOutEntries.payoutRefType, payout.id)
             )
-            return (nil, reason, "\(Money.format(payout.amount)) back to the user, reason: \(reason)")
+            return (nil, reason, "\(Money.format(payout.amount)) back to the user, reason: \(reason)", moved.entries)
         }
     }
 
@@ -201,15 +210,22 @@ extension LedgerEngine {
         actor: String,
         _ move:
             @Sendable (Backend.Transaction, PayoutRow) async throws -> (
-                reference: String?, reason: String?, detail: String
+                reference: String?, reason: String?, detail: String, entries: [EntryRow]
             )
     ) async throws -> PayoutRow {
-        try await measuredTransaction { transaction in
+        let resolved = try await measuredTransaction { transaction in
             guard var payout = try await transaction.payout(id: id, forUpdate: true) else {
                 throw LedgerError(.notFound, detail: "no payout \(DisplayText.quoted(id))")
             }
             try payout.requirePending(to: status == .settled ? "settle" : "fail")
-            let (reference, reason, detail) = try await move(transaction, payout)
+            let (reference, reason, detail, entries) = try await move(transaction, payout)
+            try await Self.recordWebhookEvent(
+                status == .settled ? .payoutSettled : .payoutFailed,
+                userID: payout.userID,
+                payoutID: payout.id,
+                transfer: Self.eventTransfer(entries),
+                transaction
+            )
             try await transaction.resolve(
                 payout: id,
                 status: status,
@@ -233,5 +249,7 @@ extension LedgerEngine {
             payout.resolvedBy = actor
             return payout
         }
+        webhookOutbox.notify()
+        return resolved
     }
 }

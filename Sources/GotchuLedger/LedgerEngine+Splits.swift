@@ -131,6 +131,7 @@ extension LedgerEngine {
                 return false
             }
             guard returned else { return refunded }
+            webhookOutbox.notify()
             refunded += 1
         }
     }

@@ -26,6 +26,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     private let sharePayments = BoundedCache<String, String>(capacity: 1024)
     /// Told of every transaction, where the server keeps metrics.
     private let observerBox = ObserverBox()
+    /// Woken once a transaction that wrote webhook events commits, for this server's delivery workers.
+    public let webhookOutbox = WebhookOutboxSignal()
 
     /// The engine over `backend`, enforcing `policy`.
     public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
@@ -132,17 +134,38 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     public func fund(userID: String, amountCents: Cents) async throws -> Cents {
         try policy.validate(amount: amountCents)
-        return try await measuredTransaction { transaction in
+        let balance = try await measuredTransaction { transaction in
             guard try await transaction.emailConfirmed(userID: userID) != false else { throw Self.emailUnconfirmed }
-            return try await Self.transfer(
-                transaction,
-                from: .account(LedgerAccounts.fundingWalletID),
-                to: .user(userID),
-                amount: amountCents,
-                kinds: ("DEV_FUND_OUT", "DEV_FUND"),
-                reference: ("funding", Self.newID())
-            ).to
+            return try await Self.devFund(userID: userID, amount: amountCents, transaction)
         }
+        webhookOutbox.notify()
+        return balance
+    }
+
+    /// A development funding of `userID` from the system funding account, with its `deposit.received` event, in the
+    /// caller's transaction; returns the user's new balance.
+    private static func devFund(
+        userID: String,
+        amount: Cents,
+        _ transaction: Backend.Transaction
+    ) async throws -> Cents {
+        let reference = newID()
+        let result = try await transfer(
+            transaction,
+            from: .account(LedgerAccounts.fundingWalletID),
+            to: .user(userID),
+            amount: amount,
+            kinds: ("DEV_FUND_OUT", "DEV_FUND"),
+            reference: ("funding", reference)
+        )
+        try await recordWebhookEvent(
+            .depositReceived,
+            userID: userID,
+            depositID: reference,
+            transfer: eventTransfer(result.entries),
+            transaction
+        )
+        return result.to
     }
 
     /// Credits the user `count` times from the system funding account, each a transfer of its own with its own
@@ -152,14 +175,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         try policy.validate(amount: amountCents)
         try await backend.transaction { transaction in
             for _ in 0..<count {
-                _ = try await Self.transfer(
-                    transaction,
-                    from: .account(LedgerAccounts.fundingWalletID),
-                    to: .user(userID),
-                    amount: amountCents,
-                    kinds: ("DEV_FUND_OUT", "DEV_FUND"),
-                    reference: ("funding", Self.newID())
-                )
+                _ = try await Self.devFund(userID: userID, amount: amountCents, transaction)
             }
         }
     }
@@ -443,8 +459,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             if session.status(now: transaction.now) == .cancelled { return session.sharesPaid > 0 }
             try session.requireLive(now: transaction.now)
             try await transaction.update(session: sid, .cancelled)
+            try await Self.recordWebhookEvent(.sessionCancelled, userID: payeeID, sessionID: sid, transaction)
             return session.sharesPaid > 0
         }
+        webhookOutbox.notify()
         // The shares paid of a split go back now, one transaction each; should this fail (the payee's balance is
         // short, the database went away), the sweep every server runs returns them.
         if sharesPaid { _ = try? await returnSharePayments(sid: sid) }
@@ -470,7 +488,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         tipCents: Cents
     ) async throws -> (SendOutcome, Bool) {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        return try await signingSession(sid) { transaction, loaded in
+        let result = try await signingSession(sid) { transaction, loaded in
             guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
             // The session is read locked at admission and reused for the payment, and the key's row, locked since
             // admission, is not read again: one round trip each fewer.
@@ -496,6 +514,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 false
             )
         }
+        if case (.paid, false) = result { webhookOutbox.notify() }
+        return result
     }
 
     /// Admits a payment request under its idempotency key and commits the key in flight without paying: a replay, a
@@ -645,6 +665,14 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         } else {
             try await transaction.update(session: sid, .paid(payerID: payerID, tip: tip))
         }
+        try await Self.recordWebhookEvent(
+            .paymentSucceeded,
+            userID: session.payeeID,
+            sessionID: sid,
+            paymentID: paymentID,
+            transfer: Self.eventTransfer(result.entries),
+            transaction
+        )
         if let signer {
             // A payment of one share without a tip keeps the first receipt format, byte for byte.
             let split = session.isSplit || tip > 0 ? (tip, session.shares, shares.map(\.number)) : nil
@@ -1004,7 +1032,7 @@ extension LedgerEngine {
         idempotencyKey: String
     ) async throws -> (refund: Refund, replayed: Bool) {
         try policy.validate(amount: amountCents)
-        return try await signingSession(sid) { transaction, loaded in
+        let result = try await signingSession(sid) { transaction, loaded in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             // After the session's lock: a concurrent first use of the key on this session has committed by now.
             if let earlier = try await transaction.refund(requestedBy: payeeID, key: idempotencyKey) {
@@ -1060,6 +1088,8 @@ extension LedgerEngine {
             )
             return (try Refund(row), false)
         }
+        if !result.1 { webhookOutbox.notify() }
+        return result
     }
 
     /// Moves `amountCents` of `session` (locked in this transaction) back from its payee to `payerID`, with its
@@ -1152,6 +1182,15 @@ extension LedgerEngine {
         )
         // A concurrent first use of the key on another session won: this one rolls back whole.
         guard try await transaction.insert(refund: row) else { throw Self.refundKeyReused }
+        try await Self.recordWebhookEvent(
+            .refundSucceeded,
+            userID: session.payeeID,
+            sessionID: sid,
+            paymentID: paymentID,
+            refundID: row.id,
+            transfer: Self.eventTransfer(result.entries),
+            transaction
+        )
         return row
     }
 

@@ -42,6 +42,10 @@ public struct LedgerPolicy: Sendable, Hashable {
     /// How long a server keeps using the signing key it loaded before it looks for a newer one (another replica may
     /// have rotated it; the old key stays published, so its receipts still verify meanwhile).
     public var receiptKeyRefresh: Duration = .seconds(60)
+    /// How many webhook endpoints one user may have (deleted ones do not count).
+    public var maximumWebhookEndpoints: Int = 16
+    /// How long an endpoint's deliveries may fail without a success before it is disabled.
+    public var webhookDisableAfter: Duration = .seconds(3 * 86_400)
 
     /// The default policy.
     public init() {}
@@ -447,6 +451,77 @@ public protocol LedgerStore: CheckoutStore, Sendable {
 
     /// How the store's connections are used now; `nil` where it has nothing to report.
     func poolUsage() async -> LedgerPoolUsage?
+
+    // MARK: Webhooks
+
+    /// Woken each time a transaction of this store that wrote webhook events commits.
+    var webhookOutbox: WebhookOutboxSignal { get }
+
+    /// Registers an endpoint of `userID` for `events` (``WebhookEventType`` raw values, or ``WebhookEventType/all``),
+    /// with a new secret, returned here and nowhere else. Refused `invalidInput` for a malformed URL or event type,
+    /// and beyond ``LedgerPolicy/maximumWebhookEndpoints``. Whether the URL may be reached is the caller's to check.
+    func createWebhookEndpoint(
+        userID: String,
+        url: String,
+        events: [String]
+    ) async throws -> (endpoint: WebhookEndpoint, secret: String)
+
+    /// The endpoints of `userID`, oldest first, without their secrets.
+    func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint]
+
+    /// For an operator: the endpoints of the user with this e-mail address, or of every user when `nil`, oldest first.
+    func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint]
+
+    /// Deletes an endpoint of `userID`: no delivery goes to it from now on, and its pending ones fail. `notFound` for
+    /// an id that is unknown, deleted or another user's.
+    func deleteWebhookEndpoint(id: String, userID: String) async throws
+
+    /// Gives an endpoint of `userID` a new secret, returned here and nowhere else; the one it replaces is still
+    /// signed with for ``WebhookSecrets/rotationOverlap``. `notFound` as for a delete.
+    func rotateWebhookSecret(id: String, userID: String) async throws -> (endpoint: WebhookEndpoint, secret: String)
+
+    /// What deliveries to the endpoint are signed with now. `notFound` for an unknown or deleted endpoint.
+    func webhookSecrets(endpointID: String) async throws -> WebhookSigningSecrets
+
+    /// Up to `limit` deliveries to the endpoint, newest first; of `userID`'s endpoints only (`nil`: an operator's
+    /// look at any). `notFound` for an endpoint that is unknown, deleted or another user's.
+    func webhookDeliveries(endpointID: String, userID: String?, limit: Int) async throws -> [WebhookDelivery]
+
+    /// Makes a delivery pending again and due now (whatever its status), voiding any lease on it; of `userID`'s
+    /// endpoints only (`nil`: an operator). `notFound` as for the list; `invalidInput` when its endpoint is deleted.
+    func retryWebhookDelivery(id: String, userID: String?) async throws -> WebhookDelivery
+
+    /// Leases up to `limit` due deliveries to this worker for `lease`, earliest due first, at most `perEndpoint` in
+    /// flight per endpoint across every server, each to one worker at a time: a delivery whose lease lapsed is
+    /// claimable again (at least once). Deliveries to disabled or deleted endpoints are not claimed.
+    func claimWebhookDeliveries(limit: Int, perEndpoint: Int, lease: Duration) async throws -> [ClaimedWebhookDelivery]
+
+    /// Records how an attempt under a claim's lease ended (and releases the lease). A failure starts or continues
+    /// the endpoint's failing time; one past ``LedgerPolicy/webhookDisableAfter`` of it disables the endpoint, with
+    /// an audit entry. Not recorded when the lease is no longer the delivery's.
+    func recordWebhookAttempt(
+        deliveryID: String,
+        leaseToken: String,
+        outcome: WebhookAttemptOutcome
+    ) async throws -> WebhookAttemptResult
+
+    /// Disables an endpoint, as `actor` (recorded in the audit log), for `reason`.
+    func disableWebhookEndpoint(id: String, actor: String, reason: String) async throws -> WebhookEndpoint
+
+    /// Enables a disabled endpoint again, its failing time forgotten, as `actor` (recorded in the audit log); its
+    /// pending deliveries resume.
+    func enableWebhookEndpoint(id: String, actor: String) async throws -> WebhookEndpoint
+
+    /// The event with this id and its data as domain values: the session as its payee sees it now (with the
+    /// payment's receipt), the refund, the payout or the deposit. `notFound` for an unknown event.
+    func webhookEvent(id: String) async throws -> WebhookEventDetail
+
+    /// Stores the body every delivery of the event sends, unless one is stored already; returns the one stored.
+    func pinWebhookBody(eventID: String, body: Data) async throws -> Data
+
+    /// Notes up to `limit` sessions whose expiry passed unpaid and uncancelled, writing each one's `session.expired`
+    /// event, in one transaction and once for each session however many servers run it; returns how many.
+    func markExpiredSessions(limit: Int) async throws -> Int
 }
 
 extension LedgerStore {

@@ -24,6 +24,11 @@ public struct LedgerSnapshot: Sendable {
     public var refunds: [RefundRow]
     /// Every share of every split session, by session and number.
     public var shares: [ShareRow]
+    /// Every webhook event, oldest first.
+    public var webhookEvents: [WebhookEvent]
+    /// The `seq` of the first entry written with the webhook outbox in place: every money movement from it on has its
+    /// event. `nil` where the ledger has no outbox.
+    public var webhookOutboxStart: Int64?
 
     /// A snapshot as a backend read it.
     public init(
@@ -36,9 +41,13 @@ public struct LedgerSnapshot: Sendable {
         deposits: [DepositRow] = [],
         payouts: [PayoutRow] = [],
         refunds: [RefundRow] = [],
-        shares: [ShareRow] = []
+        shares: [ShareRow] = [],
+        webhookEvents: [WebhookEvent] = [],
+        webhookOutboxStart: Int64? = nil
     ) {
         self.shares = shares
+        self.webhookEvents = webhookEvents
+        self.webhookOutboxStart = webhookOutboxStart
         self.wallets = wallets
         self.entries = entries
         self.chainHead = chainHead
@@ -462,6 +471,12 @@ public enum LedgerVerifier {
 
         // 7. Deposits and payouts against their entries and the system accounts they move money through.
         try verifyMoneyInOut(snapshot, transfers: transfers, order: transferOrder, into: &result)
+
+        // 8. Webhook events against the money movements, cancels and expiries they announce.
+        switch verifyWebhookEvents(snapshot, transfers: transfers, order: transferOrder) {
+        case .success(let line): result.passed.append(line)
+        case .failure(let mismatch): throw Broken(mismatch.description)
+        }
     }
 }
 

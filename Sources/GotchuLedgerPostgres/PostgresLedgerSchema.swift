@@ -361,6 +361,98 @@ enum PostgresLedgerSchema {
             ]
         ),
         (
+            // Webhooks: the same columns, tables and indexes as SQLite's v15; sessions already expired are noted
+            // by the database's clock.
+            "v15: webhooks",
+            [
+                "ALTER TABLE payment_sessions ADD COLUMN expiry_noted_at BIGINT",
+                """
+                UPDATE payment_sessions SET expiry_noted_at = exp_at
+                    WHERE status IN ('CREATED', 'ADVERTISING', 'LOCKED')
+                    AND exp_at <= floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+                """,
+                """
+                CREATE INDEX payment_sessions_expiry_due ON payment_sessions (exp_at)
+                    WHERE status IN ('CREATED', 'ADVERTISING', 'LOCKED') AND expiry_noted_at IS NULL
+                """,
+                """
+                CREATE TABLE webhook_endpoints (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    url TEXT NOT NULL,
+                    events TEXT NOT NULL,
+                    secret TEXT NOT NULL,
+                    previous_secret TEXT,
+                    previous_secret_until BIGINT,
+                    created_at BIGINT NOT NULL,
+                    disabled_at BIGINT,
+                    disabled_reason TEXT,
+                    failing_since BIGINT,
+                    deleted_at BIGINT
+                )
+                """,
+                "CREATE INDEX webhook_endpoints_user ON webhook_endpoints (user_id, created_at)",
+                """
+                CREATE TABLE webhook_subscriptions (
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    event_type TEXT NOT NULL,
+                    endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+                    PRIMARY KEY (user_id, event_type, endpoint_id)
+                )
+                """,
+                """
+                CREATE TABLE webhook_events (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    user_id TEXT NOT NULL REFERENCES users(id),
+                    type TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    session_id TEXT,
+                    payment_id TEXT,
+                    refund_id TEXT,
+                    payout_id TEXT,
+                    deposit_id TEXT,
+                    transfer_id TEXT,
+                    amount_cents BIGINT,
+                    body BYTEA
+                )
+                """,
+                """
+                CREATE TABLE webhook_deliveries (
+                    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    event_id TEXT NOT NULL REFERENCES webhook_events(id),
+                    endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+                    status TEXT NOT NULL CHECK (status IN ('PENDING', 'DELIVERED', 'FAILED')),
+                    attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+                    created_at BIGINT NOT NULL,
+                    next_attempt_at BIGINT,
+                    lease_token TEXT,
+                    lease_until BIGINT,
+                    last_attempt_at BIGINT,
+                    last_status_code INTEGER,
+                    last_error TEXT,
+                    last_duration_ms BIGINT,
+                    delivered_at BIGINT,
+                    UNIQUE (event_id, endpoint_id)
+                )
+                """,
+                "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING'",
+                "CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, seq)",
+                """
+                CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (endpoint_id, lease_until)
+                    WHERE status = 'PENDING' AND lease_token IS NOT NULL
+                """,
+                """
+                CREATE TABLE webhook_outbox (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    first_entry_seq BIGINT NOT NULL
+                )
+                """,
+                "INSERT INTO webhook_outbox (id, first_entry_seq) SELECT 1, COALESCE(MAX(seq), 0) + 1 FROM ledger_entries",
+            ]
+        ),
+        (
             // The web checkout's browser sessions: the same table and index as SQLite's v16.
             "v16: browser sessions",
             [

@@ -577,6 +577,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 let (id, kind, sessionID, body) = try $0.decode((String, String, String, String).self)
                 return StoredReceipt(id: id, kind: kind, sessionID: sessionID, body: body)
             }
+            let webhooks = try await connection.webhookEvents()
             return LedgerSnapshot(
                 wallets: wallets,
                 entries: entries,
@@ -591,7 +592,9 @@ public struct PostgresLedgerBackend: LedgerBackend {
                     "SELECT \(unescaped: Connection.payoutColumns) FROM payouts p ORDER BY p.id"
                 ).map { try PayoutRow($0) },
                 refunds: try await connection.refunds(),
-                shares: try await connection.allShares()
+                shares: try await connection.allShares(),
+                webhookEvents: webhooks.events,
+                webhookOutboxStart: webhooks.start
             )
         }
     }
@@ -1081,6 +1084,8 @@ extension PostgresLedgerBackend {
                     """
             case .refundsSwept:
                 statement = "UPDATE payment_sessions SET refunds_swept_at = \(now) WHERE id = \(sid)"
+            case .expiryNoted:
+                statement = "UPDATE payment_sessions SET expiry_noted_at = \(now) WHERE id = \(sid)"
             }
             try await connection.write(statement, to: "payment_sessions")
         }

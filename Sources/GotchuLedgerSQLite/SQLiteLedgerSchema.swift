@@ -334,6 +334,89 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // Webhooks: the endpoints users register (with their secrets, the one a rotation replaced, and whether they are
+        // disabled, failing or deleted) and the event types each subscribes to, found by user and type; the events
+        // every money movement writes in its own transaction (the outbox), each naming its transfer and the rows its
+        // data is read from, with the body every delivery of it sends once rendered; one delivery per event and
+        // subscribed endpoint, with its lease and its last attempt, found when due and by endpoint; when each
+        // session's expiry was noted with its event (sessions expired before this are noted without one); and the
+        // first entry written with the outbox in place, from which on every money movement has its event.
+        migrator.registerMigration("v15: webhooks") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE payment_sessions ADD COLUMN expiry_noted_at INTEGER;
+                    UPDATE payment_sessions SET expiry_noted_at = exp_at
+                        WHERE status IN ('CREATED', 'ADVERTISING', 'LOCKED')
+                        AND exp_at <= CAST(strftime('%s', 'now') AS INTEGER) * 1000;
+                    CREATE INDEX payment_sessions_expiry_due ON payment_sessions (exp_at)
+                        WHERE status IN ('CREATED', 'ADVERTISING', 'LOCKED') AND expiry_noted_at IS NULL;
+                    CREATE TABLE webhook_endpoints (
+                        id TEXT PRIMARY KEY,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        url TEXT NOT NULL,
+                        events TEXT NOT NULL,
+                        secret TEXT NOT NULL,
+                        previous_secret TEXT,
+                        previous_secret_until INTEGER,
+                        created_at INTEGER NOT NULL,
+                        disabled_at INTEGER,
+                        disabled_reason TEXT,
+                        failing_since INTEGER,
+                        deleted_at INTEGER
+                    );
+                    CREATE INDEX webhook_endpoints_user ON webhook_endpoints (user_id, created_at);
+                    CREATE TABLE webhook_subscriptions (
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        event_type TEXT NOT NULL,
+                        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+                        PRIMARY KEY (user_id, event_type, endpoint_id)
+                    );
+                    CREATE TABLE webhook_events (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        id TEXT NOT NULL UNIQUE,
+                        user_id TEXT NOT NULL REFERENCES users(id),
+                        type TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        session_id TEXT,
+                        payment_id TEXT,
+                        refund_id TEXT,
+                        payout_id TEXT,
+                        deposit_id TEXT,
+                        transfer_id TEXT,
+                        amount_cents INTEGER,
+                        body BLOB
+                    );
+                    CREATE TABLE webhook_deliveries (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        id TEXT NOT NULL UNIQUE,
+                        event_id TEXT NOT NULL REFERENCES webhook_events(id),
+                        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+                        status TEXT NOT NULL CHECK (status IN ('PENDING', 'DELIVERED', 'FAILED')),
+                        attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+                        created_at INTEGER NOT NULL,
+                        next_attempt_at INTEGER,
+                        lease_token TEXT,
+                        lease_until INTEGER,
+                        last_attempt_at INTEGER,
+                        last_status_code INTEGER,
+                        last_error TEXT,
+                        last_duration_ms INTEGER,
+                        delivered_at INTEGER,
+                        UNIQUE (event_id, endpoint_id)
+                    );
+                    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING';
+                    CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, seq);
+                    CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (endpoint_id, lease_until)
+                        WHERE status = 'PENDING' AND lease_token IS NOT NULL;
+                    CREATE TABLE webhook_outbox (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        first_entry_seq INTEGER NOT NULL
+                    );
+                    INSERT INTO webhook_outbox (id, first_entry_seq)
+                        SELECT 1, COALESCE(MAX(seq), 0) + 1 FROM ledger_entries;
+                    """
+            )
+        }
         // The web checkout's browser sessions: the SHA-256 digest of each cookie's secret, its user, and when it
         // started and ends (expired ones are pruned by the end's index).
         migrator.registerMigration("v16: browser sessions") { db in

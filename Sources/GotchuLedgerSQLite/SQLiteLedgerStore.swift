@@ -356,7 +356,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     public func snapshot() async throws -> LedgerSnapshot {
         // One read transaction: one snapshot of every table.
         try await database.read { db in
-            LedgerSnapshot(
+            let webhooks = try Self.webhookEvents(db)
+            return LedgerSnapshot(
                 wallets: try db.fetchAll(cached: "SELECT \(WalletRow.columns) FROM wallet_accounts ORDER BY id") {
                     try WalletRow($0)
                 },
@@ -379,7 +380,9 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                         of: "WHERE session_id = ? ORDER BY share",
                         with: "ORDER BY session_id, share"
                     )
-                ) { try ShareRow($0) }
+                ) { try ShareRow($0) },
+                webhookEvents: webhooks.events,
+                webhookOutboxStart: webhooks.start
             )
         }
     }
@@ -747,6 +750,8 @@ extension SQLiteLedgerBackend {
                 )
             case .refundsSwept:
                 try execute("UPDATE payment_sessions SET refunds_swept_at = ? WHERE id = ?", [now, sid])
+            case .expiryNoted:
+                try execute("UPDATE payment_sessions SET expiry_noted_at = ? WHERE id = ?", [now, sid])
             }
         }
 

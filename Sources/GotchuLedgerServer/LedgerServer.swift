@@ -145,7 +145,9 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
 
 /// Returns the paid shares of split sessions that were cancelled or expired, every second until graceful shutdown
 /// (``LedgerStore/returnDueSharePayments(limit:)``): every server runs it, and each payment is returned once
-/// however many do, so an expired split is refunded within about a second with no request arriving.
+/// however many do, so an expired split is refunded within about a second with no request arriving. Before that it
+/// notes the sessions that expired since, each with its `session.expired` webhook event, once however many servers
+/// run it (``LedgerStore/markExpiredSessions(limit:)``).
 struct SharePaymentReturner<Store: LedgerStore>: Service {
     let store: Store
     let migration: Migration
@@ -159,6 +161,7 @@ struct SharePaymentReturner<Store: LedgerStore>: Service {
         var failing: String?
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
+                _ = try await store.markExpiredSessions(limit: 100)
                 let returned = try await store.returnDueSharePayments(limit: 100)
                 if returned > 0 {
                     logger.info("returned split payments", metadata: ["count": "\(returned)"])

@@ -1,0 +1,435 @@
+public import Foundation
+import GotchuCore
+import GotchuReceipts
+
+// Webhooks: the outbox every money movement writes into (in its own transaction), the endpoints users register,
+// and the deliveries workers claim and record. Lock order, as everywhere, is one: a delivery's row before its
+// endpoint's; a claim waits for no row (it skips what another transaction holds), so no two transactions of these
+// can wait on each other in a cycle.
+extension LedgerEngine {
+    // MARK: The outbox
+
+    /// Writes an event in the caller's transaction, with one delivery per subscribed endpoint of `userID`: what
+    /// every money movement (and every cancel and expiry) calls once, after its own writes, so the event commits
+    /// exactly when the movement does.
+    static func recordWebhookEvent(
+        _ type: WebhookEventType,
+        userID: String,
+        sessionID: String? = nil,
+        paymentID: String? = nil,
+        refundID: String? = nil,
+        payoutID: String? = nil,
+        depositID: String? = nil,
+        transfer: (id: String, amount: Cents)? = nil,
+        _ transaction: Backend.Transaction
+    ) async throws {
+        try await transaction.insert(
+            webhookEvent: WebhookEvent(
+                id: WebhookSecrets.id("evt_"),
+                type: type,
+                userID: userID,
+                createdAt: transaction.now,
+                sessionID: sessionID,
+                paymentID: paymentID,
+                refundID: refundID,
+                payoutID: payoutID,
+                depositID: depositID,
+                transferID: transfer?.id,
+                amount: transfer?.amount
+            )
+        )
+    }
+
+    /// The transfer of `entries` (one transfer's two entries), as an event names it.
+    static func eventTransfer(_ entries: [EntryRow]) -> (id: String, amount: Cents)? {
+        entries.first.map { ($0.transferID, $0.amount) }
+    }
+
+    public func markExpiredSessions(limit: Int) async throws -> Int {
+        guard limit > 0, try await backend.sessionExpiriesDue(now: try await backend.now()) else { return 0 }
+        let count = try await measuredTransaction { transaction in
+            let sessions = try await transaction.expiredSessionsForUpdate(limit: limit)
+            for session in sessions {
+                try await transaction.update(session: session.id, .expiryNoted)
+                try await Self.recordWebhookEvent(
+                    .sessionExpired,
+                    userID: session.payeeID,
+                    sessionID: session.id,
+                    transaction
+                )
+            }
+            return sessions.count
+        }
+        if count > 0 { webhookOutbox.notify() }
+        return count
+    }
+
+    // MARK: Endpoints
+
+    public func createWebhookEndpoint(
+        userID: String,
+        url: String,
+        events: [String]
+    ) async throws -> (endpoint: WebhookEndpoint, secret: String) {
+        let url = try WebhookSecrets.validate(url: url)
+        let events = try WebhookSecrets.validate(events: events)
+        let maximum = policy.maximumWebhookEndpoints
+        return try await measuredTransaction { transaction in
+            // The user's own lock, so two creates at once cannot both find room under the cap.
+            try await transaction.lockPayer(userID)
+            guard try await transaction.user(id: userID) != nil else { throw Self.unknownUser }
+            guard try await transaction.webhookEndpointCount(userID: userID) < maximum else {
+                throw LedgerError(
+                    .invalidInput,
+                    detail: "a user may have at most \(maximum) webhook endpoints; delete one first"
+                )
+            }
+            let secret = WebhookSecrets.generate()
+            let id = WebhookSecrets.id("we_")
+            try await transaction.insert(
+                webhookEndpoint: WebhookEndpointRow(
+                    endpoint: WebhookEndpoint(
+                        id: id,
+                        userID: userID,
+                        userEmail: "",
+                        url: url,
+                        events: events,
+                        createdAt: transaction.now
+                    ),
+                    secret: secret
+                )
+            )
+            guard let stored = try await transaction.webhookEndpoint(id: id, forUpdate: false) else {
+                throw LedgerError(.inconsistent, detail: "webhook endpoint \(id) was not stored")
+            }
+            return (stored.endpoint, secret)
+        }
+    }
+
+    public func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint] {
+        try await backend.webhookEndpoints(userID: userID).map(\.endpoint)
+    }
+
+    public func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint] {
+        guard let email else { return try await backend.webhookEndpoints(userID: nil).map(\.endpoint) }
+        let normalized = try LedgerUser.normalize(email: email).email
+        guard let user = try await backend.credentials(email: normalized)?.user else {
+            throw LedgerError(.unknownUser, detail: "no user has the address \(normalized)")
+        }
+        return try await backend.webhookEndpoints(userID: user.id).map(\.endpoint)
+    }
+
+    public func deleteWebhookEndpoint(id: String, userID: String) async throws {
+        try await measuredTransaction { transaction in
+            // Read unlocked: the deliveries go first (a delivery's row before its endpoint's, the one order).
+            _ = try await Self.ownEndpoint(id, userID: userID, forUpdate: false, transaction)
+            try await transaction.abandonWebhookDeliveries(endpointID: id, reason: "the endpoint was deleted")
+            try await transaction.update(webhookEndpoint: id, .deleted)
+        }
+    }
+
+    public func rotateWebhookSecret(
+        id: String,
+        userID: String
+    ) async throws -> (endpoint: WebhookEndpoint, secret: String) {
+        let overlap = LedgerTime.milliseconds(WebhookSecrets.rotationOverlap)
+        return try await measuredTransaction { transaction in
+            let row = try await Self.ownEndpoint(id, userID: userID, forUpdate: true, transaction)
+            let secret = WebhookSecrets.generate()
+            let until = transaction.now + overlap
+            try await transaction.update(
+                webhookEndpoint: id,
+                .secretRotated(secret: secret, previous: row.secret, previousUntil: until)
+            )
+            var endpoint = row.endpoint
+            endpoint.previousSecretExpiresAt = until
+            return (endpoint, secret)
+        }
+    }
+
+    public func webhookSecrets(endpointID: String) async throws -> WebhookSigningSecrets {
+        guard let row = try await backend.webhookEndpoint(id: endpointID), row.deletedAt == nil else {
+            throw Self.noEndpoint(endpointID)
+        }
+        return row.secrets(now: try await backend.now())
+    }
+
+    public func disableWebhookEndpoint(id: String, actor: String, reason: String) async throws -> WebhookEndpoint {
+        let reason = try OperatorText.reason(reason)
+        return try await measuredTransaction { transaction in
+            guard var row = try await transaction.webhookEndpoint(id: id, forUpdate: true), row.deletedAt == nil else {
+                throw Self.noEndpoint(id)
+            }
+            guard row.endpoint.disabledAt == nil else { return row.endpoint }
+            try await transaction.update(webhookEndpoint: id, .disabled(reason: reason))
+            try await transaction.insert(
+                audit: AuditEntry(
+                    actor: actor,
+                    action: "webhook.disable",
+                    subject: id,
+                    detail: "\(row.endpoint.userEmail): \(reason)",
+                    at: transaction.now
+                )
+            )
+            row.endpoint.disabledAt = transaction.now
+            row.endpoint.disabledReason = reason
+            return row.endpoint
+        }
+    }
+
+    public func enableWebhookEndpoint(id: String, actor: String) async throws -> WebhookEndpoint {
+        let endpoint = try await measuredTransaction { transaction in
+            guard var row = try await transaction.webhookEndpoint(id: id, forUpdate: true), row.deletedAt == nil else {
+                throw Self.noEndpoint(id)
+            }
+            guard row.endpoint.disabledAt != nil else { return row.endpoint }
+            try await transaction.update(webhookEndpoint: id, .enabled)
+            try await transaction.insert(
+                audit: AuditEntry(
+                    actor: actor,
+                    action: "webhook.enable",
+                    subject: id,
+                    detail: row.endpoint.userEmail,
+                    at: transaction.now
+                )
+            )
+            row.endpoint.disabledAt = nil
+            row.endpoint.disabledReason = nil
+            row.endpoint.failingSince = nil
+            return row.endpoint
+        }
+        webhookOutbox.notify()
+        return endpoint
+    }
+
+    /// The endpoint `id` of `userID`, not deleted; `notFound` otherwise, whichever the reason.
+    private static func ownEndpoint(
+        _ id: String,
+        userID: String,
+        forUpdate: Bool,
+        _ transaction: Backend.Transaction
+    ) async throws -> WebhookEndpointRow {
+        guard let row = try await transaction.webhookEndpoint(id: id, forUpdate: forUpdate),
+            row.endpoint.userID == userID, row.deletedAt == nil
+        else { throw noEndpoint(id) }
+        return row
+    }
+
+    private static func noEndpoint(_ id: String) -> LedgerError {
+        LedgerError(.notFound, detail: "no webhook endpoint \(DisplayText.quoted(id))")
+    }
+
+    // MARK: Deliveries
+
+    public func webhookDeliveries(endpointID: String, userID: String?, limit: Int) async throws -> [WebhookDelivery] {
+        guard let row = try await backend.webhookEndpoint(id: endpointID),
+            userID == nil || (row.endpoint.userID == userID && row.deletedAt == nil)
+        else { throw Self.noEndpoint(endpointID) }
+        return try await backend.webhookDeliveries(endpointID: endpointID, limit: min(max(limit, 1), 1000))
+    }
+
+    public func retryWebhookDelivery(id: String, userID: String?) async throws -> WebhookDelivery {
+        let delivery = try await measuredTransaction { transaction in
+            let noDelivery = LedgerError(.notFound, detail: "no webhook delivery \(DisplayText.quoted(id))")
+            guard var row = try await transaction.webhookDelivery(id: id, forUpdate: true) else { throw noDelivery }
+            guard let endpoint = try await transaction.webhookEndpoint(id: row.delivery.endpointID, forUpdate: false)
+            else {
+                throw LedgerError(.inconsistent, detail: "webhook delivery \(id) names an unknown endpoint")
+            }
+            if let userID, endpoint.endpoint.userID != userID { throw noDelivery }
+            guard endpoint.deletedAt == nil else {
+                throw LedgerError(.invalidInput, detail: "the endpoint of webhook delivery \(id) was deleted")
+            }
+            try await transaction.update(webhookDeliveries: [id], .requeued)
+            row.delivery.status = .pending
+            row.delivery.nextAttemptAt = transaction.now
+            row.delivery.deliveredAt = nil
+            return row.delivery
+        }
+        webhookOutbox.notify()
+        return delivery
+    }
+
+    public func claimWebhookDeliveries(
+        limit: Int,
+        perEndpoint: Int,
+        lease: Duration
+    ) async throws -> [ClaimedWebhookDelivery] {
+        guard limit > 0, perEndpoint > 0 else { return [] }
+        // A read first: with nothing due (the usual poll), no transaction (on SQLite, no turn at the writer).
+        guard try await backend.webhookDeliveriesDue(now: try await backend.now()) else { return [] }
+        let leaseMilliseconds = max(LedgerTime.milliseconds(lease), 1)
+        return try await measuredTransaction { transaction in
+            // More candidates than wanted, so one endpoint's backlog leaves room for the others'.
+            let due = try await transaction.dueWebhookDeliveries(limit: min(limit * 4, 1000), perEndpoint: perEndpoint)
+            guard !due.isEmpty else { return [] }
+            // Each endpoint's count of deliveries in flight is read under its lock: two servers claiming at once take
+            // turns per endpoint (or one skips it this time), so neither passes its limit.
+            let locked = try await transaction.lockWebhookEndpoints(
+                ids: Array(Set(due.map(\.delivery.endpointID))).sorted()
+            )
+            let endpoints = Dictionary(locked.map { ($0.endpoint.id, $0) }, uniquingKeysWith: { first, _ in first })
+            var inFlight = try await transaction.leasedWebhookDeliveries(endpointIDs: endpoints.keys.sorted())
+            var taken: [WebhookDeliveryRow] = []
+            for row in due where taken.count < limit {
+                let endpointID = row.delivery.endpointID
+                guard let endpoint = endpoints[endpointID], endpoint.isActive,
+                    inFlight[endpointID, default: 0] < perEndpoint
+                else { continue }
+                inFlight[endpointID, default: 0] += 1
+                taken.append(row)
+            }
+            guard !taken.isEmpty else { return [] }
+            let token = RandomUUID.make()
+            let until = transaction.now + leaseMilliseconds
+            try await transaction.update(
+                webhookDeliveries: taken.map(\.delivery.id),
+                .claimed(token: token, until: until)
+            )
+            let events = Dictionary(
+                try await transaction.webhookEvents(ids: Array(Set(taken.map(\.delivery.eventID))).sorted())
+                    .map { ($0.id, $0) },
+                uniquingKeysWith: { first, _ in first }
+            )
+            return try taken.map { row in
+                guard let event = events[row.delivery.eventID], let endpoint = endpoints[row.delivery.endpointID]
+                else {
+                    throw LedgerError(
+                        .inconsistent,
+                        detail: "webhook delivery \(row.delivery.id) names an unknown event"
+                    )
+                }
+                return ClaimedWebhookDelivery(
+                    delivery: row.delivery,
+                    attempt: row.delivery.attempts + 1,
+                    leaseToken: token,
+                    leaseUntil: until,
+                    event: event,
+                    endpoint: endpoint.endpoint,
+                    secrets: endpoint.secrets(now: transaction.now),
+                    now: transaction.now
+                )
+            }
+        }
+    }
+
+    public func recordWebhookAttempt(
+        deliveryID: String,
+        leaseToken: String,
+        outcome: WebhookAttemptOutcome
+    ) async throws -> WebhookAttemptResult {
+        let disableAfter = LedgerTime.milliseconds(policy.webhookDisableAfter)
+        return try await measuredTransaction { transaction in
+            guard let row = try await transaction.webhookDelivery(id: deliveryID, forUpdate: true),
+                row.leaseToken == leaseToken, row.delivery.status == .pending
+            else { return WebhookAttemptResult(recorded: false, failingSince: nil, endpointDisabled: false) }
+            let endpointID = row.delivery.endpointID
+            guard let endpoint = try await transaction.webhookEndpoint(id: endpointID, forUpdate: true) else {
+                throw LedgerError(.inconsistent, detail: "webhook delivery \(deliveryID) names an unknown endpoint")
+            }
+            switch outcome {
+            case .delivered(let statusCode, let duration):
+                try await transaction.update(
+                    webhookDeliveries: [deliveryID],
+                    .delivered(statusCode: statusCode, durationMilliseconds: LedgerTime.milliseconds(duration))
+                )
+                if endpoint.endpoint.failingSince != nil {
+                    try await transaction.update(webhookEndpoint: endpointID, .attempted(failingSince: nil))
+                }
+                return WebhookAttemptResult(recorded: true, failingSince: nil, endpointDisabled: false)
+            case .failed(let statusCode, let error, let duration, let retryAfter):
+                try await transaction.update(
+                    webhookDeliveries: [deliveryID],
+                    .attemptFailed(
+                        statusCode: statusCode,
+                        error: WebhookSecrets.storedError(error),
+                        durationMilliseconds: LedgerTime.milliseconds(duration),
+                        nextAttemptAt: retryAfter.map { transaction.now + max(LedgerTime.milliseconds($0), 0) }
+                    )
+                )
+                let since = endpoint.endpoint.failingSince ?? transaction.now
+                if endpoint.endpoint.failingSince == nil {
+                    try await transaction.update(webhookEndpoint: endpointID, .attempted(failingSince: since))
+                }
+                guard endpoint.isActive, transaction.now - since >= disableAfter else {
+                    return WebhookAttemptResult(recorded: true, failingSince: since, endpointDisabled: false)
+                }
+                let days = Double(transaction.now - since) / 86_400_000
+                let reason = "every attempt failed for \(String(format: "%.1f", days)) days"
+                try await transaction.update(webhookEndpoint: endpointID, .disabled(reason: reason))
+                try await transaction.insert(
+                    audit: AuditEntry(
+                        actor: Self.webhookActor,
+                        action: "webhook.disable",
+                        subject: endpointID,
+                        detail: "\(endpoint.endpoint.userEmail): \(reason)",
+                        at: transaction.now
+                    )
+                )
+                return WebhookAttemptResult(recorded: true, failingSince: since, endpointDisabled: true)
+            }
+        }
+    }
+
+    /// The actor of the audit entries the ledger writes by itself (an endpoint disabled after failing too long).
+    static var webhookActor: String { "gotchu" }
+
+    // MARK: Events
+
+    public func webhookEvent(id: String) async throws -> WebhookEventDetail {
+        guard let event = try await backend.webhookEvent(id: id) else {
+            throw LedgerError(.notFound, detail: "no webhook event \(DisplayText.quoted(id))")
+        }
+        let missing = LedgerError(.inconsistent, detail: "webhook event \(id) names a row that does not exist")
+        switch event.type {
+        case .paymentSucceeded, .sessionCancelled, .sessionExpired:
+            guard let sid = event.sessionID, let session = try await backend.session(id: sid) else { throw missing }
+            let now = try await backend.now()
+            let view = try await view(of: session, viewerID: session.payeeID, now: now)
+            var receipt: Receipt?
+            if event.type == .paymentSucceeded {
+                if let paymentID = event.paymentID {
+                    receipt = try await self.receipt(paymentID: paymentID)
+                } else {
+                    receipt = try await self.receipt(sessionID: sid)
+                }
+            }
+            return WebhookEventDetail(event: event, data: .session(view, paymentID: event.paymentID, receipt: receipt))
+        case .refundSucceeded:
+            guard let refundID = event.refundID, let row = try await backend.refund(id: refundID) else { throw missing }
+            return WebhookEventDetail(event: event, data: .refund(try Refund(row)))
+        case .payoutSettled, .payoutFailed:
+            guard let payoutID = event.payoutID, let row = try await backend.payout(id: payoutID) else { throw missing }
+            return WebhookEventDetail(event: event, data: .payout(row))
+        case .depositReceived:
+            guard let depositID = event.depositID else { throw missing }
+            let deposit: WebhookDeposit
+            if let row = try await backend.deposit(id: depositID) {
+                deposit = WebhookDeposit(
+                    id: row.id,
+                    amount: row.amount,
+                    reference: row.reference,
+                    createdAt: row.createdAt
+                )
+            } else {
+                // A development funding: no row of its own; the event says what its transfer moved.
+                deposit = WebhookDeposit(
+                    id: depositID,
+                    amount: event.amount ?? 0,
+                    reference: nil,
+                    createdAt: event.createdAt
+                )
+            }
+            return WebhookEventDetail(event: event, data: .deposit(deposit))
+        }
+    }
+
+    public func pinWebhookBody(eventID: String, body: Data) async throws -> Data {
+        guard
+            let stored = try await measuredTransaction({ transaction in
+                try await transaction.pinWebhookBody(eventID: eventID, body: body)
+            })
+        else { throw LedgerError(.notFound, detail: "no webhook event \(DisplayText.quoted(eventID))") }
+        return stored
+    }
+}
