@@ -37,11 +37,17 @@ struct AuditTests {
                 _ = try await Self.fill(store, payments: 5)
                 let verification = try await store.verify()
                 #expect(verification.isValid, "\(verification)")
-                #expect(verification.passed.count == 9)
+                #expect(verification.passed.count == 10)
                 #expect(verification.passed[0].hasPrefix("hash chain: 12 entries"))
                 #expect(verification.passed.contains { $0.hasPrefix("receipts: 5,") })
                 #expect(verification.passed.contains { $0.hasPrefix("refunds") })
                 #expect(verification.passed.contains { $0.hasPrefix("deposits and payouts") })
+                // The payer's funding and the 5 payments, each with its webhook event.
+                #expect(
+                    verification.passed.contains {
+                        $0.hasSuffix("6 money movements since the outbox began, each with exactly one")
+                    }
+                )
             }
         }
     }

@@ -35,6 +35,7 @@ extension LedgerModel {
         }
         moneyInOut.deposits[reference] = MoneyInOutModel.Deposit(user: user, amount: amount)
         balances[user] += amount
+        announce(.depositReceived, user, amount)
         return .ok(balances[user])
     }
 
@@ -69,6 +70,7 @@ extension LedgerModel {
         guard payout.status == .pending else { return .refused(.payoutNotPending) }
         payout.status = status
         if status == .failed { balances[payout.user] += payout.amount }
+        announce(status == .settled ? .payoutSettled : .payoutFailed, payout.user, payout.amount)
         moneyInOut.payouts[id] = payout
         return .ok(nil)
     }

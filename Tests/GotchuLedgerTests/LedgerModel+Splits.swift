@@ -118,6 +118,7 @@ extension LedgerModel {
         if balances[payer] < amount + tip { return .refused(.insufficientFunds) }
         balances[payer] -= amount + tip
         balances[session.payee] += amount + tip
+        announce(.paymentSucceeded, session.payee, amount + tip)
         let index = session.payments.count
         session.payments.append(
             SharePayment(payer: payer, numbers: mine.map(\.number), amount: amount, tip: tip, paidAt: now)
@@ -150,6 +151,7 @@ extension LedgerModel {
             if balances[session.payee] < owed { return (returned, .insufficientFunds) }
             balances[session.payee] -= owed
             balances[payment.payer] += owed
+            announce(.refundSucceeded, session.payee, owed)
             session.payments[index].refunded += owed
             session.payments[index].returned = true
             session.refunded += owed

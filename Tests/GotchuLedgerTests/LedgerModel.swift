@@ -60,6 +60,11 @@ struct LedgerModel {
     var lastLockedShares: [Int] = []
     /// The split payment the last send made (its session and index), to be named by the store's id.
     var lastPayment: (sid: String, index: Int)?
+    /// The webhook events the store must have written, one per money movement, cancel and noted expiry
+    /// (LedgerModelTests+Webhooks.swift).
+    var events: [String] = []
+    /// The sessions whose expiry was noted, with its event.
+    var expiryNoted: Set<String> = []
 
     init(users: Int, policy: LedgerPolicy, now: Int64) {
         self.policy = policy
@@ -104,6 +109,7 @@ struct LedgerModel {
 
     mutating func fund(_ user: Int, _ amount: Cents) -> Expected {
         balances[user] += amount
+        announce(.depositReceived, user, amount)
         return .ok(balances[user])
     }
 
@@ -253,6 +259,7 @@ struct LedgerModel {
         if balances[payer] < session.amount + tip { return .refused(.insufficientFunds) }
         balances[payer] -= session.amount + tip
         balances[session.payee] += session.amount + tip
+        announce(.paymentSucceeded, session.payee, session.amount + tip)
         session.paidBy = payer
         session.tip = tip
         session.lock = nil
@@ -271,6 +278,7 @@ struct LedgerModel {
         }
         if let kind = closed(session) { return .refused(kind) }
         session.cancelled = true
+        announce(.sessionCancelled, user, nil)
         sessions[sid] = session
         if sharesPaid(session) > 0 { _ = returnPayments(sid) }
         return .ok(nil)
@@ -326,6 +334,7 @@ extension LedgerModel {
         if balances[user] < amount { return .refused(.insufficientFunds) }
         balances[user] -= amount
         balances[payer] += amount
+        announce(.refundSucceeded, user, amount)
         session.refunded += amount
         if let payment { session.payments[payment].refunded += amount }
         sessions[sid] = session

@@ -150,6 +150,8 @@ extension Driver {
     /// returned whole or not at all, a split's oldest first, and a sweep that answered without error returned them
     /// all. The balances after the step hold the store to what it says it returned.
     mutating func sweep() async throws {
+        // The expiry sweep runs beside it in every server (LedgerModelTests+Webhooks.swift).
+        try await noteExpiries()
         if let sid = model.owedSessions().first, Int.random(in: 0..<3, using: &random) == 0 {
             try await drain(model.sessions[sid]!.payee)
         }
@@ -182,6 +184,7 @@ extension Driver {
                 if seen == payment.refunded + owed && !stopped {
                     model.balances[session.payee] -= owed
                     model.balances[payment.payer] += owed
+                    model.announce(.refundSucceeded, session.payee, owed)
                     model.sessions[sid]!.payments[index].refunded += owed
                     model.sessions[sid]!.payments[index].returned = true
                     model.sessions[sid]!.refunded += owed

@@ -39,7 +39,7 @@ struct LedgerModelTests {
         "lock refused(invalid-shares)", "send ok (share)", "send ok (last share)", "send ok (tip)",
         "send refused(invalid-tip)", "send refused(lock-required)", "cancel returned payments",
         "sweep returned payments", "refund ok (payment)", "refund refused(bad-request)",
-        "refund refused(refund-exceeds-payment)", "race matched", "view ok (split)",
+        "refund refused(refund-exceeds-payment)", "race matched", "view ok (split)", "expiries noted",
     ]
 
     @Test("10,000 random operations match the oracle; invariants hold after every step", arguments: StoreKind.available)
@@ -539,5 +539,6 @@ struct Driver {
             )
         }
         for sid in touched.sorted() { try await checkSession(sid) }
+        try await checkWebhookEvents()
     }
 }

@@ -42,6 +42,7 @@ struct PostgresMigrationTests {
                         "v12: access token revocation",
                         "v13: email confirmation",
                         "v14: splits and tips",
+                        "v15: webhooks",
                         "v16: browser sessions",
                     ] && Set(migrations).count == migrations.count
                 )

@@ -91,6 +91,7 @@ struct SchemaParityTests {
                 "receipt_keys", "receipts", "refresh_tokens", "session_eids", "user_identities", "users",
                 "wallet_accounts", "deposits", "payouts", "refunds", "session_shares",
                 "email_confirmations", "health_checks", "browser_sessions",
+                "webhook_endpoints", "webhook_subscriptions", "webhook_events", "webhook_deliveries", "webhook_outbox",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
