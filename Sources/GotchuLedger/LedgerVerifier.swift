@@ -24,7 +24,7 @@ public struct LedgerSnapshot: Sendable {
     public var refunds: [RefundRow]
     /// Every share of every split session, by session and number.
     public var shares: [ShareRow]
-    /// Every webhook event, oldest first.
+    /// Every webhook event, oldest first, without its body.
     public var webhookEvents: [WebhookEvent]
     /// The `seq` of the first entry written with the webhook outbox in place: every money movement from it on has its
     /// event. `nil` where the ledger has no outbox.

@@ -137,11 +137,16 @@ extension SQLiteLedgerBackend {
         }
     }
 
-    /// Every event and where the outbox began (for `ledger verify`), in the caller's read.
+    /// Every event without its body, oldest first, and where the outbox began (for `ledger verify`), in the caller's read.
     static func webhookEvents(_ db: Database) throws -> (events: [WebhookEvent], start: Int64?) {
-        let events = try Row.fetchAll(cached: db, sql: "SELECT * FROM webhook_events ORDER BY seq").map {
-            try WebhookEvent($0)
-        }
+        // Without their bodies: the check needs none, and a large ledger's would not fit in memory.
+        let events = try Row.fetchAll(
+            cached: db,
+            sql: """
+                SELECT id, type, user_id, created_at, session_id, payment_id, refund_id, payout_id, deposit_id,
+                transfer_id, amount_cents, NULL AS body FROM webhook_events ORDER BY seq
+                """
+        ).map { try WebhookEvent($0) }
         let start = try Int64.fetchOne(cached: db, sql: "SELECT first_entry_seq FROM webhook_outbox WHERE id = 1")
         return (events, start)
     }
