@@ -179,6 +179,6 @@ public protocol BrowserSessionTransaction {
     /// Deletes the browser session with this digest, if there is one.
     func deleteBrowserSession(digest: String) async throws
 
-    /// Deletes the browser sessions that ended before `time`; returns how many.
-    func deleteBrowserSessions(endedBefore time: Int64) async throws -> Int
+    /// Deletes the browser sessions that ended by `time` (their end at or before it); returns how many.
+    func deleteBrowserSessions(endedBy time: Int64) async throws -> Int
 }

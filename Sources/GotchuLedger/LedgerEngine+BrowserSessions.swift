@@ -42,10 +42,10 @@ extension LedgerEngine {
         }
     }
 
-    /// Deletes those that ended before the store's time, in one transaction.
+    /// Deletes those whose end has come by the store's time, in one transaction.
     public func pruneBrowserSessions() async throws -> Int {
         try await measuredTransaction { transaction in
-            try await transaction.deleteBrowserSessions(endedBefore: transaction.now)
+            try await transaction.deleteBrowserSessions(endedBy: transaction.now)
         }
     }
 

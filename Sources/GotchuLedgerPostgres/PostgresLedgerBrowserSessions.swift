@@ -44,10 +44,10 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Served by the index on `expires_at`.
-    public func deleteBrowserSessions(endedBefore time: Int64) async throws -> Int {
+    public func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
         let count = try await connection.value(
             """
-            WITH pruned AS (DELETE FROM browser_sessions WHERE expires_at < \(time) RETURNING 1)
+            WITH pruned AS (DELETE FROM browser_sessions WHERE expires_at <= \(time) RETURNING 1)
             SELECT COUNT(*) FROM pruned
             """,
             as: Int64.self

@@ -57,9 +57,9 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Served by the index on `expires_at`.
-    public func deleteBrowserSessions(endedBefore time: Int64) async throws -> Int {
+    public func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
         try sync { db in
-            try db.execute(cached: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [time])
+            try db.execute(cached: "DELETE FROM browser_sessions WHERE expires_at <= ?", arguments: [time])
             return db.changesCount
         }
     }

@@ -26,6 +26,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let identities: OIDCVerifier?
     /// The store outage in progress, which a passing readiness check ends.
     let outage: StoreOutage
+    /// The web checkout's settings, limit and running payments.
+    let checkout: Checkout
 
     /// How long `GET /readyz` waits for the store before it answers not ready: under a second, so a load balancer's
     /// check (typically with a timeout of one or two seconds) gets an answer, not a time-out.
@@ -40,8 +42,10 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits,
         metrics: LedgerMetrics?,
-        outage: StoreOutage = StoreOutage()
+        outage: StoreOutage = StoreOutage(),
+        checkout: CheckoutSettings = CheckoutSettings()
     ) {
+        self.checkout = Checkout(checkout, limits: limits)
         self.store = store
         self.outage = outage
         self.metrics = metrics
@@ -61,6 +65,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     /// Registers the route table, and the 405 answers for its paths.
     func register(on router: Router<LedgerRequestContext>) {
         let table = self.table
+        router.add(middleware: CheckoutPageMiddleware(outage: outage))
         router.add(middleware: MethodNotAllowedMiddleware(paths: table.map { ($0.path, $0.method) }))
         // Lazy: the routes ask for the identity (`context.user(for:)`, `context.principal()`) at the point their
         // order of answers says; see ``LedgerAuthenticator``.
@@ -377,6 +382,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 },
             ]
         }
+        routes += checkoutRoutes
         return routes
     }
 
@@ -392,7 +398,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
     /// `X-Forwarded-For` entry, which the proxy in front appended (earlier entries are the client's to invent).
-    private func clientAddress(_ request: Request, _ context: LedgerRequestContext) -> String {
+    func clientAddress(_ request: Request, _ context: LedgerRequestContext) -> String {
         if limiters.trustForwardedFor,
             let forwarded = request.headers[values: HTTPField.Name("X-Forwarded-For")!].last?
                 .split(separator: ",").last?.trimmingCharacters(in: .whitespaces),

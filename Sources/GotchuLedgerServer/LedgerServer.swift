@@ -24,6 +24,8 @@ public enum LedgerServer {
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
     ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
+    ///   - checkout: how the web checkout (`/p/…`) writes amounts, which tips it offers, how long a browser stays
+    ///     signed in; its cookie is `Secure` when this server serves TLS, unless the settings say otherwise.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
@@ -37,6 +39,7 @@ public enum LedgerServer {
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -65,7 +68,13 @@ public enum LedgerServer {
             mailer: mailer,
             limits: limits,
             metrics: metrics,
-            outage: outage
+            outage: outage,
+            checkout: {
+                var checkout = checkout
+                // Browsers reach it over HTTPS when it serves TLS itself.
+                checkout.secureCookies = checkout.secureCookies ?? (tls != nil)
+                return checkout
+            }()
         ).register(on: router)
         var application = Application(
             router: router,
@@ -116,7 +125,8 @@ struct SessionChangeRelay<Store: LedgerStore>: Service {
     }
 }
 
-/// Deletes idempotency keys past their retention and expired refresh tokens, at start and then every hour.
+/// Deletes idempotency keys past their retention, expired refresh tokens and ended browser sessions, at start and
+/// then every hour.
 struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
     let store: Store
     let migration: Migration
@@ -131,6 +141,8 @@ struct IdempotencyKeyPruner<Store: LedgerStore>: Service {
                 if pruned > 0 { logger.info("pruned idempotency keys", metadata: ["count": "\(pruned)"]) }
                 let expired = try await store.pruneRefreshTokens()
                 if expired > 0 { logger.info("pruned expired refresh tokens", metadata: ["count": "\(expired)"]) }
+                let ended = try await store.pruneBrowserSessions()
+                if ended > 0 { logger.info("pruned ended browser sessions", metadata: ["count": "\(ended)"]) }
             } catch {
                 logger.warning("pruning idempotency keys failed", metadata: ["error": "\(error)"])
             }
@@ -219,6 +231,7 @@ extension LedgerServer {
     /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
     /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
     /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
+    /// - Parameter checkout: the web checkout's settings.
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
     public static func withRunning<Result: Sendable>(
@@ -231,6 +244,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        checkout: CheckoutSettings = CheckoutSettings(),
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
     ) async throws -> Result {
@@ -247,6 +261,7 @@ extension LedgerServer {
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
+                checkout: checkout,
                 services: replica.services,
                 logger: logger
             ) { portContinuation.yield($0) }
@@ -286,6 +301,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable (URL) async throws -> Result
@@ -300,6 +316,7 @@ extension LedgerServer {
             limits: limits,
             metrics: metrics,
             tls: tls,
+            checkout: checkout,
             logger: logger
         ) { urls in try await body(urls[0]) }
     }

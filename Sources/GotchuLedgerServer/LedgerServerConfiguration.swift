@@ -34,6 +34,8 @@ extension LedgerServer {
         public var tlsCertificateFile: String?
         /// The PEM private key of ``tlsCertificateFile``.
         public var tlsKeyFile: String?
+        /// The web checkout's settings.
+        public var checkout = CheckoutSettings()
         /// Also accepts the access tokens of this external issuer, its users provisioned on first use.
         public var identities: OIDCVerifier.Configuration?
         /// The rate and connection limits.
@@ -99,6 +101,7 @@ extension LedgerServer {
             limits: configuration.limits,
             metrics: LedgerMetrics(),
             tls: tls,
+            checkout: configuration.checkout,
             services: services,
             logger: logger
         ) { port in

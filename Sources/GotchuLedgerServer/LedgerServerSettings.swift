@@ -247,6 +247,39 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "How long an EID rotated away keeps resolving, in seconds."
     )
 
+    // MARK: The web checkout
+
+    private static let checkout = CheckoutSettings()
+
+    /// `locale`.
+    public let locale = Setting<String>(
+        "locale",
+        default: Self.checkout.locale,
+        expected: "a locale such as en_US or de_DE",
+        summary: "How the web checkout (/p/EID) writes amounts: a locale such as en_US ($12.50) or de_DE (12,50 $), "
+            + "in the ledger's currency.",
+        valueName: "locale",
+        isAllowed: { CheckoutSettings.isKnownLocale($0) }
+    )
+    /// `checkout_tips`.
+    public let checkoutTips = Setting<String>(
+        "checkout_tips",
+        default: "",
+        expected: "whole percents from 1 to 100, comma-separated, at most \(CheckoutSettings.maximumTipChoices)",
+        summary: "The tips the web checkout offers beside paying none, in whole percent of the amount paid, such as "
+            + "10,15,20; none when empty.",
+        valueName: "percents",
+        isAllowed: { (try? CheckoutSettings.tipPercents($0).get()) != nil }
+    )
+    /// `browser_session_lifetime`.
+    public let browserSessionLifetime = Setting<Int>(
+        "browser_session_lifetime",
+        default: Self.seconds(checkout.browserSessionLifetime),
+        in: CheckoutSettings.allowedBrowserSessionLifetimes,
+        unit: "seconds",
+        summary: "How long a sign-in on the web checkout lasts, in seconds, from the sign-in (not renewed by use)."
+    )
+
     // MARK: Connections
 
     /// `max_open_connections`.

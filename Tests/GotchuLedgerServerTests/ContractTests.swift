@@ -22,6 +22,8 @@ struct ContractTests {
     /// Documented problem types per operation and status, from the "(problem types: …)" of each response.
     struct Contract {
         var responses: [Operation: [Int: Set<String>]] = [:]
+        /// The media types documented per operation and status.
+        var mediaTypes: [Operation: [Int: Set<String>]] = [:]
 
         init(yaml: String) throws {
             let document = try #require(try Yams.load(yaml: yaml) as? [String: Any])
@@ -32,6 +34,7 @@ struct ContractTests {
                     let operation = try #require(value as? [String: Any])
                     let responses = try #require(operation["responses"] as? [String: Any])
                     var statuses: [Int: Set<String>] = [:]
+                    var types: [Int: Set<String>] = [:]
                     for (status, response) in responses {
                         var response = try #require(response as? [String: Any])
                         if let reference = response["$ref"] as? String {
@@ -45,8 +48,10 @@ struct ContractTests {
                             kinds = Set(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
                         }
                         statuses[Int(status)!] = kinds
+                        types[Int(status)!] = Set((response["content"] as? [String: Any] ?? [:]).keys)
                     }
                     self.responses[Operation(method: method.uppercased(), path: path)] = statuses
+                    self.mediaTypes[Operation(method: method.uppercased(), path: path)] = types
                 }
             }
         }
@@ -347,6 +352,21 @@ struct ContractTests {
                     "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
                     payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
                 ),
+                // The web checkout: pages for people, answered in HTML (the client here follows redirects, so no
+                // call below succeeds at one).
+                ("GET", "/p/{eid}", "/p/\(session.eid)", nil, [:]),
+                ("GET", "/p/{eid}", "/p/NOT-AN-EID", nil, [:]),
+                ("POST", "/p/{eid}/sign-in", "/p/\(session.eid)/sign-in", "email=pw%40example.com&password=wrong", [:]),
+                ("POST", "/p/{eid}/sign-in", "/p/\(session.eid)/sign-in", "email=", [:]),
+                (
+                    "POST", "/p/{eid}/sign-out", "/p/\(session.eid)/sign-out", "csrf=x",
+                    ["Sec-Fetch-Site": "cross-site"]
+                ),
+                ("POST", "/p/{eid}/pay", "/p/\(session.eid)/pay", "view=x", [:]),
+                ("GET", "/p/{eid}/receipt", "/p/\(session.eid)/receipt?sid=\(session.sid)", nil, [:]),
+                ("GET", "/p/{eid}/events", "/p/\(session.eid)/events", nil, [:]),
+                ("GET", "/p/assets/{name}", "/p/assets/checkout.css", nil, [:]),
+                ("GET", "/p/assets/{name}", "/p/assets/nothing.js", nil, [:]),
             ]
             var exercised = Set<Operation>()
             var seenStatuses = Set<Int>()
@@ -363,7 +383,13 @@ struct ContractTests {
                 if response.status == 429 {
                     #expect(Int(response.headers["retry-after"] ?? "").map { $0 >= 1 } == true)
                 }
-                if response.status >= 400 {
+                if response.headers["content-type"]?.hasPrefix("text/html") == true {
+                    // A page for a person: its status must be documented as one.
+                    #expect(
+                        contract.mediaTypes[operation]?[response.status]?.contains("text/html") == true,
+                        "\(method) \(path) → \(response.status) as HTML is not documented"
+                    )
+                } else if response.status >= 400 {
                     #expect(response.headers["content-type"] == Problem.mediaType)
                     let kind = try #require(
                         TestLedger.problemKind(response.body),
@@ -387,6 +413,8 @@ struct ContractTests {
             let contract = try Contract(yaml: yaml)
             for operation in contract.responses.keys {
                 let path = operation.path.replacingOccurrences(of: "{sid}", with: "some-sid")
+                    .replacingOccurrences(of: "{eid}", with: "0123456789")
+                    .replacingOccurrences(of: "{name}", with: "checkout.css")
                 let other = operation.method == "GET" ? "DELETE" : "GET"
                 for method in [other, "TRACE", "PUT"] {
                     let response = try await ledger.raw(method, path)

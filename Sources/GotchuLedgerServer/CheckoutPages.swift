@@ -1,0 +1,276 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuReceipts
+
+/// The web checkout's pages, as ``CheckoutHTML/Page``s: the session a payer is about to pay, the sign-in form, the
+/// receipt, and one page per outcome. Everything from elsewhere is escaped here; the ids and labels are stable, for
+/// the tests that drive these pages as a person would.
+enum CheckoutPages {
+    /// The payee as a page shows it: its name quoted and made safe for a person to read, whether the ledger's operator
+    /// verified it, and its address's domain.
+    struct Payee {
+        var name: String
+        var domain: String?
+        var verified: Bool
+
+        /// The payee a resolve found, cleaned as every answer to a payer is (names stored before they were checked).
+        init(_ counterparty: Counterparty) {
+            let display = EmailAddress.cleaned(
+                PayeeDisplay(name: counterparty.name, domain: counterparty.domain, verified: counterparty.verified)
+            )
+            name = display.name
+            domain = display.domain
+            verified = display.verified ?? false
+        }
+
+        /// `"Corner Shop"`, quoted and escaped (``DisplayText``), then escaped for HTML.
+        var quotedHTML: String { CheckoutHTML.text(DisplayText.quoted(name)) }
+
+        /// The line under the name: the verified mark or the warning, and the domain.
+        var verificationHTML: String {
+            let mark =
+                verified
+                ? "<span class=\"mark\" aria-hidden=\"true\">✓</span> Verified merchant"
+                : "Name chosen by the payee, not verified"
+            guard let domain else { return mark }
+            return mark + " · " + CheckoutHTML.text(DisplayText.escaped(domain, maximumLength: 253))
+        }
+    }
+
+    /// What the session page shows of the session.
+    struct Session {
+        var eid: String
+        var sid: String
+        var payee: Payee
+        /// What this payer pays (its share of a split), before a tip.
+        var amount: String
+        var amountCents: Cents
+        /// The whole amount of a split; `nil` when not split.
+        var total: String?
+        var shares: Int
+        var sharesPaid: Int
+        /// Whole seconds left before it expires.
+        var secondsLeft: Int
+        /// The tips offered: percent and the total paid with it.
+        var tips: [(percent: Int, total: String)]
+    }
+
+    /// The header's account line and sign-out button for `name`, whose form carries `tag`.
+    static func account(name: String, tag: String, action: String) -> String {
+        """
+        <form id="sign-out" method="post" action="\(CheckoutHTML.attribute(action))">\
+        <span class="who">Signed in as \(CheckoutHTML.text(DisplayText.escaped(name, maximumLength: 100)))</span>\
+        <input type="hidden" name="csrf" value="\(CheckoutHTML.attribute(tag))">\
+        <button type="submit" class="link">Sign out</button></form>
+        """
+    }
+
+    /// The session's figures: payee, amount, split progress, confirmation code and time left.
+    static func summary(_ session: Session, heading: String) -> String {
+        var html = """
+            <h1 id="payee">\(heading) \(session.payee.quotedHTML)</h1>
+            <p id="verification" class="\(session.payee.verified ? "verified" : "unverified")">\
+            \(session.payee.verificationHTML)</p>
+            <p id="amount" class="amount">\(CheckoutHTML.text(session.amount))</p>
+
+            """
+        if let total = session.total {
+            html += """
+                <p id="share">Your share of \(CheckoutHTML.text(total))</p>
+                <p id="progress">\(session.sharesPaid) of \(session.shares) paid</p>
+
+                """
+        }
+        let code = ConfirmationCode.of(sessionID: session.sid)
+        html += """
+            <dl class="facts">
+            <div><dt>Code</dt><dd id="code">\(code)</dd></div>
+            <div><dt>Time left</dt><dd id="time-left" data-seconds="\(session.secondsLeft)">\
+            \(countdown(seconds: session.secondsLeft))</dd></div>
+            </dl>
+            <p class="hint">Check that the terminal shows code \(code) before you pay.</p>
+            """
+        return html
+    }
+
+    /// The session page of a signed-in payer: the figures and the pay form, which carries this page view's id, the
+    /// session, the amount shown and the tag that binds them to the browser session.
+    static func session(
+        _ session: Session,
+        view: String,
+        tag: String,
+        root: String,
+        account: String
+    ) -> CheckoutHTML.Page {
+        var form = """
+            <form id="pay" method="post" action="\(root)\(session.eid)/pay">
+            <input type="hidden" name="view" value="\(CheckoutHTML.attribute(view))">
+            <input type="hidden" name="sid" value="\(CheckoutHTML.attribute(session.sid))">
+            <input type="hidden" name="amount" value="\(session.amountCents)">
+            <input type="hidden" name="csrf" value="\(CheckoutHTML.attribute(tag))">
+            <button type="submit" id="pay-button" name="tip" value="0">Pay \(CheckoutHTML.text(session.amount))</button>
+
+            """
+        if !session.tips.isEmpty {
+            form += "<div class=\"tips\" role=\"group\" aria-label=\"Pay with a tip\">\n"
+            for tip in session.tips {
+                form += """
+                    <button type="submit" id="tip-\(tip.percent)" name="tip" value="\(tip.percent)" class="secondary">\
+                    Pay \(CheckoutHTML.text(tip.total)) with a \(tip.percent)% tip</button>
+
+                    """
+            }
+            form += "</div>\n"
+        }
+        form += "</form>"
+        let main = summary(session, heading: "Pay") + "\n" + form + "\n" + status(eid: session.eid, root: root)
+        return CheckoutHTML.Page(
+            title: "Pay \(DisplayText.quoted(session.payee.name))",
+            main: main,
+            root: root,
+            account: account,
+            script: true
+        )
+    }
+
+    /// The live status line the script fills from the session's event stream.
+    private static func status(eid: String, root: String) -> String {
+        "<p id=\"status\" role=\"status\" aria-live=\"polite\" data-events=\"\(root)\(eid)/events\"></p>"
+    }
+
+    /// The sign-in form, posting to `/p/{eid}/sign-in`; `problem` says why the last try failed.
+    static func signInForm(eid: String, root: String, email: String = "", problem: String? = nil) -> String {
+        var html = ""
+        if let problem {
+            html += "<p id=\"problem\" class=\"problem\" role=\"alert\">\(CheckoutHTML.text(problem))</p>\n"
+        }
+        html += """
+            <form id="sign-in" method="post" action="\(root)\(eid)/sign-in">
+            <label for="email">E-mail address</label>
+            <input id="email" name="email" type="email" autocomplete="username" required \
+            value="\(CheckoutHTML.attribute(email))">
+            <label for="password">Password</label>
+            <input id="password" name="password" type="password" autocomplete="current-password" required>
+            <button type="submit" id="sign-in-button">Sign in</button>
+            </form>
+            """
+        return html
+    }
+
+    /// The sign-in page: with `session` (the ledger lets anyone resolve) the session's figures above the form,
+    /// without it nothing about the session at all.
+    static func signIn(
+        eid: String,
+        root: String,
+        session: Session? = nil,
+        email: String = "",
+        problem: String? = nil
+    ) -> CheckoutHTML.Page {
+        var main = ""
+        if let session {
+            main += summary(session, heading: "Pay") + "\n<h2>Sign in to pay</h2>\n"
+        } else {
+            main += "<h1>Sign in to pay</h1>\n<p>Sign in with your Gotchu account to see this payment.</p>\n"
+        }
+        main += signInForm(eid: eid, root: root, email: email, problem: problem)
+        if let session { main += "\n" + status(eid: session.eid, root: root) }
+        return CheckoutHTML.Page(
+            title: session.map { "Pay \(DisplayText.quoted($0.payee.name))" } ?? "Sign in to pay",
+            main: main,
+            root: root,
+            script: session != nil
+        )
+    }
+
+    /// A page that tells how something ended: a heading, what it means for the payer, and where to go on.
+    static func outcome(
+        _ title: String,
+        _ message: String,
+        root: String,
+        eid: String?,
+        link: String = "Back to the payment",
+        account: String = ""
+    ) -> CheckoutHTML.Page {
+        var main =
+            "<h1 id=\"outcome\">\(CheckoutHTML.text(title))</h1>\n<p id=\"message\">\(CheckoutHTML.text(message))</p>"
+        if let eid { main += "\n<p><a id=\"back\" href=\"\(root)\(eid)\">\(CheckoutHTML.text(link))</a></p>" }
+        return CheckoutHTML.Page(title: title, main: main, root: root, account: account)
+    }
+
+    /// What the receipt page shows.
+    struct Paid {
+        var eid: String
+        var receipt: Receipt?
+        var amount: String
+        var tip: String?
+        var total: String
+        var payee: Payee?
+        var balance: String?
+        /// Whether shares of the split are still to pay.
+        var sharesLeft: Bool
+        /// The `--server` a verifier passes: this server's address as the browser reached it.
+        var server: String
+    }
+
+    /// The receipt page: what was paid, to whom, the signed receipt's fields and text, and how anyone checks it.
+    static func paid(_ paid: Paid, root: String, account: String) -> CheckoutHTML.Page {
+        var main =
+            "<h1 id=\"outcome\">Paid</h1>\n<p id=\"amount\" class=\"amount\">\(CheckoutHTML.text(paid.total))</p>\n"
+        if let tip = paid.tip {
+            main += "<p id=\"tip\">\(CheckoutHTML.text(paid.amount)) and a \(CheckoutHTML.text(tip)) tip</p>\n"
+        }
+        if let payee = paid.payee {
+            main +=
+                "<p id=\"paid-to\">to \(payee.quotedHTML) <span class=\"\(payee.verified ? "verified" : "unverified")\">"
+                + "(\(payee.verificationHTML))</span></p>\n"
+        }
+        if let balance = paid.balance {
+            main += "<p id=\"balance\">Your balance: \(CheckoutHTML.text(balance))</p>\n"
+        }
+        if let receipt = paid.receipt {
+            let issued = Date(timeIntervalSince1970: Double(receipt.issuedAtMilliseconds) / 1000)
+            var fields: [(String, String, String)] = [
+                ("receipt-id", "Receipt", receipt.id),
+                ("receipt-session", "Session", receipt.sessionID),
+                ("receipt-amount", "Amount", "\(receipt.amountCents) cents \(receipt.currency)"),
+            ]
+            if let tip = receipt.tipCents { fields.append(("receipt-tip", "Tip", "\(tip) cents \(receipt.currency)")) }
+            if let shares = receipt.shareNumbers, let count = receipt.shares {
+                let numbers = shares.map(String.init).joined(separator: ", ")
+                fields.append(("receipt-shares", "Shares", "\(numbers) of \(count)"))
+            }
+            fields += [
+                ("receipt-issued", "Issued", issued.formatted(.iso8601)),
+                ("receipt-key", "Signed by key", receipt.keyID),
+            ]
+            main += "<h2>Receipt</h2>\n<dl id=\"receipt\" class=\"facts\">\n"
+            for (id, term, value) in fields {
+                main +=
+                    "<div><dt>\(term)</dt><dd id=\"\(id)\">\(CheckoutHTML.text(DisplayText.escaped(value)))</dd></div>\n"
+            }
+            main += "</dl>\n"
+            let json = String(decoding: receipt.canonicalJSON, as: UTF8.self)
+            main += """
+                <details><summary>Receipt text</summary><pre id="receipt-json">\(CheckoutHTML.text(json))</pre></details>
+                <h2>Check it</h2>
+                <p id="verify">Anyone can check this receipt without an account: save its text as receipt.json and run \
+                <code>gotchu receipt verify receipt.json --server \(CheckoutHTML.text(paid.server))</code>, or check its \
+                Ed25519 signature against <a href="\(root)../.well-known/gotchu-receipt-keys">the ledger's receipt \
+                keys</a>.</p>
+
+                """
+        }
+        if paid.sharesLeft {
+            main += "<p><a id=\"another\" href=\"\(root)\(paid.eid)\">Pay another share</a></p>\n"
+        }
+        return CheckoutHTML.Page(title: "Paid", main: main, root: root, account: account)
+    }
+
+    /// `m:ss`, never negative.
+    static func countdown(seconds: Int) -> String {
+        let whole = max(0, seconds)
+        let remainder = whole % 60
+        return "\(whole / 60):" + (remainder < 10 ? "0" : "") + "\(remainder)"
+    }
+}

@@ -1,0 +1,646 @@
+import Foundation
+import GotchuAPI
+import GotchuCore
+import GotchuReceipts
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The web checkout's state in one server process: its settings, its cookie, its per-address limit and the payments
+/// running.
+struct Checkout: Sendable {
+    let settings: CheckoutSettings
+    let cookie: BrowserSessionCookie
+    /// Every `/p/` request but the assets, per client address, at resolve's rate: a page resolves an EID.
+    let pagesPerAddress: RateLimiter?
+    let payments = CheckoutPayments()
+
+    init(_ settings: CheckoutSettings, limits: LedgerLimits) {
+        self.settings = settings
+        self.cookie = BrowserSessionCookie(secure: settings.secureCookies ?? false)
+        self.pagesPerAddress = limits.resolvePerAddress.map {
+            RateLimiter(limit: $0, capacity: limits.trackedClients, clock: limits.clock)
+        }
+    }
+}
+
+/// Who a request to the checkout comes from: the user its browser session signs in, if any, and that session's
+/// secret (the key of the forms' tags).
+struct CheckoutVisitor: Sendable {
+    var user: LedgerUser?
+    var token: String?
+    /// The request sent a cookie that signs nobody in any more: the answer clears it.
+    var staleCookie: Bool
+}
+
+extension LedgerRoutes {
+    /// The web checkout: `GET /p/{eid}` and what its pages post to, read and load. Every answer is an HTML page (or a
+    /// redirect, the event stream or an asset) with the checkout's security headers, never problem+json.
+    var checkoutRoutes: [LedgerRoute] {
+        [
+            LedgerRoute(.get, "/p/{eid}", "checkoutPage") { request, context in
+                await checkoutAnswer(request, context, root: "") { eid in try await page(eid, request, context) }
+            },
+            LedgerRoute(.post, "/p/{eid}/sign-in", "checkoutSignIn") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in try await signIn(eid, request, context) }
+            },
+            LedgerRoute(.post, "/p/{eid}/sign-out", "checkoutSignOut") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in try await signOut(eid, request, context) }
+            },
+            LedgerRoute(.post, "/p/{eid}/pay", "checkoutPay") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in try await pay(eid, request, context) }
+            },
+            LedgerRoute(.get, "/p/{eid}/receipt", "checkoutReceipt") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in try await receipt(eid, request, context) }
+            },
+            LedgerRoute(.get, "/p/{eid}/events", "checkoutEvents") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in try await events(eid, request, context) }
+            },
+            LedgerRoute(.get, "/p/assets/{name}", "checkoutAsset") { _, context in
+                let name = context.parameters.get("name") ?? ""
+                guard let asset = CheckoutAssets.all[name] else {
+                    let page = CheckoutPages.outcome("Not found", "There is nothing here.", root: "../", eid: nil)
+                    return CheckoutHTML.response(page, status: .notFound)
+                }
+                var headers = HTTPFields()
+                headers[.contentType] = asset.mediaType
+                for (name, value) in CheckoutHTML.securityHeaders { headers[name] = value }
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: asset.text)))
+            },
+        ]
+    }
+
+    // MARK: The routes
+
+    /// `GET /p/{eid}`: the session and its pay form for a signed-in payer; the sign-in form otherwise, below the
+    /// session's figures only when anyone may resolve.
+    private func page(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let visitor = try await visitor(request)
+        guard let user = visitor.user, let token = visitor.token else {
+            guard limiters.resolveAccess == .public else {
+                return answer(CheckoutPages.signIn(eid: eid.rawValue, root: ""), .ok, visitor)
+            }
+            let session = try await checkoutSession(eid)
+            return answer(CheckoutPages.signIn(eid: eid.rawValue, root: "", session: session), .ok, visitor)
+        }
+        let session: CheckoutPages.Session
+        do {
+            session = try await checkoutSession(eid)
+        } catch let refusal as LedgerError where refusal.kind == .sessionAlreadyPaid {
+            // A reload after paying: the payer's own payment, not a stranger's.
+            if let own = try await ownPayment(eid, user: user.id) {
+                return CheckoutHTML.redirect(to: "\(eid.rawValue)/" + own)
+            }
+            throw refusal
+        }
+        let view = BrowserSessions.viewID()
+        let tag = BrowserSessions.tag(token: token, ["pay", view, session.sid, String(session.amountCents)])
+        let page = CheckoutPages.session(
+            session,
+            view: view,
+            tag: tag,
+            root: "",
+            account: account(user, token: token, eid: eid, root: "")
+        )
+        return answer(page, .ok, visitor)
+    }
+
+    /// `POST /p/{eid}/sign-in`: e-mail address and password, checked as `POST /auth/login` checks them (the same
+    /// store call, bcrypt and back-off); a new browser session replaces any the browser had, and the browser goes
+    /// back to the page.
+    private func signIn(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        try requireSameOrigin(request)
+        let form = try await checkoutForm(request, context)
+        let email = form["email"] ?? ""
+        let password = form["password"] ?? ""
+        func retry(_ problem: String, _ status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
+            let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../", email: email, problem: problem)
+            return CheckoutHTML.response(page, status: status, headers: headers)
+        }
+        guard !email.isEmpty, !password.isEmpty else {
+            return retry("Enter your e-mail address and your password.", .badRequest)
+        }
+        let account = email.trimmingCharacters(in: .whitespaces).lowercased()
+        let address = clientAddress(request, context)
+        do {
+            try limiters.login?.begin(account: account, address: address)
+        } catch {
+            let wait = error.retryAfter
+            return retry(
+                "Too many tries. Wait \(wait) seconds, then try again.",
+                .tooManyRequests,
+                headers: [.retryAfter: String(wait)]
+            )
+        }
+        let user: LedgerUser
+        do {
+            user = try await store.login(email: email, password: password)
+        } catch let refusal as LedgerError where refusal.kind == .unknownUser {
+            return retry("Wrong e-mail address or password.", .unauthorized)
+        } catch let refusal as LedgerError where refusal.kind == .forbidden {
+            return retry("This account is disabled; ask the ledger's operator.", .forbidden)
+        } catch let refusal as LedgerError where refusal.kind == .emailUnconfirmed {
+            // As POST /auth/login has it: the password was right, so the attempt does not count.
+            limiters.login?.withdrawn(account: account, address: address)
+            return retry("Confirm your e-mail address first, with the code mailed to it.", .forbidden)
+        } catch {
+            // The server failed, not the payer: the attempt does not count against the account.
+            limiters.login?.withdrawn(account: account, address: address)
+            throw error
+        }
+        limiters.login?.succeeded(account: account, address: address)
+        // Renewed at sign-in: whatever session the browser held ends, and it gets a new secret.
+        if let old = checkout.cookie.token(in: request) { try await store.endBrowserSession(token: old) }
+        return try await startBrowserSession(userID: user.id, location: "../\(eid.rawValue)")
+    }
+
+    /// Starts a browser session for `userID` and answers with its cookie and a `303` to `location` (relative to the
+    /// request's address): how every sign-in on the checkout ends, whatever proved who the user is.
+    func startBrowserSession(userID: String, location: String) async throws -> Response {
+        let lifetime = checkout.settings.browserSessionLifetime
+        let session = try await store.startBrowserSession(userID: userID, lifetime: lifetime)
+        var headers = HTTPFields()
+        headers[.setCookie] = checkout.cookie.setting(session.token, lifetime: lifetime)
+        return CheckoutHTML.redirect(to: location, headers: headers)
+    }
+
+    /// `POST /p/{eid}/sign-out`: ends the browser session (its form's tag must match) and clears the cookie.
+    private func signOut(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        try requireSameOrigin(request)
+        let form = try await checkoutForm(request, context)
+        var headers = HTTPFields()
+        headers[.setCookie] = checkout.cookie.clearing
+        guard let token = checkout.cookie.token(in: request) else {
+            return CheckoutHTML.redirect(to: "../\(eid.rawValue)", headers: headers)
+        }
+        guard let tag = form["csrf"], BrowserSessions.isTag(tag, token: token, ["sign-out"]) else {
+            throw CheckoutRefusal.forgedForm
+        }
+        try await store.endBrowserSession(token: token)
+        return CheckoutHTML.redirect(to: "../\(eid.rawValue)", headers: headers)
+    }
+
+    /// `POST /p/{eid}/pay`: pays what the page view showed, once however often it is posted, then sends the browser
+    /// to the receipt (`303`), or answers with the page that says why not.
+    private func pay(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        try requireSameOrigin(request)
+        let visitor = try await visitor(request)
+        let form = try await checkoutForm(request, context)
+        guard let user = visitor.user, let token = visitor.token else {
+            let page = CheckoutPages.signIn(
+                eid: eid.rawValue,
+                root: "../",
+                problem: "Your sign-in has ended. Sign in again, then pay."
+            )
+            return answer(page, .unauthorized, visitor)
+        }
+        guard let view = form["view"], view.utf8.count == 22, Self.isBase64URL(view),
+            let sidText = form["sid"], let sid = try? SessionID.validate(sidText),
+            let amountText = form["amount"], (1...19).contains(amountText.utf8.count),
+            amountText.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let amount = Cents(amountText), amount > 0,
+            let tag = form["csrf"], BrowserSessions.isTag(tag, token: token, ["pay", view, sid, amountText])
+        else { throw CheckoutRefusal.forgedForm }
+        let tipText = form["tip"] ?? "0"
+        guard let percent = Int(tipText), percent == 0 || checkout.settings.tipPercents.contains(percent) else {
+            throw CheckoutRefusal.unknownTip
+        }
+        try limiters.lockPerUser?.take(user.id)
+        try limiters.sendPerUser?.take(user.id)
+        let payment = CheckoutPayment(
+            sid: sid,
+            payerID: user.id,
+            view: view,
+            amountCents: amount,
+            tipCents: Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)
+        )
+        let accountHTML = account(user, token: token, eid: eid, root: "../")
+        switch try await checkout.payments.outcome(of: payment, store: store) {
+        case .paid(let paymentID):
+            metrics?.payment(outcome: "paid")
+            return CheckoutHTML.redirect(to: "receipt?" + receiptQuery(sid: sid, paymentID: paymentID))
+        case .refused(let refusal):
+            metrics?.payment(outcome: refusal.kind.rawValue)
+            // Paid by this payer after all, from another view of the page: its receipt, not "already paid".
+            if refusal.kind == .sessionAlreadyPaid, let own = try await ownPayment(eid, user: user.id) {
+                return CheckoutHTML.redirect(to: own)
+            }
+            return refusalPage(refusal, eid: eid, root: "../", account: accountHTML)
+        case .amountChanged(let cents):
+            let page = CheckoutPages.outcome(
+                "The amount changed",
+                "Someone else took the share this page showed; the next one is "
+                    + format(cents) + ". Nothing was paid. Look at the payment again before you pay.",
+                root: "../",
+                eid: eid.rawValue,
+                link: "See the payment again",
+                account: accountHTML
+            )
+            return CheckoutHTML.response(page, status: .conflict)
+        }
+    }
+
+    /// `GET /p/{eid}/receipt?sid=…[&payment=…]`: the signed-in payer's payment of that session, with its receipt.
+    private func receipt(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let visitor = try await visitor(request)
+        guard let user = visitor.user, let token = visitor.token else {
+            let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../", problem: "Sign in to see your receipt.")
+            return answer(page, .unauthorized, visitor)
+        }
+        let query = request.uri.queryParameters
+        guard let sidText = query.get("sid"), let sid = try? SessionID.validate(sidText) else {
+            throw CheckoutRefusal.noSuchPayment
+        }
+        var paymentID: String?
+        if let text = query.get("payment") {
+            guard let id = try? SessionID.validate(text) else { throw CheckoutRefusal.noSuchPayment }
+            paymentID = id
+        }
+        let view: SessionView
+        do {
+            view = try await store.session(sid: sid, viewerID: user.id)
+        } catch let refusal as LedgerError where refusal.kind == .sessionNotFound {
+            throw CheckoutRefusal.noSuchPayment
+        }
+        let ownReference = { (receipt: Receipt) in
+            receipt.payerReference == Receipt.payerReference(receiptID: receipt.id, payerID: user.id)
+        }
+        var (receipt, amount, tip) = (view.receipt, view.amount, view.tip)
+        if let paymentID {
+            guard let payment = view.payments.first(where: { $0.id == paymentID }) else {
+                throw CheckoutRefusal.noSuchPayment
+            }
+            (receipt, amount, tip) = (payment.receipt, payment.amount, payment.tip)
+        } else {
+            guard view.shares == 1, view.status == .paid, view.receipt.map(ownReference) ?? true else {
+                throw CheckoutRefusal.noSuchPayment
+            }
+        }
+        // Who was paid, as the payer's own history names them (the verified name and the domain), and the balance.
+        let balance = try? await store.wallet(userID: user.id, recentLimit: 0).balance
+        let entries = try? await store.entries(userID: user.id, cursor: nil, limit: 20).entries
+        let payee = entries?.first { $0.sessionID == sid && $0.direction == .debit }?.counterparty
+        let secure = checkout.cookie.secure
+        let host = request.head.authority ?? "THIS-LEDGER"
+        let paid = CheckoutPages.Paid(
+            eid: eid.rawValue,
+            receipt: receipt,
+            amount: format(amount),
+            tip: tip > 0 ? format(tip) : nil,
+            total: format(amount + tip),
+            payee: payee.map(CheckoutPages.Payee.init),
+            balance: balance.map(format),
+            sharesLeft: view.shares > 1 && view.status.isLive,
+            server: (secure ? "https://" : "http://") + DisplayText.escaped(host, maximumLength: 255)
+        )
+        let page = CheckoutPages.paid(paid, root: "../", account: account(user, token: token, eid: eid, root: "../"))
+        return answer(page, .ok, visitor)
+    }
+
+    /// `GET /p/{eid}/events`: the page's live status (``CheckoutEventStream``), for whoever may see the page's
+    /// session: a signed-in browser, or anyone when anyone may resolve.
+    private func events(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let visitor = try await visitor(request)
+        if limiters.resolveAccess == .requiresLogin, visitor.user == nil {
+            let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../")
+            return answer(page, .unauthorized, visitor)
+        }
+        let holder = visitor.user.map { $0.id } ?? "address " + clientAddress(request, context)
+        guard let slot = eventStreams.take(for: holder) else {
+            throw RateLimiter.Exceeded(retryAfter: max(1, Int(limits.eventHeartbeat.components.seconds)))
+        }
+        let first = try await store.checkoutStatus(eid: eid)
+        // Watching before the first read that counts: a change committed between the two still wakes the stream.
+        let watcher = store.changes.watch(sid: first.sid)
+        context.connectionClosed.whenComplete { _ in watcher.close() }
+        let current = try await store.checkoutStatus(eid: eid)
+        let stream = CheckoutEventStream(
+            store: store,
+            eid: eid,
+            heartbeat: limits.eventHeartbeat,
+            safetyPoll: limits.eventSafetyPoll
+        )
+        var headers = HTTPFields()
+        headers[.contentType] = EventStreamMedia.type
+        for (name, value) in CheckoutHTML.securityHeaders { headers[name] = value }
+        headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody { writer in
+                defer { withExtendedLifetime(slot) {} }
+                defer { watcher.close() }
+                try await withGracefulShutdownHandler {
+                    try await stream.run(watcher: watcher, first: current, writer: &writer)
+                } onGracefulShutdown: {
+                    watcher.close()
+                }
+                try await writer.finish(nil)
+            }
+        )
+    }
+
+    // MARK: Shared steps
+
+    /// Runs a checkout route for the `{eid}` of its path: the per-address limit first, then `body`, and any refusal
+    /// on the way as its page (`root` leads from the route's address to `/p/`).
+    private func checkoutAnswer(
+        _ request: Request,
+        _ context: LedgerRequestContext,
+        root: String,
+        _ body: (EID) async throws -> Response
+    ) async -> Response {
+        let text = context.parameters.get("eid") ?? ""
+        do {
+            try checkout.pagesPerAddress?.take(clientAddress(request, context))
+            guard let eid = EID(rawValue: text) else { throw CheckoutRefusal.notAnEID }
+            return try await body(eid)
+        } catch {
+            return errorPage(error, eid: EID(rawValue: text), root: root, logger: context.logger)
+        }
+    }
+
+    /// The browser session the request's cookie carries, if it still signs someone in.
+    private func visitor(_ request: Request) async throws -> CheckoutVisitor {
+        guard let token = checkout.cookie.token(in: request) else {
+            return CheckoutVisitor(user: nil, token: nil, staleCookie: false)
+        }
+        guard let user = try await store.browserSessionUser(token: token) else {
+            return CheckoutVisitor(user: nil, token: nil, staleCookie: true)
+        }
+        return CheckoutVisitor(user: user, token: token, staleCookie: false)
+    }
+
+    /// What the page shows of the live session `eid` names, for a payer about to pay one share of it: the figures of
+    /// resolve (which refuses what a resolve refuses) and the time left.
+    private func checkoutSession(_ eid: EID) async throws -> CheckoutPages.Session {
+        let resolved = try await store.resolve(eid: eid)
+        let status = try await store.checkoutStatus(eid: eid)
+        let split = resolved.shares > 1
+        let amount = split ? resolved.shareCents : resolved.amount
+        return CheckoutPages.Session(
+            eid: eid.rawValue,
+            sid: resolved.sid,
+            payee: CheckoutPages.Payee(resolved.payee),
+            amount: format(amount),
+            amountCents: amount,
+            total: split ? format(resolved.amount) : nil,
+            shares: resolved.shares,
+            sharesPaid: resolved.sharesPaid,
+            secondsLeft: max(0, Int(status.expiresAt.timeIntervalSince(status.now).rounded(.up))),
+            tips: checkout.settings.tipPercents.map { percent in
+                (percent, format(amount + Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)))
+            }
+        )
+    }
+
+    /// Where the receipt of the user's own payment of the paid session `eid` named is (`receipt?sid=…`), if the user
+    /// paid it.
+    private func ownPayment(_ eid: EID, user: String) async throws -> String? {
+        let status = try await store.checkoutStatus(eid: eid)
+        guard let view = try? await store.session(sid: status.sid, viewerID: user) else { return nil }
+        if view.shares > 1 {
+            let own = view.payments.last { payment in
+                payment.receipt.map { $0.payerReference == Receipt.payerReference(receiptID: $0.id, payerID: user) }
+                    ?? false
+            }
+            return own.map { "receipt?" + receiptQuery(sid: status.sid, paymentID: $0.id) }
+        }
+        guard let receipt = view.receipt,
+            receipt.payerReference == Receipt.payerReference(receiptID: receipt.id, payerID: user)
+        else { return nil }
+        return "receipt?" + receiptQuery(sid: status.sid, paymentID: nil)
+    }
+
+    private func receiptQuery(sid: String, paymentID: String?) -> String {
+        "sid=\(sid)" + (paymentID.map { "&payment=\($0)" } ?? "")
+    }
+
+    /// The header's account line for a signed-in page.
+    private func account(_ user: LedgerUser, token: String, eid: EID, root: String) -> String {
+        CheckoutPages.account(
+            name: user.displayName,
+            tag: BrowserSessions.tag(token: token, ["sign-out"]),
+            action: "\(root)\(eid.rawValue)/sign-out"
+        )
+    }
+
+    /// `page` as an answer, clearing a cookie that signs nobody in any more.
+    private func answer(
+        _ page: CheckoutHTML.Page,
+        _ status: HTTPResponse.Status,
+        _ visitor: CheckoutVisitor
+    ) -> Response {
+        var headers = HTTPFields()
+        if visitor.staleCookie { headers[.setCookie] = checkout.cookie.clearing }
+        return CheckoutHTML.response(page, status: status, headers: headers)
+    }
+
+    /// `cents` in the server's locale and the ledger's currency.
+    private func format(_ cents: Cents) -> String { checkout.settings.format(cents, currency: store.policy.currency) }
+
+    /// Refuses a form a browser says another site sent (`Sec-Fetch-Site`): the first defence against cross-site
+    /// requests, before the tags (browsers that do not send the header rely on those alone).
+    private func requireSameOrigin(_ request: Request) throws {
+        guard let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] else { return }
+        guard site == "same-origin" || site == "none" else { throw CheckoutRefusal.forgedForm }
+    }
+
+    /// Whether `text` is unpadded base64url.
+    private static func isBase64URL(_ text: String) -> Bool {
+        text.utf8.allSatisfy { byte in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+                || byte == UInt8(ascii: "_")
+        }
+    }
+
+    /// A form body (`application/x-www-form-urlencoded`) within the body limit, as each name's first value.
+    private func checkoutForm(_ request: Request, _ context: LedgerRequestContext) async throws -> [String: String] {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw CheckoutRefusal.formTooLarge
+        }
+        var fields: [String: String] = [:]
+        for pair in String(buffer: buffer).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let decode = { (text: Substring) in
+                String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            }
+            guard let name = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else { continue }
+            if fields[name] == nil { fields[name] = value }
+        }
+        return fields
+    }
+
+    // MARK: Pages for refusals
+
+    /// The page that says why a checkout request ended as it did.
+    private func errorPage(_ error: any Error, eid: EID?, root: String, logger: Logger) -> Response {
+        let eidText = eid?.rawValue
+        switch error {
+        case let refusal as CheckoutRefusal:
+            let page = CheckoutPages.outcome(refusal.title, refusal.message, root: root, eid: eidText)
+            return CheckoutHTML.response(page, status: refusal.status)
+        case let exceeded as RateLimiter.Exceeded:
+            let page = CheckoutPages.outcome(
+                "Too many requests",
+                "Too many requests came from your address. Wait \(exceeded.retryAfter) seconds, then try again.",
+                root: root,
+                eid: eidText,
+                link: "Try again"
+            )
+            return CheckoutHTML.response(
+                page,
+                status: .tooManyRequests,
+                headers: [.retryAfter: "\(exceeded.retryAfter)"]
+            )
+        case let refusal as LedgerError:
+            if StoreOutage.isOutage(refusal) { outage.failed(refusal, logger: logger) }
+            return refusalPage(refusal, eid: eid, root: root, account: "")
+        default:
+            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
+            let page = CheckoutPages.outcome(
+                "Something went wrong",
+                "The ledger failed to answer. Nothing was paid; try again in a moment.",
+                root: root,
+                eid: eidText,
+                link: "Try again"
+            )
+            return CheckoutHTML.response(page, status: .internalServerError)
+        }
+    }
+
+    /// The page of a ledger's refusal, with the status its problem type has.
+    private func refusalPage(
+        _ refusal: LedgerError,
+        eid: EID?,
+        root: String,
+        account: String
+    ) -> Response {
+        let problem = Problem(refusal)
+        let (title, message): (String, String)
+        var showLink = eid != nil
+        switch refusal.kind {
+        case .sessionNotFound:
+            (title, message) = (
+                "Unknown payment code",
+                "No charge has this code. Check the address, or ask the terminal for its code again."
+            )
+            showLink = false
+        case .eidRetired:
+            (title, message) = (
+                "This code was replaced",
+                "The terminal shows a new code now. Ask the terminal for a new code and open it again."
+            )
+            showLink = false
+        case .sessionExpired:
+            (title, message) = ("Expired", "This charge has expired; nothing was paid. Ask for a new one.")
+            showLink = false
+        case .sessionCancelled:
+            (title, message) = ("Cancelled", "The merchant cancelled this charge. Nothing was paid.")
+            showLink = false
+        case .sessionAlreadyPaid:
+            (title, message) = (
+                "Already paid", "Someone has already paid this charge. Nothing was taken from your wallet."
+            )
+            showLink = false
+        case .noFreeShare:
+            (title, message) = (
+                "Every share is taken",
+                "Every share of this charge is paid, or being paid by someone else right now. Nothing was taken "
+                    + "from your wallet."
+            )
+        case .sessionLocked:
+            (title, message) = (
+                "Someone else is paying",
+                "Another payer is paying this charge right now. If they do not finish, it is free again within "
+                    + "\(store.policy.lockLifetime.components.seconds) seconds: try again then."
+            )
+        case .lockLimitReached:
+            (title, message) = (
+                "Too many payments open",
+                "You are in the middle of too many payments at once. Finish one, or wait "
+                    + "\(store.policy.lockLifetime.components.seconds) seconds, then try again."
+            )
+        case .insufficientFunds:
+            (title, message) = (
+                "Not enough funds", "Your wallet does not hold enough for this payment. Nothing was paid."
+            )
+        case .ownSession:
+            (title, message) = ("This is your own charge", "You cannot pay a charge you asked for.")
+            showLink = false
+        case .idempotencyInFlight:
+            (title, message) = (
+                "Payment under way",
+                "This payment is still being processed. Open the payment again in a moment to see how it ended."
+            )
+        case .lockRequired:
+            (title, message) = ("Try again", "Your hold on this charge lapsed before the payment; nothing was paid.")
+        case .databaseUnavailable, .unavailable, .storageFull:
+            (title, message) = ("The ledger is unavailable", "Nothing was paid. Try again in a few seconds.")
+        default:
+            (title, message) = (problem.title, DisplayText.escaped(refusal.detail))
+        }
+        var headers = HTTPFields()
+        if let seconds = problem.kind?.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        let page = CheckoutPages.outcome(
+            title,
+            message,
+            root: root,
+            eid: showLink ? eid?.rawValue : nil,
+            link: "Back to the payment",
+            account: account
+        )
+        return CheckoutHTML.response(page, status: HTTPResponse.Status(code: problem.status), headers: headers)
+    }
+}
+
+/// Refusals of the checkout's own, before the ledger is asked.
+enum CheckoutRefusal: Error, Sendable {
+    /// The path's EID is not 10 lowercase hex characters.
+    case notAnEID
+    /// A form without a valid tag for the browser session, or sent by another site.
+    case forgedForm
+    /// A tip the page does not offer.
+    case unknownTip
+    /// A form over the body limit.
+    case formTooLarge
+    /// No payment of the signed-in payer's at this address.
+    case noSuchPayment
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .notAnEID, .noSuchPayment: .notFound
+        case .forgedForm: .forbidden
+        case .unknownTip: .badRequest
+        case .formTooLarge: .contentTooLarge
+        }
+    }
+
+    var title: String {
+        switch self {
+        case .notAnEID: "Unknown payment code"
+        case .forgedForm: "This form has expired"
+        case .unknownTip: "Unknown tip"
+        case .formTooLarge: "Too much data"
+        case .noSuchPayment: "No such payment"
+        }
+    }
+
+    var message: String {
+        switch self {
+        case .notAnEID: "This address names no charge. Scan the terminal's code again."
+        case .forgedForm:
+            "This form did not come from this page, or your sign-in changed since it was shown. Nothing was done. "
+                + "Open the payment again and retry."
+        case .unknownTip: "This page offers no such tip. Nothing was paid. Open the payment again and retry."
+        case .formTooLarge: "The form sent more than a payment needs. Nothing was done."
+        case .noSuchPayment: "You have no payment here. Open your wallet to see what you paid."
+        }
+    }
+}
