@@ -139,8 +139,16 @@ enum CheckoutPages {
         "<p id=\"status\" role=\"status\" aria-live=\"polite\" data-events=\"\(root)\(eid)/events\"></p>"
     }
 
-    /// The sign-in form, posting to `/p/{eid}/sign-in`; `problem` says why the last try failed.
-    static func signInForm(eid: String, root: String, email: String = "", problem: String? = nil) -> String {
+    /// The sign-in form, posting to `/p/{eid}/sign-in`; `problem` says why the last try failed. With `issuer` (the
+    /// name of an external identity provider the server signs browsers in through), a link to `/p/{eid}/sign-in/oidc`
+    /// beside it.
+    static func signInForm(
+        eid: String,
+        root: String,
+        email: String = "",
+        problem: String? = nil,
+        issuer: String? = nil
+    ) -> String {
         var html = ""
         if let problem {
             html += "<p id=\"problem\" class=\"problem\" role=\"alert\">\(CheckoutHTML.text(problem))</p>\n"
@@ -155,17 +163,25 @@ enum CheckoutPages {
             <button type="submit" id="sign-in-button">Sign in</button>
             </form>
             """
+        if let issuer {
+            html += """
+
+                <p><a id="oidc-signin" href="\(root)\(eid)/sign-in/oidc">Sign in with \
+                \(CheckoutHTML.text(DisplayText.escaped(issuer, maximumLength: 253)))</a></p>
+                """
+        }
         return html
     }
 
     /// The sign-in page: with `session` (the ledger lets anyone resolve) the session's figures above the form,
-    /// without it nothing about the session at all.
+    /// without it nothing about the session at all; with `issuer`, a link to sign in through it too.
     static func signIn(
         eid: String,
         root: String,
         session: Session? = nil,
         email: String = "",
-        problem: String? = nil
+        problem: String? = nil,
+        issuer: String? = nil
     ) -> CheckoutHTML.Page {
         var main = ""
         if let session {
@@ -173,7 +189,7 @@ enum CheckoutPages {
         } else {
             main += "<h1>Sign in to pay</h1>\n<p>Sign in with your Gotchu account to see this payment.</p>\n"
         }
-        main += signInForm(eid: eid, root: root, email: email, problem: problem)
+        main += signInForm(eid: eid, root: root, email: email, problem: problem, issuer: issuer)
         if let session { main += "\n" + status(eid: session.eid, root: root) }
         return CheckoutHTML.Page(
             title: session.map { "Pay \(DisplayText.quoted($0.payee.name))" } ?? "Sign in to pay",
