@@ -109,7 +109,7 @@ let package = Package(
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
-                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd",
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd", "GotchuQR",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),

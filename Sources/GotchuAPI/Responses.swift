@@ -131,21 +131,26 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     public var shares: Int
     /// Each share's amount, the first share's first (the cents that do not divide evenly go to the first shares).
     public var shareCents: [Cents]
+    /// The web checkout of the EID, `PUBLIC_URL/p/EID`, for a QR code a phone's camera opens; absent when the server
+    /// has no public URL (and from servers that predate it). Check it with ``CheckoutURL/validated(_:eid:)``.
+    public var checkoutURL: String?
 
     /// A created session as the server sends it, split into the shares of `shareCents` (one share, the whole
-    /// amount, when it is not split).
-    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents] = []) {
+    /// amount, when it is not split), with the EID's checkout address when the server has one.
+    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents] = [], checkoutURL: String? = nil) {
         self.sid = sid
         self.eid = eid
         self.expiresAt = expiresAt
         self.shares = max(shareCents.count, 1)
         self.shareCents = shareCents
+        self.checkoutURL = checkoutURL
     }
 
     enum CodingKeys: String, CodingKey {
         case sid, eid, shares
         case expiresAt = "exp_at"
         case shareCents = "share_cents"
+        case checkoutURL = "checkout_url"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -155,6 +160,7 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
         self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         self.shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
         self.shareCents = try container.decodeIfPresent([Cents].self, forKey: .shareCents) ?? []
+        self.checkoutURL = try container.decodeIfPresent(String.self, forKey: .checkoutURL)
     }
 }
 
@@ -168,19 +174,24 @@ public struct EIDRotationResponse: Codable, Hashable, Sendable {
     public var previousValidUntil: Date
     /// When the session expires.
     public var expiresAt: Date
+    /// The web checkout of the new EID, as ``CreateSessionResponse/checkoutURL``; absent when the server has no
+    /// public URL.
+    public var checkoutURL: String?
 
     /// A rotation as the server sends it: the new `eid`, and until when the ones it replaces still resolve.
-    public init(sid: String, eid: EID, previousValidUntil: Date, expiresAt: Date) {
+    public init(sid: String, eid: EID, previousValidUntil: Date, expiresAt: Date, checkoutURL: String? = nil) {
         self.sid = sid
         self.eid = eid
         self.previousValidUntil = previousValidUntil
         self.expiresAt = expiresAt
+        self.checkoutURL = checkoutURL
     }
 
     enum CodingKeys: String, CodingKey {
         case sid, eid
         case previousValidUntil = "previous_valid_until"
         case expiresAt = "exp_at"
+        case checkoutURL = "checkout_url"
     }
 }
 

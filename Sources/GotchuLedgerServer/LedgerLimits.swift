@@ -91,6 +91,8 @@ public enum ResolveAccess: String, Sendable, Hashable, CaseIterable {
 /// The limiters of one server process, built from ``LedgerLimits``.
 struct AbuseLimiters: Sendable {
     let resolvePerAddress: RateLimiter?
+    /// `GET /p/{eid}/qr.svg`, at resolve's rate in a bucket of its own.
+    let qrCodePerAddress: RateLimiter?
     let lockPerAddress: RateLimiter?
     let lockPerUser: RateLimiter?
     let sendPerUser: RateLimiter?
@@ -106,6 +108,7 @@ struct AbuseLimiters: Sendable {
             limit.map { RateLimiter(limit: $0, capacity: limits.trackedClients, clock: limits.clock) }
         }
         resolvePerAddress = limiter(limits.resolvePerAddress)
+        qrCodePerAddress = limiter(limits.resolvePerAddress)
         lockPerAddress = limiter(limits.lockPerAddress)
         lockPerUser = limiter(limits.lockPerUser)
         sendPerUser = limiter(limits.sendPerUser)

@@ -26,6 +26,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let identities: OIDCVerifier?
     /// The store outage in progress, which a passing readiness check ends.
     let outage: StoreOutage
+    /// The address payers' phones reach this server at, the base of every absolute link it hands out (the web
+    /// checkout's, its QR codes'); `nil` when the operator set none.
+    let publicURL: PublicURL?
     /// The web checkout's settings, limit and running payments.
     let checkout: Checkout
 
@@ -43,11 +46,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         limits: LedgerLimits,
         metrics: LedgerMetrics?,
         outage: StoreOutage = StoreOutage(),
+        publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings()
     ) {
         self.checkout = Checkout(checkout, limits: limits)
         self.store = store
         self.outage = outage
+        self.publicURL = publicURL
         self.metrics = metrics
         self.tokens = tokens
         self.identities = identities
@@ -153,7 +158,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     shares: body.shares ?? 1,
                     idempotencyKey: key
                 )
-                return try json(CreateSessionResponse(session), headers: replayHeaders(replayed))
+                var created = CreateSessionResponse(session)
+                created.checkoutURL = publicURL?.checkoutURL(for: created.eid)
+                return try json(created, headers: replayHeaders(replayed))
             },
             LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in
                 try limiters.resolvePerAddress?.take(clientAddress(request, context))
@@ -192,8 +199,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             LedgerRoute(.post, "/sessions/{sid}/eids", "rotateEID") { request, context in
                 let user = try await context.user(for: .rotateEID)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
-                let rotation = try await store.rotateEID(sid: sid, payeeID: user)
-                return try json(EIDRotationResponse(rotation))
+                var rotation = EIDRotationResponse(try await store.rotateEID(sid: sid, payeeID: user))
+                rotation.checkoutURL = publicURL?.checkoutURL(for: rotation.eid)
+                return try json(rotation)
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in
                 let principal = try await context.principal()
@@ -383,6 +391,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ]
         }
         routes += checkoutRoutes
+        routes += qrRoutes
         return routes
     }
 

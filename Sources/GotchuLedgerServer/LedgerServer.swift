@@ -24,6 +24,8 @@ public enum LedgerServer {
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
     ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
+    ///   - publicURL: the address payers' phones reach the server at: the base of the web checkout's links, of the
+    ///     QR codes (`GET /p/{eid}/qr.svg`) and of the `checkout_url` of new EIDs; none of them when `nil`.
     ///   - checkout: how the web checkout (`/p/…`) writes amounts, which tips it offers, how long a browser stays
     ///     signed in; its cookie is `Secure` when this server serves TLS, unless the settings say otherwise.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
@@ -39,6 +41,7 @@ public enum LedgerServer {
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
         logger: Logger,
@@ -69,6 +72,7 @@ public enum LedgerServer {
             limits: limits,
             metrics: metrics,
             outage: outage,
+            publicURL: publicURL,
             checkout: {
                 var checkout = checkout
                 // Browsers reach it over HTTPS when it serves TLS itself.
@@ -231,6 +235,7 @@ extension LedgerServer {
     /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
     /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
     /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
+    /// - Parameter publicURL: the base of the web checkout's links and QR codes (none when `nil`).
     /// - Parameter checkout: the web checkout's settings.
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
@@ -244,6 +249,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
@@ -261,6 +267,7 @@ extension LedgerServer {
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
+                publicURL: publicURL,
                 checkout: checkout,
                 services: replica.services,
                 logger: logger
@@ -301,6 +308,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
@@ -316,6 +324,7 @@ extension LedgerServer {
             limits: limits,
             metrics: metrics,
             tls: tls,
+            publicURL: publicURL,
             checkout: checkout,
             logger: logger
         ) { urls in try await body(urls[0]) }

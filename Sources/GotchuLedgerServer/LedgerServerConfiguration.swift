@@ -34,6 +34,9 @@ extension LedgerServer {
         public var tlsCertificateFile: String?
         /// The PEM private key of ``tlsCertificateFile``.
         public var tlsKeyFile: String?
+        /// The address payers' phones reach the ledger at: the base of its web checkout and QR codes; none when
+        /// `nil`.
+        public var publicURL: PublicURL?
         /// The web checkout's settings.
         public var checkout = CheckoutSettings()
         /// Also accepts the access tokens of this external issuer, its users provisioned on first use.
@@ -72,6 +75,12 @@ extension LedgerServer {
         onListening: @escaping @Sendable (_ url: String) async -> Void = { _ in }
     ) async throws {
         warnIfDescriptorsShort(configuration, logger: logger)
+        if let publicURL = configuration.publicURL, !publicURL.isHTTPS, !publicURL.isLoopback {
+            logger.warning(
+                "the public URL is plain http: payers' passwords and payments would cross the network unencrypted",
+                metadata: ["public_url": "\(publicURL)"]
+            )
+        }
         let tokens = try await TokenAuthority(
             secret: try jwtSecret(configuration),
             lifetime: configuration.accessTokenLifetime
@@ -101,6 +110,7 @@ extension LedgerServer {
             limits: configuration.limits,
             metrics: LedgerMetrics(),
             tls: tls,
+            publicURL: configuration.publicURL,
             checkout: configuration.checkout,
             services: services,
             logger: logger

@@ -51,6 +51,15 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "The PEM private key of the certificate, tls_cert.",
         valueName: "path"
     )
+    /// `public_url`.
+    public let publicURL = Setting<String>(
+        "public_url",
+        summary: "The address payers' phones reach this ledger at (https://pay.example.com/, a path allowed; behind a "
+            + "proxy, the proxy's): the base of the web checkout, PUBLIC_URL/p/EID, that QR codes "
+            + "(GET /p/{eid}/qr.svg) and the checkout_url of new EIDs name. https, or http only on loopback or with "
+            + "dev. Without it there are no QR codes.",
+        valueName: "url"
+    )
 
     // MARK: The database
 

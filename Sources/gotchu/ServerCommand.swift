@@ -32,6 +32,7 @@ struct ServerCommand: AsyncParsableCommand {
               gotchu admin user add you@example.com --password-stdin   # the first account, then:
               gotchu login --email you@example.com
               gotchu server --tls-cert ledger.pem --tls-key ledger.key ...   # HTTPS
+              gotchu server --public-url https://pay.example.com/ ...   # web checkout and QR codes
               gotchu server --registration open --mail-command /usr/sbin/sendmail \\
                 --mail-from 'Gotchu <noreply@example.com>' ...   # open registration
               GOTCHU_JWT_SECRET=$(openssl rand -hex 32) \\
@@ -59,6 +60,7 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: settings.port.help) var port: String?
     @Option(help: settings.tlsCert.help) var tlsCert: String?
     @Option(help: settings.tlsKey.help) var tlsKey: String?
+    @Option(name: .customLong("public-url"), help: settings.publicURL.help) var publicURL: String?
     @Option(help: settings.database.help) var database: String?
     @Option(help: settings.maxConnections.help) var maxConnections: String?
     @Option(help: settings.dbConnectionWait.help) var dbConnectionWait: String?

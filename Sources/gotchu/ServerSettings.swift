@@ -70,6 +70,20 @@ struct ServerSettings {
         connectionWait = .seconds(try settings.required(\.dbConnectionWait))
 
         server.developmentMode = try settings.required(\.dev)
+        server.publicURL = try settings.value(\.publicURL) { text throws(Problem) in
+            do throws(PublicURL.Invalid) {
+                return try PublicURL(text)
+            } catch {
+                throw Problem(error.description)
+            }
+        }
+        if let publicURL = server.publicURL, !publicURL.isHTTPS, !publicURL.isLoopback, !server.developmentMode {
+            throw SettingsError(
+                "\(name(\.publicURL)) must be https (http only on loopback or with \(name(\.dev))): payers open it on "
+                    + "their phones, sign in and pay there, so it must not cross the network unencrypted; "
+                    + "got \(publicURL)"
+            )
+        }
         server.registration = try settings.required(\.registration) { text throws(Problem) in
             Registration(rawValue: text)!
         }

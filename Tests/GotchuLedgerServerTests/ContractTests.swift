@@ -352,6 +352,9 @@ struct ContractTests {
                     "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
                     payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
                 ),
+                // This server has no public URL: no QR codes, whatever the EID.
+                ("GET", "/p/{eid}/qr.svg", "/p/\(session.eid)/qr.svg", nil, [:]),
+                ("GET", "/p/{eid}/qr.svg", "/p/ABCDEF0123/qr.svg", nil, [:]),
                 // The web checkout: pages for people, answered in HTML (the client here follows redirects, so no
                 // call below succeeds at one).
                 ("GET", "/p/{eid}", "/p/\(session.eid)", nil, [:]),

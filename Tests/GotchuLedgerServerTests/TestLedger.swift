@@ -45,6 +45,7 @@ struct TestLedger: Sendable {
         mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = .unlimited,
         identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
+        publicURL: PublicURL? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
         let clock = ManualClock()
@@ -63,6 +64,7 @@ struct TestLedger: Sendable {
                 registration: registration,
                 mailer: mailer ?? (registration == .open ? MailBox() : nil),
                 limits: limits,
+                publicURL: publicURL,
                 services: services
             ) { url in
                 try await body(TestLedger(url: url, store: store, clock: clock, database: database, tokens: tokens))
