@@ -206,7 +206,7 @@ let package = Package(
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerClient", "GotchuDBus", "GotchuBlueZ",
                 "GotchuSimulatedRadio",
-                "GotchuSystemd", "GotchuKioskClient",
+                "GotchuSystemd", "GotchuKioskClient", "GotchuQR",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -318,7 +318,8 @@ public actor Kiosk: KioskStatusSource {
                                 sessionID: created.sid,
                                 eid: created.eid,
                                 expiresAt: created.expiresAt,
-                                shares: created.shares
+                                shares: created.shares,
+                                checkoutURL: CheckoutURL.validated(created.checkoutURL, eid: created.eid)
                             )
                         )
                     } catch {
@@ -373,7 +374,12 @@ public actor Kiosk: KioskStatusSource {
                 let logger = self.logger
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
-                        return .eidRotated(sessionID: sid, eid: try await ledger.rotateEID(sid: sid))
+                        let rotated = try await ledger.rotateEID(sid: sid)
+                        return .eidRotated(
+                            sessionID: sid,
+                            eid: rotated.eid,
+                            checkoutURL: CheckoutURL.validated(rotated.checkoutURL, eid: rotated.eid)
+                        )
                     } catch {
                         logger.notice("EID rotation failed", metadata: ["error": "\(error)"])
                         return .rotateFailed(Self.problem(error))

@@ -53,6 +53,9 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     public var sessionID: String?
     /// The EID of that session.
     public var eid: EID?
+    /// The web checkout of that EID, `PUBLIC_URL/p/EID`, as the ledger stated it: what the display's QR code
+    /// encodes. `nil` when the ledger has no public URL.
+    public var checkoutURL: String?
     /// When the charge stops waiting for a payer if it is not paid: the end of its lifetime, or its session's expiry
     /// when that comes first and no new session will follow.
     public var expiresAt: Date?
@@ -73,6 +76,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         state: KioskChargeState = .creating,
         sessionID: String? = nil,
         eid: EID? = nil,
+        checkoutURL: String? = nil,
         expiresAt: Date? = nil,
         problem: String? = nil,
         createdAt: Date,
@@ -89,6 +93,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         self.state = state
         self.sessionID = sessionID
         self.eid = eid
+        self.checkoutURL = checkoutURL
         self.expiresAt = expiresAt
         self.problem = problem
         self.createdAt = createdAt
@@ -107,6 +112,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         case state
         case sessionID = "session_id"
         case eid
+        case checkoutURL = "checkout_url"
         case expiresAt = "expires_at"
         case problem
         case createdAt = "created_at"
@@ -127,6 +133,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         state = try container.decode(KioskChargeState.self, forKey: .state)
         sessionID = try container.decodeIfPresent(String.self, forKey: .sessionID)
         eid = try container.decodeIfPresent(EID.self, forKey: .eid)
+        checkoutURL = try container.decodeIfPresent(String.self, forKey: .checkoutURL)
         expiresAt = try container.decodeIfPresent(Date.self, forKey: .expiresAt)
         problem = try container.decodeIfPresent(String.self, forKey: .problem)
         createdAt = try container.decode(Date.self, forKey: .createdAt)

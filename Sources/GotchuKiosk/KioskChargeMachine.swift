@@ -81,13 +81,16 @@ public struct KioskChargeMachine: Sendable {
         public var expiresAt: Date
         /// Into how many shares the ledger split it (1 from a ledger that predates splits, whatever was asked).
         public var shares: Int
+        /// The EID's web checkout, when the ledger has a public URL.
+        public var checkoutURL: String?
 
         /// Creates a session.
-        public init(sessionID: String, eid: EID, expiresAt: Date, shares: Int = 1) {
+        public init(sessionID: String, eid: EID, expiresAt: Date, shares: Int = 1, checkoutURL: String? = nil) {
             self.sessionID = sessionID
             self.eid = eid
             self.expiresAt = expiresAt
             self.shares = shares
+            self.checkoutURL = checkoutURL
         }
     }
 
@@ -137,8 +140,9 @@ public struct KioskChargeMachine: Sendable {
         case advertisingStarted(token: Int)
         /// That advertisement could not start, or stopped on its own.
         case advertisingFailed(token: Int, KioskProblem)
-        /// The ledger gave the session a new EID, asked for by ``Action/rotateEID(sessionID:)``.
-        case eidRotated(sessionID: String, eid: EID)
+        /// The ledger gave the session a new EID, asked for by ``Action/rotateEID(sessionID:)``, and its web
+        /// checkout when the ledger has a public URL.
+        case eidRotated(sessionID: String, eid: EID, checkoutURL: String? = nil)
         /// The rotation failed; the current EID stays on the air.
         case rotateFailed(KioskProblem)
         /// The ledger reported the status of the session asked about.
@@ -174,7 +178,7 @@ public struct KioskChargeMachine: Sendable {
         case advertise(EID, token: Int)
         /// Stop the advertisement.
         case stopAdvertising
-        /// Give the session a new EID on the ledger; report ``Event/eidRotated(sessionID:eid:)`` or
+        /// Give the session a new EID on the ledger; report ``Event/eidRotated(sessionID:eid:checkoutURL:)`` or
         /// ``Event/rotateFailed(_:)``. The new EID goes on the air as a new advertisement.
         case rotateEID(sessionID: String)
         /// Read the session's status; report ``Event/statusSeen(_:)`` or ``Event/statusFailed(_:)``.
@@ -341,6 +345,7 @@ public struct KioskChargeMachine: Sendable {
                     next.sessionNumber += 1
                     next.charge.sessionID = session.sessionID
                     next.charge.eid = session.eid
+                    next.charge.checkoutURL = session.checkoutURL
                 }
                 if let sessionID = core.record?.charge.sessionID { call(.cancel, .cancelSession(sessionID: sessionID)) }
             } else if let asked = core.record?.charge.shares, session.shares != asked {
@@ -349,6 +354,7 @@ public struct KioskChargeMachine: Sendable {
                     next.sessionNumber += 1
                     next.charge.sessionID = session.sessionID
                     next.charge.eid = session.eid
+                    next.charge.checkoutURL = session.checkoutURL
                 }
                 let made = session.shares == 1 ? "one share" : "\(session.shares) shares"
                 settle(
@@ -362,6 +368,7 @@ public struct KioskChargeMachine: Sendable {
                     next.sessionNumber += 1
                     next.charge.sessionID = session.sessionID
                     next.charge.eid = session.eid
+                    next.charge.checkoutURL = session.checkoutURL
                     if !renew {
                         next.charge.expiresAt = min(Self.lifetimeEnd(of: next.charge, lifetime), session.expiresAt)
                     }
@@ -402,12 +409,15 @@ public struct KioskChargeMachine: Sendable {
                 pause(problem)
             }
 
-        case .eidRotated(let sessionID, let eid):
+        case .eidRotated(let sessionID, let eid, let checkoutURL):
             core.eidSince = now
             if core.record?.charge.sessionID == sessionID, core.settling == nil {
                 // Recorded first, so a restart advertises the EID the ledger now resolves; then a new advertisement,
                 // which a radio puts on the air as a new advertising set.
-                update { $0.charge.eid = eid }
+                update { next in
+                    next.charge.eid = eid
+                    next.charge.checkoutURL = checkoutURL
+                }
                 stopAdvertising()
             }
             proceed()
@@ -594,6 +604,7 @@ public struct KioskChargeMachine: Sendable {
                 next.charge.state = .creating
                 next.charge.sessionID = nil
                 next.charge.eid = nil
+                next.charge.checkoutURL = nil
             }
             proceed()
         case .expired: end(.expired, refundedCents: state.refundedCents)

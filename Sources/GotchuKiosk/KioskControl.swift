@@ -42,13 +42,16 @@ public enum KioskControl {
             await onServing()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    // Each property changes (and is announced) only when its value does. The charge goes first, so
-                    // a client that sees a new state finds the charge (and its problem) that go with it.
+                    // Each property changes (and is announced) only when its value does. The charge goes first, then
+                    // the checkout URL, so a client that sees a new state finds the charge (and its problem) and the
+                    // address that go with it.
                     var state = DBusValue.string(initial.state.rawValue)
                     var charge = dictionary(initial.charge).dbusValue
+                    var checkout = DBusValue.string(checkoutURL(initial))
                     for await status in updates {
                         let newState = DBusValue.string(status.state.rawValue)
                         let newCharge = dictionary(status.charge).dbusValue
+                        let newCheckout = DBusValue.string(checkoutURL(status))
                         if newCharge != charge {
                             try? await connection.setProperty(
                                 Property.currentCharge.rawValue,
@@ -57,6 +60,15 @@ public enum KioskControl {
                                 to: newCharge
                             )
                             charge = newCharge
+                        }
+                        if newCheckout != checkout {
+                            try? await connection.setProperty(
+                                Property.checkoutURL.rawValue,
+                                of: interface,
+                                at: path,
+                                to: newCheckout
+                            )
+                            checkout = newCheckout
                         }
                         if newState != state {
                             try? await connection.setProperty(
@@ -106,9 +118,17 @@ public enum KioskControl {
         ]
         if let sid = charge.sessionID { entries[.sessionID] = .string(sid) }
         if let eid = charge.eid { entries[.eid] = .string(eid.rawValue) }
+        if let url = charge.checkoutURL { entries[.checkoutURL] = .string(url) }
         if let expiresAt = charge.expiresAt { entries[.expiresAt] = .string(timestamp(expiresAt)) }
         if let problem = charge.problem { entries[.problem] = .string(problem) }
         return Dictionary(uniqueKeysWithValues: entries.map { ($0.key.rawValue, DBusVariant($0.value)) })
+    }
+
+    /// The `CheckoutURL` property: the web checkout of the EID on the air while the charge waits for payers; empty
+    /// otherwise.
+    public static func checkoutURL(_ status: KioskStatus) -> String {
+        guard status.state == .advertising || status.state == .locked else { return "" }
+        return status.charge?.checkoutURL ?? ""
     }
 
     static func timestamp(_ date: Date) -> String {
@@ -236,6 +256,7 @@ public enum KioskControl {
                 properties: [
                     DBusProperty(Property.state.rawValue, .string(status.state.rawValue)),
                     DBusProperty(Property.currentCharge.rawValue, dictionary(status.charge).dbusValue),
+                    DBusProperty(Property.checkoutURL.rawValue, .string(checkoutURL(status))),
                 ],
                 signals: [
                     DBusSignalDescription(Signal.advertising.rawValue, arguments: [.string, .string]),

@@ -1,5 +1,7 @@
 import Foundation
 import GotchuAPI
+import GotchuCore
+import GotchuQR
 import HTTPTypes
 import Hummingbird
 public import Logging
@@ -14,6 +16,8 @@ public import ServiceLifecycle
 ///   current status), and a comment every `keepAliveInterval` so idle connections stay open and a departed
 ///   browser is noticed.
 /// - `GET /status`: the current status as JSON.
+/// - `GET /qr.svg?eid=EID`: while a payer may pay and the ledger has a web checkout, the QR code of that EID's
+///   checkout as an SVG image, if `EID` is the one on the air; 404 otherwise.
 /// - `GET /metrics`: with ``KioskMetrics``, the kiosk's metrics in the Prometheus text format.
 ///
 /// Other paths answer 404, other methods 405. Run it on its own or in a `ServiceGroup`; a graceful shutdown ends
@@ -79,7 +83,8 @@ public struct KioskDisplay: Service {
         let keepAliveInterval = self.keepAliveInterval
         let router = Router()
         let paths: Set<String> =
-            metrics == nil ? ["/", "/events", "/status"] : ["/", "/events", "/status", "/metrics"]
+            metrics == nil
+            ? ["/", "/events", "/status", "/qr.svg"] : ["/", "/events", "/status", "/qr.svg", "/metrics"]
         router.add(middleware: GetOnlyMiddleware(paths: paths))
         if let metrics {
             router.get("/metrics") { _, _ in
@@ -107,6 +112,28 @@ public struct KioskDisplay: Service {
             let body = try APIJSON.encoder().encode(await source.status().forDisplay)
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
         }
+        router.get("/qr.svg") { request, _ in
+            let status = await source.status()
+            guard let url = KioskDisplayPage.checkoutURL(of: status),
+                let eid = status.charge?.eid, request.uri.queryParameters.get("eid") == eid.rawValue,
+                let code = try? QRCode(encoding: url, correction: .medium)
+            else {
+                var headers = Self.securityHeaders
+                headers[.contentType] = "text/plain; charset=utf-8"
+                headers[.cacheControl] = "no-store"
+                return Response(
+                    status: .notFound,
+                    headers: headers,
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "no QR code for this EID now\n"))
+                )
+            }
+            var headers = Self.securityHeaders
+            headers[.contentType] = "image/svg+xml"
+            headers[.cacheControl] = "no-store"
+            headers[.contentSecurityPolicy] = "default-src 'none'; frame-ancestors 'none'"
+            let svg = code.svg(title: KioskDisplayPage.qrCodeText)
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: svg)))
+        }
         router.get("/events") { _, _ in
             var headers = Self.securityHeaders
             headers[.contentType] = "text/event-stream; charset=utf-8"
@@ -126,7 +153,7 @@ public struct KioskDisplay: Service {
     /// The page's script and style are inline and it talks only to this server; the policy allows nothing else.
     static let contentSecurityPolicy =
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
-        + "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        + "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
     private static var securityHeaders: HTTPFields {
         var headers = HTTPFields()

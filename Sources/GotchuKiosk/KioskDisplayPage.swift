@@ -33,6 +33,9 @@ enum KioskDisplayPage {
         var reference: String?
         /// While a payer may pay: the confirmation code and the EID to type when the radio cannot range.
         var fallback: String?
+        /// While a payer may pay and the ledger has a web checkout: where the QR code of the EID's checkout is
+        /// (`qr.svg?eid=EID`, on the display's own server).
+        var qrCode: String?
 
         init(_ status: KioskStatus) {
             // An idle kiosk may still report its last charge; "Ready" beside an old amount would mislead.
@@ -61,6 +64,9 @@ enum KioskDisplayPage {
             if status.state == .advertising || status.state == .locked, let charge {
                 fallback = KioskDisplayPage.fallback(sessionID: charge.sessionID, eid: charge.eid)
             }
+            if KioskDisplayPage.checkoutURL(of: status) != nil, let eid = charge?.eid {
+                qrCode = "qr.svg?eid=" + eid.rawValue
+            }
         }
     }
 
@@ -69,6 +75,15 @@ enum KioskDisplayPage {
     static func fallback(sessionID: String?, eid: EID?) -> String? {
         guard let sessionID, let eid else { return nil }
         return "Code " + ConfirmationCode.of(sessionID: sessionID) + " · EID " + eid.grouped
+    }
+
+    /// The web checkout whose QR code the display shows: the charge's, while a payer may pay, if it is the address
+    /// of the EID on the air (``CheckoutURL/validated(_:eid:)``); `nil` otherwise.
+    static func checkoutURL(of status: KioskStatus) -> String? {
+        guard status.state == .advertising || status.state == .locked, let charge = status.charge,
+            let eid = charge.eid
+        else { return nil }
+        return CheckoutURL.validated(charge.checkoutURL, eid: eid)
     }
 
     /// `m:ss`, rounded up as countdowns are (a charge with 0.2 s left still shows 0:01), never negative.
@@ -93,7 +108,7 @@ enum KioskDisplayPage {
             <link rel="icon" href="data:,">
             <style>\(style)</style>
             </head>
-            <body data-state="\(escape(view.state))">
+            <body data-state="\(escape(view.state))"\(view.qrCode == nil ? "" : " data-checkout")>
             <main>
             \(element("payee", view.payee))
             \(element("amount", view.amount))
@@ -105,6 +120,7 @@ enum KioskDisplayPage {
             \(element("reference", view.reference))
             \(element("fallback", view.fallback))
             </main>
+            \(checkout(view.qrCode))
             <p id="connection" role="status" hidden>Reconnecting…</p>
             <script type="application/json" id="initial">\(initial)</script>
             <script>\(script)</script>
@@ -113,6 +129,20 @@ enum KioskDisplayPage {
 
             """
     }
+
+    /// The QR code of the web checkout beside the rest, with its caption; hidden, with no image, when there is none
+    /// (the script adds the image and shows it, and swaps it when the EID changes).
+    private static func checkout(_ source: String?) -> String {
+        guard let source else { return "<aside id=\"checkout\" hidden><p id=\"scan\">\(scanText)</p></aside>" }
+        return "<aside id=\"checkout\"><img id=\"qr\" src=\"\(escape(source))\" alt=\"\(qrCodeText)\">"
+            + "<p id=\"scan\">\(scanText)</p></aside>"
+    }
+
+    /// The caption under the QR code.
+    static let scanText = "Scan to pay on your phone"
+
+    /// The QR code's text alternative.
+    static let qrCodeText = "QR code of this payment's web checkout"
 
     /// A paragraph with its text escaped, hidden when there is no text (the script shows it when there is).
     private static func element(_ id: String, _ text: String?) -> String {
@@ -143,9 +173,10 @@ enum KioskDisplayPage {
         struct Initial: Encodable {
             var status: KioskStatus
             var headlines: [String: String]
+            var qrCodeText: String
         }
         let headlines = Dictionary(uniqueKeysWithValues: headlines.map { ($0.key.rawValue, $0.value) })
-        let data = try APIJSON.encoder().encode(Initial(status: status, headlines: headlines))
+        let data = try APIJSON.encoder().encode(Initial(status: status, headlines: headlines, qrCodeText: qrCodeText))
         return String(decoding: data, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
     }
 
@@ -168,6 +199,14 @@ enum KioskDisplayPage {
         #countdown{font-size:clamp(22px,min(9vh,6vw),100px);font-variant-numeric:tabular-nums}
         #reference{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333}
         #fallback{font-size:clamp(14px,min(4.5vh,3.5vw),48px);color:#333;font-variant-numeric:tabular-nums}
+        body[data-checkout]{display:flex;align-items:center}
+        body[data-checkout] main{flex:1 1 auto;min-width:0;padding-right:2vw}
+        body[data-checkout] #amount{font-size:clamp(36px,min(20vh,9.5vw),220px)}
+        body[data-checkout] #headline{font-size:clamp(20px,min(8vh,4.5vw),96px)}
+        #checkout{flex:0 0 auto;display:flex;flex-direction:column;align-items:center;gap:1.5vh;\
+        padding:3vh 4vw 3vh 0}
+        #qr{display:block;width:min(62vh,40vw);height:auto;aspect-ratio:1;background:#fff}
+        #scan{font-size:clamp(12px,min(4vh,2.6vw),40px);color:#222;text-align:center}
         #connection{position:fixed;right:2vw;bottom:1.5vh;font-size:clamp(12px,3.5vh,36px);color:#444}
         body[data-state=paid] #headline{color:#05601f}
         body[data-state=failed] #headline,body[data-state=expired] #headline,\
@@ -251,6 +290,40 @@ enum KioskDisplayPage {
             setText("countdown", countdown());
             setText("reference", charge && charge.reference ? "Reference: " + charge.reference : null);
             setText("fallback", payable ? fallback(charge) : null);
+            showCheckout(payable && charge && charge.checkout_url && charge.eid
+              ? "qr.svg?eid=" + encodeURIComponent(charge.eid) : null);
+          }
+          // The QR code of the EID on the air, from this server; a new EID gets a new image.
+          var checkoutShown = null;
+          function watchImage(image) {
+            // An EID replaced before its image came has none: the next status names the new one.
+            image.addEventListener("error", function () {
+              if (image.getAttribute("src") === checkoutShown) { document.getElementById("checkout").hidden = true; }
+            });
+            image.addEventListener("load", function () {
+              document.getElementById("checkout").hidden = !checkoutShown;
+            });
+          }
+          if (document.getElementById("qr")) { watchImage(document.getElementById("qr")); }
+          function showCheckout(source) {
+            checkoutShown = source;
+            var aside = document.getElementById("checkout");
+            var image = document.getElementById("qr");
+            if (source) {
+              if (!image) {
+                image = document.createElement("img");
+                image.id = "qr";
+                image.alt = initial.qrCodeText;
+                watchImage(image);
+                aside.insertBefore(image, aside.firstChild);
+              }
+              if (image.getAttribute("src") !== source) { image.setAttribute("src", source); }
+              document.body.setAttribute("data-checkout", "");
+            } else {
+              if (image) { image.removeAttribute("src"); }
+              document.body.removeAttribute("data-checkout");
+            }
+            aside.hidden = !source;
           }
           var lost = null;
           function connected() {

@@ -20,8 +20,9 @@ public protocol KioskLedgerService: Sendable {
     func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState
     /// Cancels the session; refused with a problem when it is already paid, expired or cancelled.
     func cancelSession(sid: String) async throws(LedgerClientError)
-    /// Gives the session a new EID; the one it replaces resolves for the ledger's grace.
-    func rotateEID(sid: String) async throws(LedgerClientError) -> EID
+    /// Gives the session a new EID; the one it replaces resolves for the ledger's grace. The answer carries the new
+    /// EID's web checkout when the ledger has a public URL.
+    func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse
     /// The session's next state other than `after` (another status, more shares paid, a refund), from its event
     /// stream (see ``LedgerClient/sessionEvents(sid:lastEventID:quietLimit:)``).
     func nextState(
@@ -69,7 +70,7 @@ extension KioskLedgerService {
     }
 
     /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         throw .problem(Problem(.notFound, detail: "this ledger does not rotate EIDs"))
     }
 }
@@ -195,8 +196,8 @@ public actor KioskLedger: KioskLedgerService {
         try await perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
     }
 
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
-        try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }.eid
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
+        try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }
     }
 
     /// The session's next state other than `after` from its event stream, opened for the call: the first event is

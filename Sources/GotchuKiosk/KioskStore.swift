@@ -94,6 +94,9 @@ public final class KioskStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v3: checkout URL") { db in
+            try db.execute(sql: "ALTER TABLE charges ADD COLUMN checkout_url TEXT")
+        }
         try migrator.migrate(database)
         try database.write { db in
             try db.execute(
@@ -113,8 +116,8 @@ public final class KioskStore: Sendable {
                 sql: """
                     INSERT INTO charges (id, amount_cents, reference, state, active, session_id, eid, expires_at,
                         problem, session_number, cancel_requested, created_at, updated_at, shares, shares_paid,
-                        paid_cents, tip_cents, refunded_cents)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        paid_cents, tip_cents, refunded_cents, checkout_url)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: Self.arguments(record, leadingID: true)
             )
@@ -131,7 +134,7 @@ public final class KioskStore: Sendable {
                     UPDATE charges SET amount_cents = ?, reference = ?, state = ?, active = ?, session_id = ?,
                         eid = ?, expires_at = ?, problem = ?, session_number = ?, cancel_requested = ?,
                         created_at = ?, updated_at = ?, shares = ?, shares_paid = ?, paid_cents = ?, tip_cents = ?,
-                        refunded_cents = ?
+                        refunded_cents = ?, checkout_url = ?
                     WHERE id = ? AND active = 1
                     """,
                 arguments: arguments
@@ -169,7 +172,7 @@ public final class KioskStore: Sendable {
             charge.sessionID, charge.eid?.rawValue, charge.expiresAt?.timeIntervalSince1970, charge.problem,
             record.sessionNumber, record.cancelRequested, charge.createdAt.timeIntervalSince1970,
             charge.updatedAt.timeIntervalSince1970, charge.shares, charge.sharesPaid, charge.paidCents,
-            charge.tipCents, charge.refundedCents,
+            charge.tipCents, charge.refundedCents, charge.checkoutURL,
         ]
         return StatementArguments(values)
     }
@@ -187,6 +190,7 @@ public final class KioskStore: Sendable {
                 state: KioskChargeState(rawValue: row["state"]) ?? .failed,
                 sessionID: row["session_id"],
                 eid: eid.flatMap(EID.init(rawValue:)),
+                checkoutURL: row["checkout_url"],
                 expiresAt: expiresAt.map(Date.init(timeIntervalSince1970:)),
                 problem: row["problem"],
                 createdAt: Date(timeIntervalSince1970: row["created_at"]),

@@ -37,7 +37,7 @@ public struct MeteredKioskLedger: KioskLedgerService {
         try await counted { () throws(LedgerClientError) in try await base.cancelSession(sid: sid) }
     }
 
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         try await counted { () throws(LedgerClientError) in try await base.rotateEID(sid: sid) }
     }
 

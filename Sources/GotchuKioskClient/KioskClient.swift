@@ -73,7 +73,7 @@ public struct KioskClient: Sendable {
     /// The charge with `id`: `id`, `amount_cents` (x), `shares` and `shares_paid` (i), `paid_cents`, `tip_cents`
     /// and `refunded_cents` (x), `reference`, `state` (`creating`, `advertising`, `locked`, `paid`, `expired`,
     /// `cancelled` or `failed`), `created_at` and `updated_at` (ISO 8601), and when known `session_id`, `eid`,
-    /// `expires_at` and `problem` (see ``KioskInterface/ChargeKey``).
+    /// `checkout_url`, `expires_at` and `problem` (see ``KioskInterface/ChargeKey``).
     /// - Throws: ``KioskInterface/ErrorName/notFound``.
     public func charge(_ id: String) async throws -> [String: DBusVariant] {
         let reply = try await call(.getCharge, [.string(id)])
@@ -98,6 +98,15 @@ public struct KioskClient: Sendable {
             throw DBusError(.failed, "the kiosk's CurrentCharge is not a dictionary")
         }
         return charge
+    }
+
+    /// The kiosk's `CheckoutURL` property: the web checkout of the EID on the air while a charge waits for payers,
+    /// for a QR code of the point-of-sale's own; empty otherwise (see ``KioskInterface/Property/checkoutURL``).
+    public func checkoutURL() async throws -> String {
+        guard let url = try await property(.checkoutURL).decode(as: String.self) else {
+            throw DBusError(.failed, "the kiosk's CheckoutURL is not a string")
+        }
+        return url
     }
 
     /// The kiosk's signals, raw, from now on. Subscribe before ``charge(amountCents:reference:)`` so that no step is

@@ -6,7 +6,8 @@ public import GotchuDBus
 /// Methods: `Charge(x amount_cents, s reference) → s id`, `ChargeSplit(x amount_cents, s reference, i shares) → s id`,
 /// `Cancel(s id)`, `GetCharge(s id) → a{sv}`, `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is
 /// not refunded yet).
-/// Properties: `State` (s) and `CurrentCharge` (a{sv}, empty when there was none).
+/// Properties: `State` (s), `CurrentCharge` (a{sv}, empty when there was none) and `CheckoutURL` (s, empty unless
+/// a charge can be paid on a phone's browser).
 /// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `SharePaid(s id, i shares_paid, i shares)`,
 /// `PaymentSucceeded(s id, x amount_cents, s session_id)`, `Expired(s id)`, `Cancelled(s id)`,
 /// `Error(s id, s reason)`, `Refunded(s id, s refund_id, x amount_cents)`.
@@ -40,6 +41,10 @@ public enum KioskInterface {
         case state = "State"
         /// `CurrentCharge` (a{sv}): the current or last charge, empty when there was none.
         case currentCharge = "CurrentCharge"
+        /// `CheckoutURL` (s): while a charge waits for payers (`advertising` or `locked`), the web checkout of the
+        /// EID on the air, `PUBLIC_URL/p/EID`, for a point-of-sale that shows its own QR code or link; it changes
+        /// with every new EID. Empty at other times, and when the ledger has no public URL.
+        case checkoutURL = "CheckoutURL"
     }
 
     /// The keys of a charge's dictionary (`GetCharge`, `CurrentCharge`); a key whose value is not known yet is left
@@ -69,6 +74,8 @@ public enum KioskInterface {
         case sessionID = "session_id"
         /// `eid` (s): that session's EID.
         case eid
+        /// `checkout_url` (s): that EID's web checkout, `PUBLIC_URL/p/EID`, when the ledger has a public URL.
+        case checkoutURL = "checkout_url"
         /// `expires_at` (s, ISO 8601): when the charge stops waiting for payers.
         case expiresAt = "expires_at"
         /// `problem` (s): what keeps the charge from progressing, or why it failed.

@@ -185,10 +185,11 @@ struct ServedKiosk {
     private let serving: Task<Void, any Error>
     private let running: Task<Void, Never>
 
-    static func start() async throws -> ServedKiosk {
+    static func start(options: Kiosk.Options? = nil) async throws -> ServedKiosk {
         let harness = try KioskHarness()
         let bus = try await PrivateBus.start()
-        let kiosk = try await harness.makeKiosk()
+        let kiosk =
+            if let options { try await harness.makeKiosk(options: options) } else { try await harness.makeKiosk() }
         let server = try await DBusConnection.connect(to: .address(bus.address))
         let (owned, continuation) = AsyncStream.makeStream(of: Void.self)
         let serving = Task {

@@ -47,6 +47,8 @@ actor MemoryLedger: KioskLedgerService {
     var expiryRefundDelay: Duration = .seconds(3)
     /// While set, sessions are made of one share whatever was asked, as a ledger that predates splits does.
     var ignoresShares = false
+    /// While set, the public URL (ending in `/`) of the web checkout each EID comes with.
+    var checkoutBase: String?
 
     init(air: SimulatedAir) {
         self.air = air
@@ -57,6 +59,7 @@ actor MemoryLedger: KioskLedgerService {
     func setMaximumAmount(_ cents: Cents) { maximumAmountCents = cents }
     func setExpiryRefundDelay(_ delay: Duration) { expiryRefundDelay = delay }
     func ignoreShares() { ignoresShares = true }
+    func setCheckoutBase(_ base: String?) { checkoutBase = base }
 
     func createSession(
         amountCents: Cents,
@@ -113,13 +116,19 @@ actor MemoryLedger: KioskLedgerService {
         }
     }
 
-    func rotateEID(sid: String) async throws(LedgerClientError) -> EID {
+    func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         if let failure { throw failure }
         guard try await status(sid).isLive else { throw .problem(Problem(.sessionExpired)) }
         rotations += 1
         let eid = EID(rawValue: String(format: "%010x", 0xF000 + rotations))!
         sessions[sid]?.eid = eid
-        return eid
+        return EIDRotationResponse(
+            sid: sid,
+            eid: eid,
+            previousValidUntil: Date(),
+            expiresAt: Date(),
+            checkoutURL: checkoutBase.map { $0 + "p/" + eid.rawValue }
+        )
     }
 
     /// A payer locks the session.
@@ -167,7 +176,8 @@ actor MemoryLedger: KioskLedgerService {
             sid: sid,
             eid: session.eid,
             expiresAt: Date(timeIntervalSince1970: seconds),
-            shareCents: session.shares > 1 ? (1...session.shares).map(session.cents(ofShare:)) : []
+            shareCents: session.shares > 1 ? (1...session.shares).map(session.cents(ofShare:)) : [],
+            checkoutURL: checkoutBase.map { $0 + "p/" + session.eid.rawValue }
         )
     }
 }
