@@ -24,10 +24,13 @@ public enum LedgerServer {
     ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
     ///     HTTP when `nil`. The connection limits hold either way.
     ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
+    ///   - webhooks: how webhook endpoints are checked and their events delivered (the delivery worker runs beside
+    ///     the server unless ``WebhookOptions/delivers`` is off).
     ///   - publicURL: the address payers' phones reach the server at: the base of the web checkout's links, of the
     ///     QR codes (`GET /p/{eid}/qr.svg`) and of the `checkout_url` of new EIDs; none of them when `nil`.
     ///   - checkout: how the web checkout (`/p/…`) writes amounts, which tips it offers, how long a browser stays
-    ///     signed in; its cookie is `Secure` when this server serves TLS, unless the settings say otherwise.
+    ///     signed in; its cookie is `Secure` when this server serves TLS or its public URL is https, unless the
+    ///     settings say otherwise.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
     public static func application<Store: LedgerStore>(
         store: Store,
@@ -41,6 +44,7 @@ public enum LedgerServer {
         limits: LedgerLimits = LedgerLimits(),
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        webhooks: WebhookOptions = WebhookOptions(),
         publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
@@ -71,12 +75,14 @@ public enum LedgerServer {
             mailer: mailer,
             limits: limits,
             metrics: metrics,
+            webhooks: webhooks,
             outage: outage,
             publicURL: publicURL,
             checkout: {
                 var checkout = checkout
-                // Browsers reach it over HTTPS when it serves TLS itself.
-                checkout.secureCookies = checkout.secureCookies ?? (tls != nil)
+                // Browsers reach it over HTTPS when it serves TLS itself, or when its public address is https (a
+                // TLS proxy in front).
+                checkout.secureCookies = checkout.secureCookies ?? (tls != nil || publicURL?.isHTTPS == true)
                 return checkout
             }()
         ).register(on: router)
@@ -98,6 +104,17 @@ public enum LedgerServer {
         application.addServices(IdempotencyKeyPruner(store: store, migration: migration, logger: logger))
         application.addServices(SessionChangeRelay(store: store, migration: migration, logger: logger))
         application.addServices(SharePaymentReturner(store: store, migration: migration, logger: logger))
+        if webhooks.delivers {
+            application.addServices(
+                WebhookDeliverer(
+                    store: store,
+                    migration: migration,
+                    options: webhooks,
+                    metrics: metrics,
+                    logger: logger
+                )
+            )
+        }
         return application
     }
 }
@@ -235,6 +252,7 @@ extension LedgerServer {
     /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
     /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
     /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
+    /// - Parameter webhooks: how webhooks are checked and delivered, by every server.
     /// - Parameter publicURL: the base of the web checkout's links and QR codes (none when `nil`).
     /// - Parameter checkout: the web checkout's settings.
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
@@ -249,6 +267,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        webhooks: WebhookOptions = WebhookOptions(),
         publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
@@ -267,6 +286,7 @@ extension LedgerServer {
                 limits: limits,
                 metrics: metrics,
                 tls: tls,
+                webhooks: webhooks,
                 publicURL: publicURL,
                 checkout: checkout,
                 services: replica.services,
@@ -308,6 +328,7 @@ extension LedgerServer {
         limits: LedgerLimits = .unlimited,
         metrics: LedgerMetrics? = nil,
         tls: TLSConfiguration? = nil,
+        webhooks: WebhookOptions = WebhookOptions(),
         publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
@@ -324,6 +345,7 @@ extension LedgerServer {
             limits: limits,
             metrics: metrics,
             tls: tls,
+            webhooks: webhooks,
             publicURL: publicURL,
             checkout: checkout,
             logger: logger
