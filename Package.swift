@@ -255,7 +255,7 @@ let package = Package(
                 "GotchuLedgerPostgres",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
-                "GotchuLogging", "GotchuSettings",
+                "GotchuLogging", "GotchuSettings", "GotchuQR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -280,6 +280,10 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 // Latency percentiles.
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // The webhook benchmark's receiver.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

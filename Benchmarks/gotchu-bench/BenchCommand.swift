@@ -16,6 +16,7 @@ struct GotchuBench: AsyncParsableCommand {
         subcommands: [
             BenchLedgerCommand.self, BenchLoginCommand.self, BenchAuthCommand.self, BenchDBusCommand.self,
             BenchNotifyCommand.self, BenchReceiptsCommand.self, BenchVerifyCommand.self, BenchSplitsCommand.self,
+            BenchWebhooksCommand.self,
             BenchCheckoutCommand.self,
         ]
     )

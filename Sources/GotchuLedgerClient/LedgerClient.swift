@@ -311,7 +311,7 @@ public struct LedgerClient: Sendable {
 
     // MARK: Transport
 
-    private func request<Body: Encodable, Output: Decodable>(
+    func request<Body: Encodable, Output: Decodable>(
         _ method: String,
         _ path: String,
         body: Body?,

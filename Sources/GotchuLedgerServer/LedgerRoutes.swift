@@ -26,6 +26,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let identities: OIDCVerifier?
     /// The store outage in progress, which a passing readiness check ends.
     let outage: StoreOutage
+    /// How webhook endpoints are checked when registered.
+    let webhooks: WebhookOptions
     /// The address payers' phones reach this server at, the base of every absolute link it hands out (the web
     /// checkout's, its QR codes'); `nil` when the operator set none.
     let publicURL: PublicURL?
@@ -45,12 +47,14 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits,
         metrics: LedgerMetrics?,
+        webhooks: WebhookOptions = WebhookOptions(),
         outage: StoreOutage = StoreOutage(),
         publicURL: PublicURL? = nil,
         checkout: CheckoutSettings = CheckoutSettings()
     ) {
         self.checkout = Checkout(checkout, limits: limits)
         self.store = store
+        self.webhooks = webhooks
         self.outage = outage
         self.publicURL = publicURL
         self.metrics = metrics
@@ -392,6 +396,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         }
         routes += checkoutRoutes
         routes += qrRoutes
+        routes += webhookRoutes
         return routes
     }
 

@@ -110,6 +110,7 @@ extension LedgerServer {
             limits: configuration.limits,
             metrics: LedgerMetrics(),
             tls: tls,
+            webhooks: configuration.webhooks,
             publicURL: configuration.publicURL,
             checkout: configuration.checkout,
             services: services,

@@ -298,6 +298,10 @@ extension WebhookAddressPolicy {
         let addresses: [SocketAddress]
         do {
             let (host, port) = (target.host, target.port)
+            // A literal address is its own resolution: no lookup, no wait for the blocking-work pool.
+            if target.isLiteralAddress, let address = try? SocketAddress(ipAddress: host, port: port) {
+                return try checked([address], of: target)
+            }
             addresses = try await Self.bounded(limit, on: MultiThreadedEventLoopGroup.singleton.next()) {
                 try await resolver.addresses(host: host, port: port)
             }
@@ -306,6 +310,14 @@ extension WebhookAddressPolicy {
         } catch {
             throw WebhookDeliveryError("\(target.host) does not resolve: \(error)")
         }
+        return try checked(addresses, of: target)
+    }
+
+    /// `addresses` if there are any and every one of them is allowed for `target`.
+    private func checked(
+        _ addresses: [SocketAddress],
+        of target: WebhookTarget
+    ) throws(WebhookDeliveryError) -> [SocketAddress] {
         guard !addresses.isEmpty else { throw WebhookDeliveryError("\(target.host) resolves to no address") }
         if let refused = refusal(of: addresses, for: target) {
             throw WebhookDeliveryError(

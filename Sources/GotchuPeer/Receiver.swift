@@ -67,6 +67,10 @@ public struct Receiver: Sendable {
         case rotated(EID)
         /// A rotation failed; the last EID stays on the air.
         case rotationFailed(String)
+        /// The web checkout of the EID now on the air, `PUBLIC_URL/p/EID`, for payers without the app: after
+        /// ``created(sid:eid:amountCents:shareCents:)`` and after each ``rotated(_:)``, when the ledger has a public
+        /// URL (and states the address of that very EID).
+        case checkout(String)
         /// A payer holds the lock.
         case locked
         /// The lock lapsed without payment.
@@ -269,6 +273,7 @@ public struct Receiver: Sendable {
                     shareCents: created.shares > 1 ? created.shareCents : []
                 )
             )
+            if let url = CheckoutURL.validated(created.checkoutURL, eid: created.eid) { progress(.checkout(url)) }
             // The ledger's expiry time, moved onto the radio's clock for the machine's local expiry check.
             let remaining = Duration.milliseconds(Int64(created.expiresAt.timeIntervalSinceNow * 1000))
             return .created(
@@ -352,6 +357,7 @@ public struct Receiver: Sendable {
                     )
                 )
                 progress(.rotated(rotated.eid))
+                if let url = CheckoutURL.validated(rotated.checkoutURL, eid: rotated.eid) { progress(.checkout(url)) }
             } catch {
                 if Task.isCancelled { return }
                 progress(.rotationFailed("\(error)"))

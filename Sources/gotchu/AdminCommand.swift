@@ -22,10 +22,11 @@ struct AdminCommand: AsyncParsableCommand {
               gotchu admin audit
               gotchu admin deposit alice@example.com 50.00 --reference BANK-2026-0042
               gotchu admin payout list --status pending
+              gotchu admin webhooks list
             """,
         subcommands: [
             AdminUserCommand.self, AdminMerchantCommand.self, AdminKeyCommand.self, AdminAuditCommand.self,
-            AdminDepositCommand.self, AdminPayoutCommand.self,
+            AdminDepositCommand.self, AdminPayoutCommand.self, AdminWebhooksCommand.self,
         ]
     )
 }

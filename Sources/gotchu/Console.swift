@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GotchuCore
 import GotchuPeer
+import GotchuQR
 
 /// One line per step on the terminal, as a person at a counter reads it.
 ///
@@ -16,6 +17,17 @@ struct Console: Sendable {
     /// Writes `warning: text` to standard error, beside the progress lines.
     func warning(_ text: String) {
         FileHandle.standardError.write(Data((Self.safe("warning: " + text) + "\n").utf8))
+    }
+
+    /// Writes `url`'s QR code (`QRCode.terminalText(colors:)`), drawn by this program and so written as it is: with
+    /// colours only on a terminal, and not when `NO_COLOR` is set.
+    func qrCode(_ url: String) {
+        guard let code = try? QRCode(encoding: url, correction: .medium) else {
+            return warning("\(url) does not fit a QR code")
+        }
+        let environment = ProcessInfo.processInfo.environment
+        let colors = isatty(STDOUT_FILENO) == 1 && (environment["NO_COLOR"] ?? "").isEmpty
+        FileHandle.standardOutput.write(Data(code.terminalText(colors: colors).utf8))
     }
 
     /// `text` with every character that could rewrite the terminal escaped; line feeds are kept.
@@ -33,6 +45,7 @@ struct Console: Sendable {
         case .advertising(let eid): line("advertising \(eid)…")
         case .rotated(let eid): line("new EID \(eid.grouped) on the air")
         case .rotationFailed(let reason): line("could not rotate the EID (\(reason)); still advertising the last one")
+        case .checkout(let url): line("pay on a phone: \(url)")
         case .locked: line("a payer locked the session")
         case .unlocked: line("the lock lapsed; still advertising")
         case .sharesPaid(let paid, let shares): line("\(paid) of \(shares) paid")

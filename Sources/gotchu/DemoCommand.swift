@@ -170,6 +170,7 @@ final class DemoOutput: Sendable {
         case .advertising(let eid): say(name, "advertising \(eid)…")
         case .rotated(let eid): say(name, "new EID \(eid) on the air")
         case .rotationFailed(let reason): say(name, "could not rotate the EID: \(reason)")
+        case .checkout(let url): say(name, "web checkout \(url)")
         case .locked: say(name, "a payer locked the session")
         case .unlocked: say(name, "the lock lapsed")
         case .sharesPaid(let paid, let shares): say(name, "\(paid) of \(shares) paid")

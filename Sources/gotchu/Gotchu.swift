@@ -29,6 +29,7 @@ struct Gotchu: AsyncParsableCommand {
             WalletCommand.self,
             FundCommand.self,
             PayoutCommand.self,
+            WebhooksCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
             RefundCommand.self,

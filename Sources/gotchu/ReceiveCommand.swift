@@ -4,6 +4,7 @@ import GotchuBlueZ
 import GotchuCore
 import GotchuLedgerClient
 import GotchuPeer
+import Synchronization
 
 struct ReceiveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,6 +21,12 @@ struct ReceiveCommand: AsyncParsableCommand {
             off keeps one EID): the EID on the air changes, so nothing heard links the two, and the \
             one it replaces still resolves for the server's grace (10 s by default). The EID and the \
             confirmation code are printed for payers whose phone cannot range (gotchu pay --eid).
+
+            When the ledger has a public URL (gotchu server --public-url), each EID comes with its web \
+            checkout, PUBLIC_URL/p/EID, which any phone's browser pays: it is printed as "pay on a phone: \
+            URL", and with --qr also drawn as a QR code a phone's camera opens, anew with every EID (in \
+            half blocks, light modules drawn, so it reads on a dark terminal; on a terminal, white on \
+            black whatever its theme, unless NO_COLOR is set).
 
             Through BlueZ the EID goes out as a non-connectable broadcast, from a private address \
             that bluetoothd makes anew with every EID: nothing on the air ties two EIDs, or your \
@@ -47,6 +54,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
               gotchu receive --amount 40 --split 4         # four payers, $10.00 each
               gotchu receive --amount 12.50 --rotate-every off
+              gotchu receive --amount 12.50 --qr           # and a QR code of the web checkout
               gotchu receive --amount 12.50 --advertise-as peripheral  # fixed terminal
             """
     )
@@ -65,6 +73,14 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
     var recreate = false
+
+    @Flag(
+        help: ArgumentHelp(
+            "Draw the web checkout of each EID as a QR code that a phone's camera opens (needs a ledger with a "
+                + "public URL)."
+        )
+    )
+    var qr = false
 
     @Option(
         help: ArgumentHelp(
@@ -150,9 +166,31 @@ struct ReceiveCommand: AsyncParsableCommand {
         configured.shares = split > 1 ? split : nil
         let options = configured
         let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
+        let qr = self.qr
+        // Whether the ledger gave the EID on the air a web checkout (and whether --qr said it did not, once).
+        let checkout = Mutex((current: false, warned: false))
         let outcome = try await withTaskCancellationOnSignals {
-            await Receiver(radio: radio, ledger: ledger, receiptTrust: receiptTrust).run(options) {
-                output.receiver($0)
+            await Receiver(radio: radio, ledger: ledger, receiptTrust: receiptTrust).run(options) { progress in
+                output.receiver(progress)
+                guard qr else { return }
+                switch progress {
+                case .created, .rotated: checkout.withLock { $0.current = false }
+                case .checkout(let url):
+                    checkout.withLock { $0.current = true }
+                    output.qrCode(url)
+                case .advertising:
+                    let warn = checkout.withLock { state in
+                        defer { state.warned = true }
+                        return !state.current && !state.warned
+                    }
+                    if warn {
+                        output.warning(
+                            "no QR code: the ledger has no public URL for its web checkout (its operator sets "
+                                + "gotchu server --public-url)"
+                        )
+                    }
+                default: break
+                }
             }
         }
         switch outcome {

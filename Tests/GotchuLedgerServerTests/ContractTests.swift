@@ -121,6 +121,19 @@ struct ContractTests {
             let logoutToken = try #require(
                 try await ledger.anonymous.login(email: "pw@example.com", password: password).refreshToken
             )
+            // Webhook endpoints on a port nothing listens on: the payee's receives no event of this test; the saver's
+            // has a delivery (of a deposit) to retry, then is deleted, after which its delivery cannot be retried.
+            let hook = try await payee.createWebhookEndpoint(
+                url: "http://127.0.0.1:9/hook",
+                events: ["payout.failed"]
+            )
+            let savings = try await saver.createWebhookEndpoint(
+                url: "http://127.0.0.1:9/s",
+                events: ["deposit.received"]
+            )
+            _ = try await saver.fund(amountCents: 1)
+            let saverDelivery = try #require(try await saver.webhookDeliveries(endpointID: savings.id).first).id
+            let hookBody = #"{"url":"http://127.0.0.1:9/hook","events":["*"]}"#
 
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
@@ -352,6 +365,66 @@ struct ContractTests {
                     "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
                     payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
                 ),
+                ("POST", "/webhooks/endpoints", "/webhooks/endpoints", hookBody, payeeAuth),
+                (
+                    "POST", "/webhooks/endpoints", "/webhooks/endpoints",
+                    #"{"url":"http://127.0.0.2:9/hook","events":["*"]}"#, payeeAuth
+                ),
+                ("POST", "/webhooks/endpoints", "/webhooks/endpoints", #"{"url":5}"#, payeeAuth),
+                ("POST", "/webhooks/endpoints", "/webhooks/endpoints", huge, payeeAuth),
+                ("POST", "/webhooks/endpoints", "/webhooks/endpoints", hookBody, keyAuth),
+                ("POST", "/webhooks/endpoints", "/webhooks/endpoints", hookBody, [:]),
+                ("GET", "/webhooks/endpoints", "/webhooks/endpoints", nil, payeeAuth),
+                ("GET", "/webhooks/endpoints", "/webhooks/endpoints", nil, keyAuth),
+                ("GET", "/webhooks/endpoints", "/webhooks/endpoints", nil, [:]),
+                (
+                    "POST", "/webhooks/endpoints/{id}/rotate-secret", "/webhooks/endpoints/\(hook.id)/rotate-secret",
+                    nil, payeeAuth
+                ),
+                (
+                    "POST", "/webhooks/endpoints/{id}/rotate-secret", "/webhooks/endpoints/\(hook.id)/rotate-secret",
+                    nil, payerAuth
+                ),
+                (
+                    "POST", "/webhooks/endpoints/{id}/rotate-secret", "/webhooks/endpoints/\(hook.id)/rotate-secret",
+                    nil, keyAuth
+                ),
+                (
+                    "POST", "/webhooks/endpoints/{id}/rotate-secret", "/webhooks/endpoints/\(hook.id)/rotate-secret",
+                    nil, [:]
+                ),
+                (
+                    "GET", "/webhooks/endpoints/{id}/deliveries", "/webhooks/endpoints/\(savings.id)/deliveries", nil,
+                    saverAuth
+                ),
+                (
+                    "GET", "/webhooks/endpoints/{id}/deliveries",
+                    "/webhooks/endpoints/\(savings.id)/deliveries?limit=0", nil, saverAuth
+                ),
+                (
+                    "GET", "/webhooks/endpoints/{id}/deliveries", "/webhooks/endpoints/\(savings.id)/deliveries", nil,
+                    payeeAuth
+                ),
+                ("GET", "/webhooks/endpoints/{id}/deliveries", "/webhooks/endpoints/we_x/deliveries", nil, keyAuth),
+                ("GET", "/webhooks/endpoints/{id}/deliveries", "/webhooks/endpoints/we_x/deliveries", nil, [:]),
+                (
+                    "POST", "/webhooks/deliveries/{id}/retry", "/webhooks/deliveries/\(saverDelivery)/retry", nil,
+                    saverAuth
+                ),
+                (
+                    "POST", "/webhooks/deliveries/{id}/retry", "/webhooks/deliveries/\(saverDelivery)/retry", nil,
+                    payeeAuth
+                ),
+                ("POST", "/webhooks/deliveries/{id}/retry", "/webhooks/deliveries/whd_x/retry", nil, keyAuth),
+                ("POST", "/webhooks/deliveries/{id}/retry", "/webhooks/deliveries/whd_x/retry", nil, [:]),
+                ("DELETE", "/webhooks/endpoints/{id}", "/webhooks/endpoints/\(savings.id)", nil, saverAuth),
+                ("DELETE", "/webhooks/endpoints/{id}", "/webhooks/endpoints/\(savings.id)", nil, saverAuth),
+                ("DELETE", "/webhooks/endpoints/{id}", "/webhooks/endpoints/\(hook.id)", nil, keyAuth),
+                ("DELETE", "/webhooks/endpoints/{id}", "/webhooks/endpoints/\(hook.id)", nil, [:]),
+                (
+                    "POST", "/webhooks/deliveries/{id}/retry", "/webhooks/deliveries/\(saverDelivery)/retry", nil,
+                    saverAuth
+                ),
                 // This server has no public URL: no QR codes, whatever the EID.
                 ("GET", "/p/{eid}/qr.svg", "/p/\(session.eid)/qr.svg", nil, [:]),
                 ("GET", "/p/{eid}/qr.svg", "/p/ABCDEF0123/qr.svg", nil, [:]),
@@ -414,17 +487,25 @@ struct ContractTests {
         try await TestLedger.with(registration: .open) { ledger in
             let yaml = String(decoding: try await ledger.raw("GET", "/openapi.yaml").body, as: UTF8.self)
             let contract = try Contract(yaml: yaml)
-            for operation in contract.responses.keys {
-                let path = operation.path.replacingOccurrences(of: "{sid}", with: "some-sid")
+            // Each path once, with every method it serves.
+            for (template, operations) in Dictionary(grouping: contract.responses.keys, by: \.path) {
+                let methods = Set(operations.map(\.method))
+                let path = template.replacingOccurrences(of: "{id}", with: "some-id")
+                    .replacingOccurrences(of: "{sid}", with: "some-sid")
                     .replacingOccurrences(of: "{eid}", with: "0123456789")
                     .replacingOccurrences(of: "{name}", with: "checkout.css")
-                let other = operation.method == "GET" ? "DELETE" : "GET"
+                let other = ["DELETE", "GET", "PATCH"].first { !methods.contains($0) }!
                 for method in [other, "TRACE", "PUT"] {
                     let response = try await ledger.raw(method, path)
                     #expect(response.status == 405, "\(method) \(path)")
                     // A GET path also answers HEAD.
-                    let allowed = operation.method == "GET" ? "GET, HEAD" : operation.method
-                    #expect(response.headers["allow"] == allowed, "\(method) \(path)")
+                    let allowed = response.headers["allow"]?.split(separator: ",").map {
+                        $0.trimmingCharacters(in: .whitespaces)
+                    }
+                    #expect(
+                        Set(allowed ?? []) == methods.union(methods.contains("GET") ? ["HEAD"] : []),
+                        "\(method) \(path): \(allowed ?? [])"
+                    )
                     #expect(TestLedger.problemKind(response.body) == .methodNotAllowed, "\(method) \(path)")
                 }
             }

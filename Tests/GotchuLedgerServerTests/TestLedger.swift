@@ -28,6 +28,14 @@ struct TestLedger: Sendable {
 
     static let secret = String(repeating: "s", count: 40)
 
+    /// The webhooks of the tests' servers: plain http to 127.0.0.1 allowed (every other loopback address is refused,
+    /// as in production).
+    static var webhooks: WebhookOptions {
+        var options = WebhookOptions()
+        options.allowedHosts = ["127.0.0.1"]
+        return options
+    }
+
     /// The SQLite file, for tests that reach under the store.
     var databasePath: String {
         get throws {
@@ -45,6 +53,7 @@ struct TestLedger: Sendable {
         mailer: (any RegistrationMailer)? = nil,
         limits: LedgerLimits = .unlimited,
         identities: (@Sendable (ManualClock) -> OIDCVerifier)? = nil,
+        webhooks: WebhookOptions = TestLedger.webhooks,
         publicURL: PublicURL? = nil,
         _ body: @Sendable (TestLedger) async throws -> T
     ) async throws -> T {
@@ -64,6 +73,7 @@ struct TestLedger: Sendable {
                 registration: registration,
                 mailer: mailer ?? (registration == .open ? MailBox() : nil),
                 limits: limits,
+                webhooks: webhooks,
                 publicURL: publicURL,
                 services: services
             ) { url in
