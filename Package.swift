@@ -274,7 +274,7 @@ let package = Package(
             name: "gotchu-bench",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuLedgerServer", "GotchuLedgerSQLite",
-                "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuBlueZ", "GotchuDBus",
+                "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuBlueZ", "GotchuDBus", "GotchuQR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The raw-SQL anchor.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -17,7 +17,7 @@ struct GotchuBench: AsyncParsableCommand {
             BenchLedgerCommand.self, BenchLoginCommand.self, BenchAuthCommand.self, BenchDBusCommand.self,
             BenchNotifyCommand.self, BenchReceiptsCommand.self, BenchVerifyCommand.self, BenchSplitsCommand.self,
             BenchWebhooksCommand.self,
-            BenchCheckoutCommand.self,
+            BenchQRCommand.self, BenchCheckoutCommand.self,
         ]
     )
 }
