@@ -1,14 +1,15 @@
 """A webhook receiver for the ledger's tests: verifies each delivery's signature with the documented snippet
 (docs/snippets/verify_webhook.py, independent of the server's code) and prints one JSON line per delivery.
 
-    webhook_receiver.py --port 0 --secrets FILE [--answers 500,500] [--delay SECONDS]
+    webhook_receiver.py --port 0 --secrets FILE [--answers 500,500] [--delay SECONDS] [--hold PATH]
 
 It prints "listening on PORT" once it accepts connections, then for each request a line {"arrived": EVENT_ID,
 "concurrent": N} as it arrives (N: requests in progress, this one included) and, once answered, a line
 {"id": ..., "type": ..., "valid": true|false, "answered": STATUS, "signature": header, "body": raw text,
 "path": ..., "duplicate": bool, "overlap": bool (another request of the same event was in progress)}. A delivery whose signature does not verify is answered 400; the first
 others with the statuses of --answers in turn, every later one with 200. FILE holds the secrets, one a line, read again for each request (so a test can register the
-endpoint, which needs the receiver's port, and then write the secret the ledger answered).
+endpoint, which needs the receiver's port, and then write the secret the ledger answered). With --hold, every
+answer waits until PATH exists.
 """
 
 import argparse
@@ -28,6 +29,7 @@ answers = []
 seen = SeenEvents()
 in_flight = {}
 delay = 0.0
+hold_file = None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -63,6 +65,8 @@ class Handler(BaseHTTPRequestHandler):
             event_id, event_type = None, None
         if delay:
             time.sleep(delay)
+        while hold_file and not os.path.exists(hold_file):
+            time.sleep(0.05)
         duplicate = False
         if 200 <= status < 300 and event_id is not None:
             with lock:
@@ -95,17 +99,19 @@ def read_secrets():
 
 
 def main():
-    global delay, secrets_file
+    global delay, secrets_file, hold_file
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--secrets", required=True)
     parser.add_argument("--answers", default="")
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--hold", default=None)
     options = parser.parse_args()
     secrets_file = options.secrets
     answers.extend(int(status) for status in options.answers.split(",") if status)
     delay = options.delay
+    hold_file = options.hold
     ThreadingHTTPServer.allow_reuse_address = True
     ThreadingHTTPServer.daemon_threads = True
     server = ThreadingHTTPServer((options.host, options.port), Handler)

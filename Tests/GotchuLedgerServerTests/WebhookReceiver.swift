@@ -58,13 +58,15 @@ final class WebhookReceiver: Sendable {
     }
 
     /// Starts a receiver on `port` (a free one for 0) that answers its first requests with `answers`, then 200,
-    /// after `delay` seconds each; it accepts the secrets in `secrets` (a new file in `directory` by default).
+    /// after `delay` seconds each and, with `hold`, not before that file exists; it accepts the secrets in
+    /// `secrets` (a new file in `directory` by default).
     static func start(
         in directory: TemporaryDirectory,
         host: String = "127.0.0.1",
         port: Int = 0,
         answers: [Int] = [],
         delay: Double = 0,
+        hold: URL? = nil,
         secrets: URL? = nil
     ) async throws -> WebhookReceiver {
         let python = try #require(TestPython.executable, "no Python: \(TestPython.installHint)")
@@ -72,6 +74,7 @@ final class WebhookReceiver: Sendable {
         var arguments = [script, "--host", host, "--port", String(port), "--secrets", secrets.path]
         if !answers.isEmpty { arguments += ["--answers", answers.map(String.init).joined(separator: ",")] }
         if delay > 0 { arguments += ["--delay", String(delay)] }
+        if let hold { arguments += ["--hold", hold.path] }
         let process = try RunningCommand(URL(fileURLWithPath: python), arguments)
         let line = try await process.waitForLine { $0.hasPrefix("listening on ") }
         let bound = try #require(Int(line.dropFirst("listening on ".count)))
