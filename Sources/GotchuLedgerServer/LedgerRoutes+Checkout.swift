@@ -80,10 +80,14 @@ extension LedgerRoutes {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
             guard limiters.resolveAccess == .public else {
-                return answer(CheckoutPages.signIn(eid: eid.rawValue, root: ""), .ok, visitor)
+                return answer(CheckoutPages.signIn(eid: eid.rawValue, root: "", issuer: oidcSignInName), .ok, visitor)
             }
             let session = try await checkoutSession(eid)
-            return answer(CheckoutPages.signIn(eid: eid.rawValue, root: "", session: session), .ok, visitor)
+            return answer(
+                CheckoutPages.signIn(eid: eid.rawValue, root: "", session: session, issuer: oidcSignInName),
+                .ok,
+                visitor
+            )
         }
         let session: CheckoutPages.Session
         do {
@@ -116,7 +120,13 @@ extension LedgerRoutes {
         let email = form["email"] ?? ""
         let password = form["password"] ?? ""
         func retry(_ problem: String, _ status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
-            let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../", email: email, problem: problem)
+            let page = CheckoutPages.signIn(
+                eid: eid.rawValue,
+                root: "../",
+                email: email,
+                problem: problem,
+                issuer: oidcSignInName
+            )
             return CheckoutHTML.response(page, status: status, headers: headers)
         }
         guard !email.isEmpty, !password.isEmpty else {
@@ -192,7 +202,8 @@ extension LedgerRoutes {
             let page = CheckoutPages.signIn(
                 eid: eid.rawValue,
                 root: "../",
-                problem: "Your sign-in has ended. Sign in again, then pay."
+                problem: "Your sign-in has ended. Sign in again, then pay.",
+                issuer: oidcSignInName
             )
             return answer(page, .unauthorized, visitor)
         }
@@ -245,7 +256,12 @@ extension LedgerRoutes {
     private func receipt(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
-            let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../", problem: "Sign in to see your receipt.")
+            let page = CheckoutPages.signIn(
+                eid: eid.rawValue,
+                root: "../",
+                problem: "Sign in to see your receipt.",
+                issuer: oidcSignInName
+            )
             return answer(page, .unauthorized, visitor)
         }
         let query = request.uri.queryParameters

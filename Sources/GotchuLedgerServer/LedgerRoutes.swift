@@ -395,6 +395,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             ]
         }
         routes += checkoutRoutes
+        routes += oidcSignInRoutes
         routes += qrRoutes
         routes += webhookRoutes
         return routes

@@ -12,7 +12,8 @@ public typealias LedgerServerSettings = SettingsLayer<LedgerServerSettingsSchema
 /// ``LedgerLimits`` where those have them.
 ///
 /// The JWT secret is never read from a config file: it comes from `--jwt-secret`, `GOTCHU_SERVER_JWT_SECRET` (or the
-/// older `GOTCHU_JWT_SECRET`), or the file `jwt_secret_file` names.
+/// older `GOTCHU_JWT_SECRET`), or the file `jwt_secret_file` names. Nor is the OpenID Connect client's secret
+/// (`oidc_client_secret`, or the file `oidc_client_secret_file` names).
 public struct LedgerServerSettingsSchema: SettingsSchema {
     /// `GOTCHU_SERVER_`.
     public static let environmentPrefix = "GOTCHU_SERVER_"
@@ -192,6 +193,28 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         "oidc_jwks_url",
         summary: "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
         valueName: "url"
+    )
+    /// `oidc_client_id`.
+    public let oidcClientID = Setting<String>(
+        "oidc_client_id",
+        summary: "The client id of sign-in on the web checkout through the issuer (the authorization code flow with "
+            + "PKCE), registered there with the redirect URI PUBLIC_URL/p/oidc/callback (default: oidc_audience).",
+        valueName: "id"
+    )
+    /// `oidc_client_secret`: never in a config file.
+    public let oidcClientSecret = Setting<String>(
+        "oidc_client_secret",
+        summary: "The client's secret at the issuer, for a confidential client (none: a public client, PKCE alone); "
+            + "never in the config file. Or oidc_client_secret_file.",
+        valueName: "secret",
+        isSecret: true
+    )
+    /// `oidc_client_secret_file`.
+    public let oidcClientSecretFile = Setting<String>(
+        "oidc_client_secret_file",
+        summary: "A file holding the client's secret at the issuer (such as a systemd credential), readable by no one "
+            + "but its owner and group.",
+        valueName: "path"
     )
 
     // MARK: Payments

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import GotchuCore
 import GotchuReceipts
+import HTTPTypes
 import JWTKit
 import NIOCore
 import NIOHTTP1
@@ -56,11 +57,19 @@ struct OIDCSignIn: Sendable {
     /// - Parameter redirectURI: `PUBLIC_URL/p/oidc/callback`, as registered at the issuer.
     func start(returnPath: String, redirectURI: String) async throws(OIDCSignInError) -> Start {
         guard Self.isReturnPath(returnPath) else {
-            throw OIDCSignInError(.badRequest, "the page to return to is not a checkout page of this server")
+            throw OIDCSignInError(
+                .badRequest,
+                "The page to return to is not a payment page of this ledger.",
+                reason: "the return path is not a checkout path"
+            )
         }
         let discovery = try await endpoints()
         guard var components = URLComponents(string: discovery.authorization) else {
-            throw OIDCSignInError(.badGateway, "the issuer's authorization_endpoint is not a URL")
+            throw OIDCSignInError(
+                .badGateway,
+                "The sign-in service cannot be used now. Sign in with your e-mail address and password instead.",
+                reason: "the issuer's authorization_endpoint is not a URL"
+            )
         }
         let pending = PendingSignIn(
             state: Self.randomToken(),
@@ -85,7 +94,11 @@ struct OIDCSignIn: Sendable {
         query += parameters.map { Self.formEncode($0.name) + "=" + Self.formEncode($0.value ?? "") }
         components.percentEncodedQuery = query.joined(separator: "&")
         guard let location = components.string else {
-            throw OIDCSignInError(.badGateway, "the issuer's authorization_endpoint is not a URL")
+            throw OIDCSignInError(
+                .badGateway,
+                "The sign-in service cannot be used now. Sign in with your e-mail address and password instead.",
+                reason: "the issuer's authorization_endpoint is not a URL"
+            )
         }
         let secure = redirectURI.lowercased().hasPrefix("https:")
         let value = try pending.sealed(with: key)
@@ -97,26 +110,39 @@ struct OIDCSignIn: Sendable {
         guard let cookie else {
             throw OIDCSignInError(
                 .badRequest,
-                "no sign-in is pending in this browser (it took longer than \(Self.lifetime.components.seconds / 60) "
-                    + "minutes, or cookies are off)",
+                "No sign-in is pending in this browser: it took longer than \(Self.lifetime.components.seconds / 60) "
+                    + "minutes, or cookies are off. Go back to the payment and sign in again.",
                 reason: "no pending sign-in cookie"
             )
         }
         guard let pending = PendingSignIn(sealed: cookie, key: key) else {
-            throw OIDCSignInError(.badRequest, "the pending sign-in is not one this server began", reason: "bad cookie")
+            throw OIDCSignInError(
+                .badRequest,
+                "This sign-in was not begun here. Go back to the payment and sign in again.",
+                reason: "the pending sign-in's cookie does not open with the key"
+            )
         }
         guard Int64(verifier.clock().timeIntervalSince1970) < pending.expires else {
-            throw OIDCSignInError(.badRequest, "the sign-in took too long", reason: "pending sign-in expired")
+            throw OIDCSignInError(
+                .badRequest,
+                "The sign-in took too long. Go back to the payment and sign in again.",
+                reason: "the pending sign-in expired"
+            )
         }
         guard Self.constantTimeEqual(state, pending.state) else {
             throw OIDCSignInError(
                 .badRequest,
-                "the answer from the sign-in service does not belong to the sign-in this browser began",
+                "The answer from the sign-in service does not belong to the sign-in this browser began. Go back to the "
+                    + "payment and sign in again.",
                 reason: "state differs from the pending sign-in's"
             )
         }
         guard Self.isReturnPath(pending.returnPath) else {
-            throw OIDCSignInError(.badRequest, "the page to return to is not a checkout page of this server")
+            throw OIDCSignInError(
+                .badRequest,
+                "The page to return to is not a payment page of this ledger.",
+                reason: "the return path is not a checkout path"
+            )
         }
         let discovery = try await endpoints()
         let idToken = try await exchange(code: code, pending: pending, discovery: discovery)
@@ -150,7 +176,12 @@ struct OIDCSignIn: Sendable {
         do {
             document = try await verifier.discovery()
         } catch {
-            throw OIDCSignInError(.badGateway, "the sign-in service cannot be reached", reason: error.description)
+            throw OIDCSignInError(
+                .badGateway,
+                "The sign-in service cannot be reached. Try again in a moment, or sign in with your e-mail address "
+                    + "and password.",
+                reason: error.description
+            )
         }
         guard let authorization = document.authorizationEndpoint.flatMap(URL.init(string:)),
             OIDCVerifier.isTrustworthy(authorization),
@@ -158,14 +189,14 @@ struct OIDCSignIn: Sendable {
         else {
             throw OIDCSignInError(
                 .badGateway,
-                "the sign-in service does not offer browser sign-in",
+                "The sign-in service cannot be used here. Sign in with your e-mail address and password instead.",
                 reason: "the discovery document names no https authorization_endpoint and token_endpoint"
             )
         }
         if let methods = document.codeChallengeMethodsSupported, !methods.contains("S256") {
             throw OIDCSignInError(
                 .badGateway,
-                "the sign-in service does not offer browser sign-in",
+                "The sign-in service cannot be used here. Sign in with your e-mail address and password instead.",
                 reason: "the issuer does not list S256 among its code_challenge_methods_supported"
             )
         }
@@ -217,7 +248,7 @@ struct OIDCSignIn: Sendable {
         } catch {
             throw OIDCSignInError(
                 .badGateway,
-                "the sign-in service did not answer",
+                "The sign-in service did not answer. Go back to the payment and try again.",
                 reason: "the token endpoint failed: \(error)"
             )
         }
@@ -226,7 +257,7 @@ struct OIDCSignIn: Sendable {
             let error = [answer?.error, answer?.errorDescription].compactMap { $0 }.joined(separator: ": ")
             throw OIDCSignInError(
                 .badRequest,
-                "the sign-in service refused to complete the sign-in; start again",
+                "The sign-in service refused to complete the sign-in. Go back to the payment and sign in again.",
                 reason: "the token endpoint answered \(status.code)" + (error.isEmpty ? "" : " (\(error.prefix(200)))")
                     + (status == .ok ? " without an id_token" : "")
             )
@@ -321,7 +352,7 @@ struct PendingSignIn: Codable, Sendable, Equatable {
             let box = try ChaChaPoly.seal(try JSONEncoder().encode(self), using: key)
             return Base64URL.encode(box.combined)
         } catch {
-            throw OIDCSignInError(.internalServerError, "the sign-in could not begin", reason: "sealing: \(error)")
+            throw OIDCSignInError(.internalServerError, "The sign-in could not begin.", reason: "sealing: \(error)")
         }
     }
 
@@ -340,13 +371,13 @@ struct PendingSignIn: Codable, Sendable, Equatable {
 /// the log gets.
 struct OIDCSignInError: Error, CustomStringConvertible, Sendable {
     /// The page's status.
-    var status: HTTPResponseStatus
+    var status: HTTPResponse.Status
     /// What the person is told.
     var message: String
     /// What the log gets.
     var reason: String
 
-    init(_ status: HTTPResponseStatus, _ message: String, reason: String? = nil) {
+    init(_ status: HTTPResponse.Status, _ message: String, reason: String? = nil) {
         self.status = status
         self.message = message
         self.reason = reason ?? message
@@ -375,7 +406,11 @@ extension OIDCVerifier {
     /// non-empty `sub`, and holding `nonce`.
     func identity(fromIDToken token: String, nonce: String) async throws(OIDCSignInError) -> Identity {
         func refused(_ reason: String) -> OIDCSignInError {
-            OIDCSignInError(.badRequest, "the sign-in service's answer could not be verified", reason: reason)
+            OIDCSignInError(
+                .badRequest,
+                "The sign-in service's answer could not be verified. Go back to the payment and sign in again.",
+                reason: reason
+            )
         }
         guard let claims = await verifiedPayload(token, as: IDTokenClaims.self) else {
             throw refused("the ID token is not signed by one of the issuer's keys")

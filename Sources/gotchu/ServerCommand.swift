@@ -77,6 +77,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: settings.oidcIssuer.help) var oidcIssuer: String?
     @Option(help: settings.oidcAudience.help) var oidcAudience: String?
     @Option(name: .customLong("oidc-jwks-url"), help: settings.oidcJWKSURL.help) var oidcJWKSURL: String?
+    @Option(name: .customLong("oidc-client-id"), help: settings.oidcClientID.help) var oidcClientID: String?
+    @Option(help: settings.oidcClientSecret.help) var oidcClientSecret: String?
+    @Option(help: settings.oidcClientSecretFile.help) var oidcClientSecretFile: String?
     @Option(help: settings.sessionLifetime.help) var sessionLifetime: String?
     @Option(help: settings.lockLifetime.help) var lockLifetime: String?
     @Option(help: settings.inFlightTimeout.help) var inFlightTimeout: String?

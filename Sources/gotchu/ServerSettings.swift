@@ -211,8 +211,32 @@ struct ServerSettings {
         }
     }
 
-    /// The secret a file holds, without its final line break; refused when every user may read the file.
-    private static func readSecret(_ file: URL) throws(Problem) -> String {
+    /// The OpenID Connect client's secret: `oidc_client_secret` (a flag or a variable; never a file's key) or the
+    /// contents of `oidc_client_secret_file`, whichever the higher layer names; `nil` when neither is set (a public
+    /// client).
+    private static func clientSecret(_ settings: SettingsResolution<Schema>) throws(SettingsError) -> String? {
+        func rank(_ layer: SettingsResolution<Schema>.Layer) -> Int {
+            settings.layers.firstIndex { $0.origin == layer.origin } ?? settings.layers.count
+        }
+        if let secret = settings.layer(of: \.oidcClientSecret), let file = settings.layer(of: \.oidcClientSecretFile) {
+            guard rank(secret) != rank(file) else {
+                throw SettingsError(
+                    "both \(settings.name(of: \.oidcClientSecret, in: secret)) and "
+                        + "\(settings.name(of: \.oidcClientSecretFile, in: file)) are set; set only one"
+                )
+            }
+            if rank(secret) < rank(file) { return try settings.value(\.oidcClientSecret) }
+        } else if settings.layer(of: \.oidcClientSecret) != nil {
+            return try settings.value(\.oidcClientSecret)
+        }
+        return try settings.value(\.oidcClientSecretFile) { text, origin throws(Problem) in
+            try readSecret(try origin.path(text), minimumBytes: 1)
+        }
+    }
+
+    /// The secret a file holds, without its final line break, of at least `minimumBytes`; refused when every user may
+    /// read the file.
+    private static func readSecret(_ file: URL, minimumBytes: Int = 32) throws(Problem) -> String {
         var status = stat()
         guard stat(file.path, &status) == 0 else {
             throw Problem("cannot read \(file.path): \(String(cString: strerror(errno)))")
@@ -227,7 +251,9 @@ struct ServerSettings {
             throw Problem("cannot read \(file.path): \(error.localizedDescription)")
         }
         let secret = text.hasSuffix("\n") ? String(text.dropLast()) : text
-        guard secret.utf8.count >= 32 else { throw Problem("\(file.path) must hold at least 32 bytes") }
+        guard secret.utf8.count >= minimumBytes else {
+            throw Problem("\(file.path) must hold at least \(minimumBytes) byte\(minimumBytes == 1 ? "" : "s")")
+        }
         return secret
     }
 
@@ -245,6 +271,13 @@ struct ServerSettings {
         }
         let jwksURL = try settings.value(\.oidcJWKSURL, trustworthy)
         let audience = try settings.value(\.oidcAudience)
+        let clientID = try settings.value(\.oidcClientID) { text throws(Problem) in
+            guard (1...255).contains(text.utf8.count), text.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw Problem("must be 1 to 255 visible ASCII characters, got \(SettingValue.text(text))")
+            }
+            return text
+        }
+        let clientSecret = try clientSecret(settings)
         guard
             let issuer = try settings.value(
                 \.oidcIssuer,
@@ -257,6 +290,11 @@ struct ServerSettings {
             guard audience == nil, jwksURL == nil else {
                 throw SettingsError("\(name(\.oidcAudience)) and \(name(\.oidcJWKSURL)) need \(name(\.oidcIssuer))")
             }
+            guard clientID == nil, clientSecret == nil else {
+                throw SettingsError(
+                    "\(name(\.oidcClientID)) and the client secret are the issuer's: they need \(name(\.oidcIssuer))"
+                )
+            }
             return nil
         }
         guard let audience, !audience.isEmpty else {
@@ -266,6 +304,8 @@ struct ServerSettings {
         }
         var configuration = OIDCVerifier.Configuration(issuer: issuer, audience: audience)
         configuration.jwksURL = jwksURL
+        configuration.clientID = clientID
+        configuration.clientSecret = clientSecret
         return configuration
     }
 }
