@@ -24,11 +24,12 @@ extension LedgerRoutes {
         ]
     }
 
-    /// The issuer's name as the sign-in link shows it (its host), when browser sign-in through it is possible.
-    var oidcSignInName: String? {
-        guard let identities, let host = URL(string: identities.configuration.issuer)?.host, !host.isEmpty else {
-            return nil
-        }
+    /// The issuer's name as the sign-in link shows it (its host), when `request`'s browser can sign in through it:
+    /// an issuer is trusted, and the issuer can send the browser back (``oidcRedirectURI(_:)``).
+    func oidcSignInName(for request: Request) -> String? {
+        guard let identities, let host = URL(string: identities.configuration.issuer)?.host, !host.isEmpty,
+            oidcRedirectURI(request) != nil
+        else { return nil }
         return host
     }
 

@@ -80,11 +80,20 @@ extension LedgerRoutes {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
             guard limiters.resolveAccess == .public else {
-                return answer(CheckoutPages.signIn(eid: eid.rawValue, root: "", issuer: oidcSignInName), .ok, visitor)
+                return answer(
+                    CheckoutPages.signIn(eid: eid.rawValue, root: "", issuer: oidcSignInName(for: request)),
+                    .ok,
+                    visitor
+                )
             }
             let session = try await checkoutSession(eid)
             return answer(
-                CheckoutPages.signIn(eid: eid.rawValue, root: "", session: session, issuer: oidcSignInName),
+                CheckoutPages.signIn(
+                    eid: eid.rawValue,
+                    root: "",
+                    session: session,
+                    issuer: oidcSignInName(for: request)
+                ),
                 .ok,
                 visitor
             )
@@ -125,7 +134,7 @@ extension LedgerRoutes {
                 root: "../",
                 email: email,
                 problem: problem,
-                issuer: oidcSignInName
+                issuer: oidcSignInName(for: request)
             )
             return CheckoutHTML.response(page, status: status, headers: headers)
         }
@@ -203,7 +212,7 @@ extension LedgerRoutes {
                 eid: eid.rawValue,
                 root: "../",
                 problem: "Your sign-in has ended. Sign in again, then pay.",
-                issuer: oidcSignInName
+                issuer: oidcSignInName(for: request)
             )
             return answer(page, .unauthorized, visitor)
         }
@@ -260,7 +269,7 @@ extension LedgerRoutes {
                 eid: eid.rawValue,
                 root: "../",
                 problem: "Sign in to see your receipt.",
-                issuer: oidcSignInName
+                issuer: oidcSignInName(for: request)
             )
             return answer(page, .unauthorized, visitor)
         }

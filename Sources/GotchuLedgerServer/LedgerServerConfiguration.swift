@@ -81,6 +81,14 @@ extension LedgerServer {
                 metadata: ["public_url": "\(publicURL)"]
             )
         }
+        if configuration.identities != nil, configuration.publicURL == nil {
+            logger.notice(
+                """
+                without a public URL the issuer cannot send browsers back to the web checkout: sign-in through it \
+                is offered only to browsers on this machine (or on a development server)
+                """
+            )
+        }
         let tokens = try await TokenAuthority(
             secret: try jwtSecret(configuration),
             lifetime: configuration.accessTokenLifetime

@@ -327,6 +327,14 @@ struct CheckoutOIDCTests {
             let eid = try await ledger.charge()
             let answer = try await Self.get(ledger.url + "/p/\(eid)/sign-in/oidc", host: "pay.example.com")
             #expect(answer.status == 404 && answer.body.contains("--public-url"))
+            // Nor is the link offered there; to this machine it is.
+            let page = try await Self.get(ledger.url + "/p/\(eid)", host: "pay.example.com")
+            #expect(page.status == 200 && page.body.contains("id=\"sign-in\"") && !page.body.contains("oidc-signin"))
+            let local = try await Self.get(
+                ledger.url + "/p/\(eid)",
+                host: "localhost:\(URL(string: ledger.url)!.port!)"
+            )
+            #expect(local.body.contains("id=\"oidc-signin\""))
             try await ledger.expectDocumented([("/p/{eid}/sign-in/oidc", answer.status)])
             try await TestBrowser.with { browser in
                 let started = try await browser.get(ledger.url + "/p/\(eid)/sign-in/oidc")
