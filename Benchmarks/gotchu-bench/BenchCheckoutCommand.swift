@@ -19,7 +19,7 @@ struct BenchCheckoutCommand: AsyncParsableCommand {
             Each run makes a fresh session (untimed), then does over HTTP/1.1 what a phone's browser does \
             with no cookie yet: GET /p/EID (the sign-in page, then its style sheet), POST the e-mail and \
             password to /p/EID/sign-in, follow the 303 to the pay page (and fetch its style sheet and \
-            script: the checkout sends them with no-store), POST the pay form with its page view id and \
+            script, as on a phone's first visit), POST the pay form with its page view id and \
             CSRF tag, follow the 303 to the receipt page and its style sheet. One keep-alive connection, \
             the session cookie carried; the page's event stream and icon are left out of the times. Prints the median \
             and 95th percentile of each step and of the whole, after --warmup untimed runs, and the bytes \

@@ -1,6 +1,9 @@
 /// The web checkout's style sheet, script and icon, served from this origin (`GET /p/assets/{name}`): the content
 /// security policy allows no inline script or style and nothing from elsewhere.
 enum CheckoutAssets {
+    /// The `Cache-Control` of every asset: kept an hour, since an asset changes only with the server's version.
+    static let cacheControl = "max-age=3600"
+
     /// An asset's media type and text.
     struct Asset: Sendable {
         var mediaType: String

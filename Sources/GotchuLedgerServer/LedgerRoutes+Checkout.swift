@@ -67,6 +67,9 @@ extension LedgerRoutes {
                 var headers = HTTPFields()
                 headers[.contentType] = asset.mediaType
                 for (name, value) in CheckoutHTML.securityHeaders { headers[name] = value }
+                // The assets hold nothing of a session or an EID: a phone keeps them for an hour instead of loading
+                // them again with every page.
+                headers[.cacheControl] = CheckoutAssets.cacheControl
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: asset.text)))
             },
         ]
