@@ -45,6 +45,9 @@ extension LedgerEngine {
         entries.first.map { ($0.transferID, $0.amount) }
     }
 
+    /// Notes up to `limit` sessions whose expiry passed unpaid and uncancelled, each with its `session.expired`
+    /// event, in one transaction (none when a read outside one finds no expiry due); returns how many, and wakes the
+    /// outbox when there were any.
     public func markExpiredSessions(limit: Int) async throws -> Int {
         guard limit > 0, try await backend.sessionExpiriesDue(now: try await backend.now()) else { return 0 }
         let count = try await measuredTransaction { transaction in
@@ -66,6 +69,9 @@ extension LedgerEngine {
 
     // MARK: Endpoints
 
+    /// Checks the URL and event types, then, under the user's lock (so two creates at once cannot both find room under
+    /// ``LedgerPolicy/maximumWebhookEndpoints``), inserts the endpoint with a new secret, returned here and nowhere
+    /// else. `invalidInput` for a malformed URL or event type or past the cap; `unknownUser` for an unknown user.
     public func createWebhookEndpoint(
         userID: String,
         url: String,
@@ -106,10 +112,13 @@ extension LedgerEngine {
         }
     }
 
+    /// One read outside a transaction: the endpoints of `userID`, oldest first, without their secrets.
     public func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint] {
         try await backend.webhookEndpoints(userID: userID).map(\.endpoint)
     }
 
+    /// For an operator, one read outside a transaction: the endpoints of the user with this address (normalized
+    /// first), or of every user when `nil`, oldest first. `unknownUser` when no user has the address.
     public func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint] {
         guard let email else { return try await backend.webhookEndpoints(userID: nil).map(\.endpoint) }
         let normalized = try LedgerUser.normalize(email: email).email
@@ -119,6 +128,9 @@ extension LedgerEngine {
         return try await backend.webhookEndpoints(userID: user.id).map(\.endpoint)
     }
 
+    /// Deletes an endpoint of `userID` in one transaction: its pending deliveries fail first ("the endpoint was
+    /// deleted"), then it is marked deleted and its subscriptions go. `notFound` for an id that is unknown, deleted
+    /// or another user's.
     public func deleteWebhookEndpoint(id: String, userID: String) async throws {
         try await measuredTransaction { transaction in
             // Read unlocked: the deliveries go first (a delivery's row before its endpoint's, the one order).
@@ -128,6 +140,8 @@ extension LedgerEngine {
         }
     }
 
+    /// Gives an endpoint of `userID` a new secret under the endpoint's lock, returned here and nowhere else; the one
+    /// it replaces is still signed with for ``WebhookSecrets/rotationOverlap``. `notFound` as for a delete.
     public func rotateWebhookSecret(
         id: String,
         userID: String
@@ -147,6 +161,8 @@ extension LedgerEngine {
         }
     }
 
+    /// One read outside a transaction: what deliveries to the endpoint are signed with at the store's time.
+    /// `notFound` for an unknown or deleted endpoint.
     public func webhookSecrets(endpointID: String) async throws -> WebhookSigningSecrets {
         guard let row = try await backend.webhookEndpoint(id: endpointID), row.deletedAt == nil else {
             throw Self.noEndpoint(endpointID)
@@ -154,6 +170,9 @@ extension LedgerEngine {
         return row.secrets(now: try await backend.now())
     }
 
+    /// Disables an endpoint under its lock, as `actor`, for `reason` (`invalidInput` for one
+    /// ``OperatorText/reason(_:)`` refuses), with an audit entry; one disabled already is returned as it is.
+    /// `notFound` for an unknown or deleted endpoint.
     public func disableWebhookEndpoint(id: String, actor: String, reason: String) async throws -> WebhookEndpoint {
         let reason = try OperatorText.reason(reason)
         return try await measuredTransaction { transaction in
@@ -177,6 +196,9 @@ extension LedgerEngine {
         }
     }
 
+    /// Enables a disabled endpoint under its lock, its failing time forgotten, as `actor`, with an audit entry (one
+    /// enabled already is returned as it is), and wakes the outbox so its pending deliveries resume. `notFound` for
+    /// an unknown or deleted endpoint.
     public func enableWebhookEndpoint(id: String, actor: String) async throws -> WebhookEndpoint {
         let endpoint = try await measuredTransaction { transaction in
             guard var row = try await transaction.webhookEndpoint(id: id, forUpdate: true), row.deletedAt == nil else {
@@ -221,6 +243,9 @@ extension LedgerEngine {
 
     // MARK: Deliveries
 
+    /// Two reads outside a transaction: up to `limit` (kept within 1...1000) deliveries to the endpoint, newest first;
+    /// of `userID`'s endpoints only (`nil`: an operator's look at any, deleted ones too). `notFound` for an endpoint
+    /// that is unknown, deleted or another user's.
     public func webhookDeliveries(endpointID: String, userID: String?, limit: Int) async throws -> [WebhookDelivery] {
         guard let row = try await backend.webhookEndpoint(id: endpointID),
             userID == nil || (row.endpoint.userID == userID && row.deletedAt == nil)
@@ -228,6 +253,9 @@ extension LedgerEngine {
         return try await backend.webhookDeliveries(endpointID: endpointID, limit: min(max(limit, 1), 1000))
     }
 
+    /// Makes a delivery pending again and due now under its lock, voiding any lease, and wakes the outbox; of
+    /// `userID`'s endpoints only (`nil`: an operator). `notFound` for an unknown delivery or another user's;
+    /// `invalidInput` when its endpoint is deleted.
     public func retryWebhookDelivery(id: String, userID: String?) async throws -> WebhookDelivery {
         let delivery = try await measuredTransaction { transaction in
             let noDelivery = LedgerError(.notFound, detail: "no webhook delivery \(DisplayText.quoted(id))")
@@ -250,6 +278,10 @@ extension LedgerEngine {
         return delivery
     }
 
+    /// Returns none without a transaction when a read outside one finds nothing due. Otherwise takes up to four times
+    /// `limit` due deliveries as candidates (so one endpoint's backlog leaves room for the others'), locks their
+    /// endpoints, counts each one's live leases under that lock, and leases up to `limit` of them to active endpoints,
+    /// at most `perEndpoint` in flight per endpoint, under one token until `lease` from now.
     public func claimWebhookDeliveries(
         limit: Int,
         perEndpoint: Int,
@@ -313,6 +345,10 @@ extension LedgerEngine {
         }
     }
 
+    /// Records how an attempt ended, under the delivery's lock and then its endpoint's, when the lease is still the
+    /// delivery's and it is pending (otherwise nothing is recorded). A success ends the endpoint's failing time; a
+    /// failure starts or continues it, and one past ``LedgerPolicy/webhookDisableAfter`` disables an active endpoint,
+    /// with an audit entry by `gotchu`.
     public func recordWebhookAttempt(
         deliveryID: String,
         leaseToken: String,
@@ -376,6 +412,9 @@ extension LedgerEngine {
 
     // MARK: Events
 
+    /// Reads outside a transaction the event and the row it names: the session as its payee sees it now (with the
+    /// payment's receipt for `payment.succeeded`), the refund, the payout or the deposit (a development funding's
+    /// taken from the event). `notFound` for an unknown event; `inconsistent` when the row it names is missing.
     public func webhookEvent(id: String) async throws -> WebhookEventDetail {
         guard let event = try await backend.webhookEvent(id: id) else {
             throw LedgerError(.notFound, detail: "no webhook event \(DisplayText.quoted(id))")
@@ -424,6 +463,8 @@ extension LedgerEngine {
         }
     }
 
+    /// Stores the body every delivery of the event sends, in a transaction of its own, unless one is stored already;
+    /// returns the one stored. `notFound` for an unknown event.
     public func pinWebhookBody(eventID: String, body: Data) async throws -> Data {
         guard
             let stored = try await measuredTransaction({ transaction in

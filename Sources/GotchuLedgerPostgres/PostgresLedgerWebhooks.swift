@@ -197,6 +197,7 @@ extension PostgresLedgerBackend.Transaction {
         ).map { try SessionRow($0) }
     }
 
+    /// One `COUNT(*)` of the user's endpoints that are not deleted.
     public func webhookEndpointCount(userID: String) async throws -> Int {
         Int(
             try await connection.value(
@@ -206,6 +207,7 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// Two statements: the endpoint's row, created at ``now``, then one subscription row per event type.
     public func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
         let endpoint = row.endpoint
         try await connection.execute(
@@ -232,6 +234,8 @@ extension PostgresLedgerBackend.Transaction {
         ).first.map { try WebhookEndpointRow($0) }
     }
 
+    /// One statement per change, and for a delete a second that drops the endpoint's subscriptions, so no event fans
+    /// out to it again; a second delete keeps the first one's time.
     public func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
         switch change {
         case .deleted:
@@ -265,6 +269,7 @@ extension PostgresLedgerBackend.Transaction {
         }
     }
 
+    /// One statement: every pending delivery to the endpoint failed, its lease voided, `reason` its last error.
     public func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
         try await connection.execute(
             """
@@ -274,6 +279,7 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// Locked `FOR UPDATE OF d` when `forUpdate`; its event's type joined.
     public func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow? {
         try await connection.rows(
             """
@@ -328,6 +334,7 @@ extension PostgresLedgerBackend.Transaction {
         return leased
     }
 
+    /// One statement for all of them (`id = ANY(…)`); none for no ids.
     public func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
         guard !ids.isEmpty else { return }
         let statement: SQLFragment
@@ -365,6 +372,7 @@ extension PostgresLedgerBackend.Transaction {
         try await connection.execute(statement.query)
     }
 
+    /// One statement (`id = ANY(…)`), bodies included; none for no ids.
     public func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
         guard !ids.isEmpty else { return [] }
         return try await connection.rows(
@@ -375,6 +383,7 @@ extension PostgresLedgerBackend.Transaction {
         ).map { try WebhookEvent($0) }
     }
 
+    /// An update where the body is still `NULL`, then a read of the body stored; `nil` for an unknown event.
     public func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
         try await connection.execute(
             "UPDATE webhook_events SET body = \(body) WHERE id = \(eventID) AND body IS NULL"

@@ -195,6 +195,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One `COUNT(*)` of the user's endpoints that are not deleted.
     public func webhookEndpointCount(userID: String) async throws -> Int {
         try sync { db in
             try Int.fetchOne(
@@ -205,6 +206,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// The endpoint's row, created at ``now``, then one subscription row per event type, on the writer connection.
     public func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
         let now = self.now
         try sync { db in
@@ -233,6 +235,8 @@ extension SQLiteLedgerBackend.Transaction {
         try sync { db in try SQLiteLedgerBackend.webhookEndpoint(id, db) }
     }
 
+    /// One statement per change, and for a delete a second that drops the endpoint's subscriptions, so no event fans
+    /// out to it again; a second delete keeps the first one's time.
     public func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
         let now = self.now
         try sync { db in
@@ -274,6 +278,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One statement: every pending delivery to the endpoint failed, its lease voided, `reason` its last error.
     public func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
         try sync { db in
             try db.execute(
@@ -336,6 +341,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One grouped count of the live leases: the write lock already keeps any other claim out meanwhile.
     public func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int] {
         guard !endpointIDs.isEmpty else { return [:] }
         let placeholders = Array(repeating: "?", count: endpointIDs.count).joined(separator: ", ")
@@ -354,6 +360,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One statement for all of them (`id IN (…)`); none for no ids.
     public func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
         guard !ids.isEmpty else { return }
         let now = self.now
@@ -405,6 +412,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One statement (`id IN (…)`), bodies included; none for no ids.
     public func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
         guard !ids.isEmpty else { return [] }
         let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
@@ -417,6 +425,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// An update where the body is still `NULL`, then a read of the body stored; `nil` for an unknown event.
     public func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
         try sync { db in
             try db.execute(
