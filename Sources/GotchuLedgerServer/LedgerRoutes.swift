@@ -394,9 +394,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 },
             ]
         }
+        routes += qrRoutes
         routes += checkoutRoutes
         routes += oidcSignInRoutes
-        routes += qrRoutes
         routes += webhookRoutes
         return routes
     }
