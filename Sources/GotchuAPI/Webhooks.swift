@@ -1,33 +1,11 @@
 public import Foundation
 public import GotchuCore
 
-/// The kinds of webhook events, as `type` names them and endpoints subscribe to them.
-public enum WebhookEventKind: String, CaseIterable, Codable, Hashable, Sendable {
-    /// A session, or a share of a split session, was paid; `data` is the session as its payee sees it, with the
-    /// payment's receipt.
-    case paymentSucceeded = "payment.succeeded"
-    /// The payee cancelled a session; `data` is the session.
-    case sessionCancelled = "session.cancelled"
-    /// A session's lifetime ended before it was paid in full; `data` is the session.
-    case sessionExpired = "session.expired"
-    /// A payee refunded a payment; `data` is the refund, with its receipt.
-    case refundSucceeded = "refund.succeeded"
-    /// The operator paid a payout out; `data` is the payout.
-    case payoutSettled = "payout.settled"
-    /// The operator failed a payout, and its amount went back to the wallet; `data` is the payout.
-    case payoutFailed = "payout.failed"
-    /// Money was deposited into the wallet; `data` is the deposit.
-    case depositReceived = "deposit.received"
-
-    /// `*` in an endpoint's `events`: every kind, those added later too.
-    public static let wildcard = "*"
-}
-
 /// `POST /webhooks/endpoints`: where to send events, and which.
 public struct WebhookEndpointRequest: Codable, Hashable, Sendable {
     /// An `https` URL (`http` only for hosts the server allows).
     public var url: String
-    /// Event types (``WebhookEventKind`` raw values), or `["*"]` for all.
+    /// Event types (``WebhookEventType`` raw values), or `["*"]` for all.
     public var events: [String]
 
     /// A registration of `url` for `events`.

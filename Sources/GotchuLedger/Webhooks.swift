@@ -7,28 +7,7 @@ import Synchronization
 // movement's own transaction: an outbox), and one delivery per event and subscribed endpoint, which a delivery
 // worker claims, attempts and records. Nothing here speaks HTTP or JSON: the server renders and sends.
 
-/// What happened, as a webhook event names it. The raw values are stored and sent.
-public enum WebhookEventType: String, CaseIterable, Sendable, Hashable, Comparable {
-    /// A session, or shares of a split, were paid (to the event's user, the payee).
-    case paymentSucceeded = "payment.succeeded"
-    /// Money of a paid session went back to a payer: a payee's refund, or a cancelled or expired split's return.
-    case refundSucceeded = "refund.succeeded"
-    /// The payee cancelled a live session.
-    case sessionCancelled = "session.cancelled"
-    /// A session's lifetime ended before it was paid in full.
-    case sessionExpired = "session.expired"
-    /// An operator settled a payout of the event's user: its money left the ledger.
-    case payoutSettled = "payout.settled"
-    /// An operator failed a payout of the event's user: its money went back to the wallet.
-    case payoutFailed = "payout.failed"
-    /// Money entered the event's user's wallet from outside (an operator's deposit, or a development funding).
-    case depositReceived = "deposit.received"
-
-    /// The subscription to every type.
-    public static let all = "*"
-
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
-
+extension WebhookEventType {
     /// A type as stored; a value this version does not write is refused rather than guessed at.
     public init(stored: String) throws(LedgerError) {
         guard let type = Self(rawValue: stored) else {

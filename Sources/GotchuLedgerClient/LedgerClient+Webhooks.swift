@@ -2,7 +2,7 @@ import Foundation
 public import GotchuAPI
 
 extension LedgerClient {
-    /// `POST /webhooks/endpoints`: registers `url` for `events` (``WebhookEventKind`` raw values, or `*`); the answer
+    /// `POST /webhooks/endpoints`: registers `url` for `events` (``WebhookEventType`` raw values, or `*`); the answer
     /// holds the endpoint's signing secret, shown this once.
     public func createWebhookEndpoint(
         url: String,

@@ -54,27 +54,11 @@ extension PostgresLedgerBackend.Transaction {
     public func refund(requestedBy: String, key: String) async throws -> RefundRow? {
         try await connection.first(
             """
-            SELECT r.id, r.session_id, r.amount_cents, r.requested_by, r.idempotency_key, r.transfer_id, r.receipt_id,
-            c.body, r.refunded_total_cents, r.created_at, r.payment_id FROM refunds r
-            LEFT JOIN receipts c ON c.id = r.receipt_id
+            SELECT \(unescaped: RefundRow.joinedColumns)
             WHERE r.requested_by = \(requestedBy) AND r.idempotency_key = \(key)
             """,
-            as: (String, String, Int64, String, String, String, String?, String?, Int64, Int64, String?).self
-        ).map { row in
-            RefundRow(
-                id: row.0,
-                sessionID: row.1,
-                amount: row.2,
-                requestedBy: row.3,
-                idempotencyKey: row.4,
-                transferID: row.5,
-                receiptID: row.6,
-                receiptBody: row.7,
-                refundedTotal: row.8,
-                createdAt: row.9,
-                paymentID: row.10
-            )
-        }
+            as: RefundRow.Joined.self
+        ).map(RefundRow.init(joined:))
     }
 
     /// Read on the transaction's connection, so it counts this transaction's own entries.
@@ -93,5 +77,34 @@ extension PostgresLedgerBackend.Transaction {
             ON CONFLICT (requested_by, idempotency_key) DO NOTHING RETURNING 1
             """
         ).isEmpty
+    }
+}
+
+extension RefundRow {
+    /// The columns ``init(joined:)`` reads, from `refunds r` with its receipt's body joined: a statement's
+    /// `SELECT` list and `FROM` clause, its `WHERE` to follow.
+    static let joinedColumns = """
+        r.id, r.session_id, r.amount_cents, r.requested_by, r.idempotency_key, r.transfer_id, r.receipt_id, c.body,
+        r.refunded_total_cents, r.created_at, r.payment_id FROM refunds r LEFT JOIN receipts c ON c.id = r.receipt_id
+        """
+
+    /// A row of ``joinedColumns`` as PostgresNIO decodes it.
+    typealias Joined = (String, String, Int64, String, String, String, String?, String?, Int64, Int64, String?)
+
+    /// A refund read through ``joinedColumns``.
+    init(joined row: Joined) {
+        self.init(
+            id: row.0,
+            sessionID: row.1,
+            amount: row.2,
+            requestedBy: row.3,
+            idempotencyKey: row.4,
+            transferID: row.5,
+            receiptID: row.6,
+            receiptBody: row.7,
+            refundedTotal: row.8,
+            createdAt: row.9,
+            paymentID: row.10
+        )
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+import GotchuCore
 public import GotchuLedger
 import PostgresNIO
 
@@ -84,27 +85,9 @@ extension PostgresLedgerBackend {
     public func refund(id: String) async throws -> RefundRow? {
         try await read { connection in
             try await connection.first(
-                """
-                SELECT r.id, r.session_id, r.amount_cents, r.requested_by, r.idempotency_key, r.transfer_id,
-                r.receipt_id, c.body, r.refunded_total_cents, r.created_at, r.payment_id FROM refunds r
-                LEFT JOIN receipts c ON c.id = r.receipt_id WHERE r.id = \(id)
-                """,
-                as: (String, String, Int64, String, String, String, String?, String?, Int64, Int64, String?).self
-            ).map { row in
-                RefundRow(
-                    id: row.0,
-                    sessionID: row.1,
-                    amount: row.2,
-                    requestedBy: row.3,
-                    idempotencyKey: row.4,
-                    transferID: row.5,
-                    receiptID: row.6,
-                    receiptBody: row.7,
-                    refundedTotal: row.8,
-                    createdAt: row.9,
-                    paymentID: row.10
-                )
-            }
+                "SELECT \(unescaped: RefundRow.joinedColumns) WHERE r.id = \(id)",
+                as: RefundRow.Joined.self
+            ).map(RefundRow.init(joined:))
         }
     }
 

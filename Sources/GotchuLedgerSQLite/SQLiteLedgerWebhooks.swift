@@ -1,5 +1,6 @@
 public import Foundation
 import GRDB
+import GotchuCore
 public import GotchuLedger
 
 // Webhooks on SQLite. One writer serializes every transaction, so rows read "for update" are plain reads, and a claim

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuCore
 import GotchuLedger
 import HTTPTypes
 import Hummingbird

@@ -13,7 +13,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             The ledger POSTs each event to every endpoint subscribed to its type, with a Gotchu-Signature \
             header (HMAC-SHA256 with the endpoint's secret), until the endpoint answers 2xx; failed \
             deliveries are retried for up to 3 days. Event types: \
-            \(WebhookEventKind.allCases.map(\.rawValue).joined(separator: ", ")), or * for all. \
+            \(WebhookEventType.allCases.map(\.rawValue).joined(separator: ", ")), or * for all. \
             URLs must be https (the server's operator may allow http for some hosts).
 
             Examples:
@@ -41,7 +41,7 @@ struct WebhooksCommand: AsyncParsableCommand {
                 valueName: "types"
             )
         )
-        var events = WebhookEventKind.wildcard
+        var events = WebhookEventType.all
 
         @OptionGroup var server: ServerOptions
 
