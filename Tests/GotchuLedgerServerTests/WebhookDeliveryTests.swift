@@ -172,7 +172,7 @@ struct WebhookDeliveryTests {
             // Every delivery verified with the documented snippet, once per event, answered at once.
             let deliveries = receiver.deliveries
             #expect(deliveries.allSatisfy { $0.valid && $0.answered == 200 && !$0.duplicate && $0.path == "/hook" })
-            #expect(Set(deliveries.compactMap(\.type)) == Set(WebhookEventKind.allCases.map(\.rawValue)))
+            #expect(Set(deliveries.compactMap(\.type)) == Set(WebhookEventType.allCases.map(\.rawValue)))
             #expect(Set(deliveries.compactMap(\.id)).count == deliveries.count)
             // The receiver's own check and the Swift one agree.
             for delivery in deliveries {
@@ -184,7 +184,12 @@ struct WebhookDeliveryTests {
                     )
                 )
             }
-            // As the API lists them: delivered, one attempt each.
+            // As the API lists them: delivered, one attempt each, once the server has recorded the last answer (the
+            // receiver has it before the server does).
+            let recorded = try await eventually(timeout: .seconds(60)) {
+                try await !shop.webhookDeliveries(endpointID: endpoint.id).contains { $0.status == "pending" }
+            }
+            #expect(recorded)
             let listed = try await shop.webhookDeliveries(endpointID: endpoint.id)
             #expect(listed.count == deliveries.count)
             #expect(listed.allSatisfy { $0.status == "delivered" && $0.attempts == 1 && $0.lastStatusCode == 200 })
