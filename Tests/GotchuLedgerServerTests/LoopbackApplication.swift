@@ -3,11 +3,11 @@ import Logging
 import Testing
 
 /// Runs a Hummingbird application of `router` on a free loopback port for the length of `body`, which gets its base
-/// URL: a stand-in server for what a client must cope with.
-func withLoopbackApplication(
+/// URL (`http://127.0.0.1:PORT`): a stand-in server for what a client must cope with.
+func withLoopbackApplication<Result: Sendable>(
     _ router: Router<BasicRequestContext>,
-    _ body: @Sendable (String) async throws -> Void
-) async throws {
+    _ body: @Sendable (String) async throws -> Result
+) async throws -> Result {
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let application = Application(
         router: router,
@@ -15,11 +15,11 @@ func withLoopbackApplication(
         onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
         logger: Logger(label: "loopback") { _ in SwiftLogNoOpLogHandler() }
     )
-    try await withThrowingTaskGroup(of: Void.self) { group in
+    return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await application.run() }
         defer { group.cancelAll() }
         var iterator = ports.makeAsyncIterator()
         let port = try #require(await iterator.next())
-        try await body("http://127.0.0.1:\(port)")
+        return try await body("http://127.0.0.1:\(port)")
     }
 }

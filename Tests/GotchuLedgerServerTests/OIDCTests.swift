@@ -23,7 +23,6 @@ final class TestIssuer: Sendable {
     /// Serves the issuer while `body` runs; `body` gets the issuer URL (a path under the server).
     func serve<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
         let router = Router()
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let base = Mutex("")
         router.get("/realm/.well-known/openid-configuration") { _, _ -> String in
             let issuer = base.withLock { $0 } + "/realm"
@@ -33,29 +32,9 @@ final class TestIssuer: Sendable {
             self.fetches.withLock { $0 += 1 }
             return self.keySet.withLock { $0 }
         }
-        let logger = Logger(label: "test-issuer") { _ in SwiftLogNoOpLogHandler() }
-        let application = Application(
-            router: router,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-            logger: logger
-        )
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            base.withLock { $0 = "http://127.0.0.1:\(port)" }
-            do {
-                let result = try await body("http://127.0.0.1:\(port)/realm")
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-                return result
-            } catch {
-                await group.triggerGracefulShutdown()
-                try? await tasks.waitForAll()
-                throw error
-            }
+        return try await withLoopbackApplication(router) { url in
+            base.withLock { $0 = url }
+            return try await body(url + "/realm")
         }
     }
 }
