@@ -64,6 +64,13 @@ public actor Kiosk: KioskStatusSource {
     private var ledgerCall: Task<Void, Never>?
     private var timer: Task<Void, Never>?
     private var idleTimer: Task<Void, Never>?
+    /// The refund work under way, which the next waits for.
+    private var refundLine: Task<Void, Never>?
+    /// Sends the refunds left pending at start.
+    private var refundResumption: Task<Void, Never>?
+    private var resumingRefunds = false
+    /// The payments of a charge as read after it ended (by a refund), which its record does not take.
+    private var refreshedPayments: (id: String, payments: [KioskPayment])?
 
     /// Creates a kiosk over its store, ledger and radio; it does nothing until ``run()``.
     public init(
@@ -121,38 +128,288 @@ public actor Kiosk: KioskStatusSource {
         return ended.charge
     }
 
-    /// Refunds `amountCents` of paid charge `id` to its payer (`nil`: whatever is not refunded yet), under a new
-    /// idempotency key; answers the refund once its receipt verifies. A refund runs beside the charges, which it
-    /// does not change: it is one ledger call, not a step of the charge machine.
-    public func refund(id: String, amountCents: Cents?) async throws(KioskError) -> RefundResponse {
+    /// Refunds `amountCents` of paid charge `id` to its payer (`nil`: whatever is not refunded yet; of a split
+    /// charge, every payment's rest, each a refund of its own) and answers once the refund's receipt verifies. An
+    /// amount of a split charge must name its payment: ``refund(id:paymentID:amountCents:)``.
+    public func refund(id: String, amountCents: Cents?) async throws(KioskError) -> [RefundResponse] {
+        try await refund(id: id, paymentID: nil, amountCents: amountCents)
+    }
+
+    /// Refunds `amountCents` of payment `paymentID` of paid charge `id` (`nil` payment: of the charge; `nil` amount:
+    /// all that is left of it) and answers the refunds made, once their receipts verify.
+    ///
+    /// Each refund is written to the store, under the idempotency key it is sent with, before the ledger sees it;
+    /// one the ledger did not answer (a crash, the ledger unreachable) is sent again with its key, when the kiosk
+    /// starts and before any other refund of its charge, so the ledger makes it exactly once. A request for all that
+    /// is left that finds nothing left once those are answered answers them. Refunds run beside the charges, which
+    /// they do not change: they are ledger calls, not steps of the charge machine.
+    public func refund(
+        id: String,
+        paymentID: String?,
+        amountCents: Cents?
+    ) async throws(KioskError) -> [RefundResponse] {
         if let amountCents, amountCents <= 0 { throw .invalidAmount(amountCents) }
         let charge = try charge(id: id)
         guard charge.state == .paid, let sid = charge.sessionID else { throw .notPaid(charge) }
-        do {
-            let refund = try await ledger.refund(
-                sid: sid,
-                amountCents: amountCents,
-                idempotencyKey: UUID().uuidString.lowercased()
-            )
-            logger.info(
-                "refund",
-                metadata: [
-                    "charge": "\(id)", "refund": "\(refund.refundID)", "amount": "\(Money.format(refund.amountCents))",
-                ]
-            )
-            return refund
-        } catch {
-            // The problem type first: a point-of-sale can tell refusals apart by it.
-            if case .problem(let problem) = error, let kind = problem.kind {
-                throw .refundFailed(reason: "\(kind.rawValue): \(problem.detail ?? problem.title)")
+        let result = await oneRefundAtATime { () async -> Result<[RefundResponse], KioskError> in
+            do throws(KioskError) {
+                return .success(
+                    try await self.performRefund(charge, sid: sid, paymentID: paymentID, amountCents: amountCents)
+                )
+            } catch {
+                return .failure(error)
             }
-            throw .refundFailed(reason: error.description)
         }
+        return try result.get()
+    }
+
+    private func performRefund(
+        _ charge: KioskCharge,
+        sid: String,
+        paymentID: String?,
+        amountCents: Cents?
+    ) async throws(KioskError) -> [RefundResponse] {
+        // What an earlier request left unanswered goes first, with its own key.
+        let earlier = try await finishPendingRefunds(chargeID: charge.id)
+        let state: KioskChargeMachine.SessionState
+        do throws(LedgerClientError) {
+            state = try await ledger.sessionState(sid: sid)
+        } catch {
+            throw Self.refundFailure(error)
+        }
+        await keep(state.payments, of: charge.id)
+        let planned: [(paymentID: String?, cents: Cents)]
+        do throws(KioskRefundPlan.Refusal) {
+            planned = try KioskRefundPlan.refunds(
+                paymentID: paymentID,
+                amountCents: amountCents,
+                split: charge.isSplit,
+                payments: state.payments,
+                refundableCents: state.paidCents + state.tipCents - state.refundedCents
+            )
+        } catch {
+            switch error {
+            case .unknownPayment(let payment, let known):
+                throw .unknownPayment(chargeID: charge.id, paymentID: payment, known: known)
+            case .notSplit: throw .notSplit(chargeID: charge.id)
+            case .paymentRequired(let known): throw .paymentRequired(chargeID: charge.id, known: known)
+            case .nothingLeft(let payment):
+                // A request for the rest that an unanswered one already carried out is answered by it.
+                let answered = earlier.filter { paymentID == nil || $0.paymentID == paymentID }
+                if amountCents == nil, !answered.isEmpty { return answered.map(\.response) }
+                let what = payment.map { "payment \($0) of charge \(charge.id)" } ?? "charge \(charge.id)"
+                throw .refundFailed(reason: "\(ProblemKind.refundExceedsPayment.rawValue): \(what) is refunded in full")
+            }
+        }
+        let now = await date()
+        let refunds = planned.map {
+            KioskRefund(chargeID: charge.id, sessionID: sid, paymentID: $0.paymentID, amountCents: $0.cents, at: now)
+        }
+        do {
+            try store.insert(refunds)
+        } catch {
+            throw .storage("\(error)")
+        }
+        var made: [RefundResponse] = []
+        var failures: [String] = []
+        for refund in refunds {
+            switch await send(refund) {
+            case .made(let response): made.append(response)
+            case .refused(let error), .pending(let error):
+                failures.append(refund.paymentID.map { "payment \($0): \(error)" } ?? "\(error)")
+            }
+        }
+        await refreshPayments(of: charge.id, sid: sid)
+        resumeRefundsLater()
+        guard failures.isEmpty else {
+            guard refunds.count > 1 else { throw .refundFailed(reason: Self.reason(failures[0])) }
+            let ids = made.map(\.refundID).joined(separator: ", ")
+            throw .refundFailed(
+                reason: "\(made.count) of \(refunds.count) payments refunded" + (made.isEmpty ? "" : " (\(ids))") + "; "
+                    + failures.joined(separator: "; ")
+            )
+        }
+        return made
+    }
+
+    /// A refund failure's text without the prefix the kiosk's error adds.
+    private static func reason(_ failure: String) -> String {
+        let prefix = "the refund failed: "
+        return failure.hasPrefix(prefix) ? String(failure.dropFirst(prefix.count)) : failure
+    }
+
+    /// Sends every pending refund of charge `chargeID` again, with its key; returns those the ledger made. Throws
+    /// when one cannot be answered now (it stays pending); one the ledger refuses is over, and does not stop the rest.
+    private func finishPendingRefunds(
+        chargeID: String
+    ) async throws(KioskError) -> [(paymentID: String?, response: RefundResponse)] {
+        let pending: [KioskRefund]
+        do {
+            pending = try store.pendingRefunds().filter { $0.chargeID == chargeID }
+        } catch {
+            throw .storage("\(error)")
+        }
+        var made: [(paymentID: String?, response: RefundResponse)] = []
+        var unanswered: KioskError?
+        for refund in pending {
+            switch await send(refund) {
+            case .made(let response): made.append((refund.paymentID, response))
+            case .refused: break
+            case .pending(let error): unanswered = unanswered ?? error
+            }
+        }
+        if let sid = pending.first?.sessionID, !made.isEmpty { await refreshPayments(of: chargeID, sid: sid) }
+        if let unanswered { throw unanswered }
+        return made
+    }
+
+    /// How sending a stored refund went.
+    private enum SendOutcome {
+        /// The ledger made it (or replayed it) and its receipt verified.
+        case made(RefundResponse)
+        /// The ledger refused it: nothing was refunded, and it is over.
+        case refused(KioskError)
+        /// No answer that counts (the ledger unreachable, a receipt that did not verify): it stays pending.
+        case pending(KioskError)
+    }
+
+    /// Sends one stored refund under its key and records the answer.
+    private func send(_ refund: KioskRefund) async -> SendOutcome {
+        var next = refund
+        let response: RefundResponse
+        do throws(LedgerClientError) {
+            response = try await ledger.refund(
+                sid: refund.sessionID,
+                paymentID: refund.paymentID,
+                amountCents: refund.amountCents,
+                idempotencyKey: refund.key
+            )
+        } catch {
+            let failure = Self.refundFailure(error)
+            next.problem = failure.description
+            next.updatedAt = await date()
+            if let kind = error.problemKind, Self.refusedForGood.contains(kind) { next.state = .refused }
+            try? store.update(next)
+            logger.warning(
+                next.state == .refused ? "refund refused" : "refund not answered",
+                metadata: ["charge": "\(refund.chargeID)", "key": "\(refund.key)", "problem": "\(failure)"]
+            )
+            return next.state == .refused ? .refused(failure) : .pending(failure)
+        }
+        next.state = .done
+        next.refundID = response.refundID
+        next.problem = nil
+        next.updatedAt = await date()
+        do {
+            try store.update(next)
+        } catch {
+            // The ledger made it: the next attempt replays it under the same key and records it then.
+            logger.critical("cannot write the kiosk's state", metadata: ["error": "\(error)"])
+        }
+        var metadata: Logger.Metadata = [
+            "charge": "\(refund.chargeID)", "refund": "\(response.refundID)",
+            "amount": "\(Money.format(response.amountCents))",
+        ]
+        if let payment = refund.paymentID { metadata["payment"] = "\(payment)" }
+        logger.info("refund", metadata: metadata)
+        if let charge = try? charge(id: refund.chargeID) {
+            let event = KioskEvent(.refunded(refundID: response.refundID, amountCents: response.amountCents), charge)
+            for subscriber in eventSubscribers.values { subscriber.yield(event) }
+        }
+        return .made(response)
+    }
+
+    /// The refusals that end a refund: nothing was refunded, and sending it again would be refused again.
+    private static let refusedForGood: [ProblemKind] = [
+        .refundExceedsPayment, .insufficientFunds, .sessionNotPaid, .notFound, .sessionNotFound,
+        .badRequest, .invalidAmount, .forbidden, .idempotencyKeyReused,
+    ]
+
+    /// A failed refund call as the point-of-sale hears it: the problem type first, so it can tell refusals apart.
+    private static func refundFailure(_ error: LedgerClientError) -> KioskError {
+        if case .problem(let problem) = error, let kind = problem.kind {
+            return .refundFailed(reason: "\(kind.rawValue): \(problem.detail ?? problem.title)")
+        }
+        return .refundFailed(reason: error.description)
+    }
+
+    /// Runs refund work one piece at a time, in the order asked: two requests for "all that is left" never count
+    /// the same rest.
+    private func oneRefundAtATime<T: Sendable>(_ work: @escaping @Sendable () async -> T) async -> T {
+        let previous = refundLine
+        let task = Task {
+            await previous?.value
+            return await work()
+        }
+        refundLine = Task { _ = await task.value }
+        return await task.value
+    }
+
+    /// Sends the refunds a crash or an unreachable ledger left pending, with their keys, until none is left; retried
+    /// with backoff.
+    private func resumePendingRefunds() async {
+        resumingRefunds = true
+        defer { resumingRefunds = false }
+        var attempt = 0
+        while !Task.isCancelled {
+            let charges = Set(((try? store.pendingRefunds()) ?? []).map(\.chargeID))
+            guard !charges.isEmpty else { return }
+            var left = false
+            for chargeID in charges.sorted() {
+                let result = await oneRefundAtATime { () async -> Bool in
+                    do throws(KioskError) {
+                        _ = try await self.finishPendingRefunds(chargeID: chargeID)
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+                if !result { left = true }
+            }
+            guard left else { return }
+            attempt += 1
+            do { try await radio.sleep(for: options.charges.retry.delay(attempt: attempt)) } catch { return }
+        }
+    }
+
+    /// Starts sending the pending refunds again unless that is under way (or the kiosk is not running).
+    private func resumeRefundsLater() {
+        guard !stopped, !resumingRefunds, refundResumption != nil else { return }
+        guard (try? store.pendingRefunds().isEmpty) == false else { return }
+        refundResumption = Task { await self.resumePendingRefunds() }
+    }
+
+    /// Keeps `payments`, as the ledger just reported them, for charge `id`.
+    private func keep(_ payments: [KioskPayment], of id: String) async {
+        guard !payments.isEmpty else { return }
+        do {
+            try store.updatePayments(chargeID: id, payments)
+        } catch {
+            logger.warning("cannot write the kiosk's state", metadata: ["error": "\(error)"])
+            return
+        }
+        guard refreshedPayments?.id != id || refreshedPayments?.payments != payments else { return }
+        refreshedPayments = (id, payments)
+        if machine.record?.charge.id == id { publishStatus(now: await date()) }
+    }
+
+    /// Reads the charge's payments again after refunds, for what the point-of-sale is shown of them.
+    private func refreshPayments(of id: String, sid: String) async {
+        guard let state = try? await ledger.sessionState(sid: sid) else { return }
+        await keep(state.payments, of: id)
+    }
+
+    /// `charge` with the payments read since it ended, if any.
+    private func shown(_ charge: KioskCharge) -> KioskCharge {
+        guard let refreshed = refreshedPayments, refreshed.id == charge.id else { return charge }
+        var shown = charge
+        shown.payments = refreshed.payments
+        return shown
     }
 
     /// The charge with this id, active or past.
     public func charge(id: String) throws(KioskError) -> KioskCharge {
-        if let record = machine.record, record.charge.id == id { return record.charge }
+        if let record = machine.record, record.charge.id == id { return shown(record.charge) }
         do {
             guard let stored = try store.record(id: id) else { throw KioskError.notFound(id: id) }
             return stored.charge
@@ -164,7 +421,7 @@ public actor Kiosk: KioskStatusSource {
     }
 
     /// The active charge, or the last one.
-    public var currentCharge: KioskCharge? { machine.record?.charge }
+    public var currentCharge: KioskCharge? { machine.record.map { shown($0.charge) } }
 
     // MARK: Observing
 
@@ -174,7 +431,7 @@ public actor Kiosk: KioskStatusSource {
     }
 
     private func status(now: Date) -> KioskStatus {
-        let charge = machine.record?.charge
+        let charge = machine.record.map { shown($0.charge) }
         let state: KioskStatus.State
         switch charge?.state {
         case nil: state = .idle
@@ -264,9 +521,10 @@ public actor Kiosk: KioskStatusSource {
             )
         }
         await handle(.start)
+        refundResumption = Task { await self.resumePendingRefunds() }
         await Self.parkUntilCancelled()
         stopped = true
-        for task in [advertisement, ledgerCall, timer, idleTimer] { task?.cancel() }
+        for task in [advertisement, ledgerCall, timer, idleTimer, refundResumption] { task?.cancel() }
         // Off the air before returning.
         await advertisement?.value
         await retiredAdvertisement?.value

@@ -45,6 +45,9 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     /// What the ledger returned to payers when the charge ended unpaid with shares paid (cancelled or expired),
     /// shares and tips, in cents; 0 otherwise. (Refunds asked through the kiosk's `Refund` are not counted here.)
     public var refundedCents: Cents
+    /// The payments of a split charge as the ledger last reported them, oldest first (empty for a charge that is
+    /// not split): what a refund of one payer's share names.
+    public var payments: [KioskPayment]
     /// The point-of-sale's own reference (an order number), kept and reported back; may be empty.
     public var reference: String
     /// Where the charge is.
@@ -89,6 +92,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         self.paidCents = 0
         self.tipCents = 0
         self.refundedCents = 0
+        self.payments = []
         self.reference = reference
         self.state = state
         self.sessionID = sessionID
@@ -108,6 +112,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         case paidCents = "paid_cents"
         case tipCents = "tip_cents"
         case refundedCents = "refunded_cents"
+        case payments
         case reference
         case state
         case sessionID = "session_id"
@@ -129,6 +134,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         paidCents = try container.decodeIfPresent(Cents.self, forKey: .paidCents) ?? 0
         tipCents = try container.decodeIfPresent(Cents.self, forKey: .tipCents) ?? 0
         refundedCents = try container.decodeIfPresent(Cents.self, forKey: .refundedCents) ?? 0
+        payments = try container.decodeIfPresent([KioskPayment].self, forKey: .payments) ?? []
         reference = try container.decode(String.self, forKey: .reference)
         state = try container.decode(KioskChargeState.self, forKey: .state)
         sessionID = try container.decodeIfPresent(String.self, forKey: .sessionID)
@@ -153,4 +159,49 @@ public struct KioskCharge: Codable, Hashable, Sendable {
 
     /// What the next payer pays for one share: the first unpaid share's amount (the whole amount when not split).
     public var nextShareCents: Cents { cents(ofShare: min(sharesPaid + 1, max(shares, 1))) }
+}
+
+/// One payment of a split charge: the shares one payer paid with one send, and its tip, as the ledger reported it.
+public struct KioskPayment: Codable, Hashable, Sendable {
+    /// The ledger's id of the payment: what a refund of this payer's money names.
+    public var paymentID: String
+    /// The numbers of the shares it paid (1 is the first).
+    public var shareNumbers: [Int]
+    /// What it paid for those shares, without the tip, in cents.
+    public var amountCents: Cents
+    /// The tip paid with it, in cents.
+    public var tipCents: Cents
+    /// How much of it (shares and tip) was refunded, in cents.
+    public var refundedCents: Cents
+    /// When it was paid.
+    public var paidAt: Date
+
+    /// Creates a payment.
+    public init(
+        paymentID: String,
+        shareNumbers: [Int],
+        amountCents: Cents,
+        tipCents: Cents = 0,
+        refundedCents: Cents = 0,
+        paidAt: Date
+    ) {
+        self.paymentID = paymentID
+        self.shareNumbers = shareNumbers
+        self.amountCents = amountCents
+        self.tipCents = tipCents
+        self.refundedCents = refundedCents
+        self.paidAt = paidAt
+    }
+
+    /// What is left to refund of it: its amount and tip less what was refunded.
+    public var refundableCents: Cents { max(0, amountCents + tipCents - refundedCents) }
+
+    enum CodingKeys: String, CodingKey {
+        case paymentID = "payment_id"
+        case shareNumbers = "share_numbers"
+        case amountCents = "amount_cents"
+        case tipCents = "tip_cents"
+        case refundedCents = "refunded_cents"
+        case paidAt = "paid_at"
+    }
 }

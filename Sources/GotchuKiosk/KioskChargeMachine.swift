@@ -106,6 +106,8 @@ public struct KioskChargeMachine: Sendable {
         public var tipCents: Cents
         /// What the ledger returned to payers, shares and tips, in cents.
         public var refundedCents: Cents
+        /// The payments of a split session, oldest first (empty for a session that is not split).
+        public var payments: [KioskPayment]
 
         /// A session in `status`; nothing paid or refunded unless told otherwise.
         public init(
@@ -113,13 +115,15 @@ public struct KioskChargeMachine: Sendable {
             sharesPaid: Int = 0,
             paidCents: Cents = 0,
             tipCents: Cents = 0,
-            refundedCents: Cents = 0
+            refundedCents: Cents = 0,
+            payments: [KioskPayment] = []
         ) {
             self.status = status
             self.sharesPaid = sharesPaid
             self.paidCents = paidCents
             self.tipCents = tipCents
             self.refundedCents = refundedCents
+            self.payments = payments
         }
     }
 
@@ -686,6 +690,8 @@ public struct KioskChargeMachine: Sendable {
             next.charge.sharesPaid = min(sharesPaid, charge.shares)
             next.charge.paidCents = paidCents
             next.charge.tipCents = tipCents
+            // The ledger's latest word on each payment, kept once seen: a status without them says nothing of them.
+            if !state.payments.isEmpty { next.charge.payments = state.payments }
         }
     }
 

@@ -121,7 +121,23 @@ public enum KioskControl {
         if let url = charge.checkoutURL { entries[.checkoutURL] = .string(url) }
         if let expiresAt = charge.expiresAt { entries[.expiresAt] = .string(timestamp(expiresAt)) }
         if let problem = charge.problem { entries[.problem] = .string(problem) }
+        if !charge.payments.isEmpty { entries[.payments] = payments(charge.payments) }
         return Dictionary(uniqueKeysWithValues: entries.map { ($0.key.rawValue, DBusVariant($0.value)) })
+    }
+
+    /// A charge's payments as D-Bus dictionaries (`aa{sv}`), keyed by ``KioskInterface/PaymentKey``.
+    static func payments(_ payments: [KioskPayment]) -> DBusValue {
+        payments.map { payment -> [String: DBusVariant] in
+            let entries: [KioskInterface.PaymentKey: DBusValue] = [
+                .paymentID: .string(payment.paymentID),
+                .shareNumbers: payment.shareNumbers.map { Int32(clamping: $0) }.dbusValue,
+                .amountCents: .int64(payment.amountCents),
+                .tipCents: .int64(payment.tipCents),
+                .refundedCents: .int64(payment.refundedCents),
+                .paidAt: .string(timestamp(payment.paidAt)),
+            ]
+            return Dictionary(uniqueKeysWithValues: entries.map { ($0.key.rawValue, DBusVariant($0.value)) })
+        }.dbusValue
     }
 
     /// The `CheckoutURL` property: the web checkout of the EID on the air while the charge waits for payers; empty
@@ -150,6 +166,7 @@ public enum KioskControl {
         case .expired: return (.expired, [id])
         case .cancelled: return (.cancelled, [id])
         case .failed(let reason), .problem(let reason): return (.error, [id, .string(reason)])
+        case .refunded(let refundID, let cents): return (.refunded, [id, .string(refundID), .int64(cents)])
         }
     }
 
@@ -231,17 +248,28 @@ public enum KioskControl {
                     DBusMethod(Method.refund.rawValue, inputs: [.string, .int64], outputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let amount = message.argument(1, as: Int64.self) ?? 0
-                        let refund = try await answer { () throws(KioskError) in
+                        // Each refund made is signalled (`Refunded`) once its receipt verifies.
+                        let refunds = try await answer { () throws(KioskError) in
                             try await kiosk.refund(id: id, amountCents: amount == 0 ? nil : amount)
                         }
-                        // Verified by now: the kiosk signals only a refund whose receipt checks out.
-                        try? await connection.emitSignal(
-                            path: path,
-                            interface: interface,
-                            member: Signal.refunded.rawValue,
-                            [.string(id), .string(refund.refundID), .int64(refund.amountCents)]
-                        )
-                        return [.string(refund.refundID)]
+                        return [.string(refunds.map(\.refundID).joined(separator: ","))]
+                    },
+                    DBusMethod(Method.refundPayment.rawValue, inputs: [.string, .string, .int64], outputs: [.string]) {
+                        message in
+                        let id = message.argument(0, as: String.self) ?? ""
+                        let payment = message.argument(1, as: String.self) ?? ""
+                        let amount = message.argument(2, as: Int64.self) ?? 0
+                        let refunds = try await answer { () throws(KioskError) in
+                            guard !payment.isEmpty else {
+                                throw .unknownPayment(chargeID: id, paymentID: "", known: [])
+                            }
+                            return try await kiosk.refund(
+                                id: id,
+                                paymentID: payment,
+                                amountCents: amount == 0 ? nil : amount
+                            )
+                        }
+                        return [.string(refunds.map(\.refundID).joined(separator: ","))]
                     },
                     DBusMethod(
                         Method.getCharge.rawValue,
@@ -287,6 +315,8 @@ public enum KioskControl {
             case .storage: throw DBusError(.failed, error.description)
             case .notPaid: throw DBusError(ErrorName.notPaid, error.description)
             case .refundFailed: throw DBusError(ErrorName.refundFailed, error.description)
+            case .unknownPayment: throw DBusError(ErrorName.unknownPayment, error.description)
+            case .notSplit, .paymentRequired: throw DBusError(.invalidArgs, error.description)
             }
         }
     }

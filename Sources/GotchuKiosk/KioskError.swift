@@ -23,6 +23,12 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     case notPaid(KioskCharge)
     /// The ledger refused the refund, could not be reached, or its receipt did not verify.
     case refundFailed(reason: String)
+    /// The charge has no payment with this id; `known` lists those it has.
+    case unknownPayment(chargeID: String, paymentID: String, known: [String])
+    /// The refund names a payment, but the charge is not split: it is refunded without one.
+    case notSplit(chargeID: String)
+    /// An amount of a split charge must come out of one payment; `known` lists them.
+    case paymentRequired(chargeID: String, known: [String])
 
     /// The longest reference accepted, in UTF-8 bytes.
     public static let maximumReferenceLength = 200
@@ -46,6 +52,13 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
         case .storage(let reason): "cannot write the kiosk's state: \(reason)"
         case .notPaid(let charge): "charge \(charge.id) is \(charge.state.rawValue); only a paid charge can be refunded"
         case .refundFailed(let reason): "the refund failed: \(reason)"
+        case .unknownPayment(let id, let payment, let known):
+            "charge \(id) has no payment \(DisplayText.quoted(payment))"
+                + (known.isEmpty ? "" : "; its payments: \(known.joined(separator: ", "))")
+        case .notSplit(let id): "charge \(id) is not split: refund it without naming a payment"
+        case .paymentRequired(let id, let known):
+            "charge \(id) is split: name the payment an amount comes out of (one of \(known.joined(separator: ", "))), "
+                + "or refund all of every payment with 0"
         }
     }
 }

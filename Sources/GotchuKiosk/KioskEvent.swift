@@ -1,3 +1,5 @@
+public import GotchuCore
+
 /// Something that happened to a charge, in the order it happened; the point-of-sale hears each as a D-Bus signal.
 public struct KioskEvent: Hashable, Sendable {
     /// What happened.
@@ -19,6 +21,8 @@ public struct KioskEvent: Hashable, Sendable {
         case failed(reason: String)
         /// Something keeps the charge from progressing; the kiosk retries.
         case problem(reason: String)
+        /// Money of the paid charge went back to a payer: the ledger made refund `refundID` and its receipt verified.
+        case refunded(refundID: String, amountCents: Cents)
     }
 
     /// What happened.

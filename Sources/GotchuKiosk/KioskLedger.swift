@@ -36,6 +36,14 @@ public protocol KioskLedgerService: Sendable {
         amountCents: Cents?,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> RefundResponse
+    /// Refunds `amountCents` of payment `paymentID` of the paid split session (`nil`: the session, not split) under
+    /// `idempotencyKey`; the answer counts only once its receipt verifies (when receipts are checked).
+    func refund(
+        sid: String,
+        paymentID: String?,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse
 }
 
 extension KioskLedgerService {
@@ -69,6 +77,19 @@ extension KioskLedgerService {
         throw .problem(Problem(.notFound, detail: "this ledger does not refund"))
     }
 
+    /// A ledger that refunds sessions that are not split, through ``refund(sid:amountCents:idempotencyKey:)``.
+    public func refund(
+        sid: String,
+        paymentID: String?,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
+        guard paymentID == nil else {
+            throw .problem(Problem(.notFound, detail: "this ledger does not refund payments of a split"))
+        }
+        return try await refund(sid: sid, amountCents: amountCents, idempotencyKey: idempotencyKey)
+    }
+
     /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
     public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         throw .problem(Problem(.notFound, detail: "this ledger does not rotate EIDs"))
@@ -93,18 +114,23 @@ public actor KioskLedger: KioskLedgerService {
     private let credentials: Credentials
     private var client: LedgerClient
     private let receiptTrust: ReceiptTrust?
+    /// The tips every session it creates suggests to payers.
+    private let tipPrompt: TipPrompt
 
     /// Creates a ledger connection; nothing is sent until the first call.
     /// - Parameter trust: a private CA for an `https` ledger whose certificate it signed.
     /// - Parameter receiptTrust: the keys a paid session's receipt must verify against before the session counts
     ///   as paid; `nil` believes the ledger's status as it is.
+    /// - Parameter tipPrompt: the tips each session it creates suggests to payers (the terminal's `tip_percents`).
     public init(
         baseURL: URL,
         credentials: Credentials,
         timeout: TimeInterval = 10,
         trust: LedgerTrust? = nil,
-        receiptTrust: ReceiptTrust? = nil
+        receiptTrust: ReceiptTrust? = nil,
+        tipPrompt: TipPrompt = .none
     ) {
+        self.tipPrompt = tipPrompt
         self.baseURL = baseURL
         self.credentials = credentials
         self.client = LedgerClient(baseURL: baseURL, timeout: timeout, trust: trust)
@@ -172,11 +198,13 @@ public actor KioskLedger: KioskLedgerService {
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
     {
-        try await perform { client throws(LedgerClientError) in
-            // One share is asked as always, so that a ledger that predates splits takes it.
+        let tipPercents = tipPrompt.isEmpty ? nil : tipPrompt.percents
+        return try await perform { client throws(LedgerClientError) in
+            // One share is asked as always, so that a ledger that predates splits takes it; no tip prompt likewise.
             try await client.createSession(
                 amountCents: amountCents,
                 shares: shares == 1 ? nil : shares,
+                tipPercents: tipPercents,
                 idempotencyKey: idempotencyKey
             )
         }
@@ -229,7 +257,17 @@ public actor KioskLedger: KioskLedgerService {
             sharesPaid: session.sharesPaid,
             paidCents: session.paidCents,
             tipCents: session.tipCents,
-            refundedCents: session.refundedCents
+            refundedCents: session.refundedCents,
+            payments: session.payments.map { payment in
+                KioskPayment(
+                    paymentID: payment.paymentID,
+                    shareNumbers: payment.shareNumbers,
+                    amountCents: payment.amountCents,
+                    tipCents: payment.tipCents,
+                    refundedCents: payment.refundedCents,
+                    paidAt: payment.paidAt
+                )
+            }
         )
     }
 
@@ -302,8 +340,24 @@ extension KioskLedger {
                 )
             }
         }
+        return try await refund(sid: sid, paymentID: nil, amountCents: cents, idempotencyKey: idempotencyKey)
+    }
+
+    /// Refunds `amountCents` of payment `paymentID` of the paid split session (`nil`: of the session, not split)
+    /// through ``perform(_:)``; where receipts are checked, the answer counts only once its refund receipt verifies.
+    public func refund(
+        sid: String,
+        paymentID: String?,
+        amountCents cents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
         let refund = try await perform { client throws(LedgerClientError) in
-            try await client.refund(sid: sid, amountCents: cents, idempotencyKey: idempotencyKey).refund
+            try await client.refund(
+                sid: sid,
+                amountCents: cents,
+                paymentID: paymentID,
+                idempotencyKey: idempotencyKey
+            ).refund
         }
         if let receiptTrust {
             do {

@@ -97,10 +97,36 @@ public final class KioskStore: Sendable {
         migrator.registerMigration("v3: checkout URL") { db in
             try db.execute(sql: "ALTER TABLE charges ADD COLUMN checkout_url TEXT")
         }
+        migrator.registerMigration("v4: payments and refunds") { db in
+            // The payments of a split as JSON; each refund asked through the kiosk is written before it is sent.
+            try db.execute(
+                sql: """
+                    ALTER TABLE charges ADD COLUMN payments TEXT;
+                    CREATE TABLE refunds (
+                        key TEXT PRIMARY KEY,
+                        charge_id TEXT NOT NULL,
+                        session_id TEXT NOT NULL,
+                        payment_id TEXT,
+                        amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+                        state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'refused')),
+                        refund_id TEXT,
+                        problem TEXT,
+                        created_at REAL NOT NULL,
+                        updated_at REAL NOT NULL
+                    );
+                    CREATE INDEX refunds_charge ON refunds (charge_id);
+                    CREATE INDEX refunds_pending ON refunds (state) WHERE state = 'pending';
+                    """
+            )
+        }
         try migrator.migrate(database)
         try database.write { db in
             try db.execute(
                 sql: "DELETE FROM charges WHERE active IS NULL AND updated_at < ?",
+                arguments: [Date().timeIntervalSince1970 - Self.retention]
+            )
+            try db.execute(
+                sql: "DELETE FROM refunds WHERE state <> 'pending' AND updated_at < ?",
                 arguments: [Date().timeIntervalSince1970 - Self.retention]
             )
         }
@@ -116,8 +142,8 @@ public final class KioskStore: Sendable {
                 sql: """
                     INSERT INTO charges (id, amount_cents, reference, state, active, session_id, eid, expires_at,
                         problem, session_number, cancel_requested, created_at, updated_at, shares, shares_paid,
-                        paid_cents, tip_cents, refunded_cents, checkout_url)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        paid_cents, tip_cents, refunded_cents, checkout_url, payments)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: Self.arguments(record, leadingID: true)
             )
@@ -134,7 +160,7 @@ public final class KioskStore: Sendable {
                     UPDATE charges SET amount_cents = ?, reference = ?, state = ?, active = ?, session_id = ?,
                         eid = ?, expires_at = ?, problem = ?, session_number = ?, cancel_requested = ?,
                         created_at = ?, updated_at = ?, shares = ?, shares_paid = ?, paid_cents = ?, tip_cents = ?,
-                        refunded_cents = ?, checkout_url = ?
+                        refunded_cents = ?, checkout_url = ?, payments = ?
                     WHERE id = ? AND active = 1
                     """,
                 arguments: arguments
@@ -172,7 +198,7 @@ public final class KioskStore: Sendable {
             charge.sessionID, charge.eid?.rawValue, charge.expiresAt?.timeIntervalSince1970, charge.problem,
             record.sessionNumber, record.cancelRequested, charge.createdAt.timeIntervalSince1970,
             charge.updatedAt.timeIntervalSince1970, charge.shares, charge.sharesPaid, charge.paidCents,
-            charge.tipCents, charge.refundedCents, charge.checkoutURL,
+            charge.tipCents, charge.refundedCents, charge.checkoutURL, Self.encode(charge.payments),
         ]
         return StatementArguments(values)
     }
@@ -203,6 +229,120 @@ public final class KioskStore: Sendable {
         record.charge.paidCents = row["paid_cents"]
         record.charge.tipCents = row["tip_cents"]
         record.charge.refundedCents = row["refunded_cents"]
+        record.charge.payments = decodePayments(row["payments"])
         return record
+    }
+
+    // MARK: Payments and refunds
+
+    /// Writes the payments of charge `id` as the ledger last reported them; the one change a final charge takes.
+    public func updatePayments(chargeID id: String, _ payments: [KioskPayment]) throws {
+        try database.write { db in
+            try db.execute(
+                sql: "UPDATE charges SET payments = ? WHERE id = ?",
+                arguments: [Self.encode(payments), id]
+            )
+        }
+    }
+
+    /// Adds refunds about to be sent, all or none.
+    public func insert(_ refunds: [KioskRefund]) throws {
+        try database.write { db in
+            for refund in refunds {
+                try db.execute(
+                    sql: """
+                        INSERT INTO refunds (key, charge_id, session_id, payment_id, amount_cents, state, refund_id,
+                            problem, created_at, updated_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        refund.key, refund.chargeID, refund.sessionID, refund.paymentID, refund.amountCents,
+                        refund.state.rawValue, refund.refundID, refund.problem, refund.createdAt.timeIntervalSince1970,
+                        refund.updatedAt.timeIntervalSince1970,
+                    ]
+                )
+            }
+        }
+    }
+
+    /// Records how a refund went; a refund that is no longer pending never changes again.
+    public func update(_ refund: KioskRefund) throws {
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE refunds SET state = ?, refund_id = ?, problem = ?, updated_at = ?
+                    WHERE key = ? AND state = 'pending'
+                    """,
+                arguments: [
+                    refund.state.rawValue, refund.refundID, refund.problem, refund.updatedAt.timeIntervalSince1970,
+                    refund.key,
+                ]
+            )
+        }
+    }
+
+    /// The refunds of charge `id`, oldest first.
+    public func refunds(chargeID id: String) throws -> [KioskRefund] {
+        try database.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM refunds WHERE charge_id = ? ORDER BY created_at, rowid",
+                arguments: [id]
+            ).map(Self.refund)
+        }
+    }
+
+    /// Every refund not yet answered by the ledger, oldest first.
+    public func pendingRefunds() throws -> [KioskRefund] {
+        try database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM refunds WHERE state = 'pending' ORDER BY created_at, rowid")
+                .map(Self.refund)
+        }
+    }
+
+    private static func refund(_ row: Row) -> KioskRefund {
+        var refund = KioskRefund(
+            chargeID: row["charge_id"],
+            sessionID: row["session_id"],
+            paymentID: row["payment_id"],
+            amountCents: row["amount_cents"],
+            at: Date(timeIntervalSince1970: row["created_at"]),
+            key: row["key"]
+        )
+        // The CHECK constraint admits only known states.
+        refund.state = KioskRefund.State(rawValue: row["state"]) ?? .pending
+        refund.refundID = row["refund_id"]
+        refund.problem = row["problem"]
+        refund.updatedAt = Date(timeIntervalSince1970: row["updated_at"])
+        return refund
+    }
+
+    private static func encode(_ payments: [KioskPayment]) -> String? {
+        guard !payments.isEmpty, let data = try? JSONEncoder.kioskStore.encode(payments) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private static func decodePayments(_ text: String?) -> [KioskPayment] {
+        guard let text else { return [] }
+        return (try? JSONDecoder.kioskStore.decode([KioskPayment].self, from: Data(text.utf8))) ?? []
+    }
+}
+
+extension JSONEncoder {
+    /// The store's JSON: dates as seconds since 1970, keys sorted.
+    fileprivate static var kioskStore: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+}
+
+extension JSONDecoder {
+    /// Reads the store's JSON.
+    fileprivate static var kioskStore: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
     }
 }

@@ -51,6 +51,22 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
+    public func refund(
+        sid: String,
+        paymentID: String?,
+        amountCents: Cents,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> RefundResponse {
+        try await counted { () throws(LedgerClientError) in
+            try await base.refund(
+                sid: sid,
+                paymentID: paymentID,
+                amountCents: amountCents,
+                idempotencyKey: idempotencyKey
+            )
+        }
+    }
+
     public func nextState(
         sid: String,
         after: KioskChargeMachine.SessionState

@@ -58,8 +58,10 @@ public struct KioskClient: Sendable {
     public func cancel(_ id: String) async throws { _ = try await call(.cancel, [.string(id)]) }
 
     /// Refunds money of the paid charge with `id` to its payer and returns the refund's id. The kiosk answers once
-    /// the ledger's signed receipt of the refund verifies, and signals ``KioskInterface/Signal/refunded`` first.
-    /// - Parameter amountCents: how much; 0 refunds all that is not refunded yet.
+    /// the ledger's signed receipt of the refund verifies, and signals ``KioskInterface/Signal/refunded`` for it.
+    /// - Parameter amountCents: how much; 0 refunds all that is not refunded yet: of a split charge, every
+    ///   payment's rest, each a refund of its own (the ids come back separated by commas). An amount of a split
+    ///   charge names its payment: ``refund(_:paymentID:amountCents:)``.
     /// - Throws: ``KioskInterface/ErrorName/notPaid``, ``KioskInterface/ErrorName/refundFailed`` (the message says
     ///   why), ``KioskInterface/ErrorName/notFound``.
     public func refund(_ id: String, amountCents: Int64 = 0) async throws -> String {
@@ -70,10 +72,25 @@ public struct KioskClient: Sendable {
         return refundID
     }
 
+    /// Refunds money of one payment of the paid split charge with `id` (its `payment_id`, from the charge's
+    /// `payments`) to that payment's payer and returns the refund's id, once its receipt verifies.
+    /// - Parameter amountCents: how much; 0 refunds all that is left of that payment (its shares and tip).
+    /// - Throws: ``KioskInterface/ErrorName/unknownPayment`` (the message lists the charge's payments),
+    ///   ``KioskInterface/ErrorName/notPaid``, ``KioskInterface/ErrorName/refundFailed``,
+    ///   ``KioskInterface/ErrorName/notFound``; `org.freedesktop.DBus.Error.UnknownMethod` from a kiosk that
+    ///   predates it.
+    public func refund(_ id: String, paymentID: String, amountCents: Int64 = 0) async throws -> String {
+        let reply = try await call(.refundPayment, [.string(id), .string(paymentID), .int64(amountCents)])
+        guard let refundID = reply.first.flatMap({ String(dbusValue: $0) }) else {
+            throw DBusError(.failed, "the kiosk answered RefundPayment without a refund id")
+        }
+        return refundID
+    }
+
     /// The charge with `id`: `id`, `amount_cents` (x), `shares` and `shares_paid` (i), `paid_cents`, `tip_cents`
     /// and `refunded_cents` (x), `reference`, `state` (`creating`, `advertising`, `locked`, `paid`, `expired`,
     /// `cancelled` or `failed`), `created_at` and `updated_at` (ISO 8601), and when known `session_id`, `eid`,
-    /// `checkout_url`, `expires_at` and `problem` (see ``KioskInterface/ChargeKey``).
+    /// `checkout_url`, `expires_at`, `problem` and, of a split, `payments` (see ``KioskInterface/ChargeKey``).
     /// - Throws: ``KioskInterface/ErrorName/notFound``.
     public func charge(_ id: String) async throws -> [String: DBusVariant] {
         let reply = try await call(.getCharge, [.string(id)])

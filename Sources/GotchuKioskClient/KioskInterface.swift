@@ -5,7 +5,7 @@ public import GotchuDBus
 ///
 /// Methods: `Charge(x amount_cents, s reference) → s id`, `ChargeSplit(x amount_cents, s reference, i shares) → s id`,
 /// `Cancel(s id)`, `GetCharge(s id) → a{sv}`, `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is
-/// not refunded yet).
+/// not refunded yet), `RefundPayment(s id, s payment_id, x amount_cents) → s refund_id`.
 /// Properties: `State` (s), `CurrentCharge` (a{sv}, empty when there was none) and `CheckoutURL` (s, empty unless
 /// a charge can be paid on a phone's browser).
 /// Signals: `Advertising(s id, s eid)`, `Locked(s id)`, `SharePaid(s id, i shares_paid, i shares)`,
@@ -31,8 +31,13 @@ public enum KioskInterface {
         case cancel = "Cancel"
         /// `GetCharge(s id) → a{sv}`: a charge, as described in ``KioskClient/charge(_:)``.
         case getCharge = "GetCharge"
-        /// `Refund(s id, x amount_cents) → s refund_id`: returns money of a paid charge to its payer.
+        /// `Refund(s id, x amount_cents) → s refund_ids`: returns money of a paid charge to its payer; 0 cents: all
+        /// that is not refunded yet. Of a split charge, 0 refunds every payment's rest, each a refund of its own (the
+        /// reply is their ids, separated by commas), and an amount must name its payment (`RefundPayment`).
         case refund = "Refund"
+        /// `RefundPayment(s id, s payment_id, x amount_cents) → s refund_id`: returns money of one payment of a paid
+        /// split charge (see ``ChargeKey/payments``) to its payer; 0 cents: all that is left of that payment.
+        case refundPayment = "RefundPayment"
     }
 
     /// The interface's properties.
@@ -84,6 +89,25 @@ public enum KioskInterface {
         case createdAt = "created_at"
         /// `updated_at` (s, ISO 8601): when the charge last changed.
         case updatedAt = "updated_at"
+        /// `payments` (aa{sv}): of a split charge with shares paid, each payment as the ledger last reported it,
+        /// oldest first, keyed by ``PaymentKey``; left out when there is none.
+        case payments
+    }
+
+    /// The keys of one payment of a charge's `payments`.
+    public enum PaymentKey: String, CaseIterable, Sendable {
+        /// `payment_id` (s): what `RefundPayment` names.
+        case paymentID = "payment_id"
+        /// `share_numbers` (ai): the shares it paid (1 is the first).
+        case shareNumbers = "share_numbers"
+        /// `amount_cents` (x): what it paid for those shares, without the tip.
+        case amountCents = "amount_cents"
+        /// `tip_cents` (x): the tip paid with it.
+        case tipCents = "tip_cents"
+        /// `refunded_cents` (x): how much of it (shares and tip) was refunded.
+        case refundedCents = "refunded_cents"
+        /// `paid_at` (s, ISO 8601): when it was paid.
+        case paidAt = "paid_at"
     }
 
     /// The interface's signals; the first argument of each is the charge's id.
@@ -125,5 +149,7 @@ public enum KioskInterface {
         public static let notPaid: DBusError.Name = "io.gotchu.Kiosk1.Error.NotPaid"
         /// The ledger refused the refund (the message says why), or its receipt did not verify.
         public static let refundFailed: DBusError.Name = "io.gotchu.Kiosk1.Error.RefundFailed"
+        /// The charge has no payment with that id (the message lists those it has).
+        public static let unknownPayment: DBusError.Name = "io.gotchu.Kiosk1.Error.UnknownPayment"
     }
 }

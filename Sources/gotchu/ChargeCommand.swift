@@ -4,6 +4,7 @@ import GotchuCore
 import GotchuDBus
 import GotchuKiosk
 import GotchuKioskClient
+import Synchronization
 
 struct ChargeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,6 +24,15 @@ struct ChargeCommand: AsyncParsableCommand {
             is paid, and prints each share as it is. A split charge cancelled or expired with shares paid has them \
             refunded by the ledger; the amount refunded is printed.
 
+            When the ledger has a public URL (gotchu server --public-url), the web checkout of the EID on the air \
+            is printed as "pay on a phone: URL", for a payer without gotchu (again when the EID changes); --qr \
+            also draws it as a QR code a phone's camera opens, as gotchu receive --qr does.
+
+            A paid split charge is refunded payment by payment: --show lists its payments (each payer's send, \
+            with its shares, tip and what was refunded of it), and --refund ID --payment PAYMENT returns one \
+            (--amount: part of it). --refund ID alone returns all that is left of every payment, each a refund \
+            of its own.
+
             Examples:
               gotchu charge 12.50 --reference "order 1017"
               gotchu charge 40.00 --split 4         # four payers, $10.00 each
@@ -30,6 +40,8 @@ struct ChargeCommand: AsyncParsableCommand {
               gotchu charge --show 0f4c…            # a charge's state
               gotchu charge --cancel 0f4c…
               gotchu charge --refund 0f4c… --amount 5.00   # without --amount: all that is not refunded yet
+              gotchu charge --refund 0f4c… --payment 7d1e…  # one payer of a split charge
+              gotchu charge 12.50 --qr              # and a QR code of the web checkout
             """
     )
 
@@ -70,6 +82,22 @@ struct ChargeCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "With --refund: the payment of a split charge to refund (its payment_id, as --show lists them).",
+            valueName: "payment-id"
+        )
+    )
+    var payment: String?
+
+    @Flag(
+        help: ArgumentHelp(
+            "Draw the web checkout of the EID on the air as a QR code that a phone's camera opens (needs a ledger "
+                + "with a public URL)."
+        )
+    )
+    var qr = false
+
+    @Option(
+        help: ArgumentHelp(
             "Bus the kiosk is on: system (default), session, or a D-Bus address such as unix:path=/tmp/bus.",
             valueName: "bus"
         )
@@ -91,6 +119,11 @@ struct ChargeCommand: AsyncParsableCommand {
             guard refund != nil else { throw ValidationError("--amount goes with --refund ID") }
             _ = try CLIAmount.parse(refundAmount, option: "--amount")
         }
+        if let payment {
+            guard refund != nil else { throw ValidationError("--payment goes with --refund ID") }
+            guard !payment.isEmpty else { throw ValidationError("--payment needs a payment id") }
+        }
+        if qr, amount == nil { throw ValidationError("--qr goes with an amount") }
         guard DBusConnection.Bus(named: bus) != nil else {
             throw ValidationError("--bus must be \(DBusConnection.Bus.namingHint)")
         }
@@ -109,13 +142,15 @@ struct ChargeCommand: AsyncParsableCommand {
         let code: Int32
         do {
             if let show {
-                output.line(Self.describe(try await kiosk.charge(show)))
+                let charge = try await kiosk.charge(show)
+                output.line(Self.describe(charge))
+                for payment in Self.payments(charge) { output.line("  " + payment) }
                 code = 0
             } else if let cancel {
                 code = try await Self.cancel(cancel, kiosk, output)
             } else if let refund {
                 let cents = try refundAmount.map { try CLIAmount.parse($0, option: "--amount") }
-                code = try await Self.refund(refund, amountCents: cents, kiosk, output)
+                code = try await Self.refund(refund, paymentID: payment, amountCents: cents, kiosk, output)
             } else {
                 code = try await follow(kiosk, try CLIAmount.parse(amount ?? "", option: "amount"), output)
             }
@@ -153,12 +188,13 @@ struct ChargeCommand: AsyncParsableCommand {
             output.line("charge \(id): \(Money.format(cents))")
         }
         if noWait { return 0 }
+        let checkout = CheckoutPrinter(output: output, qr: qr)
         do {
             return try await withTaskCancellationOnSignals {
                 try await withThrowingTaskGroup(of: Int32.self) { group in
-                    group.addTask { try await Self.printSteps(of: id, signals, kiosk, output) }
+                    group.addTask { try await Self.printSteps(of: id, signals, kiosk, output, checkout) }
                     // Signals can be missed (the kiosk restarting between two steps): the charge's state settles it.
-                    group.addTask { try await Self.pollUntilOver(id, kiosk, output) }
+                    group.addTask { try await Self.pollUntilOver(id, kiosk, output, checkout) }
                     let code = try await group.next() ?? 1
                     group.cancelAll()
                     return code
@@ -174,11 +210,14 @@ struct ChargeCommand: AsyncParsableCommand {
         of id: String,
         _ signals: AsyncStream<KioskSignal>,
         _ kiosk: KioskClient,
-        _ output: Console
+        _ output: Console,
+        _ checkout: CheckoutPrinter
     ) async throws -> Int32 {
         for await signal in signals where signal.chargeID == id {
             switch signal {
-            case .advertising(_, let eid): output.line("waiting for a payer (EID \(eid))")
+            case .advertising(_, let eid):
+                output.line("waiting for a payer (EID \(eid))")
+                checkout.show(try? await kiosk.charge(id))
             case .locked: output.line("a payer is paying")
             case .sharePaid(_, let paid, let shares): output.line("\(paid) of \(shares) shares paid")
             case .error(_, let reason): output.line("problem, the kiosk keeps trying: \(reason)")
@@ -190,7 +229,12 @@ struct ChargeCommand: AsyncParsableCommand {
         return 1
     }
 
-    private static func pollUntilOver(_ id: String, _ kiosk: KioskClient, _ output: Console) async throws -> Int32 {
+    private static func pollUntilOver(
+        _ id: String,
+        _ kiosk: KioskClient,
+        _ output: Console,
+        _ checkout: CheckoutPrinter
+    ) async throws -> Int32 {
         var away = false
         while true {
             try await Task.sleep(for: .seconds(2))
@@ -201,6 +245,8 @@ struct ChargeCommand: AsyncParsableCommand {
                 {
                     return report(charge, output)
                 }
+                // A new EID (a rotation) comes with a checkout address of its own.
+                if checkout.hasShown { checkout.show(charge) }
             } catch let error as DBusError where error.name == .serviceUnknown || error.name == .nameHasNoOwner {
                 if !away { output.line("the kiosk is not on the bus; waiting for it to come back") }
                 away = true
@@ -250,41 +296,80 @@ struct ChargeCommand: AsyncParsableCommand {
         return report(try await kiosk.charge(id), output)
     }
 
-    /// Refunds a paid charge through the kiosk, which answers only once the refund's receipt verifies; prints the
-    /// amount its `Refunded` signal announced.
+    /// Refunds a paid charge (or one payment of a split) through the kiosk, which answers only once the receipts
+    /// verify; prints the amount of each refund its `Refunded` signal announced.
     private static func refund(
         _ id: String,
+        paymentID: String?,
         amountCents: Cents?,
         _ kiosk: KioskClient,
         _ output: Console
     ) async throws -> Int32 {
         let signals = try await kiosk.events()
-        let refundID: String
+        let reply: String
         do {
-            refundID = try await kiosk.refund(id, amountCents: amountCents ?? 0)
+            if let paymentID {
+                reply = try await kiosk.refund(id, paymentID: paymentID, amountCents: amountCents ?? 0)
+            } else {
+                reply = try await kiosk.refund(id, amountCents: amountCents ?? 0)
+            }
         } catch let error as DBusError
-            where error.name == KioskInterface.ErrorName.notPaid || error.name == KioskInterface.ErrorName.refundFailed
+            where [
+                KioskInterface.ErrorName.notPaid, KioskInterface.ErrorName.refundFailed,
+                KioskInterface.ErrorName.unknownPayment, .invalidArgs,
+            ].contains(error.name)
         {
             output.line("not refunded: \(error.message)")
             return 1
         }
-        // The kiosk signals before it replies, so the signal is already here; the bound only guards against a hang.
-        let announced = try await withThrowingTaskGroup(of: Int64?.self) { group in
+        // Of a split refunded whole, one refund for each payment.
+        let refundIDs = reply.split(separator: ",").map(String.init)
+        // Each is signalled by now or soon after the reply; the bound only guards against a hang.
+        let announced = try await withThrowingTaskGroup(of: [String: Int64].self) { group in
             group.addTask {
-                for await case .refunded(_, refundID, let cents) in signals { return cents }
-                return nil
+                var amounts: [String: Int64] = [:]
+                for await case .refunded(id, let refundID, let cents) in signals where refundIDs.contains(refundID) {
+                    amounts[refundID] = cents
+                    if amounts.count == refundIDs.count { break }
+                }
+                return amounts
             }
             group.addTask {
                 try await Task.sleep(for: .seconds(10))
-                return nil
+                return [:]
             }
-            let first = try await group.next() ?? nil
+            let first = try await group.next() ?? [:]
             group.cancelAll()
             return first
         }
-        let amount = (announced ?? amountCents).map { Money.format($0) } ?? "the rest"
-        output.line("refunded \(amount) of charge \(id): refund \(DisplayText.quoted(refundID)), receipt verified")
+        for refundID in refundIDs {
+            let cents = announced[refundID] ?? (refundIDs.count == 1 ? amountCents : nil)
+            let amount = cents.map { Money.format($0) } ?? "the rest"
+            output.line("refunded \(amount) of charge \(id): refund \(DisplayText.quoted(refundID)), receipt verified")
+        }
         return 0
+    }
+
+    /// The payments of a split charge, one line each: what a refund of one payer names.
+    static func payments(_ charge: [String: DBusVariant]) -> [String] {
+        typealias PaymentKey = KioskInterface.PaymentKey
+        let payments = charge[Key.payments.rawValue, as: [[String: DBusVariant]].self] ?? []
+        return payments.map { payment in
+            let id = payment[PaymentKey.paymentID.rawValue, as: String.self] ?? "?"
+            let shares = (payment[PaymentKey.shareNumbers.rawValue, as: [Int32].self] ?? []).map(String.init)
+            var parts = [
+                "payment \(DisplayText.quoted(id))",
+                (shares.count == 1 ? "share " : "shares ") + shares.joined(separator: ", "),
+                Money.format(payment[PaymentKey.amountCents.rawValue, as: Int64.self] ?? 0),
+            ]
+            if let tip = payment[PaymentKey.tipCents.rawValue, as: Int64.self], tip > 0 {
+                parts.append("tip \(Money.format(tip))")
+            }
+            if let refunded = payment[PaymentKey.refundedCents.rawValue, as: Int64.self], refunded > 0 {
+                parts.append("refunded \(Money.format(refunded))")
+            }
+            return parts.joined(separator: "  ")
+        }
     }
 
     static func describe(_ charge: [String: DBusVariant]) -> String {
@@ -316,6 +401,48 @@ struct ChargeCommand: AsyncParsableCommand {
         case .accessDenied:
             "the bus refused: only members of the gotchu-pos group may call the kiosk (\(error.message))"
         default: error.message.isEmpty ? error.name.rawValue : error.message
+        }
+    }
+}
+
+/// Prints the web checkout of the EID on the air once for each address, and with `qr` draws its QR code; says once
+/// why there is none when the ledger has no public URL.
+private final class CheckoutPrinter: Sendable {
+    private let output: Console
+    private let qr: Bool
+    private let state = Mutex((shown: String?.none, warned: false))
+
+    init(output: Console, qr: Bool) {
+        self.output = output
+        self.qr = qr
+    }
+
+    /// Whether an address was printed: the charge waits for payers on a ledger with a public URL.
+    var hasShown: Bool { state.withLock { $0.shown != nil } }
+
+    /// Prints the charge's checkout address if it is new.
+    func show(_ charge: [String: DBusVariant]?) {
+        guard let charge,
+            let chargeState = charge["state", as: String.self].flatMap(KioskChargeState.init(rawValue:)),
+            !chargeState.isFinal
+        else { return }
+        let url = charge[KioskInterface.ChargeKey.checkoutURL.rawValue, as: String.self]
+        let (print, warn) = state.withLock { state -> (Bool, Bool) in
+            guard let url else {
+                defer { state.warned = true }
+                return (false, !state.warned)
+            }
+            defer { state.shown = url }
+            return (state.shown != url, false)
+        }
+        if let url, print {
+            output.line("pay on a phone: \(url)")
+            if qr { output.qrCode(url) }
+        } else if warn, qr {
+            output.warning(
+                "no QR code: the ledger has no public URL for its web checkout (its operator sets "
+                    + "gotchu server --public-url)"
+            )
         }
     }
 }
