@@ -11,6 +11,8 @@ public enum SettingValue: Hashable, Sendable, CustomStringConvertible {
     case number(Double)
     /// Yes or no.
     case flag(Bool)
+    /// A list of whole numbers.
+    case integers([Int])
 
     /// The value as an operator would write it in an error message: strings quoted, everything else bare.
     public var description: String {
@@ -19,6 +21,7 @@ public enum SettingValue: Hashable, Sendable, CustomStringConvertible {
         case .integer(let integer): String(integer)
         case .number(let number): String(number)
         case .flag(let flag): String(flag)
+        case .integers(let integers): "[" + integers.prefix(16).map(String.init).joined(separator: ", ") + "]"
         }
     }
 }
@@ -35,6 +38,9 @@ public enum SettingKind: Hashable, Sendable {
     /// Yes or no: `true`/`false` in a file; `true`/`false`, `yes`/`no`, `on`/`off` or `1`/`0` in the environment;
     /// `--flag` or `--no-flag` on the command line.
     case flag
+    /// A list of whole numbers: an array in a file (`[10, 15, 20]`); comma-separated in the environment or on the
+    /// command line (`10,15,20`), where an empty text is the empty list.
+    case integers
 
     /// Reads the text of an environment variable or a flag; `nil` when it is not of this kind.
     public func parse(_ text: String) -> SettingValue? {
@@ -52,6 +58,14 @@ public enum SettingKind: Hashable, Sendable {
             case "false", "no", "off", "0": return .flag(false)
             default: return nil
             }
+        case .integers:
+            guard !trimmed.isEmpty else { return .integers([]) }
+            var integers: [Int] = []
+            for part in trimmed.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let integer = Int(part.trimmingCharacters(in: .whitespaces)) else { return nil }
+                integers.append(integer)
+            }
+            return .integers(integers)
         }
     }
 }
@@ -103,6 +117,18 @@ extension Double: SettingValueType {
     }
     /// `.number(self)`.
     public var settingValue: SettingValue { .number(self) }
+}
+
+extension Array: SettingValueType where Element == Int {
+    /// A list of whole numbers.
+    public static var settingKind: SettingKind { .integers }
+    /// The list `value` holds.
+    public init?(_ value: SettingValue) {
+        guard case .integers(let integers) = value else { return nil }
+        self = integers
+    }
+    /// `.integers(self)`.
+    public var settingValue: SettingValue { .integers(self) }
 }
 
 extension Bool: SettingValueType {
@@ -260,6 +286,7 @@ extension SettingKind {
         case .integer: "a whole number"
         case .number: "a number"
         case .flag: "true or false"
+        case .integers: "a list of whole numbers"
         }
     }
 }

@@ -150,6 +150,7 @@ extension SettingsLayer: Codable {
             case .integer(let integer)?: try container.encode(integer, forKey: key)
             case .number(let number)?: try container.encode(number, forKey: key)
             case .flag(let flag)?: try container.encode(flag, forKey: key)
+            case .integers(let integers)?: try container.encode(integers, forKey: key)
             case nil: break
             }
         }
@@ -167,6 +168,7 @@ extension SettingsLayer: Codable {
             case .text: return try container.decodeIfPresent(String.self, forKey: key).map(SettingValue.text)
             case .integer: return try container.decodeIfPresent(Int.self, forKey: key).map(SettingValue.integer)
             case .flag: return try container.decodeIfPresent(Bool.self, forKey: key).map(SettingValue.flag)
+            case .integers: return try container.decodeIfPresent([Int].self, forKey: key).map(SettingValue.integers)
             case .number:
                 // A rate of 10 is written 10 as often as 10.0.
                 if let integer = try? container.decodeIfPresent(Int.self, forKey: key) {
