@@ -100,6 +100,29 @@ extension KeyedDecodingContainer {
         return count
     }
 
+    /// Decodes an optional list of JSON integers strictly: absent or `null` is `nil`; anything but an array of whole
+    /// numbers (a string, an object, a fraction, a string or `null` in the list) is refused naming the field. The
+    /// values and their count are the caller's to check; a number too large for any check to take is refused here.
+    func decodeStrictIntegers(forKey key: Key, example: String) throws -> [Int]? {
+        guard contains(key), (try? decodeNil(forKey: key)) == false else { return nil }
+        let refusal = InvalidField(
+            field: key.stringValue,
+            reason: "must be a list of whole numbers, such as \(example)"
+        )
+        // Decimal reads the digits as written, so 10.5 stays a fraction and a long number is not rounded.
+        guard let numbers = try? decode([Decimal].self, forKey: key) else { throw refusal }
+        return try numbers.map { number in
+            var rounded = Decimal()
+            var copy = number
+            NSDecimalRound(&rounded, &copy, 0, .plain)
+            guard rounded == number else { throw refusal }
+            guard number.magnitude <= 1_000_000 else {
+                throw InvalidField(field: key.stringValue, reason: "holds a number out of range")
+            }
+            return NSDecimalNumber(decimal: number).intValue
+        }
+    }
+
     /// Decodes a required string field, refusing other JSON types with a clear message.
     func decodeStrictString(forKey key: Key) throws -> String {
         guard contains(key), (try? decodeNil(forKey: key)) == false else {

@@ -39,22 +39,29 @@ public struct CreateSessionRequest: Codable, Hashable, Sendable {
     public var amountCents: Cents
     /// Into how many equal shares the amount is split (1 to 50); `nil` (absent) is 1, one payer.
     public var shares: Int?
+    /// The tips the terminal suggests to payers, in whole percents of what each pays (1 to 5 different percents,
+    /// each 1 to 100, as ``TipPrompt`` has them); `nil` (absent) or empty asks for none.
+    public var tipPercents: [Int]?
 
-    /// A body asking for a session of `amountCents`, split into `shares` when given; nothing is checked here.
-    public init(amountCents: Cents, shares: Int? = nil) {
+    /// A body asking for a session of `amountCents`, split into `shares` when given, suggesting the tips of
+    /// `tipPercents` when given; nothing is checked here.
+    public init(amountCents: Cents, shares: Int? = nil, tipPercents: [Int]? = nil) {
         self.amountCents = amountCents
         self.shares = shares
+        self.tipPercents = tipPercents
     }
 
     enum CodingKeys: String, CodingKey {
         case amountCents = "amount_cents"
         case shares
+        case tipPercents = "tip_percents"
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.amountCents = try container.decodeStrictCents(forKey: .amountCents)
         self.shares = try container.decodeStrictCount(forKey: .shares)
+        self.tipPercents = try container.decodeStrictIntegers(forKey: .tipPercents, example: "[10, 15, 20]")
     }
 }
 

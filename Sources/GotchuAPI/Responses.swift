@@ -134,10 +134,22 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     /// The web checkout of the EID, `PUBLIC_URL/p/EID`, for a QR code a phone's camera opens; absent when the server
     /// has no public URL (and from servers that predate it). Check it with ``CheckoutURL/validated(_:eid:)``.
     public var checkoutURL: String?
+    /// The tips the terminal suggests to payers, in whole percents of what each pays; absent when it asks for none
+    /// (and from servers that predate tip prompts).
+    public var tipPercents: [Int]?
 
     /// A created session as the server sends it, split into the shares of `shareCents` (one share, the whole
-    /// amount, when it is not split), with the EID's checkout address when the server has one.
-    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents] = [], checkoutURL: String? = nil) {
+    /// amount, when it is not split), with the EID's checkout address when the server has one and the tips it
+    /// suggests when it asks for any.
+    public init(
+        sid: String,
+        eid: EID,
+        expiresAt: Date,
+        shareCents: [Cents] = [],
+        checkoutURL: String? = nil,
+        tipPercents: [Int]? = nil
+    ) {
+        self.tipPercents = tipPercents
         self.sid = sid
         self.eid = eid
         self.expiresAt = expiresAt
@@ -151,6 +163,7 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
         case expiresAt = "exp_at"
         case shareCents = "share_cents"
         case checkoutURL = "checkout_url"
+        case tipPercents = "tip_percents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -161,6 +174,7 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
         self.shares = try container.decodeIfPresent(Int.self, forKey: .shares) ?? 1
         self.shareCents = try container.decodeIfPresent([Cents].self, forKey: .shareCents) ?? []
         self.checkoutURL = try container.decodeIfPresent(String.self, forKey: .checkoutURL)
+        self.tipPercents = try container.decodeIfPresent([Int].self, forKey: .tipPercents)
     }
 }
 
@@ -234,8 +248,12 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
     public var shareCents: Cents
     /// What is left to pay: the amount less the shares paid.
     public var remainingCents: Cents
+    /// The tips the terminal suggests to payers, in whole percents of what this payer pays (``shareCents`` of a split); absent when it asks for none
+    /// (and from servers that predate tip prompts).
+    public var tipPercents: [Int]?
 
-    /// A resolved session as the server sends it; one payer (one share, none paid) unless told otherwise.
+    /// A resolved session as the server sends it; one payer (one share, none paid) and no tip suggested unless told
+    /// otherwise.
     public init(
         sid: String,
         amountCents: Cents,
@@ -243,8 +261,10 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         shares: Int = 1,
         sharesPaid: Int = 0,
         shareCents: Cents? = nil,
-        remainingCents: Cents? = nil
+        remainingCents: Cents? = nil,
+        tipPercents: [Int]? = nil
     ) {
+        self.tipPercents = tipPercents
         self.sid = sid
         self.amountCents = amountCents
         self.payeeDisplay = payeeDisplay
@@ -261,6 +281,7 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         case sharesPaid = "shares_paid"
         case shareCents = "share_cents"
         case remainingCents = "remaining_cents"
+        case tipPercents = "tip_percents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -276,6 +297,7 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         self.remainingCents =
             container.contains(.remainingCents)
             ? try container.decodeLenientCents(forKey: .remainingCents) : amountCents
+        self.tipPercents = try container.decodeIfPresent([Int].self, forKey: .tipPercents)
     }
 }
 
@@ -442,9 +464,12 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     /// The payments of a split session, oldest first, as its payee sees them (a payer sees its own); empty for a
     /// session that is not split (its receipt is ``receipt``).
     public var payments: [SharePayment]
+    /// The tips the terminal suggests to payers, in whole percents of what each pays; absent when it asks for none
+    /// (and from servers that predate tip prompts).
+    public var tipPercents: [Int]?
 
     /// A session status as the server sends it; nothing is checked here. Not split unless told otherwise: one
-    /// share, paid once `paidAt` is set.
+    /// share, paid once `paidAt` is set; no tip suggested.
     public init(
         sid: String,
         status: SessionStatus,
@@ -457,8 +482,10 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         sharesPaid: Int? = nil,
         paidCents: Cents? = nil,
         tipCents: Cents = 0,
-        payments: [SharePayment] = []
+        payments: [SharePayment] = [],
+        tipPercents: [Int]? = nil
     ) {
+        self.tipPercents = tipPercents
         self.sid = sid
         self.status = status
         self.amountCents = amountCents
@@ -482,6 +509,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         case sharesPaid = "shares_paid"
         case paidCents = "paid_cents"
         case tipCents = "tip_cents"
+        case tipPercents = "tip_percents"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -502,6 +530,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
             ? try container.decodeLenientCents(forKey: .paidCents) : (paidAt == nil ? 0 : amountCents)
         self.tipCents = container.contains(.tipCents) ? try container.decodeLenientCents(forKey: .tipCents) : 0
         self.payments = try container.decodeIfPresent([SharePayment].self, forKey: .payments) ?? []
+        self.tipPercents = try container.decodeIfPresent([Int].self, forKey: .tipPercents)
     }
 }
 

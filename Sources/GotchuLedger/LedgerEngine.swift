@@ -186,6 +186,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         payeeID: String,
         amountCents: Cents,
         shares: Int,
+        tipPrompt: TipPrompt,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool) {
         try policy.validate(amount: amountCents)
@@ -207,7 +208,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 amount: amountCents,
                 storedStatus: .advertising,
                 expiresAt: transaction.now + lifetime,
-                shares: split.shares
+                shares: split.shares,
+                tipPrompt: tipPrompt
             )
             let eid = try await Self.allocateEID(transaction)
             // A concurrent create with the same key waits on the unique key until the other commits (then inserts
@@ -234,7 +236,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 sid: session.id,
                 eid: eid,
                 expiresAt: LedgerTime.date(session.expiresAt),
-                shareCents: split.allCents
+                shareCents: split.allCents,
+                tipPrompt: tipPrompt
             )
             return (created, false)
         }
@@ -276,7 +279,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             shares: session.shares,
             sharesPaid: session.sharesPaid,
             shareCents: next,
-            remaining: session.amount - session.paidCents
+            remaining: session.amount - session.paidCents,
+            tipPrompt: session.tipPrompt
         )
     }
 

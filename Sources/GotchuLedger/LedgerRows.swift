@@ -115,6 +115,8 @@ public struct SessionRow: Sendable, Hashable {
     public var tip: Cents
     /// When every payment of a cancelled or expired split was returned; `nil` until then.
     public var refundsSweptAt: Int64?
+    /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
+    public var tipPrompt: TipPrompt
 
     /// A row as read from the database (or about to be inserted: no lock, unpaid).
     public init(
@@ -131,7 +133,8 @@ public struct SessionRow: Sendable, Hashable {
         sharesPaid: Int = 0,
         paidCents: Cents = 0,
         tip: Cents = 0,
-        refundsSweptAt: Int64? = nil
+        refundsSweptAt: Int64? = nil,
+        tipPrompt: TipPrompt = .none
     ) {
         self.id = id
         self.payeeID = payeeID
@@ -147,6 +150,7 @@ public struct SessionRow: Sendable, Hashable {
         self.paidCents = paidCents
         self.tip = tip
         self.refundsSweptAt = refundsSweptAt
+        self.tipPrompt = tipPrompt
     }
 
     /// Whether it is split into several shares.
@@ -238,6 +242,7 @@ public struct SessionRow: Sendable, Hashable {
         view.sharesPaid = sharesPaid
         view.paid = paidCents
         view.tip = tip
+        view.tipPrompt = tipPrompt
         return view
     }
 }
@@ -255,10 +260,20 @@ public struct KeyedSession: Sendable, Hashable {
     public var expiresAt: Int64
     /// Into how many shares it was split.
     public var shares: Int
+    /// The tips it suggests to payers.
+    public var tipPrompt: TipPrompt
 
     /// A row as read from the database.
-    public init(sid: String, eid: String, amount: Cents, expiresAt: Int64, shares: Int = 1) {
+    public init(
+        sid: String,
+        eid: String,
+        amount: Cents,
+        expiresAt: Int64,
+        shares: Int = 1,
+        tipPrompt: TipPrompt = .none
+    ) {
         self.shares = shares
+        self.tipPrompt = tipPrompt
         self.sid = sid
         self.eid = eid
         self.amount = amount
@@ -266,7 +281,7 @@ public struct KeyedSession: Sendable, Hashable {
     }
 
     /// The first answer again for a retry of the same request; the key names one charge, so another amount is
-    /// refused.
+    /// refused. The tips suggested are the first request's: a suggestion, not part of what the charge asks.
     func replay(_ requested: SessionSplit) throws(LedgerError) -> NewSession {
         guard amount == requested.amount, shares == requested.shares else {
             throw LedgerError(
@@ -278,7 +293,13 @@ public struct KeyedSession: Sendable, Hashable {
         guard let eid = EID(rawValue: eid) else {
             throw LedgerError(.inconsistent, detail: "session \(sid) has a malformed EID")
         }
-        return NewSession(sid: sid, eid: eid, expiresAt: LedgerTime.date(expiresAt), shareCents: requested.allCents)
+        return NewSession(
+            sid: sid,
+            eid: eid,
+            expiresAt: LedgerTime.date(expiresAt),
+            shareCents: requested.allCents,
+            tipPrompt: tipPrompt
+        )
     }
 }
 

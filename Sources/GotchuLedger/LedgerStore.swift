@@ -272,11 +272,13 @@ public protocol LedgerStore: CheckoutStore, Sendable {
     /// one charge; concurrent creates with one key make one session. The key with another amount (or share count)
     /// is refused (422 ``LedgerError/Kind/idempotencyKeyReused``). Split into `shares` equal shares (1 to
     /// ``SessionSplit/maximumShares``, each at least a cent, else `invalid-shares`), each paid by whoever locks it.
+    /// `tipPrompt` is kept with the session and shown to its payers (a replay answers the first request's).
     /// - Returns: the session and whether it is the replay of an earlier create.
     func createSession(
         payeeID: String,
         amountCents: Cents,
         shares: Int,
+        tipPrompt: TipPrompt,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool)
 
@@ -534,7 +536,25 @@ extension LedgerStore {
 }
 
 extension LedgerStore {
-    /// Creates a session of one share, paid by one payer (``createSession(payeeID:amountCents:shares:idempotencyKey:)``).
+    /// Creates a session that suggests no tip
+    /// (``createSession(payeeID:amountCents:shares:tipPrompt:idempotencyKey:)``).
+    public func createSession(
+        payeeID: String,
+        amountCents: Cents,
+        shares: Int,
+        idempotencyKey: String?
+    ) async throws -> (session: NewSession, replayed: Bool) {
+        try await createSession(
+            payeeID: payeeID,
+            amountCents: amountCents,
+            shares: shares,
+            tipPrompt: .none,
+            idempotencyKey: idempotencyKey
+        )
+    }
+
+    /// Creates a session of one share, paid by one payer, that suggests no tip
+    /// (``createSession(payeeID:amountCents:shares:tipPrompt:idempotencyKey:)``).
     public func createSession(
         payeeID: String,
         amountCents: Cents,

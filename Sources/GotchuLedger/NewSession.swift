@@ -12,9 +12,12 @@ public struct NewSession: Sendable, Hashable {
     public var expiresAt: Date
     /// Each share's amount in cents, the first share's first: one, the whole amount, for a session not split.
     public var shareCents: [Cents]
+    /// The tips it suggests to payers; ``TipPrompt/none`` when its payee asks for none.
+    public var tipPrompt: TipPrompt
 
     /// A session as the engine made it.
-    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents]) {
+    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents], tipPrompt: TipPrompt = .none) {
+        self.tipPrompt = tipPrompt
         self.sid = sid
         self.eid = eid
         self.expiresAt = expiresAt

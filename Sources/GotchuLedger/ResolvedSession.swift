@@ -16,6 +16,8 @@ public struct ResolvedSession: Sendable, Hashable {
     public var shareCents: Cents
     /// What is left to pay, in cents: the amount less the shares paid.
     public var remaining: Cents
+    /// The tips its terminal suggests, in percent of what this payer pays; ``TipPrompt/none`` when it asks for none.
+    public var tipPrompt: TipPrompt
 
     /// A session as a resolve found it.
     public init(
@@ -25,8 +27,10 @@ public struct ResolvedSession: Sendable, Hashable {
         shares: Int,
         sharesPaid: Int,
         shareCents: Cents,
-        remaining: Cents
+        remaining: Cents,
+        tipPrompt: TipPrompt = .none
     ) {
+        self.tipPrompt = tipPrompt
         self.sid = sid
         self.amount = amount
         self.payee = payee

@@ -31,6 +31,8 @@ public struct SessionView: Sendable, Hashable {
     /// The payments of a split, oldest first, as the viewer may see them (the payee all, a payer its own); empty
     /// for a session of one share.
     public var payments: [SessionPayment] = []
+    /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
+    public var tipPrompt: TipPrompt = .none
 
     /// A view of a session as the engine read it.
     public init(

@@ -136,15 +136,18 @@ public struct LedgerClient: Sendable {
     /// paid by a payer of its own) when given; `nil` sends none, one payer (servers that predate splits know no
     /// other). With an `idempotencyKey` (persist it before sending) a retry after a crash or a lost response gets
     /// the session the first request made, not a second one; the key with another request is refused.
+    /// `tipPercents` (1 to 5 different whole percents, each 1 to 100) are the tips the session suggests to payers;
+    /// `nil` sends none, a session that asks for no tip.
     public func createSession(
         amountCents: Cents,
         shares: Int? = nil,
+        tipPercents: [Int]? = nil,
         idempotencyKey: String? = nil
     ) async throws(LedgerClientError) -> CreateSessionResponse {
         let (data, response) = try await perform(
             "POST",
             "/sessions/create",
-            body: CreateSessionRequest(amountCents: amountCents, shares: shares),
+            body: CreateSessionRequest(amountCents: amountCents, shares: shares, tipPercents: tipPercents),
             headers: idempotencyKey.map { [APIHeader.idempotencyKey: $0] } ?? [:],
             authenticated: true
         )

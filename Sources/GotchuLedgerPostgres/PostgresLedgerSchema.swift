@@ -467,5 +467,10 @@ enum PostgresLedgerSchema {
                 "CREATE INDEX browser_sessions_expiry ON browser_sessions (expires_at)",
             ]
         ),
+        (
+            // The tips a session's terminal suggests: the same column as SQLite's v17.
+            "v17: tip prompts",
+            ["ALTER TABLE payment_sessions ADD COLUMN tip_percents TEXT"]
+        ),
     ]
 }

@@ -679,7 +679,7 @@ extension PostgresLedgerBackend {
 
         static let sessionColumns =
             "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, "
-            + "s.shares::BIGINT, s.shares_paid::BIGINT, s.paid_cents, s.tip_cents, s.refunds_swept_at"
+            + "s.shares::BIGINT, s.shares_paid::BIGINT, s.paid_cents, s.tip_cents, s.refunds_swept_at, s.tip_percents"
 
         /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
         /// executes surface here.
@@ -969,13 +969,22 @@ extension PostgresLedgerBackend {
         public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
             try await connection.first(
                 """
-                SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT FROM payment_sessions s
+                SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT, s.tip_percents FROM payment_sessions s
                 JOIN session_eids e ON e.session_id = s.id
                 WHERE s.payee_id = \(payeeID) AND s.create_key = \(key)
                 ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                 """,
-                as: (String, String, Int64, Int64, Int64).self
-            ).map { KeyedSession(sid: $0.0, eid: $0.1, amount: $0.2, expiresAt: $0.3, shares: Int($0.4)) }
+                as: (String, String, Int64, Int64, Int64, String?).self
+            ).map {
+                KeyedSession(
+                    sid: $0.0,
+                    eid: $0.1,
+                    amount: $0.2,
+                    expiresAt: $0.3,
+                    shares: Int($0.4),
+                    tipPrompt: try TipPrompt(stored: $0.5)
+                )
+            }
         }
 
         /// Two servers drawing the same EID at once: the second waits, then sees the first's session.
@@ -1010,9 +1019,11 @@ extension PostgresLedgerBackend {
         public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
             try await !connection.rows(
                 """
-                INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares)
+                INSERT INTO payment_sessions (
+                    id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents
+                )
                 VALUES (\(session.id), \(session.payeeID), \(session.amount), \(session.storedStatus.rawValue),
-                \(now), \(session.expiresAt), \(createKey), \(Int64(session.shares)))
+                \(now), \(session.expiresAt), \(createKey), \(Int64(session.shares)), \(session.tipPrompt.stored))
                 ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
                 """
             ).isEmpty
@@ -1255,8 +1266,11 @@ extension PostgresLedgerBackend {
 extension SessionRow {
     init(_ row: PostgresRow) throws {
         let columns = try row.decode(
-            (String, String, Int64, String, Int64, String?, Int64?, String?, Int64?, Int64, Int64, Int64, Int64, Int64?)
-                .self
+            (
+                String, String, Int64, String, Int64, String?, Int64?, String?, Int64?, Int64, Int64, Int64, Int64,
+                Int64?,
+                String?
+            ).self
         )
         self.init(
             id: columns.0,
@@ -1272,7 +1286,8 @@ extension SessionRow {
             sharesPaid: Int(columns.10),
             paidCents: columns.11,
             tip: columns.12,
-            refundsSweptAt: columns.13
+            refundsSweptAt: columns.13,
+            tipPrompt: try TipPrompt(stored: columns.14)
         )
     }
 }

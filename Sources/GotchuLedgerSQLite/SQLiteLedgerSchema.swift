@@ -432,6 +432,11 @@ enum SQLiteLedgerSchema {
                     """
             )
         }
+        // The tips a session's terminal suggests to its payers, as whole percents (`10,15,20`); NULL when it asks for
+        // none, as every session made before did.
+        migrator.registerMigration("v17: tip prompts") { db in
+            try db.execute(sql: "ALTER TABLE payment_sessions ADD COLUMN tip_percents TEXT")
+        }
         return migrator
     }
 }

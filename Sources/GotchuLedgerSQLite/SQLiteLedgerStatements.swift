@@ -16,8 +16,10 @@ package enum SQLiteLedgerStatements {
 
     /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares`.
     package static let insertSession = """
-        INSERT INTO payment_sessions (id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+        INSERT INTO payment_sessions (
+            id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents
+        )
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
         """
 
     /// A session's EID: `eid, session_id, created_at`.

@@ -642,7 +642,7 @@ extension SQLiteLedgerBackend {
                 try Row.fetchOne(
                     cached: db,
                     sql: """
-                        SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares FROM payment_sessions s
+                        SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares, s.tip_percents FROM payment_sessions s
                         JOIN session_eids e ON e.session_id = s.id
                         WHERE s.payee_id = ? AND s.create_key = ?
                         ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
@@ -654,7 +654,8 @@ extension SQLiteLedgerBackend {
                         eid: $0["eid"],
                         amount: $0["amount_cents"],
                         expiresAt: $0["exp_at"],
-                        shares: $0["shares"]
+                        shares: $0["shares"],
+                        tipPrompt: try TipPrompt(stored: $0["tip_percents"])
                     )
                 }
             }
@@ -695,7 +696,7 @@ extension SQLiteLedgerBackend {
                 SQLiteLedgerStatements.insertSession,
                 [
                     session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
-                    createKey, session.shares,
+                    createKey, session.shares, session.tipPrompt.stored,
                 ]
             )
         }
@@ -885,7 +886,7 @@ extension SQLiteLedgerBackend {
 extension SessionRow {
     private static let columnNames = [
         "id", "payee_id", "amount_cents", "status", "exp_at", "locked_by", "lock_exp_at", "paid_by", "paid_at",
-        "shares", "shares_paid", "paid_cents", "tip_cents", "refunds_swept_at",
+        "shares", "shares_paid", "paid_cents", "tip_cents", "refunds_swept_at", "tip_percents",
     ]
 
     /// How many columns ``init(_:)`` reads.
@@ -911,7 +912,8 @@ extension SessionRow {
             sharesPaid: Int(try row(10) as Int64),
             paidCents: try row(11),
             tip: try row(12),
-            refundsSweptAt: try row.optional(13)
+            refundsSweptAt: try row.optional(13),
+            tipPrompt: try TipPrompt(stored: try row.optional(14))
         )
     }
 }

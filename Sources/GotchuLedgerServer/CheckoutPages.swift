@@ -52,8 +52,11 @@ enum CheckoutPages {
         var sharesPaid: Int
         /// Whole seconds left before it expires.
         var secondsLeft: Int
-        /// The tips offered: percent and the total paid with it.
+        /// The tips the session's terminal suggests: percent and the total paid with it; none when it asks for none.
         var tips: [(percent: Int, total: String)]
+
+        /// The percents of ``tips`` as the pay form carries them (`10,15,20`), bound to its tag; empty for none.
+        var tipList: String { tips.map { String($0.percent) }.joined(separator: ",") }
     }
 
     /// The header's account line and sign-out button for `name`, whose form carries `tag`.
@@ -95,7 +98,8 @@ enum CheckoutPages {
     }
 
     /// The session page of a signed-in payer: the figures and the pay form, which carries this page view's id, the
-    /// session, the amount shown and the tag that binds them to the browser session.
+    /// session, the amount shown, the tips offered (when the session suggests any) and the tag that binds them to the
+    /// browser session.
     static func session(
         _ session: Session,
         view: String,
@@ -109,6 +113,12 @@ enum CheckoutPages {
             <input type="hidden" name="sid" value="\(CheckoutHTML.attribute(session.sid))">
             <input type="hidden" name="amount" value="\(session.amountCents)">
             <input type="hidden" name="csrf" value="\(CheckoutHTML.attribute(tag))">
+
+            """
+        if !session.tips.isEmpty {
+            form += "<input type=\"hidden\" name=\"tips\" value=\"\(CheckoutHTML.attribute(session.tipList))\">\n"
+        }
+        form += """
             <button type="submit" id="pay-button" name="tip" value="0">Pay \(CheckoutHTML.text(session.amount))</button>
 
             """

@@ -112,7 +112,10 @@ extension LedgerRoutes {
             throw refusal
         }
         let view = BrowserSessions.viewID()
-        let tag = BrowserSessions.tag(token: token, ["pay", view, session.sid, String(session.amountCents)])
+        let tag = BrowserSessions.tag(
+            token: token,
+            Self.payFields(view, session.sid, String(session.amountCents), session.tipList)
+        )
         let page = CheckoutPages.session(
             session,
             view: view,
@@ -223,10 +226,13 @@ extension LedgerRoutes {
             let sidText = form["sid"], let sid = try? SessionID.validate(sidText),
             let amountText = form["amount"], (1...19).contains(amountText.utf8.count),
             amountText.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let amount = Cents(amountText), amount > 0,
-            let tag = form["csrf"], BrowserSessions.isTag(tag, token: token, ["pay", view, sid, amountText])
+            let tag = form["csrf"],
+            BrowserSessions.isTag(tag, token: token, Self.payFields(view, sid, amountText, form["tips"] ?? ""))
         else { throw CheckoutRefusal.forgedForm }
+        // The tips the page offered, as its tag vouches for them: the session's suggestion when it was shown.
+        let offered = (try? TipPrompt.parse(form["tips"] ?? "")) ?? .none
         let tipText = form["tip"] ?? "0"
-        guard let percent = Int(tipText), percent == 0 || checkout.settings.tipPercents.contains(percent) else {
+        guard let percent = Int(tipText), percent == 0 || offered.percents.contains(percent) else {
             throw CheckoutRefusal.unknownTip
         }
         try limiters.lockPerUser?.take(user.id)
@@ -417,10 +423,16 @@ extension LedgerRoutes {
             shares: resolved.shares,
             sharesPaid: resolved.sharesPaid,
             secondsLeft: max(0, Int(status.expiresAt.timeIntervalSince(status.now).rounded(.up))),
-            tips: checkout.settings.tipPercents.map { percent in
+            tips: resolved.tipPrompt.percents.map { percent in
                 (percent, format(amount + Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)))
             }
         )
+    }
+
+    /// What a pay form's tag covers: the page view, the session, the amount shown and, when the session suggests
+    /// tips, the tips offered (`10,15,20`), so a form posts only the tips its page showed.
+    private static func payFields(_ view: String, _ sid: String, _ amount: String, _ tips: String) -> [String] {
+        ["pay", view, sid, amount] + (tips.isEmpty ? [] : ["tips", tips])
     }
 
     /// Where the receipt of the user's own payment of the paid session `eid` named is (`receipt?sid=…`), if the user

@@ -156,10 +156,17 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let key = try idempotencyKey(request)
                 let body = try await request.decode(as: CreateSessionRequest.self, context: context)
                 try store.policy.validate(amount: body.amountCents)
+                let tipPrompt: TipPrompt
+                do {
+                    tipPrompt = try TipPrompt(percents: body.tipPercents ?? [])
+                } catch {
+                    throw Problem(.badRequest, detail: "tip_percents: \(error)")
+                }
                 let (session, replayed) = try await store.createSession(
                     payeeID: user,
                     amountCents: body.amountCents,
                     shares: body.shares ?? 1,
+                    tipPrompt: tipPrompt,
                     idempotencyKey: key
                 )
                 var created = CreateSessionResponse(session)

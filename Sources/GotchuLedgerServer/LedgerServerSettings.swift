@@ -293,16 +293,6 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "locale",
         isAllowed: { CheckoutSettings.isKnownLocale($0) }
     )
-    /// `checkout_tips`.
-    public let checkoutTips = Setting<String>(
-        "checkout_tips",
-        default: "",
-        expected: "whole percents from 1 to 100, comma-separated, at most \(CheckoutSettings.maximumTipChoices)",
-        summary: "The tips the web checkout offers beside paying none, in whole percent of the amount paid, such as "
-            + "10,15,20; none when empty.",
-        valueName: "percents",
-        isAllowed: { (try? CheckoutSettings.tipPercents($0).get()) != nil }
-    )
     /// `browser_session_lifetime`.
     public let browserSessionLifetime = Setting<Int>(
         "browser_session_lifetime",

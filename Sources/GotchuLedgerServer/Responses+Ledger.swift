@@ -1,4 +1,5 @@
 import GotchuAPI
+import GotchuCore
 import GotchuLedger
 
 // The ledger's answers as the API spells them: each domain value mapped, field by field, to its response body.
@@ -6,8 +7,19 @@ import GotchuLedger
 extension CreateSessionResponse {
     /// `POST /sessions/create`: the session made (or the one its idempotency key made first).
     package init(_ session: NewSession) {
-        self.init(sid: session.sid, eid: session.eid, expiresAt: session.expiresAt, shareCents: session.shareCents)
+        self.init(
+            sid: session.sid,
+            eid: session.eid,
+            expiresAt: session.expiresAt,
+            shareCents: session.shareCents,
+            tipPercents: session.tipPrompt.percentsIfAny
+        )
     }
+}
+
+extension TipPrompt {
+    /// The percents as the answers carry them: absent when the session asks for no tip.
+    var percentsIfAny: [Int]? { isEmpty ? nil : percents }
 }
 
 extension EIDRotationResponse {
@@ -39,7 +51,8 @@ extension ResolveResponse {
             shares: session.shares,
             sharesPaid: session.sharesPaid,
             shareCents: session.shareCents,
-            remainingCents: session.remaining
+            remainingCents: session.remaining,
+            tipPercents: session.tipPrompt.percentsIfAny
         )
     }
 }
@@ -59,7 +72,8 @@ extension SessionStatusResponse {
             sharesPaid: session.sharesPaid,
             paidCents: session.paid,
             tipCents: session.tip,
-            payments: session.payments.map(SharePayment.init)
+            payments: session.payments.map(SharePayment.init),
+            tipPercents: session.tipPrompt.percentsIfAny
         )
     }
 }

@@ -88,7 +88,6 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(help: settings.resolve.help) var resolve: String?
     @Option(help: settings.eidGrace.help) var eidGrace: String?
     @Option(help: settings.locale.help) var locale: String?
-    @Option(help: settings.checkoutTips.help) var checkoutTips: String?
     @Option(help: settings.browserSessionLifetime.help) var browserSessionLifetime: String?
     @Option(help: settings.maxOpenConnections.help) var maxOpenConnections: String?
     @Option(help: settings.idleTimeout.help) var idleTimeout: String?

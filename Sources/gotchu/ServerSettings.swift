@@ -126,12 +126,6 @@ struct ServerSettings {
         policy.eidGrace = .seconds(try settings.required(\.eidGrace))
 
         server.checkout.locale = try settings.required(\.locale)
-        server.checkout.tipPercents = try settings.required(\.checkoutTips) { text throws(Problem) in
-            switch CheckoutSettings.tipPercents(text) {
-            case .success(let percents): return percents
-            case .failure(let error): throw Problem(error.description)
-            }
-        }
         server.checkout.browserSessionLifetime = .seconds(try settings.required(\.browserSessionLifetime))
 
         var limits = LedgerLimits()

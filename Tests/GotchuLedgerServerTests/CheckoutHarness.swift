@@ -155,7 +155,7 @@ final class CheckoutBrowser: @unchecked Sendable {
     func submit(_ page: CheckoutAnswer, to action: String, extra: [String: String] = [:]) async throws -> CheckoutAnswer
     {
         var form: [String: String] = [:]
-        for name in ["view", "sid", "amount", "csrf"] { form[name] = page.field(name, in: "pay") }
+        for name in ["view", "sid", "amount", "csrf", "tips"] { form[name] = page.field(name, in: "pay") }
         form.merge(extra) { $1 }
         return try await post(action, form)
     }

@@ -24,7 +24,8 @@ struct CheckoutPaymentTests {
         cents: Cents = 1250,
         shares: Int = 1,
         funded: Cents = 5000,
-        payeeName: String = "Corner Shop"
+        payeeName: String = "Corner Shop",
+        tips: TipPrompt = .none
     ) async throws -> Scene {
         let payee = try await ledger.user("shop@example.com", name: payeeName)
         let payer = try await ledger.user("payer@example.com", funded: funded)
@@ -32,6 +33,7 @@ struct CheckoutPaymentTests {
             payeeID: payee.id,
             amountCents: cents,
             shares: shares,
+            tipPrompt: tips,
             idempotencyKey: nil
         )
         return Scene(
@@ -143,14 +145,17 @@ struct CheckoutPaymentTests {
     }
 
     @Test(
-        "A split shows the payer's share and the progress; tips are offered as the server says and paid on top",
+        "A split shows the payer's share and the progress; tips are offered as the session suggests and paid on top",
         arguments: StoreKind.available
     )
     func splitWithTips(store: StoreKind) async throws {
-        var settings = CheckoutSettings()
-        settings.tipPercents = [10, 15, 20]
-        try await CheckoutLedger.with(store: store, checkout: settings) { ledger in
-            let scene = try await Self.scene(ledger, cents: 4001, shares: 4)
+        try await CheckoutLedger.with(store: store) { ledger in
+            let scene = try await Self.scene(
+                ledger,
+                cents: 4001,
+                shares: 4,
+                tips: try TipPrompt(percents: [10, 15, 20])
+            )
             let page = try await scene.browser.get(scene.page)
             #expect(page.element("amount") == "$10.01")
             #expect(page.element("share") == "Your share of $40.01")
@@ -444,16 +449,15 @@ struct CheckoutPaymentTests {
 
     @Test("A page with its style and script weighs at most 30 KB, the largest one measured")
     func pageWeight() async throws {
-        var settings = CheckoutSettings()
-        settings.tipPercents = [5, 10, 15, 20, 25]
-        try await CheckoutLedger.with(checkout: settings) { ledger in
+        try await CheckoutLedger.with { ledger in
             let longName = String(repeating: "W", count: 64)
             let scene = try await Self.scene(
                 ledger,
                 cents: 99_999_999,
                 shares: 50,
                 funded: 100_000_000,
-                payeeName: longName
+                payeeName: longName,
+                tips: try TipPrompt(percents: [5, 10, 15, 20, 25])
             )
             let browser = scene.browser
             let page = try await browser.get(scene.page)

@@ -3,21 +3,9 @@ import Testing
 
 @testable import GotchuLedgerServer
 
-/// The web checkout's settings: tips as an operator writes them, amounts as a locale writes them.
+/// The web checkout's settings: amounts as a locale writes them.
 @Suite("Web checkout settings")
 struct CheckoutSettingsTests {
-    @Test("A list of tips is whole percents from 1 to 100, at most five, none twice; empty is none")
-    func tips() throws {
-        #expect(try CheckoutSettings.tipPercents("10,15,20").get() == [10, 15, 20])
-        #expect(try CheckoutSettings.tipPercents(" 5 , 100 ").get() == [5, 100])
-        #expect(try CheckoutSettings.tipPercents("").get() == [])
-        for bad in ["0", "101", "10,10", "1,2,3,4,5,6", "10%", "1.5", "-5", "10,,15", "abc", "0010"] {
-            #expect(throws: CheckoutSettings.TipListError.self, "\(bad)") {
-                try CheckoutSettings.tipPercents(bad).get()
-            }
-        }
-    }
-
     @Test("Amounts are written exactly, for the locale, in the ledger's currency")
     func amounts() {
         var settings = CheckoutSettings()
