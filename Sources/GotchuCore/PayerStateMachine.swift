@@ -31,6 +31,8 @@ public struct PaymentOffer: Hashable, Sendable {
     /// The payment's id once paid, when the ledger gives one (a payment of a split session): what a refund of it
     /// names.
     public var paymentID: String?
+    /// The tips the terminal suggests, in percent of ``payCents``: shown to the payer, never added by themselves.
+    public var suggestedTips: TipPrompt = .none
 
     /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
     public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
@@ -175,14 +177,16 @@ public struct PayerStateMachine: Sendable {
         case tick
         /// The user picked a candidate from the presented list.
         case chose(EID)
-        /// The ledger resolved the EID; `shares` says how the amount is split, `nil` (or one share) when it is not.
+        /// The ledger resolved the EID; `shares` says how the amount is split, `nil` (or one share) when it is not;
+        /// `tipPrompt` the tips the terminal suggests.
         case resolved(
             sessionID: String,
             amountCents: Int64,
             payeeName: String,
             payeeDomain: String? = nil,
             payeeVerified: Bool? = nil,
-            shares: SessionShares? = nil
+            shares: SessionShares? = nil,
+            tipPrompt: TipPrompt = .none
         )
         /// The ledger could not resolve the EID.
         case resolveFailed(ResolveFailure)
@@ -367,7 +371,15 @@ public struct PayerStateMachine: Sendable {
 
         case (
             .resolving(let eid),
-            .resolved(let sessionID, let amountCents, let payeeName, let payeeDomain, let payeeVerified, let split)
+            .resolved(
+                let sessionID,
+                let amountCents,
+                let payeeName,
+                let payeeDomain,
+                let payeeVerified,
+                let split,
+                let tipPrompt
+            )
         ):
             var offer = PaymentOffer(
                 eid: eid,
@@ -386,6 +398,7 @@ public struct PayerStateMachine: Sendable {
                 offer.payCents = split.cents(ofShares: offer.sharesToPay, amountCents: amountCents)
             }
             offer.tipCents = configuration.tip?.cents(on: offer.payCents) ?? 0
+            offer.suggestedTips = tipPrompt
             if offer.tipCents > offer.payCents { return finish(.failed(.tipTooLarge(offer))) }
             if let limit = configuration.maximumAmountCents, offer.totalCents > limit {
                 return finish(.failed(.amountAboveLimit(offer, limitCents: limit)))

@@ -77,6 +77,8 @@ public struct KioskConfiguration: Hashable, Sendable {
     public var file: URL?
     /// The terminal's calibration, advertised beside each EID (``Advertisement/calibratedRSSI``); `nil` for none.
     public var calibratedRSSI: Int16?
+    /// The tips each charge's session suggests to payers; ``TipPrompt/none`` by default.
+    public var tipPrompt: TipPrompt
 
     /// Creates a configuration directly, without layers (for tests and embedding); every setting left out has its
     /// built-in value (``builtIn``).
@@ -100,8 +102,10 @@ public struct KioskConfiguration: Hashable, Sendable {
         controlBus: DBusConnection.Bus = builtIn.controlBus,
         metrics: DisplayAddress? = builtIn.metrics,
         file: URL? = nil,
-        calibratedRSSI: Int16? = builtIn.calibratedRSSI
+        calibratedRSSI: Int16? = builtIn.calibratedRSSI,
+        tipPrompt: TipPrompt = builtIn.tipPrompt
     ) {
+        self.tipPrompt = tipPrompt
         self.server = server
         self.credentials = credentials
         self.caFile = caFile
@@ -233,7 +237,14 @@ private struct Resolver {
             controlBus: try settings.required(\.controlBus, Self.bus),
             metrics: try settings.required(\.metrics, Self.display),
             file: settings.file,
-            calibratedRSSI: try settings.value(\.calibratedRSSI, Self.calibration)
+            calibratedRSSI: try settings.value(\.calibratedRSSI, Self.calibration),
+            tipPrompt: try settings.required(\.tipPercents) { percents throws(Problem) in
+                do throws(TipPrompt.Invalid) {
+                    return try TipPrompt(percents: percents)
+                } catch {
+                    throw Problem(error.description)
+                }
+            }
         )
     }
 

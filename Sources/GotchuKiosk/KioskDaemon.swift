@@ -113,7 +113,8 @@ public enum KioskDaemon {
                     baseURL: settings.server,
                     credentials: settings.credentials,
                     trust: trust,
-                    receiptTrust: receiptTrust
+                    receiptTrust: receiptTrust,
+                    tipPrompt: settings.tipPrompt
                 ),
                 metrics: metrics
             ),

@@ -1,3 +1,4 @@
+import GotchuCore
 public import GotchuSettings
 
 /// One layer of the kiosk's settings: the built-in values, the config file, the environment or the command line.
@@ -130,6 +131,18 @@ public struct KioskSettingsSchema: SettingsSchema {
         bounds: "0: never, else 5 to \(KioskConfiguration.maximumSessionLifetimeSeconds)",
         valueName: "seconds",
         isAllowed: { $0 == 0 || (5...KioskConfiguration.maximumSessionLifetimeSeconds).contains($0) }
+    )
+    /// `tip_percents`: the tips each charge suggests to payers, in whole percent of what each pays (1 to 5 different
+    /// percents from 1 to 100, such as `[10, 15, 20]`; `10,15,20` in the environment or on the command line); none by
+    /// default.
+    public let tipPercents = Setting<[Int]>(
+        "tip_percents",
+        default: [],
+        expected: "a list of up to \(TipPrompt.maximumChoices) different whole percents from 1 to 100, such as "
+            + "[10, 15, 20]",
+        summary: "Tips each charge suggests to payers, in whole percent of what each pays, such as 10,15,20.",
+        valueName: "percents",
+        isAllowed: { (try? TipPrompt(percents: $0)) != nil }
     )
     /// `state_directory`: where the kiosk keeps its state.
     public let stateDirectory = Setting<String>(

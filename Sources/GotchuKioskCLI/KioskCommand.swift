@@ -79,6 +79,7 @@ public struct KioskOptions: ParsableArguments {
     @Option(help: settings.sessionLifetime.help) var sessionLifetime: String?
     @Flag(inversion: .prefixedNo, help: settings.renewExpiredSessions.help) var renewExpiredSessions: Bool?
     @Option(help: settings.rotateEvery.help) var rotateEvery: String?
+    @Option(help: settings.tipPercents.help) var tipPercents: String?
     @Option(help: settings.stateDirectory.help) var stateDirectory: String?
     @Option(help: settings.display.help) var display: String?
     @Option(help: settings.controlBus.help) var controlBus: String?

@@ -340,7 +340,9 @@ public struct Payer: Sendable {
                         paid: resolved.sharesPaid,
                         nextShareCents: resolved.shareCents,
                         remainingCents: resolved.remainingCents
-                    ) : nil
+                    ) : nil,
+                // A suggestion the ledger would not accept from a terminal is not shown.
+                tipPrompt: (try? TipPrompt(percents: resolved.tipPercents ?? [])) ?? .none
             )
         } catch {
             switch error.problemKind {

@@ -34,6 +34,8 @@ public struct Receiver: Sendable {
         /// The terminal's calibration, advertised beside the EID (see ``Advertisement/calibratedRSSI``); `nil` for
         /// none.
         public var calibratedRSSI: Int16?
+        /// The tips the terminal suggests to payers (on the web checkout, and to `gotchu pay`); none by default.
+        public var tipPrompt: TipPrompt = .none
 
         /// Creates options.
         public init(
@@ -258,7 +260,11 @@ public struct Receiver: Sendable {
         do {
             // One share is the ledger's default: a ledger that predates splits is sent what it knows.
             let shares = options.shares.flatMap { $0 > 1 ? $0 : nil }
-            let created = try await ledger.createSession(amountCents: options.amountCents, shares: shares)
+            let created = try await ledger.createSession(
+                amountCents: options.amountCents,
+                shares: shares,
+                tipPercents: options.tipPrompt.isEmpty ? nil : options.tipPrompt.percents
+            )
             if let shares, created.shares != shares {
                 return .createFailed(
                     reason: "the ledger made a session of \(created.shares) share(s), not \(shares): it may predate "

@@ -92,6 +92,7 @@ struct Console: Sendable {
         case .resolved(let offer):
             let split = offer.isSplit ? " in \(offer.shares) shares, \(offer.sharesPaid) paid" : ""
             line("resolved \(Money.format(offer.amountCents))\(split) → \(offer.payeeDescription)")
+            if let suggestion = Self.tipSuggestion(offer) { line(suggestion) }
         case .locked(let offer):
             guard offer.isSplit, !offer.shareNumbers.isEmpty else { return line("locked") }
             let numbers = offer.shareNumbers.sorted().map(String.init).joined(separator: ", ")
@@ -101,6 +102,14 @@ struct Console: Sendable {
             )
         case .retrying(let reason): line("ledger did not answer (\(reason)); retrying with the same key")
         }
+    }
+
+    /// `the payee suggests a tip: 10% ($4.00), 15% ($6.00), 20% ($8.00) (pay one with --tip 15%)`, each on what this
+    /// payer pays; `nil` when the terminal suggests none.
+    static func tipSuggestion(_ offer: PaymentOffer) -> String? {
+        guard let example = offer.suggestedTips.tips.first else { return nil }
+        let choices = offer.suggestedTips.tips.map { tip in "\(tip) (\(Money.format(tip.cents(on: offer.payCents))))" }
+        return "the payee suggests a tip: " + choices.joined(separator: ", ") + " (pay one with --tip \(example))"
     }
 
     func resumed(_ result: PaymentResumer.Result) {

@@ -43,6 +43,10 @@ struct ReceiveCommand: AsyncParsableCommand {
             included, and the receiver says so: "cancelled: refunded $20.00 to 2 payers". A payer's \
             tip (gotchu pay --tip) comes on top of its share and is counted apart.
 
+            --ask-tip 10,15,20 suggests tips to payers, in whole percent of what each pays (its share \
+            of a split): the web checkout shows a button for each, and gotchu pay prints them. A \
+            suggestion only: a payer may tip something else, or nothing.
+
             "paid" is printed only once every payment's signed receipt verifies against the ledger's \
             receipt keys: those pinned for the server at first contact, or those in --receipt-keys FILE.
 
@@ -53,6 +57,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               gotchu receive --amount 12.50                # advertise through BlueZ
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
               gotchu receive --amount 40 --split 4         # four payers, $10.00 each
+              gotchu receive --amount 40 --ask-tip 10,15,20  # suggest tips to payers
               gotchu receive --amount 12.50 --rotate-every off
               gotchu receive --amount 12.50 --qr           # and a QR code of the web checkout
               gotchu receive --amount 12.50 --advertise-as peripheral  # fixed terminal
@@ -70,6 +75,26 @@ struct ReceiveCommand: AsyncParsableCommand {
         )
     )
     var split = 1
+
+    @Option(
+        help: ArgumentHelp(
+            "Suggest these tips to payers, in whole percent of what each pays, such as --ask-tip 10,15,20 (at most "
+                + "5, each 1 to 100): the web checkout shows a button for each and gotchu pay prints them.",
+            valueName: "percents"
+        )
+    )
+    var askTip: String?
+
+    /// `--ask-tip` as the terminal's suggestion; none when not given.
+    var tipPrompt: TipPrompt {
+        get throws {
+            do {
+                return try TipPrompt.parse(askTip ?? "")
+            } catch {
+                throw ValidationError("--ask-tip: \(error)")
+            }
+        }
+    }
 
     @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
     var recreate = false
@@ -132,6 +157,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try rotation
+        _ = try tipPrompt
         guard (1...50).contains(split) else {
             throw ValidationError("--split must be a number of payers from 1 to 50, such as --split 4")
         }
@@ -164,6 +190,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         configured.rotateEvery = try rotation
         configured.calibratedRSSI = calibratedRSSI
         configured.shares = split > 1 ? split : nil
+        configured.tipPrompt = try tipPrompt
         let options = configured
         let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
         let qr = self.qr

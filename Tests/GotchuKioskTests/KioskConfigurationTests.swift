@@ -473,7 +473,7 @@ private let minimalEnvironment = [
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == ["server", "token_file", "session_lifetime", "renew_expired_sessions"])
         #expect(try JSONDecoder().decode(KioskSettings.self, from: data) == settings)
-        #expect(KioskSettings.keys.count == 21)
+        #expect(KioskSettings.keys.count == 22)
     }
 
     @Test func caFileFromTheEnvironmentAndFlagsIsTakenFromTheWorkingDirectory() throws {
@@ -509,6 +509,8 @@ private let minimalEnvironment = [
             _ = try KioskOptions.parse([declaration.flag, "30"])
         case .text:
             _ = try KioskOptions.parse([declaration.flag, "value"])
+        case .integers:
+            _ = try KioskOptions.parse([declaration.flag, "10,15"])
         }
     }
 
