@@ -369,7 +369,7 @@ let package = Package(
             dependencies: [
                 "GotchuKiosk", "GotchuSystemd", "GotchuPeer", "GotchuTesting", "GotchuDBus", "GotchuSimulatedRadio",
                 "GotchuLedgerClient", "GotchuAPI", "GotchuReceipts", "GotchuSettings",
-                "GotchuCore", "GotchuKioskCLI", "GotchuKioskClient",
+                "GotchuCore", "GotchuKioskCLI", "GotchuKioskClient", "GotchuLedgerTesting", "GotchuLedgerPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -358,7 +358,7 @@ struct ChargeCommand: AsyncParsableCommand {
             let id = payment[PaymentKey.paymentID.rawValue, as: String.self] ?? "?"
             let shares = (payment[PaymentKey.shareNumbers.rawValue, as: [Int32].self] ?? []).map(String.init)
             var parts = [
-                "payment \(DisplayText.quoted(id))",
+                "payment \(id)",
                 (shares.count == 1 ? "share " : "shares ") + shares.joined(separator: ", "),
                 Money.format(payment[PaymentKey.amountCents.rawValue, as: Int64.self] ?? 0),
             ]
