@@ -25,14 +25,18 @@ public actor Kiosk: KioskStatusSource {
         public var charges: KioskChargeMachine.Configuration
         /// The terminal's calibration, advertised beside each EID; `nil` for none.
         public var calibratedRSSI: Int16?
+        /// The tips a charge's sessions suggest to payers unless the point-of-sale asks for others (`tip_percents`).
+        public var tipPrompt: TipPrompt
 
         /// Creates options.
         public init(
             payeeName: String = "Gotchu",
             serviceUUID: BluetoothUUID = .gotchu,
             charges: KioskChargeMachine.Configuration = .init(),
-            calibratedRSSI: Int16? = nil
+            calibratedRSSI: Int16? = nil,
+            tipPrompt: TipPrompt = .none
         ) {
+            self.tipPrompt = tipPrompt
             self.payeeName = payeeName
             self.serviceUUID = serviceUUID
             self.charges = charges
@@ -90,15 +94,22 @@ public actor Kiosk: KioskStatusSource {
 
     // MARK: Point-of-sale
 
-    /// Starts a charge of `amountCents` split into `shares` equal shares (1: one payer pays it whole); refused
-    /// while another is active.
-    public func charge(amountCents: Cents, reference: String, shares: Int = 1) async throws(KioskError) -> KioskCharge {
+    /// Starts a charge of `amountCents` split into `shares` equal shares (1: one payer pays it whole), whose sessions
+    /// suggest the tips of `tipPrompt` to payers (`nil`: the kiosk's, ``Options/tipPrompt``); refused while another
+    /// is active.
+    public func charge(
+        amountCents: Cents,
+        reference: String,
+        shares: Int = 1,
+        tipPrompt: TipPrompt? = nil
+    ) async throws(KioskError) -> KioskCharge {
         let id = UUID().uuidString.lowercased()
         let request = KioskChargeMachine.Event.chargeRequested(
             id: id,
             amountCents: amountCents,
             shares: shares,
-            reference: reference
+            reference: reference,
+            tipPercents: (tipPrompt ?? options.tipPrompt).percents
         )
         if let refusal = await handle(request) { throw refusal }
         guard let charge = machine.record?.charge, charge.id == id else { throw .storage("the charge was not kept") }
@@ -564,11 +575,14 @@ public actor Kiosk: KioskStatusSource {
             case .refuse(let error):
                 refusal = error
             case .createSession(let amountCents, let shares, let key):
+                // The charge's tips: every session of it suggests the same ones.
+                let tipPercents = machine.record?.charge.tipPercents ?? []
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
                         let created = try await ledger.createSession(
                             amountCents: amountCents,
                             shares: shares,
+                            tipPercents: tipPercents,
                             idempotencyKey: key
                         )
                         return .sessionCreated(

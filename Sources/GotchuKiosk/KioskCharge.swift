@@ -69,6 +69,9 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     public var createdAt: Date
     /// When anything above last changed.
     public var updatedAt: Date
+    /// The tips its sessions suggest to payers, in whole percent of what each pays (``TipPrompt``); empty for none.
+    /// Kept in the kiosk's store, not in the charge's JSON.
+    public var tipPercents: [Int] = []
 
     /// Creates a charge.
     public init(

@@ -133,7 +133,7 @@ public struct KioskChargeMachine: Sendable {
         case start
         /// The point-of-sale asks for a charge of `amountCents` split into `shares` (1: one payer); the driver chose
         /// its `id` (a UUID).
-        case chargeRequested(id: String, amountCents: Cents, shares: Int, reference: String)
+        case chargeRequested(id: String, amountCents: Cents, shares: Int, reference: String, tipPercents: [Int] = [])
         /// The point-of-sale asks to cancel the charge `id`.
         case cancelRequested(id: String)
         /// The ledger created (or, for the same key, found again) the session asked for.
@@ -335,8 +335,14 @@ public struct KioskChargeMachine: Sendable {
             if let record = core.record, record.charge.state.isFinal { scheduleIdle(record.charge) }
             proceed()
 
-        case .chargeRequested(let id, let amountCents, let shares, let reference):
-            requestCharge(id: id, amountCents: amountCents, shares: shares, reference: reference)
+        case .chargeRequested(let id, let amountCents, let shares, let reference, let tipPercents):
+            requestCharge(
+                id: id,
+                amountCents: amountCents,
+                shares: shares,
+                reference: reference,
+                tipPercents: tipPercents
+            )
 
         case .cancelRequested(let id):
             requestCancel(id: id)
@@ -503,7 +509,13 @@ public struct KioskChargeMachine: Sendable {
 
     // MARK: Requests
 
-    private mutating func requestCharge(id: String, amountCents: Cents, shares: Int, reference: String) {
+    private mutating func requestCharge(
+        id: String,
+        amountCents: Cents,
+        shares: Int,
+        reference: String,
+        tipPercents: [Int]
+    ) {
         guard amountCents > 0 else { return refuse(.invalidAmount(amountCents)) }
         guard (1...KioskError.maximumShares).contains(shares), amountCents >= Cents(shares) else {
             return refuse(.invalidShares(shares, amountCents: amountCents))
@@ -523,6 +535,7 @@ public struct KioskChargeMachine: Sendable {
             createdAt: now,
             updatedAt: now
         )
+        charge.tipPercents = tipPercents
         charge.expiresAt = lifetimeEnd(of: charge)
         let record = KioskStore.Record(charge: charge)
         // What was under way belonged to the last charge, which is over.

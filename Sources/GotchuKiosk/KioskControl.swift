@@ -233,6 +233,31 @@ public enum KioskControl {
                         }
                         return [.string(charge.id)]
                     },
+                    DBusMethod(
+                        Method.chargeWithTips.rawValue,
+                        inputs: [.int64, .string, .int32, .array(.int32)],
+                        outputs: [.string]
+                    ) { message in
+                        let amount = message.argument(0, as: Int64.self) ?? 0
+                        let reference = message.argument(1, as: String.self) ?? ""
+                        let shares = Int(message.argument(2, as: Int32.self) ?? 0)
+                        let percents = (message.argument(3, as: [Int32].self) ?? []).map(Int.init)
+                        let charge = try await answer { () throws(KioskError) in
+                            let tips: TipPrompt
+                            do throws(TipPrompt.Invalid) {
+                                tips = try TipPrompt(percents: percents)
+                            } catch {
+                                throw .invalidTips(error.description)
+                            }
+                            return try await kiosk.charge(
+                                amountCents: amount,
+                                reference: reference,
+                                shares: shares,
+                                tipPrompt: tips
+                            )
+                        }
+                        return [.string(charge.id)]
+                    },
                     DBusMethod(Method.cancel.rawValue, inputs: [.string]) { message in
                         let id = message.argument(0, as: String.self) ?? ""
                         let charge = try await answer { () throws(KioskError) in try await kiosk.cancel(id: id) }
@@ -308,7 +333,8 @@ public enum KioskControl {
         } catch {
             switch error {
             case .busy: throw DBusError(ErrorName.busy, error.description)
-            case .invalidAmount, .invalidShares, .invalidReference: throw DBusError(.invalidArgs, error.description)
+            case .invalidAmount, .invalidShares, .invalidReference, .invalidTips:
+                throw DBusError(.invalidArgs, error.description)
             case .notFound: throw DBusError(ErrorName.notFound, error.description)
             case .alreadyFinal: throw DBusError(ErrorName.alreadyFinal, error.description)
             case .cancelPending: throw DBusError(ErrorName.cancelPending, error.description)

@@ -113,8 +113,7 @@ public enum KioskDaemon {
                     baseURL: settings.server,
                     credentials: settings.credentials,
                     trust: trust,
-                    receiptTrust: receiptTrust,
-                    tipPrompt: settings.tipPrompt
+                    receiptTrust: receiptTrust
                 ),
                 metrics: metrics
             ),
@@ -127,7 +126,8 @@ public enum KioskDaemon {
                     renewExpiredSessions: settings.renewExpiredSessions,
                     rotateEvery: settings.rotateEvery
                 ),
-                calibratedRSSI: settings.calibratedRSSI
+                calibratedRSSI: settings.calibratedRSSI,
+                tipPrompt: settings.tipPrompt
             ),
             logger: logger
         )

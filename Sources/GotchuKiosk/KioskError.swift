@@ -11,6 +11,8 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidShares(Int, amountCents: Cents)
     /// The reference is too long or has control characters.
     case invalidReference(String)
+    /// The tips asked for are not 1 to 5 different whole percents from 1 to 100 (``TipPrompt``): why.
+    case invalidTips(String)
     /// No charge has this id.
     case notFound(id: String)
     /// The charge is already over; it cannot be cancelled.
@@ -45,6 +47,7 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
                 ? "\(cents) cents cannot be split into \(shares) shares of at least one cent"
                 : "the number of shares must be 1 to \(Self.maximumShares), not \(shares)"
         case .invalidReference(let reason): "invalid reference: \(reason)"
+        case .invalidTips(let reason): "invalid tips: \(reason)"
         case .notFound(let id): "no charge \(id)"
         case .alreadyFinal(let charge): "charge \(charge.id) is already \(charge.state.rawValue)"
         case .cancelPending(let reason):

@@ -15,6 +15,15 @@ public protocol KioskLedgerService: Sendable {
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
+    /// Creates a payment session as ``createSession(amountCents:shares:idempotencyKey:)`` does, suggesting the tips
+    /// of `tipPercents` to payers (whole percents; empty for none). A service that knows no tips creates it without.
+    func createSession(
+        amountCents: Cents,
+        shares: Int,
+        tipPercents: [Int],
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
     /// The session's status, with expiry judged by the ledger, and what was paid and refunded of it. A paid share
     /// counts only once its receipt verifies (when receipts are checked).
     func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState
@@ -47,6 +56,16 @@ public protocol KioskLedgerService: Sendable {
 }
 
 extension KioskLedgerService {
+    /// A service that knows no tips: the session is created without them.
+    public func createSession(
+        amountCents: Cents,
+        shares: Int,
+        tipPercents: [Int],
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> CreateSessionResponse {
+        try await createSession(amountCents: amountCents, shares: shares, idempotencyKey: idempotencyKey)
+    }
+
     /// Creates a session for one payer (see ``createSession(amountCents:shares:idempotencyKey:)``).
     public func createSession(
         amountCents: Cents,
@@ -114,23 +133,18 @@ public actor KioskLedger: KioskLedgerService {
     private let credentials: Credentials
     private var client: LedgerClient
     private let receiptTrust: ReceiptTrust?
-    /// The tips every session it creates suggests to payers.
-    private let tipPrompt: TipPrompt
 
     /// Creates a ledger connection; nothing is sent until the first call.
     /// - Parameter trust: a private CA for an `https` ledger whose certificate it signed.
     /// - Parameter receiptTrust: the keys a paid session's receipt must verify against before the session counts
     ///   as paid; `nil` believes the ledger's status as it is.
-    /// - Parameter tipPrompt: the tips each session it creates suggests to payers (the terminal's `tip_percents`).
     public init(
         baseURL: URL,
         credentials: Credentials,
         timeout: TimeInterval = 10,
         trust: LedgerTrust? = nil,
-        receiptTrust: ReceiptTrust? = nil,
-        tipPrompt: TipPrompt = .none
+        receiptTrust: ReceiptTrust? = nil
     ) {
-        self.tipPrompt = tipPrompt
         self.baseURL = baseURL
         self.credentials = credentials
         self.client = LedgerClient(baseURL: baseURL, timeout: timeout, trust: trust)
@@ -198,13 +212,28 @@ public actor KioskLedger: KioskLedgerService {
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
     {
-        let tipPercents = tipPrompt.isEmpty ? nil : tipPrompt.percents
-        return try await perform { client throws(LedgerClientError) in
-            // One share is asked as always, so that a ledger that predates splits takes it; no tip prompt likewise.
+        try await createSession(
+            amountCents: amountCents,
+            shares: shares,
+            tipPercents: [],
+            idempotencyKey: idempotencyKey
+        )
+    }
+
+    public func createSession(
+        amountCents: Cents,
+        shares: Int,
+        tipPercents: [Int],
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    {
+        try await perform { client throws(LedgerClientError) in
+            // One share is asked as always, so that a ledger that predates splits takes it; no tips likewise.
             try await client.createSession(
                 amountCents: amountCents,
                 shares: shares == 1 ? nil : shares,
-                tipPercents: tipPercents,
+                tipPercents: tipPercents.isEmpty ? nil : tipPercents,
                 idempotencyKey: idempotencyKey
             )
         }

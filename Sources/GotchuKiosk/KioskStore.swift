@@ -119,6 +119,10 @@ public final class KioskStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v5: tip prompts") { db in
+            // The tips a charge's sessions suggest, as whole percents (`10,15,20`); NULL for none.
+            try db.execute(sql: "ALTER TABLE charges ADD COLUMN tip_percents TEXT")
+        }
         try migrator.migrate(database)
         try database.write { db in
             try db.execute(
@@ -142,8 +146,8 @@ public final class KioskStore: Sendable {
                 sql: """
                     INSERT INTO charges (id, amount_cents, reference, state, active, session_id, eid, expires_at,
                         problem, session_number, cancel_requested, created_at, updated_at, shares, shares_paid,
-                        paid_cents, tip_cents, refunded_cents, checkout_url, payments)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        paid_cents, tip_cents, refunded_cents, checkout_url, payments, tip_percents)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: Self.arguments(record, leadingID: true)
             )
@@ -160,7 +164,7 @@ public final class KioskStore: Sendable {
                     UPDATE charges SET amount_cents = ?, reference = ?, state = ?, active = ?, session_id = ?,
                         eid = ?, expires_at = ?, problem = ?, session_number = ?, cancel_requested = ?,
                         created_at = ?, updated_at = ?, shares = ?, shares_paid = ?, paid_cents = ?, tip_cents = ?,
-                        refunded_cents = ?, checkout_url = ?, payments = ?
+                        refunded_cents = ?, checkout_url = ?, payments = ?, tip_percents = ?
                     WHERE id = ? AND active = 1
                     """,
                 arguments: arguments
@@ -199,6 +203,7 @@ public final class KioskStore: Sendable {
             record.sessionNumber, record.cancelRequested, charge.createdAt.timeIntervalSince1970,
             charge.updatedAt.timeIntervalSince1970, charge.shares, charge.sharesPaid, charge.paidCents,
             charge.tipCents, charge.refundedCents, charge.checkoutURL, Self.encode(charge.payments),
+            charge.tipPercents.isEmpty ? nil : charge.tipPercents.map(String.init).joined(separator: ","),
         ]
         return StatementArguments(values)
     }
@@ -230,6 +235,9 @@ public final class KioskStore: Sendable {
         record.charge.tipCents = row["tip_cents"]
         record.charge.refundedCents = row["refunded_cents"]
         record.charge.payments = decodePayments(row["payments"])
+        // Written by this store from a checked list; anything else reads as none.
+        let tips: String? = row["tip_percents"]
+        record.charge.tipPercents = tips.flatMap { try? TipPrompt.parse($0).percents } ?? []
         return record
     }
 

@@ -29,6 +29,24 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
+    public func createSession(
+        amountCents: Cents,
+        shares: Int,
+        tipPercents: [Int],
+        idempotencyKey: String
+    ) async throws(LedgerClientError)
+        -> CreateSessionResponse
+    {
+        try await counted { () throws(LedgerClientError) in
+            try await base.createSession(
+                amountCents: amountCents,
+                shares: shares,
+                tipPercents: tipPercents,
+                idempotencyKey: idempotencyKey
+            )
+        }
+    }
+
     public func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         try await counted { () throws(LedgerClientError) in try await base.sessionState(sid: sid) }
     }

@@ -37,14 +37,35 @@ public struct KioskClient: Sendable {
     ///   each at least a cent; the cents that do not divide evenly go to the first shares). One share calls
     ///   `Charge`, which kiosks that predate splits serve too; more call `ChargeSplit`. The kiosk signals
     ///   ``KioskInterface/Signal/sharePaid`` as shares are paid, and `PaymentSucceeded` once all are.
+    /// - Parameter tipPercents: the tips the charge's sessions suggest to payers, in whole percent of what each pays
+    ///   (`[]`: none); `nil` leaves it to the kiosk's `tip_percents`. Given, it calls `ChargeWithTips`.
     /// - Throws: ``KioskInterface/ErrorName/busy`` while another charge is active; `InvalidArgs` for a bad amount,
-    ///   reference or number of shares; `org.freedesktop.DBus.Error.UnknownMethod` from a kiosk that predates
-    ///   splits, for more than one share.
-    public func charge(amountCents: Int64, reference: String = "", shares: Int = 1) async throws -> String {
-        let reply =
-            shares == 1
-            ? try await call(.charge, [.int64(amountCents), .string(reference)])
-            : try await call(.chargeSplit, [.int64(amountCents), .string(reference), .int32(Int32(clamping: shares))])
+    ///   reference, number of shares or list of tips; `org.freedesktop.DBus.Error.UnknownMethod` from a kiosk that
+    ///   predates splits, for more than one share (or tip prompts, for tips).
+    public func charge(
+        amountCents: Int64,
+        reference: String = "",
+        shares: Int = 1,
+        tipPercents: [Int]? = nil
+    ) async throws -> String {
+        let reply: [DBusValue]
+        if let tipPercents {
+            let percents = tipPercents.map { DBusValue.int32(Int32(clamping: $0)) }
+            reply = try await call(
+                .chargeWithTips,
+                [
+                    .int64(amountCents), .string(reference), .int32(Int32(clamping: shares)),
+                    .array(DBusArray(elementType: .int32, elements: percents)),
+                ]
+            )
+        } else if shares == 1 {
+            reply = try await call(.charge, [.int64(amountCents), .string(reference)])
+        } else {
+            reply = try await call(
+                .chargeSplit,
+                [.int64(amountCents), .string(reference), .int32(Int32(clamping: shares))]
+            )
+        }
         guard let id = reply.first.flatMap({ String(dbusValue: $0) }) else {
             throw DBusError(.failed, "the kiosk answered Charge without an id")
         }

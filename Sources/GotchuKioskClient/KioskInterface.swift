@@ -4,7 +4,7 @@ public import GotchuDBus
 /// the kiosk that serves it and every point-of-sale that calls it.
 ///
 /// Methods: `Charge(x amount_cents, s reference) → s id`, `ChargeSplit(x amount_cents, s reference, i shares) → s id`,
-/// `Cancel(s id)`, `GetCharge(s id) → a{sv}`, `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is
+/// `ChargeWithTips(x amount_cents, s reference, i shares, ai tip_percents) → s id`, `Cancel(s id)`, `GetCharge(s id) → a{sv}`, `Refund(s id, x amount_cents) → s refund_id` (0 cents: whatever is
 /// not refunded yet), `RefundPayment(s id, s payment_id, x amount_cents) → s refund_id`.
 /// Properties: `State` (s), `CurrentCharge` (a{sv}, empty when there was none) and `CheckoutURL` (s, empty unless
 /// a charge can be paid on a phone's browser).
@@ -27,6 +27,11 @@ public enum KioskInterface {
         /// `shares` equal shares (1 to 50, each at least a cent; the cents that do not divide evenly go to the first
         /// shares), each paid by a payer of its own. `Charge` is `ChargeSplit` with one share.
         case chargeSplit = "ChargeSplit"
+        /// `ChargeWithTips(x amount_cents, s reference, i shares, ai tip_percents) → s id`: `ChargeSplit` whose
+        /// sessions suggest these tips to payers (1 to 5 different whole percents from 1 to 100, of what each
+        /// pays) instead of the kiosk's `tip_percents`; an empty list suggests none. `Charge` and `ChargeSplit`
+        /// suggest the kiosk's.
+        case chargeWithTips = "ChargeWithTips"
         /// `Cancel(s id)`: cancels a charge that is not over yet.
         case cancel = "Cancel"
         /// `GetCharge(s id) → a{sv}`: a charge, as described in ``KioskClient/charge(_:)``.

@@ -36,6 +36,7 @@ struct ChargeCommand: AsyncParsableCommand {
             Examples:
               gotchu charge 12.50 --reference "order 1017"
               gotchu charge 40.00 --split 4         # four payers, $10.00 each
+              gotchu charge 40.00 --ask-tip 10,15,20  # suggest these tips instead of the kiosk's
               gotchu charge 12.50 --no-wait         # print the charge id and return
               gotchu charge --show 0f4c…            # a charge's state
               gotchu charge --cancel 0f4c…
@@ -58,6 +59,28 @@ struct ChargeCommand: AsyncParsableCommand {
         )
     )
     var split: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "Suggest these tips to payers, in whole percent of what each pays, such as --ask-tip 10,15,20 (at most "
+                + "5, each 1 to 100), instead of the kiosk's tip_percents; none suggests no tip.",
+            valueName: "percents|none"
+        )
+    )
+    var askTip: String?
+
+    /// `--ask-tip` as the charge's tips: `nil` leaves them to the kiosk, `none` (or nothing) asks for none.
+    var tipPrompt: TipPrompt? {
+        get throws {
+            guard let askTip else { return nil }
+            if askTip.trimmingCharacters(in: .whitespaces).lowercased() == "none" { return TipPrompt.none }
+            do {
+                return try TipPrompt.parse(askTip)
+            } catch {
+                throw ValidationError("--ask-tip: \(error)")
+            }
+        }
+    }
 
     @Flag(help: "Return as soon as the kiosk accepted the charge, printing its id.")
     var noWait = false
@@ -124,6 +147,8 @@ struct ChargeCommand: AsyncParsableCommand {
             guard !payment.isEmpty else { throw ValidationError("--payment needs a payment id") }
         }
         if qr, amount == nil { throw ValidationError("--qr goes with an amount") }
+        if askTip != nil, amount == nil { throw ValidationError("--ask-tip goes with an amount") }
+        _ = try tipPrompt
         guard DBusConnection.Bus(named: bus) != nil else {
             throw ValidationError("--bus must be \(DBusConnection.Bus.namingHint)")
         }
@@ -170,7 +195,12 @@ struct ChargeCommand: AsyncParsableCommand {
         // Listen before charging, so the first steps are not missed.
         let signals = try await kiosk.events()
         let shares = split ?? 1
-        let id = try await kiosk.charge(amountCents: cents, reference: reference, shares: shares)
+        let id = try await kiosk.charge(
+            amountCents: cents,
+            reference: reference,
+            shares: shares,
+            tipPercents: try tipPrompt?.percents
+        )
         if shares > 1 {
             let share = KioskCharge(
                 id: id,

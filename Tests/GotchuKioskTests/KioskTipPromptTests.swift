@@ -2,8 +2,10 @@ import ArgumentParser
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuDBus
 import GotchuKiosk
 import GotchuKioskCLI
+import GotchuKioskClient
 import GotchuLedgerClient
 import GotchuSettings
 import GotchuTesting
@@ -91,25 +93,127 @@ import Testing
         }
     }
 
-    @Test("Every session the kiosk's ledger connection creates asks for its tips; without them, for none")
+    @Test("The kiosk's ledger connection asks for the tips of each session it creates; without them, for none")
     func sessionsCarryTheTips() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
         let (server, url) = try await processes.startServer()
         defer { _ = try? server.stopNow() }
-        let asking = KioskLedger(
-            baseURL: URL(string: url)!,
-            credentials: .email("shop@example.com"),
-            tipPrompt: try TipPrompt(percents: [10, 15, 20])
+        let ledger = KioskLedger(baseURL: URL(string: url)!, credentials: .email("shop@example.com"))
+        let metered = MeteredKioskLedger(ledger, metrics: KioskMetrics())
+        let asking = try await metered.createSession(
+            amountCents: 4000,
+            shares: 2,
+            tipPercents: [10, 15, 20],
+            idempotencyKey: "tips-1"
         )
-        let created = try await asking.createSession(amountCents: 4000, shares: 2, idempotencyKey: "tips-1")
-        #expect(created.tipPercents == [10, 15, 20])
-        let quiet = KioskLedger(baseURL: URL(string: url)!, credentials: .email("shop@example.com"))
-        let plain = try await quiet.createSession(amountCents: 4000, idempotencyKey: "tips-2")
+        #expect(asking.tipPercents == [10, 15, 20])
+        let plain = try await ledger.createSession(amountCents: 4000, idempotencyKey: "tips-2")
         #expect(plain.tipPercents == nil)
         var payer = LedgerClient(baseURL: URL(string: url)!)
         payer.token = try await payer.devLogin(email: "payer@example.com").token
-        #expect(try await payer.resolve(eid: created.eid).tipPercents == [10, 15, 20])
+        #expect(try await payer.resolve(eid: asking.eid).tipPercents == [10, 15, 20])
         #expect(try await payer.resolve(eid: plain.eid).tipPercents == nil)
+    }
+
+    @Test("A charge's tips are written with it and read back; a store from before them reads none")
+    func storeRoundTrip() throws {
+        let folder = try directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try KioskStore(directory: folder)
+        var charge = KioskCharge(id: "c-1", amountCents: 900, reference: "", createdAt: .now, updatedAt: .now)
+        charge.tipPercents = [15, 20]
+        try store.insert(KioskStore.Record(charge: charge))
+        #expect(try KioskStore(directory: folder).record(id: "c-1")?.charge.tipPercents == [15, 20])
+        charge.state = .cancelled
+        charge.tipPercents = []
+        try store.update(KioskStore.Record(charge: charge))
+        #expect(try KioskStore(directory: folder).record(id: "c-1")?.charge.tipPercents == [])
+    }
+}
+
+/// `ChargeWithTips` and the kiosk's `tip_percents` over D-Bus, against a real ledger: what a payer resolving the
+/// charge's EID is told.
+@Suite(
+    "Tip prompts over D-Bus: tip_percents, ChargeWithTips, gotchu charge --ask-tip",
+    .serialized,
+    .timeLimit(.minutes(3))
+)
+struct KioskTipPromptDBusTests {
+    typealias Key = KioskInterface.ChargeKey
+
+    /// The EID the kiosk advertises for charge `id`, once it has one.
+    private func eid(of id: String, _ connection: DBusConnection) async throws -> EID {
+        var eid: EID?
+        let found = try await eventually(timeout: .seconds(60)) {
+            let charge = try await connection.kiosk.charge(id)
+            eid = charge[Key.eid.rawValue, as: String.self].flatMap(EID.init(rawValue:))
+            return eid != nil
+        }
+        try #require(found, "charge \(id) got no EID")
+        return try #require(eid)
+    }
+
+    @Test("Charge suggests the kiosk's tips; ChargeWithTips its own, or none; bad tips are InvalidArgs")
+    func chargeWithTips() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let (kiosk, _) = try await daemon.startKiosk(["--tip-percents", "10,15,20"])
+        defer { _ = try? kiosk.stopNow() }
+        let connection = try await daemon.connect()
+        var payer = LedgerClient(baseURL: URL(string: daemon.url)!)
+        payer.token = try await payer.devLogin(email: "payer@example.com").token
+
+        let asked: [([Int]?, [Int]?)] = [(nil, [10, 15, 20]), ([18], [18]), ([], nil), ([5, 25], [5, 25])]
+        for (tips, resolved) in asked {
+            let id = try await connection.kiosk.charge(amountCents: 4000, shares: 2, tipPercents: tips)
+            let eid = try await eid(of: id, connection)
+            #expect(try await payer.resolve(eid: eid).tipPercents == resolved, "\(String(describing: tips))")
+            _ = try await connection.kiosk.cancel(id)
+        }
+
+        for bad in [[0], [101], [10, 10], [1, 2, 3, 4, 5, 6]] {
+            await #expect(throws: DBusError.self, "\(bad)") {
+                do {
+                    _ = try await connection.kiosk.charge(amountCents: 4000, tipPercents: bad)
+                } catch let error as DBusError {
+                    #expect(error.name == .invalidArgs, "\(error)")
+                    #expect(error.message.contains("invalid tips"), "\(error)")
+                    throw error
+                }
+            }
+        }
+        // Nothing was started by them: the next charge is taken.
+        let id = try await connection.kiosk.charge(amountCents: 100)
+        _ = try await connection.kiosk.cancel(id)
+    }
+
+    @Test("gotchu charge --ask-tip sends the charge's tips; --ask-tip none suggests none")
+    func chargeCommand() async throws {
+        let daemon = try await KioskDaemon.start()
+        defer { daemon.stop() }
+        let (kiosk, _) = try await daemon.startKiosk(["--tip-percents", "10"])
+        defer { _ = try? kiosk.stopNow() }
+        let connection = try await daemon.connect()
+        var payer = LedgerClient(baseURL: URL(string: daemon.url)!)
+        payer.token = try await payer.devLogin(email: "payer@example.com").token
+        for (option, resolved) in [("12,18", [12, 18]), ("none", nil)] as [(String, [Int]?)] {
+            let lines = try await daemon.processes.run(
+                ["charge", "9.00", "--ask-tip", option, "--no-wait", "--bus", daemon.bus.address],
+                user: "pos"
+            )
+            // "charge ID: $9.00"
+            let accepted = try #require(lines.first { $0.hasPrefix("charge ") }, "\(lines)")
+            let id = String(accepted.dropFirst("charge ".count).prefix { $0 != ":" })
+            let eid = try await eid(of: id, connection)
+            #expect(try await payer.resolve(eid: eid).tipPercents == resolved, "\(option)")
+            _ = try await connection.kiosk.cancel(id)
+        }
+        let refused = try daemon.processes.start(
+            ["charge", "9.00", "--ask-tip", "0", "--bus", daemon.bus.address],
+            user: "pos"
+        )
+        #expect(try await refused.waitForExit() != 0)
+        #expect(refused.standardError.contains("--ask-tip"), "\(refused.standardError)")
     }
 }
