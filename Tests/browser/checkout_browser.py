@@ -1,9 +1,10 @@
 """Drives the web checkout in headless Chromium as a person with a phone would, through Selenium and chromedriver.
 
 Run by CheckoutBrowserTests.swift against a ledger it started, with one argument: a JSON file naming the server, the
-accounts (one password for all) and the sessions made for each scenario. Each scenario runs on its own; the failures
-are written to the JSON file named by "result" as {"passed": [names], "failed": [{"scenario", "message"}]}, and the
-exit status is 0 only when every scenario passed.
+accounts (one password for all), the OpenID Connect issuer and the sessions made for each scenario, each with the
+address its QR code holds (as read by a real decoder), which is what the browser opens. Each scenario runs on its own;
+the failures are written to the JSON file named by "result" as {"passed": [names], "failed": [{"scenario",
+"message"}]}, and the exit status is 0 only when every scenario passed.
 
 Every wait is on the page itself (WebDriverWait on the DOM, generous deadlines); nothing sleeps for a fixed time.
 """
@@ -161,8 +162,9 @@ class Browser:
                 "the console reports a content security policy violation: " + message,
             )
 
-    def open(self, ledger, eid):
-        self.driver.get("%s/p/%s" % (ledger.base, eid))
+    def open(self, session):
+        """Opens the address the session's QR code holds, exactly as it was decoded."""
+        self.driver.get(session["url"])
 
     def sign_in(self, email, password):
         self.wait(EC.element_to_be_clickable((By.ID, "sign-in-button")), "the sign-in form")
@@ -194,7 +196,12 @@ def pays(config, ledger, browsers):
     """Open the QR's address at 360×640, sign in, see payee and amount, pay, see the receipt."""
     browser = browsers.js
     session = config["sessions"]["pay"]
-    browser.open(ledger, session["eid"])
+    expect(
+        session["url"] == "%s/p/%s" % (ledger.base, session["eid"]),
+        "the QR code holds %r, not this server's page of the session" % session["url"],
+    )
+    browser.open(session)
+    expect(browser.driver.current_url == session["url"], "the QR's address led to %s" % browser.driver.current_url)
     expect(browser.driver.execute_script("return window.innerWidth") == 360, "the viewport is not 360 px wide")
     browser.sign_in(config["payer"], ledger.password)
     expect(
@@ -227,7 +234,7 @@ def double_click_pays_once(config, ledger, browsers):
     """A double click on Pay: one payment, one receipt."""
     browser = browsers.js
     session = config["sessions"]["double"]
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     checkout_page_shows(browser, session, 'Pay "Corner Shop"')
     before = ledger.balance(config["payer"])
     button = browser.wait(EC.element_to_be_clickable((By.ID, "pay-button")), "the pay button")
@@ -237,7 +244,7 @@ def double_click_pays_once(config, ledger, browsers):
     taken = before - after
     expect(taken == session["cents"], "a double click took %d cents, not %d" % (taken, session["cents"]))
     # Back to the page: the payer's own receipt again, not a second payment.
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     browser.expect_receipt(session["sid"], session["cents"])
     expect(ledger.balance(config["payer"]) == after, "opening the page again moved money")
 
@@ -246,7 +253,7 @@ def hostile_name_is_text(config, ledger, browsers):
     """A payee named with markup and a bidi override: the page shows the characters, runs nothing, flips nothing."""
     browser = browsers.js
     session = config["sessions"]["hostile"]
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     heading = browser.text_of("payee")
     expect("<img src=x onerror=alert(1)>" in heading, "the markup of the name is not shown as text: %r" % heading)
     expect("\u202e" not in heading and "\u202e" not in browser.driver.title, "a bidi override reached the page")
@@ -272,7 +279,7 @@ def live_status_paid_elsewhere(config, ledger, browsers):
     """The page learns from its event stream that someone else paid, and takes its Pay button away."""
     browser = browsers.js
     session = config["sessions"]["elsewhere"]
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     checkout_page_shows(browser, session, 'Pay "Corner Shop"')
     expect(browser.text_of("status") == "", "the status line starts with %r" % browser.text_of("status"))
     ledger.pay_as_form(config["other"], session["eid"])
@@ -286,7 +293,7 @@ def live_status_cancelled(config, ledger, browsers):
     """The page learns from its event stream that the merchant cancelled."""
     browser = browsers.js
     session = config["sessions"]["cancel"]
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     checkout_page_shows(browser, session, 'Pay "Corner Shop"')
     ledger.cancel(config["payee"], session["sid"])
     browser.wait(
@@ -300,7 +307,7 @@ def pays_without_javascript(config, ledger, browsers):
     """JavaScript off: sign in and pay with the server's pages alone; a double click still pays once."""
     browser = browsers.plain()
     session = config["sessions"]["nojs"]
-    browser.open(ledger, session["eid"])
+    browser.open(session)
     browser.sign_in(config["payer"], ledger.password)
     checkout_page_shows(browser, session, 'Pay "Corner Shop"')
     # No script runs: the countdown the script would tick stays as the server wrote it. (A bounded look for
@@ -322,7 +329,7 @@ def pays_without_javascript(config, ledger, browsers):
 def the_console_sees_csp(config, ledger, browsers):
     """The console check can fail: an inline script injected into a page is refused and logged as such."""
     browser = browsers.js
-    browser.open(ledger, config["sessions"]["pay"]["eid"])
+    browser.open(config["sessions"]["pay"])
     browser.element("outcome")
     browser.expect_no_csp_violations()
     browser.driver.execute_script(
@@ -338,6 +345,30 @@ def the_console_sees_csp(config, ledger, browsers):
     expect(browser.driver.title != "ran", "an inline script ran despite the content security policy")
 
 
+def signs_in_through_the_issuer(config, ledger, browsers):
+    """A browser new to the ledger: "Sign in with …" goes to the issuer, which sends it back signed in to the same page;
+    it pays as the issuer's user."""
+    browser = browsers.fresh()
+    session = config["sessions"]["issuer"]
+    browser.open(session)
+    link = browser.wait(EC.element_to_be_clickable((By.ID, "oidc-signin")), "the link to sign in through the issuer")
+    host = urllib.parse.urlsplit(config["issuer"]).hostname
+    expect(link.text == "Sign in with " + host, "the link reads %r" % link.text)
+    link.click()
+    # To the issuer, back to the callback, and on to the page by the callback's own navigation.
+    browser.wait(EC.presence_of_element_located((By.ID, "pay-button")), "the pay form after the issuer's sign-in")
+    expect(browser.driver.current_url == session["url"], "the sign-in ended at %s" % browser.driver.current_url)
+    who = browser.driver.find_element(By.CSS_SELECTOR, "#sign-out .who").text
+    expect(who == "Signed in as " + config["issuer_user"], "the header reads %r" % who)
+    expect(not browser.driver.find_elements(By.ID, "oidc-signin"), "the page still offers the issuer's sign-in")
+    checkout_page_shows(browser, session, 'Pay "Corner Shop"')
+    browser.driver.find_element(By.ID, "pay-button").click()
+    browser.expect_receipt(session["sid"], session["cents"])
+    shown = browser.text_of("balance")
+    left = config["issuer_funds"] - session["cents"]
+    expect(shown == "Your balance: " + money(left), "the receipt page shows %r" % shown)
+
+
 SCENARIOS = [
     pays,
     double_click_pays_once,
@@ -346,11 +377,13 @@ SCENARIOS = [
     live_status_cancelled,
     pays_without_javascript,
     the_console_sees_csp,
+    signs_in_through_the_issuer,
 ]
 
 
 class Browsers:
-    """The JavaScript browser, shared by the scenarios in turn, and the one without JavaScript, started on demand."""
+    """The JavaScript browser, shared by the scenarios in turn, and others started on demand: one without JavaScript,
+    and fresh ones with no cookie yet."""
 
     def __init__(self, config):
         self.config = config
@@ -359,6 +392,11 @@ class Browsers:
 
     def plain(self):
         browser = Browser(self.config, javascript=False)
+        self.started.append(browser)
+        return browser
+
+    def fresh(self):
+        browser = Browser(self.config)
         self.started.append(browser)
         return browser
 
