@@ -16,7 +16,9 @@ import Testing
 /// script and without it; a payee named with markup and a bidi override reads as text and runs nothing; a browser with
 /// JavaScript off still pays; the page shows a payment made elsewhere and a cancel from its event stream; the console
 /// reports no content security policy violation (checked to catch one); and a fresh browser signs in through the
-/// OpenID Connect issuer (a ``CodeFlowIssuer`` on another loopback port) and pays as the issuer's user.
+/// OpenID Connect issuer (a ``CodeFlowIssuer`` on another loopback port) and pays as the issuer's user. axe-core finds
+/// no WCAG 2.1 A/AA or best-practice violation on the sign-in, pay, receipt, cancelled and unknown-code pages, and Tab
+/// reaches the sign-in form's fields in reading order.
 /// Afterwards the ledger's own records must show each payment exactly once.
 ///
 /// `GOTCHU_CHECKOUT_SCREENSHOT=PATH` keeps the 360×640 screenshot of the page before paying (the README's is
@@ -25,8 +27,8 @@ import Testing
 struct CheckoutBrowserTests {
     /// What `scripts/install-dependencies` installs for these tests.
     static let installHint =
-        "run scripts/install-dependencies (chromium, chromium-driver, zbar-tools, librsvg2-bin, and selenium from"
-        + " Tests/requirements.txt in .venv)"
+        "run scripts/install-dependencies (chromium, chromium-driver, zbar-tools, librsvg2-bin, and selenium and"
+        + " axe-core-python from Tests/requirements.txt in .venv)"
 
     /// The browser script, beside this package's other test helpers.
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -85,7 +87,7 @@ struct CheckoutBrowserTests {
         arguments: StoreKind.available
     )
     func paysInABrowser(store kind: StoreKind) async throws {
-        guard let python = TestPython.executable, TestPython.canImport(["selenium"]),
+        guard let python = TestPython.executable, TestPython.canImport(["selenium", "axe_core_python"]),
             let chromium = ChildProcess.which("chromium"), let chromedriver = ChildProcess.which("chromedriver"),
             ChildProcess.which("rsvg-convert") != nil, ChildProcess.which("zbarimg") != nil
         else {
@@ -117,7 +119,7 @@ struct CheckoutBrowserTests {
             var sessions: [String: Session] = [:]
             for (name, payee, cents) in [
                 ("pay", shop, 1250), ("double", shop, 700), ("hostile", hostile, 300), ("elsewhere", shop, 999),
-                ("cancel", shop, 555), ("nojs", shop, 450), ("issuer", shop, 820),
+                ("cancel", shop, 555), ("nojs", shop, 450), ("issuer", shop, 820), ("a11y", shop, 610),
             ] as [(String, LedgerUser, Cents)] {
                 let session = try await ledger.store.createSession(
                     payeeID: payee.id,
@@ -179,7 +181,7 @@ struct CheckoutBrowserTests {
                 Set(outcome.passed + outcome.failed.map(\.scenario)) == [
                     "pays", "double_click_pays_once", "hostile_name_is_text", "live_status_paid_elsewhere",
                     "live_status_cancelled", "pays_without_javascript", "the_console_sees_csp",
-                    "signs_in_through_the_issuer",
+                    "signs_in_through_the_issuer", "pages_are_accessible",
                 ]
             )
 

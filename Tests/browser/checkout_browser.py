@@ -24,6 +24,7 @@ from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -41,6 +42,13 @@ def expect(condition, message):
 
 def money(cents):
     return "$%d.%02d" % (cents // 100, cents % 100)
+
+
+def axe_source():
+    """axe-core's script, as the axe-core-python package ships it (Tests/requirements.txt)."""
+    import importlib.resources
+
+    return importlib.resources.files("axe_core_python").joinpath("axe.min.js").read_text(encoding="utf-8")
 
 
 class Ledger:
@@ -172,6 +180,25 @@ class Browser:
         self.driver.find_element(By.ID, "password").send_keys(password)
         self.driver.find_element(By.ID, "sign-in-button").click()
         self.wait(EC.presence_of_element_located((By.ID, "pay-button")), "the pay form after signing in")
+
+    def expect_accessible(self, page):
+        """axe-core's WCAG 2.1 A and AA and best-practice rules find no violation on the page as it stands (results
+        axe cannot decide by itself, "incomplete", are left to a person)."""
+        self.driver.execute_script(axe_source())
+        result = self.driver.execute_async_script(
+            "var done = arguments[arguments.length - 1];"
+            " axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}})"
+            ".then(function (r) { done({violations: r.violations, passes: r.passes.length}); })"
+            ".catch(function (e) { done({error: String(e)}); });",
+            ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"],
+        )
+        expect("error" not in result, "axe-core failed on %s: %s" % (page, result.get("error")))
+        expect(result["passes"] > 0, "axe-core checked nothing on %s" % page)
+        found = [
+            "%s (%s): %s" % (v["id"], v["impact"], ", ".join(" ".join(n["target"]) for n in v["nodes"][:3]))
+            for v in result["violations"]
+        ]
+        expect(not found, "axe-core finds on %s: %s" % (page, "; ".join(found)))
 
     def expect_receipt(self, sid, cents):
         self.wait(EC.url_contains("/receipt"), "the receipt page")
@@ -369,6 +396,39 @@ def signs_in_through_the_issuer(config, ledger, browsers):
     expect(shown == "Your balance: " + money(left), "the receipt page shows %r" % shown)
 
 
+def pages_are_accessible(config, ledger, browsers):
+    """axe-core finds no WCAG 2.1 A/AA or best-practice violation on the sign-in, pay, receipt, cancelled and unknown
+    pages at 360×640, and the keyboard reaches the sign-in form's fields in reading order."""
+    browser = browsers.fresh()
+    session = config["sessions"]["a11y"]
+    browser.open(session)
+    browser.wait(EC.element_to_be_clickable((By.ID, "sign-in-button")), "the sign-in form")
+    expect(browser.driver.find_element(By.TAG_NAME, "html").get_attribute("lang"), "the page has no lang")
+    browser.expect_accessible("the sign-in page")
+    # From the top of the page, Tab by Tab: e-mail, then password, then the button.
+    browser.driver.execute_script("document.activeElement && document.activeElement.blur()")
+    focused = []
+    for _ in range(12):
+        ActionChains(browser.driver).send_keys(Keys.TAB).perform()
+        focused.append(browser.driver.switch_to.active_element.get_attribute("id") or "")
+    order = [name for name in focused if name in ("email", "password", "sign-in-button")]
+    expect(order[:3] == ["email", "password", "sign-in-button"], "Tab reaches the sign-in form as %r" % focused)
+    browser.sign_in(config["other"], ledger.password)
+    checkout_page_shows(browser, session, 'Pay "Corner Shop"')
+    browser.expect_accessible("the pay page")
+    # The JavaScript browser is signed in as the payer of "pay" (its receipt) and saw "cancel" cancelled.
+    browser = browsers.js
+    browser.open(config["sessions"]["pay"])
+    browser.expect_receipt(config["sessions"]["pay"]["sid"], config["sessions"]["pay"]["cents"])
+    browser.expect_accessible("the receipt page")
+    browser.open(config["sessions"]["cancel"])
+    browser.element("outcome")
+    browser.expect_accessible("the cancelled page")
+    browser.driver.get("%s/p/%s" % (ledger.base, "0" * len(session["eid"])))
+    browser.element("outcome")
+    browser.expect_accessible("the unknown code's page")
+
+
 SCENARIOS = [
     pays,
     double_click_pays_once,
@@ -378,6 +438,7 @@ SCENARIOS = [
     pays_without_javascript,
     the_console_sees_csp,
     signs_in_through_the_issuer,
+    pages_are_accessible,
 ]
 
 
