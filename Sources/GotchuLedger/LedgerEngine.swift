@@ -200,7 +200,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
             {
-                return (try earlier.replay(split), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt), true)
             }
             let session = SessionRow(
                 id: Self.newID(),
@@ -222,7 +222,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 else {
                     throw LedgerError(.unavailable, detail: "could not create the session; try again")
                 }
-                return (try earlier.replay(split), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt), true)
             }
             if split.shares > 1 {
                 try await transaction.insert(

@@ -280,14 +280,18 @@ public struct KeyedSession: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 
-    /// The first answer again for a retry of the same request; the key names one charge, so another amount is
-    /// refused. The tips suggested are the first request's: a suggestion, not part of what the charge asks.
-    func replay(_ requested: SessionSplit) throws(LedgerError) -> NewSession {
-        guard amount == requested.amount, shares == requested.shares else {
+    /// The first answer again for a retry of the same request; the key names one charge, so another amount, split
+    /// or suggestion of tips is refused.
+    func replay(_ requested: SessionSplit, tipPrompt requestedTips: TipPrompt) throws(LedgerError) -> NewSession {
+        guard amount == requested.amount, shares == requested.shares, tipPrompt == requestedTips else {
             throw LedgerError(
                 .idempotencyKeyReused,
                 detail: "this Idempotency-Key was first used for a session of \(amount) cents"
-                    + (shares > 1 ? " in \(shares) shares" : "") + "; use a new key"
+                    + (shares > 1 ? " in \(shares) shares" : "")
+                    + (tipPrompt == .none
+                        ? " asking for no tip"
+                        : " suggesting tips of " + tipPrompt.percents.map { "\($0)%" }.joined(separator: ", "))
+                    + "; use a new key"
             )
         }
         guard let eid = EID(rawValue: eid) else {

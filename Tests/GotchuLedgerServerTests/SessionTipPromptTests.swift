@@ -60,15 +60,24 @@ struct SessionTipPromptTests {
         }
     }
 
-    @Test("A create retried under its key answers the first session's tips", arguments: StoreKind.available)
+    @Test(
+        "A create retried under its key answers the first session's tips; other tips under that key are refused",
+        arguments: StoreKind.available
+    )
     func replay(store: StoreKind) async throws {
         try await TestLedger.with(store: store) { ledger in
             let payee = try await ledger.client("shop@example.com")
             let first = try await payee.createSession(amountCents: 900, tipPercents: [15], idempotencyKey: "order-1")
             let again = try await payee.createSession(amountCents: 900, tipPercents: [15], idempotencyKey: "order-1")
             #expect(again.sid == first.sid && again.tipPercents == [15])
-            let other = try await payee.createSession(amountCents: 900, idempotencyKey: "order-1")
-            #expect(other.sid == first.sid && other.tipPercents == [15])
+            let before = try await SplitValidationTests.rows(ledger)
+            for tips in [[], [15, 20], [10]] as [[Int]] {
+                let refusal = await #expect(throws: LedgerClientError.self) {
+                    try await payee.createSession(amountCents: 900, tipPercents: tips, idempotencyKey: "order-1")
+                }
+                #expect(refusal?.problemKind == .idempotencyKeyReused, "\(tips)")
+            }
+            #expect(try await SplitValidationTests.rows(ledger) == before)
         }
     }
 
