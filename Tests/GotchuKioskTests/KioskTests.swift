@@ -64,6 +64,7 @@ actor MemoryLedger: KioskLedgerService {
     func createSession(
         amountCents: Cents,
         shares: Int,
+        tipPercents: [Int],
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
@@ -216,11 +217,14 @@ struct KioskHarness {
     }
 
     /// Moves virtual time on until the kiosk's status satisfies `predicate`; `within` (virtual time) only bounds a
-    /// hang.
+    /// hang. With `whenAsleep`, each step waits until something sleeps on the air's clock (the kiosk's timer), so
+    /// time moves only while the kiosk waits on it, never while a ledger call is under way: a kiosk that a busy
+    /// machine slows down sees the same sequence of events, only later.
     @discardableResult
     func advance(
         _ kiosk: Kiosk,
         within: Duration = .seconds(600),
+        whenAsleep: Bool = false,
         until predicate: (KioskStatus) async -> Bool
     ) async throws -> KioskStatus {
         let deadline = await air.now + within
@@ -228,6 +232,11 @@ struct KioskHarness {
             let status = await kiosk.status()
             if await predicate(status) { return status }
             guard await air.now < deadline else { throw TestingError("the kiosk stayed \(status)") }
+            if whenAsleep {
+                guard try await eventually({ await air.sleeperCount > 0 }) else {
+                    throw TestingError("the kiosk never waited on the clock; it is \(await kiosk.status())")
+                }
+            }
             await air.advance(by: .milliseconds(10))
         }
     }
@@ -585,7 +594,9 @@ struct KioskTests {
         let kiosk = try await harness.makeKiosk(options: options)
         try await withRunning(kiosk) {
             let charge = try await kiosk.charge(amountCents: 100, reference: "")
-            let expired = try await harness.advance(kiosk) { $0.state == .expired }
+            // Time moves only while the kiosk waits on it, so its 1 s sessions expire and are renewed in turn
+            // however slowly it runs.
+            let expired = try await harness.advance(kiosk, whenAsleep: true) { $0.state == .expired }
             // Over when the charge's 6 s were, not before.
             #expect(expired.now >= charge.createdAt.addingTimeInterval(6))
             #expect(try await kiosk.charge(id: charge.id).state == .expired)
