@@ -574,9 +574,7 @@ public actor Kiosk: KioskStatusSource {
                 publish(from: previous, to: next, now: now)
             case .refuse(let error):
                 refusal = error
-            case .createSession(let amountCents, let shares, let key):
-                // The charge's tips: every session of it suggests the same ones.
-                let tipPercents = machine.record?.charge.tipPercents ?? []
+            case .createSession(let amountCents, let shares, let tipPercents, let key):
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
                         let created = try await ledger.createSession(

@@ -175,9 +175,10 @@ public struct KioskChargeMachine: Sendable {
         case publish(from: KioskCharge?, to: KioskCharge)
         /// Refuse the point-of-sale's request.
         case refuse(KioskError)
-        /// Create a session of `amountCents` split into `shares` on the ledger; report ``Event/sessionCreated(_:)`` or
+        /// Create a session of `amountCents` split into `shares` on the ledger, suggesting the charge's tips
+        /// (`tipPercents`, whole percents; empty for none); report ``Event/sessionCreated(_:)`` or
         /// ``Event/createFailed(_:)``.
-        case createSession(amountCents: Cents, shares: Int, idempotencyKey: String)
+        case createSession(amountCents: Cents, shares: Int, tipPercents: [Int] = [], idempotencyKey: String)
         /// Advertise this EID until told to stop; report ``Event/advertisingStarted(token:)`` once it is on the air.
         case advertise(EID, token: Int)
         /// Stop the advertisement.
@@ -761,6 +762,8 @@ public struct KioskChargeMachine: Sendable {
         .createSession(
             amountCents: current.charge.amountCents,
             shares: current.charge.shares,
+            // Every session of the charge suggests the same tips.
+            tipPercents: current.charge.tipPercents,
             idempotencyKey: "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
         )
     }

@@ -7,16 +7,10 @@ import GotchuReceipts
 /// The ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
 /// answer them in memory.
 public protocol KioskLedgerService: Sendable {
-    /// Creates a payment session of `amountCents` split into `shares` (1: one payer), or finds again the one
-    /// created earlier under the same key. A ledger that predates splits answers one share whatever was asked.
-    func createSession(
-        amountCents: Cents,
-        shares: Int,
-        idempotencyKey: String
-    ) async throws(LedgerClientError)
-        -> CreateSessionResponse
-    /// Creates a payment session as ``createSession(amountCents:shares:idempotencyKey:)`` does, suggesting the tips
-    /// of `tipPercents` to payers (whole percents; empty for none). A service that knows no tips creates it without.
+    /// Creates a payment session of `amountCents` split into `shares` (1: one payer) that suggests the tips of
+    /// `tipPercents` to payers (whole percents; empty for none), or finds again the one created earlier under the
+    /// same key. A ledger that predates splits answers one share whatever was asked, and one that predates tip
+    /// suggestions ignores them.
     func createSession(
         amountCents: Cents,
         shares: Int,
@@ -56,22 +50,26 @@ public protocol KioskLedgerService: Sendable {
 }
 
 extension KioskLedgerService {
-    /// A service that knows no tips: the session is created without them.
+    /// Creates a session that suggests no tip (see ``createSession(amountCents:shares:tipPercents:idempotencyKey:)``).
     public func createSession(
         amountCents: Cents,
         shares: Int,
-        tipPercents: [Int],
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
-        try await createSession(amountCents: amountCents, shares: shares, idempotencyKey: idempotencyKey)
+        try await createSession(
+            amountCents: amountCents,
+            shares: shares,
+            tipPercents: [],
+            idempotencyKey: idempotencyKey
+        )
     }
 
-    /// Creates a session for one payer (see ``createSession(amountCents:shares:idempotencyKey:)``).
+    /// Creates a session for one payer that suggests no tip.
     public func createSession(
         amountCents: Cents,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
-        try await createSession(amountCents: amountCents, shares: 1, idempotencyKey: idempotencyKey)
+        try await createSession(amountCents: amountCents, shares: 1, tipPercents: [], idempotencyKey: idempotencyKey)
     }
 
     /// The session's status alone (see ``sessionState(sid:)``).
@@ -203,21 +201,6 @@ public actor KioskLedger: KioskLedgerService {
             throw .problem(Problem(.unauthorized, detail: "the \(what) \(url.path) is empty"))
         }
         return credential
-    }
-
-    public func createSession(
-        amountCents: Cents,
-        shares: Int,
-        idempotencyKey: String
-    ) async throws(LedgerClientError)
-        -> CreateSessionResponse
-    {
-        try await createSession(
-            amountCents: amountCents,
-            shares: shares,
-            tipPercents: [],
-            idempotencyKey: idempotencyKey
-        )
     }
 
     public func createSession(

@@ -20,18 +20,6 @@ public struct MeteredKioskLedger: KioskLedgerService {
     public func createSession(
         amountCents: Cents,
         shares: Int,
-        idempotencyKey: String
-    ) async throws(LedgerClientError)
-        -> CreateSessionResponse
-    {
-        try await counted { () throws(LedgerClientError) in
-            try await base.createSession(amountCents: amountCents, shares: shares, idempotencyKey: idempotencyKey)
-        }
-    }
-
-    public func createSession(
-        amountCents: Cents,
-        shares: Int,
         tipPercents: [Int],
         idempotencyKey: String
     ) async throws(LedgerClientError)

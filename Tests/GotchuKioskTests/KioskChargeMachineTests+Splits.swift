@@ -258,4 +258,36 @@ struct KioskChargeMachineSplitTests {
         )
         #expect(whole.nextShareCents == 1_001 && !whole.isSplit)
     }
+
+    @Test("Every session of a charge suggests the charge's tips: the first and the one renewed after an expiry")
+    func everySessionSuggestsTheChargesTips() {
+        var bench = Bench(configuration: Bench.configuration)
+        _ = bench.send(.start)
+        let asked = bench.send(
+            .chargeRequested(id: "c-1", amountCents: 1_250, shares: 1, reference: "", tipPercents: [10, 15, 20])
+        )
+        #expect(bench.charge.tipPercents == [10, 15, 20])
+        #expect(
+            asked.last
+                == .createSession(
+                    amountCents: 1_250,
+                    shares: 1,
+                    tipPercents: [10, 15, 20],
+                    idempotencyKey: "kiosk-c-1-1"
+                )
+        )
+        bench.advance(0.25)
+        _ = bench.send(.sessionCreated(Bench.first))
+        _ = bench.send(.advertisingStarted(token: 1))
+        let expired = bench.send(.statusSeen(.expired))
+        #expect(
+            expired.last
+                == .createSession(
+                    amountCents: 1_250,
+                    shares: 1,
+                    tipPercents: [10, 15, 20],
+                    idempotencyKey: "kiosk-c-1-2"
+                )
+        )
+    }
 }

@@ -56,9 +56,15 @@ actor FaultyRefundLedger: KioskLedgerService {
     func createSession(
         amountCents: Cents,
         shares: Int,
+        tipPercents: [Int],
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
-        try await base.createSession(amountCents: amountCents, shares: shares, idempotencyKey: idempotencyKey)
+        try await base.createSession(
+            amountCents: amountCents,
+            shares: shares,
+            tipPercents: tipPercents,
+            idempotencyKey: idempotencyKey
+        )
     }
 
     func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
