@@ -122,6 +122,9 @@ public enum KioskControl {
         if let expiresAt = charge.expiresAt { entries[.expiresAt] = .string(timestamp(expiresAt)) }
         if let problem = charge.problem { entries[.problem] = .string(problem) }
         if !charge.payments.isEmpty { entries[.payments] = payments(charge.payments) }
+        if !charge.tipPercents.isEmpty {
+            entries[.tipPercents] = charge.tipPercents.map { Int32(clamping: $0) }.dbusValue
+        }
         return Dictionary(uniqueKeysWithValues: entries.map { ($0.key.rawValue, DBusVariant($0.value)) })
     }
 

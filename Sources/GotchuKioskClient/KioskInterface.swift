@@ -94,6 +94,9 @@ public enum KioskInterface {
         case createdAt = "created_at"
         /// `updated_at` (s, ISO 8601): when the charge last changed.
         case updatedAt = "updated_at"
+        /// `tip_percents` (ai): the tips the charge's sessions suggest to payers, in whole percent of what each pays;
+        /// left out when it suggests none.
+        case tipPercents = "tip_percents"
         /// `payments` (aa{sv}): of a split charge with shares paid, each payment as the ledger last reported it,
         /// oldest first, keyed by ``PaymentKey``; left out when there is none.
         case payments

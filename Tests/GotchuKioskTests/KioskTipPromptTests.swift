@@ -169,6 +169,8 @@ struct KioskTipPromptDBusTests {
             let id = try await connection.kiosk.charge(amountCents: 4000, shares: 2, tipPercents: tips)
             let eid = try await eid(of: id, connection)
             #expect(try await payer.resolve(eid: eid).tipPercents == resolved, "\(String(describing: tips))")
+            let listed = try await connection.kiosk.charge(id)[Key.tipPercents.rawValue, as: [Int32].self]
+            #expect(listed?.map(Int.init) == resolved, "GetCharge of \(String(describing: tips))")
             _ = try await connection.kiosk.cancel(id)
         }
 
