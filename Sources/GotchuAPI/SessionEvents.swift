@@ -17,9 +17,11 @@ public enum SessionEventKind: String, Codable, Hashable, Sendable, CaseIterable 
     case sharePaid = "share-paid"
     /// Paid (of a split: the last share); the last event of the stream.
     case paid
-    /// Expired unpaid; the last event of the stream.
+    /// Expired unpaid; the last event of the stream. Of a split with shares paid, sent again as the ledger returns
+    /// each payment (`refunded_cents` grows), the last once all are returned.
     case expired
-    /// Cancelled; the last event of the stream.
+    /// Cancelled; the last event of the stream. Of a split with shares paid, sent again as the ledger returns each
+    /// payment, like ``expired``.
     case cancelled
     /// The session advertises a new EID; the status is unchanged.
     case eidRotated = "eid-rotated"

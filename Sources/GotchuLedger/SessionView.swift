@@ -34,6 +34,12 @@ public struct SessionView: Sendable, Hashable {
     /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
     public var tipPrompt: TipPrompt = .none
 
+    /// Whether the ledger still owes this session's payers money it returns by itself: a split cancelled or expired
+    /// with shares paid, until every payment and its tip is refunded.
+    public var awaitsReturns: Bool {
+        (status == .cancelled || status == .expired) && refunded < paid + tip
+    }
+
     /// A view of a session as the engine read it.
     public init(
         sid: String,

@@ -15,7 +15,9 @@ import Synchronization
 /// session moves to, each as one event named by ``SessionEventKind`` with the session's status as its data and an id
 /// naming the state. Notices only wake it: it reads the session again on each, on a slow safety poll (a notice may be
 /// lost: the relay from the database was down) and when a lock lapses or the session expires by itself, so it
-/// converges whatever it missed. It ends after a final state (paid, expired, cancelled); a comment line every
+/// converges whatever it missed. It ends after a final state (paid, expired, cancelled), or, of a split cancelled or
+/// expired with shares paid, once the ledger has returned every payment (each return an event of that state with
+/// the new `refunded_cents`), so its payee hears the returns without asking; a comment line every
 /// heartbeat keeps proxies from closing it and lets a write find a client that went away. Graceful shutdown ends it.
 struct SessionEventStream<Store: LedgerStore>: Sendable {
     let store: Store
@@ -50,7 +52,7 @@ struct SessionEventStream<Store: LedgerStore>: Sendable {
                 wroteAt = clock.now
             }
             previous = view.session.status
-            guard view.session.status.isLive else { return }
+            guard view.session.status.isLive || view.session.awaitsReturns else { return }
             if rotated {
                 try await writer.write(try Self.event(.eidRotated, id: view.stateID, view.session))
                 wroteAt = clock.now
