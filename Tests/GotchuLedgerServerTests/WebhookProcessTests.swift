@@ -5,8 +5,8 @@ import GotchuLedgerClient
 import GotchuTesting
 import Testing
 
-/// Webhooks of a real `gotchu server` process: killed with SIGKILL between a commit and its delivery, and driven by
-/// `gotchu webhooks` and `gotchu admin webhooks`.
+/// Webhooks of a real `gotchu server` process: killed with SIGKILL between a commit and its delivery (on either
+/// store), and driven by `gotchu webhooks` and `gotchu admin webhooks`.
 @Suite("Webhooks of gotchu server processes", .serialized)
 struct WebhookProcessTests {
     /// The options every server here runs with: http to 127.0.0.1, retries from 1 s.
@@ -35,13 +35,23 @@ struct WebhookProcessTests {
         return (shop, endpoint)
     }
 
-    @Test("SIGKILL while an attempt is in flight: the restarted server delivers the event again, same id, same bytes")
-    func killedMidDelivery() async throws {
+    @Test(
+        "SIGKILL while an attempt is in flight: the restarted server delivers the event again, same id, same bytes",
+        arguments: StoreKind.available
+    )
+    func killedMidDelivery(store: StoreKind) async throws {
+        try await AdminCommandTests.withDatabase(store) { database, environment in
+            try await Self.killedMidDelivery(database: database, environment: environment)
+        }
+    }
+
+    /// The body of ``killedMidDelivery(store:)`` on the store `database` names.
+    private static func killedMidDelivery(database: String, environment: [String: String]) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let path = directory.url.appendingPathComponent("ledger.sqlite").path
-        let environment = ["XDG_DATA_HOME": directory.url.path, "GOTCHU_JWT_SECRET": TestLedger.secret]
-        let arguments = ["server", "--dev", "--database", path]
+        var environment = environment
+        environment["GOTCHU_JWT_SECRET"] = TestLedger.secret
+        let arguments = ["server", "--dev", "--database", database]
         // Each answer takes a few seconds: the server is killed while it waits for the first.
         let receiver = try await WebhookReceiver.start(in: directory, delay: 3)
         defer { Task { await receiver.stop() } }
@@ -72,13 +82,23 @@ struct WebhookProcessTests {
         #expect(try await server.stop(signal: SIGTERM) == 0)
     }
 
-    @Test("SIGKILL after a commit while the receiver is down: once both are back, every event arrives")
-    func killedWhileReceiverDown() async throws {
+    @Test(
+        "SIGKILL after a commit while the receiver is down: once both are back, every event arrives",
+        arguments: StoreKind.available
+    )
+    func killedWhileReceiverDown(store: StoreKind) async throws {
+        try await AdminCommandTests.withDatabase(store) { database, environment in
+            try await Self.killedWhileReceiverDown(database: database, environment: environment)
+        }
+    }
+
+    /// The body of ``killedWhileReceiverDown(store:)`` on the store `database` names.
+    private static func killedWhileReceiverDown(database: String, environment: [String: String]) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let path = directory.url.appendingPathComponent("ledger.sqlite").path
-        let environment = ["XDG_DATA_HOME": directory.url.path, "GOTCHU_JWT_SECRET": TestLedger.secret]
-        let arguments = ["server", "--dev", "--database", path]
+        var environment = environment
+        environment["GOTCHU_JWT_SECRET"] = TestLedger.secret
+        let arguments = ["server", "--dev", "--database", database]
         let first = try await WebhookReceiver.start(in: directory)
         var (server, url) = try await Self.start(arguments, environment)
         let (shop, endpoint) = try await Self.shop(url, first)
