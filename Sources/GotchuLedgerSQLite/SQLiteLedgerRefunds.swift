@@ -46,6 +46,23 @@ extension SQLiteLedgerBackend {
             )
         }
     }
+
+    /// A refund read with `SELECT refunds.*, receipts.body AS receipt_body … LEFT JOIN receipts`.
+    static func joinedRefund(_ row: Row) -> RefundRow {
+        RefundRow(
+            id: row["id"],
+            sessionID: row["session_id"],
+            amount: row["amount_cents"],
+            requestedBy: row["requested_by"],
+            idempotencyKey: row["idempotency_key"],
+            transferID: row["transfer_id"],
+            receiptID: row["receipt_id"],
+            receiptBody: row["receipt_body"],
+            refundedTotal: row["refunded_total_cents"],
+            createdAt: row["created_at"],
+            paymentID: row["payment_id"]
+        )
+    }
 }
 
 extension SQLiteLedgerBackend.Transaction {
@@ -60,21 +77,7 @@ extension SQLiteLedgerBackend.Transaction {
                     WHERE refunds.requested_by = ? AND refunds.idempotency_key = ?
                     """,
                 arguments: [requestedBy, key]
-            ).map { row in
-                RefundRow(
-                    id: row["id"],
-                    sessionID: row["session_id"],
-                    amount: row["amount_cents"],
-                    requestedBy: row["requested_by"],
-                    idempotencyKey: row["idempotency_key"],
-                    transferID: row["transfer_id"],
-                    receiptID: row["receipt_id"],
-                    receiptBody: row["receipt_body"],
-                    refundedTotal: row["refunded_total_cents"],
-                    createdAt: row["created_at"],
-                    paymentID: row["payment_id"]
-                )
-            }
+            ).map(SQLiteLedgerBackend.joinedRefund)
         }
     }
 

@@ -104,21 +104,7 @@ extension SQLiteLedgerBackend {
                     LEFT JOIN receipts ON receipts.id = refunds.receipt_id WHERE refunds.id = ?
                     """,
                 arguments: [id]
-            ).map { row in
-                RefundRow(
-                    id: row["id"],
-                    sessionID: row["session_id"],
-                    amount: row["amount_cents"],
-                    requestedBy: row["requested_by"],
-                    idempotencyKey: row["idempotency_key"],
-                    transferID: row["transfer_id"],
-                    receiptID: row["receipt_id"],
-                    receiptBody: row["receipt_body"],
-                    refundedTotal: row["refunded_total_cents"],
-                    createdAt: row["created_at"],
-                    paymentID: row["payment_id"]
-                )
-            }
+            ).map(Self.joinedRefund)
         }
     }
 
