@@ -29,6 +29,26 @@ public enum DisplayText {
         "\"" + render(text, maximumLength: maximumLength, quoting: true, keepingNewlines: false) + "\""
     }
 
+    /// `text` with `&`, `<`, `>`, `"` and `'` written as HTML character references, for an element's text or a
+    /// quoted attribute value: it can neither end them nor start markup. Only markup is escaped here; make the text
+    /// safe to show first (``escaped(_:maximumLength:keepingNewlines:)``, ``quoted(_:maximumLength:)``) where it
+    /// comes from elsewhere.
+    public static func html(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
     /// Whether `scalar` must not be shown as itself: it controls the terminal, formats or reorders text, is
     /// invisible, imitates a blank, or has no agreed glyph.
     public static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {

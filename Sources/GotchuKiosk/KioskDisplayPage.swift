@@ -151,21 +151,7 @@ enum KioskDisplayPage {
     }
 
     /// Text made safe for an HTML element or a quoted attribute.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.unicodeScalars.append(character)
-            }
-        }
-        return escaped
-    }
+    static func escape(_ text: String) -> String { DisplayText.html(text) }
 
     /// The status and the headlines as JSON for a `<script type="application/json">`. Every `<` becomes `\u003c`
     /// (still the same JSON), so no text inside can close the script element or open a comment.

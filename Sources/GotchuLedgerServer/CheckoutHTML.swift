@@ -32,27 +32,10 @@ enum CheckoutHTML {
     static let mediaType = "text/html; charset=utf-8"
 
     /// `text` escaped for an element's content.
-    static func text(_ text: String) -> String { escape(text) }
+    static func text(_ text: String) -> String { DisplayText.html(text) }
 
     /// `text` escaped for a double-quoted attribute value.
-    static func attribute(_ text: String) -> String { escape(text) }
-
-    /// Escapes `&`, `<`, `>`, `"` and `'`: what could end an element's text or a quoted attribute, or start markup.
-    private static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return escaped
-    }
+    static func attribute(_ text: String) -> String { DisplayText.html(text) }
 
     /// One page: the layout (a header with the brand and, when signed in, who and a sign-out button; the page's
     /// `main`; a footer), its title, and its script when it has one.

@@ -38,6 +38,16 @@ struct DisplayTextTests {
         #expect(DisplayText.quoted(input) == "\"" + expected + "\"")
     }
 
+    @Test("For HTML, the five markup characters become references; everything else, as it is")
+    func html() {
+        #expect(
+            DisplayText.html(#"<img src=x onerror="a('1')">&amp;"#)
+                == "&lt;img src=x onerror=&quot;a(&#39;1&#39;)&quot;&gt;&amp;amp;"
+        )
+        #expect(DisplayText.html("Zoë's café 👋") == "Zoë&#39;s café 👋")
+        #expect(DisplayText.html("") == "")
+    }
+
     @Test("Ordinary names, accents, other scripts and emoji are shown as they are")
     func ordinaryText() {
         for name in ["bob", "Corner Café", "Zoë's", "José", "山田", "Ελένη", "bob 🍩", "e\u{301}"] {
