@@ -305,10 +305,11 @@ public protocol LedgerTransaction: BrowserSessionTransaction {
 
     // MARK: Idempotency keys
 
-    /// Takes the transaction-scoped lock on a key without waiting; `false` if another transaction holds it. A
+    /// Takes the transaction-scoped lock on a key; `false` if another transaction holds it and `wait` is off. A
     /// payment's key is never committed in flight: admission, payment and outcome commit together, and "in flight"
-    /// is this lock, which the database drops with the transaction, also when its connection dies.
-    func claimKey(userID: String, key: String) async throws -> Bool
+    /// is this lock, which the database drops with the transaction, also when its connection dies. With `wait`, the
+    /// lock is waited for instead, so the caller then reads the other transaction's outcome under the key.
+    func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool
 
     /// The key's row, locked until the transaction ends where the database locks rows.
     func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord?

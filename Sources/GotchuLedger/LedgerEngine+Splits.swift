@@ -6,13 +6,14 @@ import GotchuReceipts
 
 extension LedgerEngine {
     /// The shares `payerID` takes of split `session` (locked in this transaction) when it asks for `count`: the
-    /// first free ones, its own live locks first among equals; the rest of its live locks are released.
+    /// first free ones, its own live locks first among equals; the rest of its live locks are released. `heldUntil`
+    /// is when the first of the live locks it holds already ends, if it holds any.
     static func shareLock(
         _ session: SessionRow,
         count: Int,
         payerID: String,
         _ transaction: Backend.Transaction
-    ) async throws -> (take: [ShareRow], release: [Int]) {
+    ) async throws -> (take: [ShareRow], release: [Int], heldUntil: Int64?) {
         guard payerID != session.payeeID else {
             throw LedgerError(.ownSession, detail: "you cannot lock your own session")
         }
@@ -34,7 +35,9 @@ extension LedgerEngine {
         }
         let take = Array(free.prefix(count))
         let release = free.dropFirst(count).filter { $0.liveLockHolder(now: transaction.now) == payerID }
-        return (take, release.map(\.number))
+        let heldUntil = free.filter { $0.liveLockHolder(now: transaction.now) == payerID }
+            .compactMap(\.lockExpiresAt).min()
+        return (take, release.map(\.number), heldUntil)
     }
 
     /// The shares `payerID` pays of split `session` (locked in this transaction): those it holds live locks on.

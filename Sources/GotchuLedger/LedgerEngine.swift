@@ -328,6 +328,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             let session = try await Self.session(sid, forUpdate: true, transaction)
             var taken = LockedShares(amount: session.amount, shareNumbers: [1])
             var release: [Int] = []
+            // When the lock the payer already holds on this session ends, if it holds one.
+            var held: Int64?
             if session.isSplit {
                 let plan = try await Self.shareLock(session, count: count, payerID: payerID, transaction)
                 taken = LockedShares(
@@ -335,17 +337,22 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     shareNumbers: plan.take.map(\.number)
                 )
                 release = plan.release
+                held = plan.heldUntil
             } else {
+                if session.liveLockHolder(now: transaction.now) == payerID { held = session.lockExpiresAt }
                 guard count == 1 else {
                     throw LedgerError(.noFreeShare, detail: "this session is not split: one payer pays it whole")
                 }
                 try session.requireLockable(by: payerID, now: transaction.now)
             }
-            let held = try await transaction.locksHeld(by: payerID, excluding: sid)
-            try LockLimit.check(held: held.count, maximum: maximumLocks)
+            let others = try await transaction.locksHeld(by: payerID, excluding: sid)
+            try LockLimit.check(held: others.count, maximum: maximumLocks)
             guard let wallet = try await transaction.wallet(userID: payerID) else { throw Self.unknownUser }
-            try LockLimit.checkFunds(balance: wallet.balance, held: held.amount, amount: taken.amount)
-            let until = min(transaction.now + lockLifetime, session.expiresAt)
+            try LockLimit.checkFunds(balance: wallet.balance, held: others.amount, amount: taken.amount)
+            // Locking again renews nothing: a lock the payer holds on this session keeps the time it ends, so one
+            // payer cannot keep others out of a session (or every share of a split) for its whole life.
+            var until = min(transaction.now + lockLifetime, session.expiresAt)
+            if let held { until = min(until, held) }
             if session.isSplit {
                 if !release.isEmpty { try await transaction.update(shares: release, sessionID: sid, .release) }
                 let lock = ShareChange.lock(payerID: payerID, until: until)
@@ -491,9 +498,64 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         idempotencyKey: String,
         tipCents: Cents
     ) async throws -> (SendOutcome, Bool) {
+        try await runPayment(
+            sid: sid,
+            payerID: payerID,
+            idempotencyKey: idempotencyKey,
+            tipCents: tipCents,
+            target: .locked
+        )
+    }
+
+    /// Pays what a page showed in one transaction (``ShownPayment``): the key is claimed (waiting for a request
+    /// running under it, whose outcome is then replayed), the session or one free share of the amount shown is
+    /// taken, and the payment is made, all or nothing; what it paid is read back from the caches the payment filled.
+    public func pay(shown payment: ShownPayment) async throws -> ShownPaymentOutcome {
+        let outcome: SendOutcome
+        let replayed: Bool
+        do {
+            (outcome, replayed) = try await runPayment(
+                sid: payment.sid,
+                payerID: payment.payerID,
+                idempotencyKey: payment.idempotencyKey,
+                tipCents: payment.tipCents,
+                target: .shown(amount: payment.amountCents, another: payment.another)
+            )
+        } catch let stop as ShownPaymentStop {
+            return stop.outcome
+        }
+        switch outcome {
+        case .paid(let balance):
+            let (_, paymentID) = try await sentPayment(
+                sid: payment.sid,
+                payerID: payment.payerID,
+                idempotencyKey: payment.idempotencyKey
+            )
+            return .paid(newBalanceCents: balance, paymentID: paymentID, replayed: replayed)
+        case .refused(let refusal):
+            return .refused(refusal)
+        }
+    }
+
+    /// The one transaction of a payment under its key: admission (or the replay of the key's outcome), the payment
+    /// of `target`, and the outcome written with the key.
+    private func runPayment(
+        sid: String,
+        payerID: String,
+        idempotencyKey: String,
+        tipCents: Cents,
+        target: PaymentTarget,
+        operation: String = #function
+    ) async throws -> (SendOutcome, Bool) {
         let inFlightTimeout = LedgerTime.milliseconds(policy.inFlightTimeout)
-        let result = try await signingSession(sid) { transaction, loaded in
-            guard try await transaction.claimKey(userID: payerID, key: idempotencyKey) else { throw Self.inFlight }
+        // A page's taps wait for each other (one of them pays, the others replay it); an API client is told at once
+        // that its first request still runs.
+        let wait: Bool
+        if case .shown = target { wait = true } else { wait = false }
+        let result = try await signingSession(sid, operation: operation) { transaction, loaded in
+            guard try await transaction.claimKey(userID: payerID, key: idempotencyKey, wait: wait) else {
+                throw Self.inFlight
+            }
             // The session is read locked at admission and reused for the payment, and the key's row, locked since
             // admission, is not read again: one round trip each fewer.
             let (admission, session) = try await Self.admit(
@@ -511,6 +573,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                     payerID: payerID,
                     idempotencyKey: idempotencyKey,
                     tip: tipCents,
+                    target: target,
                     session: session,
                     loaded: loaded,
                     transaction
@@ -580,6 +643,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         payerID: String,
         idempotencyKey: String,
         tip: Cents,
+        target: PaymentTarget,
         session: SessionRow?,
         loaded: LoadedSigner,
         _ transaction: Backend.Transaction
@@ -591,6 +655,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 sid: sid,
                 payerID: payerID,
                 tip: tip,
+                target: target,
                 session: session,
                 loaded: loaded,
                 transaction
@@ -617,13 +682,14 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     /// The payment itself, inside the caller's transaction, signed with its receipt in the same transaction: of
-    /// the whole session, or of the shares of a split the payer holds locked, with `tip` on top. Throws a
-    /// ``LedgerError`` for every business refusal.
+    /// the whole session, or of the shares of a split `target` names, with `tip` on top. Throws a ``LedgerError``
+    /// for every business refusal, and a ``ShownPaymentStop`` for a shown payment that must leave nothing behind.
     /// - Returns: the payer's new balance, and the id of the payment when it paid shares of a split.
     private func pay(
         sid: String,
         payerID: String,
         tip: Cents,
+        target: PaymentTarget,
         session locked: SessionRow?,
         loaded: LoadedSigner,
         _ transaction: Backend.Transaction
@@ -636,12 +702,20 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
         var shares: [ShareRow] = []
         var amount = session.amount
-        if session.isSplit {
+        switch (target, session.isSplit) {
+        case (.locked, true):
             shares = try await Self.sharesToPay(session, payerID: payerID, transaction)
-            amount = shares.reduce(0) { $0 + $1.amount }
-        } else {
+        case (.locked, false):
             try session.requirePayable(by: payerID, now: transaction.now)
+        case (.shown(let shown, let another), true):
+            shares = [
+                try await Self.shownShare(session, amount: shown, another: another, payerID: payerID, transaction)
+            ]
+        case (.shown(let shown, _), false):
+            try session.requireLockable(by: payerID, now: transaction.now)
+            guard session.amount == shown else { throw ShownPaymentStop(outcome: .amountChanged(session.amount)) }
         }
+        if session.isSplit { amount = shares.reduce(0) { $0 + $1.amount } }
         try SessionSplit.validate(tip: tip, paid: amount)
         let (total, overflow) = amount.addingReportingOverflow(tip)
         guard !overflow else { throw LedgerError(.invalidTip, detail: "the tip makes the amount overflow") }

@@ -309,6 +309,11 @@ public protocol LedgerStore: CheckoutStore, Sendable {
     /// - Returns: the outcome and whether it is a replay.
     func send(sid: String, payerID: String, idempotencyKey: String, tipCents: Cents) async throws -> (SendOutcome, Bool)
 
+    /// Pays what a page showed its payer, in one transaction (``ShownPayment``): the session, or one free share of
+    /// a split of exactly the amount shown (the payer's own live lock first), with the tip on top; or nothing, with
+    /// the amount it would take now, when that differs. Taps under one key wait for each other and pay once.
+    func pay(shown payment: ShownPayment) async throws -> ShownPaymentOutcome
+
     /// The receipt a send answers (and each replay of it answers again), and the id of the payment when it paid
     /// shares of a split.
     func sentPayment(

@@ -93,7 +93,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
 ///
 /// The backend keeps no state of its own: idempotency, locks and expiry live in the database, so several servers on
 /// one database behave as one; keys are held in flight by the transaction
-/// (``LedgerTransaction/claimKey(userID:key:)``).
+/// (``LedgerTransaction/claimKey(userID:key:wait:)``).
 public struct PostgresLedgerBackend: LedgerBackend {
     /// The connection pool; it must be running while the backend is used.
     public let client: PostgresClient
@@ -1103,9 +1103,13 @@ extension PostgresLedgerBackend {
 
         /// The keys' own number space (seed 1), apart from the EID locks (seed 0). A collision of two keys' hashes
         /// can only answer one of them 409, which its retry gets past.
-        public func claimKey(userID: String, key: String) async throws -> Bool {
+        public func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool {
             // A key is scoped to its user; a newline appears in neither part.
             let name = userID + "\n" + key
+            if wait {
+                try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 1))")
+                return true
+            }
             return try await connection.value(
                 "SELECT pg_try_advisory_xact_lock(hashtextextended(\(name), 1))",
                 as: Bool.self

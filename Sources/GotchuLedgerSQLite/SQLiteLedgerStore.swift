@@ -759,7 +759,7 @@ extension SQLiteLedgerBackend {
         /// No other transaction can hold a key: the writer runs one request's savepoint at a time (a second request
         /// with the key runs after the first and reads its outcome), and SQLite's write lock keeps every other
         /// connection's transaction out until this one's batch commits.
-        public func claimKey(userID: String, key: String) async throws -> Bool { true }
+        public func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool { true }
 
         public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
             try sync { db in

@@ -19,14 +19,20 @@ enum CheckoutHTML {
     static let contentSecurityPolicy =
         "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-    /// The headers every answer under `/p/` carries: the content security policy, no referrer (the address holds an
-    /// EID), no caching, no content sniffing.
+    /// The headers every answer under `/p/` carries: the content security policy, no framing (also for browsers
+    /// that know `X-Frame-Options` but not `frame-ancestors`), no referrer (the address holds an EID), no caching, no
+    /// content sniffing.
     static let securityHeaders: [(HTTPField.Name, String)] = [
         (HTTPField.Name("Content-Security-Policy")!, contentSecurityPolicy),
+        (HTTPField.Name("X-Frame-Options")!, "DENY"),
         (HTTPField.Name("Referrer-Policy")!, "no-referrer"),
         (.cacheControl, "no-store"),
         (HTTPField.Name("X-Content-Type-Options")!, "nosniff"),
     ]
+
+    /// Strict transport security for a checkout whose public address is `https`: a year, so a phone that once
+    /// opened it never again follows an `http` link to it in the clear.
+    static let strictTransportSecurity = (HTTPField.Name("Strict-Transport-Security")!, "max-age=31536000")
 
     /// The media type of the pages.
     static let mediaType = "text/html; charset=utf-8"

@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 
 /// Gives every answer under `/p/` the checkout's security headers (``CheckoutHTML/securityHeaders``, where the route
-/// set none of its own), and answers a browser's request for a page that does not exist there (404) or with a method
+/// set none of its own; HSTS behind an `https` public address), and answers a browser's request for a page that does not exist there (404) or with a method
 /// its path does not serve (405, with `Allow`) with an HTML page instead of problem+json. A client that does not ask
 /// for HTML (an API client, a script) still gets problem+json, with the same headers.
 struct CheckoutPageMiddleware: RouterMiddleware {
@@ -11,6 +11,8 @@ struct CheckoutPageMiddleware: RouterMiddleware {
 
     /// The store outage in progress, told of a database failure answered here.
     var outage = StoreOutage()
+    /// Whether answers carry ``CheckoutHTML/strictTransportSecurity``: the checkout's public address is `https`.
+    var strictTransport = false
 
     func handle(
         _ request: Request,
@@ -25,6 +27,10 @@ struct CheckoutPageMiddleware: RouterMiddleware {
             response = answer(error, request, context)
         }
         for (name, value) in CheckoutHTML.securityHeaders where response.headers[name] == nil {
+            response.headers[name] = value
+        }
+        if strictTransport {
+            let (name, value) = CheckoutHTML.strictTransportSecurity
             response.headers[name] = value
         }
         return response

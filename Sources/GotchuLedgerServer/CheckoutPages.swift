@@ -55,6 +55,10 @@ enum CheckoutPages {
         /// The tips the session's terminal suggests: percent and the total paid with it; none when it asks for none.
         var tips: [(percent: Int, total: String)]
 
+        /// The payments this payer made of this split already, oldest first: what each paid (its tip included)
+        /// and where its receipt is. The pay form then asks for one more share, not for a first.
+        var paidBefore: [(total: String, receipt: String)] = []
+
         /// The percents of ``tips`` as the pay form carries them (`10,15,20`), bound to its tag; empty for none.
         var tipList: String { tips.map { String($0.percent) }.joined(separator: ",") }
     }
@@ -100,13 +104,29 @@ enum CheckoutPages {
     /// The session page of a signed-in payer: the figures and the pay form, which carries this page view's id, the
     /// session, the amount shown, the tips offered (when the session suggests any) and the tag that binds them to the
     /// browser session.
+    /// A payer that paid a share before is shown those payments and asked to confirm one more (`another`, under
+    /// the tag too); `notice` says why the page is shown again (the amount changed meanwhile).
     static func session(
         _ session: Session,
         view: String,
         tag: String,
         root: String,
-        account: String
+        account: String,
+        notice: String? = nil
     ) -> CheckoutHTML.Page {
+        var before = ""
+        if let notice {
+            before += "<p id=\"problem\" class=\"problem\" role=\"alert\">\(CheckoutHTML.text(notice))</p>\n"
+        }
+        if !session.paidBefore.isEmpty {
+            before += "<div id=\"paid-before\" class=\"problem\" role=\"alert\">\n<p>You paid "
+            before += session.paidBefore.map { payment in
+                "<a href=\"\(root)\(session.eid)/\(CheckoutHTML.attribute(payment.receipt))\">"
+                    + CheckoutHTML.text(payment.total) + "</a>"
+            }.joined(separator: " and ")
+            before += " for this charge already. Pay again only if you mean to pay one more share.</p>\n</div>\n"
+        }
+        let again = session.paidBefore.isEmpty ? "" : " one more share:"
         var form = """
             <form id="pay" method="post" action="\(root)\(session.eid)/pay">
             <input type="hidden" name="view" value="\(CheckoutHTML.attribute(view))">
@@ -115,11 +135,12 @@ enum CheckoutPages {
             <input type="hidden" name="csrf" value="\(CheckoutHTML.attribute(tag))">
 
             """
+        if !session.paidBefore.isEmpty { form += "<input type=\"hidden\" name=\"another\" value=\"1\">\n" }
         if !session.tips.isEmpty {
             form += "<input type=\"hidden\" name=\"tips\" value=\"\(CheckoutHTML.attribute(session.tipList))\">\n"
         }
         form += """
-            <button type="submit" id="pay-button" name="tip" value="0">Pay \(CheckoutHTML.text(session.amount))</button>
+            <button type="submit" id="pay-button" name="tip" value="0">Pay\(again) \(CheckoutHTML.text(session.amount))</button>
 
             """
         if !session.tips.isEmpty {
@@ -134,7 +155,8 @@ enum CheckoutPages {
             form += "</div>\n"
         }
         form += "</form>"
-        let main = summary(session, heading: "Pay") + "\n" + form + "\n" + status(eid: session.eid, root: root)
+        let main =
+            summary(session, heading: "Pay") + "\n" + before + form + "\n" + status(eid: session.eid, root: root)
         return CheckoutHTML.Page(
             title: "Pay \(DisplayText.quoted(session.payee.name))",
             main: main,
@@ -235,7 +257,7 @@ enum CheckoutPages {
         var balance: String?
         /// Whether shares of the split are still to pay.
         var sharesLeft: Bool
-        /// The `--server` a verifier passes: this server's address as the browser reached it.
+        /// The `--server` a verifier passes: the public URL, else this server's address as the browser reached it.
         var server: String
     }
 

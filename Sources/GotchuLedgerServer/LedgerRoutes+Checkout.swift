@@ -8,14 +8,12 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// The web checkout's state in one server process: its settings, its cookie, its per-address limit and the payments
-/// running.
+/// The web checkout's state in one server process: its settings, its cookie and its per-address limit.
 struct Checkout: Sendable {
     let settings: CheckoutSettings
     let cookie: BrowserSessionCookie
     /// Every `/p/` request but the assets, per client address, at resolve's rate: a page resolves an EID.
     let pagesPerAddress: RateLimiter?
-    let payments = CheckoutPayments()
 
     init(_ settings: CheckoutSettings, limits: LedgerLimits) {
         self.settings = settings
@@ -101,9 +99,8 @@ extension LedgerRoutes {
                 visitor
             )
         }
-        let session: CheckoutPages.Session
         do {
-            session = try await checkoutSession(eid)
+            return try await payPage(eid, user: user, token: token, visitor: visitor, root: "")
         } catch let refusal as LedgerError where refusal.kind == .sessionAlreadyPaid {
             // A reload after paying: the payer's own payment, not a stranger's.
             if let own = try await ownPayment(eid, user: user.id) {
@@ -111,19 +108,45 @@ extension LedgerRoutes {
             }
             throw refusal
         }
+    }
+
+    /// The pay page of the live session `eid` names for a signed-in payer, as a new page view: with the payments it
+    /// made of a split already (then its form asks for one more share), and `notice` above the form.
+    private func payPage(
+        _ eid: EID,
+        user: LedgerUser,
+        token: String,
+        visitor: CheckoutVisitor,
+        root: String,
+        notice: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        var session = try await checkoutSession(eid)
+        if session.shares > 1 {
+            session.paidBefore = try await ownPayments(sid: session.sid, user: user.id).map { payment in
+                (
+                    format(payment.amount + payment.tip),
+                    "receipt?" + receiptQuery(sid: session.sid, paymentID: payment.id)
+                )
+            }
+        }
         let view = BrowserSessions.viewID()
-        let tag = BrowserSessions.tag(
-            token: token,
-            Self.payFields(view, session.sid, String(session.amountCents), session.tipList)
+        let fields = Self.payFields(
+            view,
+            session.sid,
+            String(session.amountCents),
+            session.tipList,
+            another: !session.paidBefore.isEmpty
         )
         let page = CheckoutPages.session(
             session,
             view: view,
-            tag: tag,
-            root: "",
-            account: account(user, token: token, eid: eid, root: "")
+            tag: BrowserSessions.tag(token: token, fields),
+            root: root,
+            account: account(user, token: token, eid: eid, root: root),
+            notice: notice
         )
-        return answer(page, .ok, visitor)
+        return answer(page, status, visitor)
     }
 
     /// `POST /p/{eid}/sign-in`: e-mail address and password, checked as `POST /auth/login` checks them (the same
@@ -222,12 +245,17 @@ extension LedgerRoutes {
             )
             return answer(page, .unauthorized, visitor)
         }
+        let another = form["another"] == "1"
         guard let view = form["view"], view.utf8.count == 22, Self.isBase64URL(view),
             let sidText = form["sid"], let sid = try? SessionID.validate(sidText),
             let amountText = form["amount"], (1...19).contains(amountText.utf8.count),
             amountText.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let amount = Cents(amountText), amount > 0,
             let tag = form["csrf"],
-            BrowserSessions.isTag(tag, token: token, Self.payFields(view, sid, amountText, form["tips"] ?? ""))
+            BrowserSessions.isTag(
+                tag,
+                token: token,
+                Self.payFields(view, sid, amountText, form["tips"] ?? "", another: another)
+            )
         else { throw CheckoutRefusal.forgedForm }
         // The tips the page offered, as its tag vouches for them: the session's suggestion when it was shown.
         let offered = (try? TipPrompt.parse(form["tips"] ?? "")) ?? .none
@@ -237,16 +265,19 @@ extension LedgerRoutes {
         }
         try limiters.lockPerUser?.take(user.id)
         try limiters.sendPerUser?.take(user.id)
-        let payment = CheckoutPayment(
+        // One engine call: the share shown taken and paid in one transaction, or nothing. The key is the page
+        // view's, so its taps (a double tap, a reload that posts again) pay once and all see that payment.
+        let payment = ShownPayment(
             sid: sid,
             payerID: user.id,
-            view: view,
+            idempotencyKey: "checkout:" + view,
             amountCents: amount,
-            tipCents: Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)
+            tipCents: Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount),
+            another: another
         )
         let accountHTML = account(user, token: token, eid: eid, root: "../")
-        switch try await checkout.payments.outcome(of: payment, store: store) {
-        case .paid(let paymentID):
+        switch try await store.pay(shown: payment) {
+        case .paid(_, let paymentID, _):
             metrics?.payment(outcome: "paid")
             return CheckoutHTML.redirect(to: "receipt?" + receiptQuery(sid: sid, paymentID: paymentID))
         case .refused(let refusal):
@@ -257,16 +288,29 @@ extension LedgerRoutes {
             }
             return refusalPage(refusal, eid: eid, root: "../", account: accountHTML)
         case .amountChanged(let cents):
-            let page = CheckoutPages.outcome(
-                "The amount changed",
-                "Someone else took the share this page showed; the next one is "
-                    + format(cents) + ". Nothing was paid. Look at the payment again before you pay.",
+            metrics?.payment(outcome: "amount-changed")
+            // The page again, with what the payer would pay now: nothing was paid or held meanwhile.
+            return try await payPage(
+                eid,
+                user: user,
+                token: token,
+                visitor: visitor,
                 root: "../",
-                eid: eid.rawValue,
-                link: "See the payment again",
-                account: accountHTML
+                notice: "Someone else took the share this page showed. The share left costs " + format(cents)
+                    + ". Nothing was paid; pay again if that is right.",
+                status: .conflict
             )
-            return CheckoutHTML.response(page, status: .conflict)
+        case .paidBefore:
+            metrics?.payment(outcome: "paid-before")
+            return try await payPage(
+                eid,
+                user: user,
+                token: token,
+                visitor: visitor,
+                root: "../",
+                notice: "You paid a share of this charge already. Nothing more was paid.",
+                status: .conflict
+            )
         }
     }
 
@@ -315,8 +359,15 @@ extension LedgerRoutes {
         let balance = try? await store.wallet(userID: user.id, recentLimit: 0).balance
         let entries = try? await store.entries(userID: user.id, cursor: nil, limit: 20).entries
         let payee = entries?.first { $0.sessionID == sid && $0.direction == .debit }?.counterparty
-        let secure = checkout.cookie.secure
-        let host = request.head.authority ?? "THIS-LEDGER"
+        // The address a verifier reaches this ledger at: the public URL where one is set (the request's `Host` may
+        // be a proxy's inside name), else the address the browser used.
+        let server: String
+        if let publicURL {
+            server = String(publicURL.description.dropLast())
+        } else {
+            let host = DisplayText.escaped(request.head.authority ?? "THIS-LEDGER", maximumLength: 255)
+            server = (checkout.cookie.secure ? "https://" : "http://") + host
+        }
         let paid = CheckoutPages.Paid(
             eid: eid.rawValue,
             receipt: receipt,
@@ -326,7 +377,7 @@ extension LedgerRoutes {
             payee: payee.map(CheckoutPages.Payee.init),
             balance: balance.map(format),
             sharesLeft: view.shares > 1 && view.status.isLive,
-            server: (secure ? "https://" : "http://") + DisplayText.escaped(host, maximumLength: 255)
+            server: server
         )
         let page = CheckoutPages.paid(paid, root: "../", account: account(user, token: token, eid: eid, root: "../"))
         return answer(page, .ok, visitor)
@@ -431,8 +482,24 @@ extension LedgerRoutes {
 
     /// What a pay form's tag covers: the page view, the session, the amount shown and, when the session suggests
     /// tips, the tips offered (`10,15,20`), so a form posts only the tips its page showed.
-    private static func payFields(_ view: String, _ sid: String, _ amount: String, _ tips: String) -> [String] {
-        ["pay", view, sid, amount] + (tips.isEmpty ? [] : ["tips", tips])
+    private static func payFields(
+        _ view: String,
+        _ sid: String,
+        _ amount: String,
+        _ tips: String,
+        another: Bool
+    ) -> [String] {
+        ["pay", view, sid, amount] + (tips.isEmpty ? [] : ["tips", tips]) + (another ? ["another"] : [])
+    }
+
+    /// The payments `user` made of split session `sid`, oldest first (none when the session is not the user's to
+    /// see).
+    private func ownPayments(sid: String, user: String) async throws -> [SessionPayment] {
+        guard let view = try? await store.session(sid: sid, viewerID: user) else { return [] }
+        return view.payments.filter { payment in
+            payment.receipt.map { $0.payerReference == Receipt.payerReference(receiptID: $0.id, payerID: user) }
+                ?? false
+        }
     }
 
     /// Where the receipt of the user's own payment of the paid session `eid` named is (`receipt?sid=…`), if the user
@@ -441,10 +508,7 @@ extension LedgerRoutes {
         let status = try await store.checkoutStatus(eid: eid)
         guard let view = try? await store.session(sid: status.sid, viewerID: user) else { return nil }
         if view.shares > 1 {
-            let own = view.payments.last { payment in
-                payment.receipt.map { $0.payerReference == Receipt.payerReference(receiptID: $0.id, payerID: user) }
-                    ?? false
-            }
+            let own = try await ownPayments(sid: status.sid, user: user).last
             return own.map { "receipt?" + receiptQuery(sid: status.sid, paymentID: $0.id) }
         }
         guard let receipt = view.receipt,
@@ -480,11 +544,34 @@ extension LedgerRoutes {
     /// `cents` in the server's locale and the ledger's currency.
     private func format(_ cents: Cents) -> String { checkout.settings.format(cents, currency: store.policy.currency) }
 
-    /// Refuses a form a browser says another site sent (`Sec-Fetch-Site`): the first defence against cross-site
-    /// requests, before the tags (browsers that do not send the header rely on those alone).
+    /// Refuses a form that another site sent. A browser says so in `Sec-Fetch-Site`; one that does not send it
+    /// (older Safari, embedded web views) still sends `Origin` with a form's POST, or at least a `Referer`, which must
+    /// then be this server's own origin: the request's (its scheme and `Host`) or the public URL's. A request with
+    /// none of the three comes from no browser page, so no other site can have made a browser send it.
     private func requireSameOrigin(_ request: Request) throws {
-        guard let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] else { return }
-        guard site == "same-origin" || site == "none" else { throw CheckoutRefusal.forgedForm }
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] {
+            guard site == "same-origin" || site == "none" else { throw CheckoutRefusal.forgedForm }
+            return
+        }
+        let claimed = request.headers[.origin] ?? request.headers[.referer].map { Self.origin(of: $0) ?? "null" }
+        guard let claimed else { return }
+        let scheme = checkout.cookie.secure ? "https://" : "http://"
+        let own = [
+            request.head.authority.flatMap { Self.origin(of: scheme + $0) },
+            publicURL.flatMap { Self.origin(of: $0.description) },
+        ]
+        guard let origin = Self.origin(of: claimed), own.contains(origin) else { throw CheckoutRefusal.forgedForm }
+    }
+
+    /// The origin of an absolute URL, as browsers write it in `Origin`: the scheme and host in lower case, and the
+    /// port unless it is the scheme's default (`https://pay.example.com`); `nil` for anything else (`null`).
+    static func origin(of text: String) -> String? {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = components.percentEncodedHost, !host.isEmpty
+        else { return nil }
+        var origin = scheme + "://" + host.lowercased()
+        if let port = components.port, port != (scheme == "https" ? 443 : 80) { origin += ":\(port)" }
+        return origin
     }
 
     /// Whether `text` is unpadded base64url.

@@ -24,6 +24,7 @@ struct CheckoutLedger: Sendable {
         resolve: ResolveAccess = .requiresLogin,
         checkout: CheckoutSettings = CheckoutSettings(),
         limits: LedgerLimits = .unlimited,
+        publicURL: PublicURL? = nil,
         _ body: @Sendable (CheckoutLedger) async throws -> T
     ) async throws -> T {
         let clock = ManualClock()
@@ -41,6 +42,7 @@ struct CheckoutLedger: Sendable {
                 store: store,
                 tokens: tokens,
                 limits: limits,
+                publicURL: publicURL,
                 checkout: checkout,
                 services: services
             ) { url in
@@ -155,7 +157,7 @@ final class CheckoutBrowser: @unchecked Sendable {
     func submit(_ page: CheckoutAnswer, to action: String, extra: [String: String] = [:]) async throws -> CheckoutAnswer
     {
         var form: [String: String] = [:]
-        for name in ["view", "sid", "amount", "csrf", "tips"] { form[name] = page.field(name, in: "pay") }
+        for name in ["view", "sid", "amount", "csrf", "tips", "another"] { form[name] = page.field(name, in: "pay") }
         form.merge(extra) { $1 }
         return try await post(action, form)
     }

@@ -108,11 +108,17 @@ extension LedgerModel {
 
     /// A payment of the shares `payer` holds locked, with `tip` on its first; the last share pays the session.
     mutating func payShares(_ sid: String, by payer: Int, tip: Cents) -> Expected {
-        var session = sessions[sid]!
+        let session = sessions[sid]!
         if session.payee == payer { return .refused(.ownSession) }
         if let kind = closed(session) { return .refused(kind) }
         let mine = session.shares.filter { shareHolder($0) == payer }
         if mine.isEmpty { return .refused(.lockRequired) }
+        return payShares(sid, mine, by: payer, tip: tip)
+    }
+
+    /// A payment of `mine` by `payer`, checked as far as the tip and the funds.
+    mutating func payShares(_ sid: String, _ mine: [Share], by payer: Int, tip: Cents) -> Expected {
+        var session = sessions[sid]!
         let amount = mine.reduce(0) { $0 + $1.amount }
         if tip < 0 || tip > amount { return .refused(.invalidTip) }
         if balances[payer] < amount + tip { return .refused(.insufficientFunds) }

@@ -73,7 +73,7 @@ struct LedgerModel {
     }
 
     var lockLifetime: Int64 { milliseconds(policy.lockLifetime) }
-    private var inFlightTimeout: Int64 { milliseconds(policy.inFlightTimeout) }
+    var inFlightTimeout: Int64 { milliseconds(policy.inFlightTimeout) }
 
     func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
@@ -160,7 +160,13 @@ struct LedgerModel {
         if held.count >= policy.maximumLocksPerPayer { return .refused(.lockLimitReached) }
         // The balance covers what this lock takes and every other lock the payer holds.
         if balances[payer] < held.amount + amount { return .refused(.insufficientFunds) }
-        let until = min(now + lockLifetime, session.expiresAt)
+        // Locking again renews nothing: a lock the payer holds keeps its end.
+        var until = min(now + lockLifetime, session.expiresAt)
+        let ownEnd =
+            session.isSplit
+            ? session.shares.filter { shareHolder($0) == payer }.map(\.until).min()
+            : (holder(session) == payer ? session.lock?.until : nil)
+        if let ownEnd { until = min(until, ownEnd) }
         if session.isSplit {
             for number in release { session.shares[number - 1].until = now }
             for number in take {
@@ -246,7 +252,7 @@ struct LedgerModel {
 
     private mutating func pay(_ sid: String, by payer: Int, tip: Cents) -> Expected {
         lastPayment = nil
-        var session = sessions[sid]!
+        let session = sessions[sid]!
         if session.isSplit { return payShares(sid, by: payer, tip: tip) }
         if session.payee == payer { return .refused(.ownSession) }
         if let kind = closed(session) { return .refused(kind) }
@@ -255,6 +261,12 @@ struct LedgerModel {
         case nil: return .refused(.lockRequired)
         case _?: return .refused(.sessionLocked)
         }
+        return payWhole(sid, by: payer, tip: tip)
+    }
+
+    /// A payment of a session that is not split, checked as far as the tip and the funds.
+    mutating func payWhole(_ sid: String, by payer: Int, tip: Cents) -> Expected {
+        var session = sessions[sid]!
         if tip < 0 || tip > session.amount { return .refused(.invalidTip) }
         if balances[payer] < session.amount + tip { return .refused(.insufficientFunds) }
         balances[payer] -= session.amount + tip

@@ -38,7 +38,8 @@ struct LedgerModelTests {
         "create refused(invalid-shares)", "lock ok (split)", "lock refused(no-free-share)",
         "lock refused(invalid-shares)", "send ok (share)", "send ok (last share)", "send ok (tip)",
         "send refused(invalid-tip)", "send refused(lock-required)", "cancel returned payments",
-        "sweep returned payments", "refund ok (payment)", "refund refused(bad-request)",
+        "sweep returned payments", "refund ok (payment)", "refund refused(bad-request)", "pay shown ok",
+        "pay shown amount changed", "pay shown paid before",
         "refund refused(refund-exceeds-payment)", "race matched", "view ok (split)", "expiries noted",
     ]
 
@@ -174,7 +175,7 @@ struct Driver {
 
     mutating func user() -> Int { Int.random(in: 0..<users.count, using: &random) }
 
-    private mutating func session() -> String? {
+    mutating func session() -> String? {
         sids.isEmpty ? nil : sids[Int.random(in: 0..<sids.count, using: &random)]
     }
 
@@ -184,7 +185,7 @@ struct Driver {
     }
 
     /// A key this payer used before, if any.
-    private mutating func usedKey(of payer: Int) -> (key: String, sid: String)? {
+    mutating func usedKey(of payer: Int) -> (key: String, sid: String)? {
         let prefix = "\(payer)/"
         let mine = model.keys.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }
         guard !mine.isEmpty else { return nil }
@@ -198,7 +199,7 @@ struct Driver {
 
     mutating func step() async throws {
         touched = []
-        let roll = Int.random(in: 0..<108, using: &random)
+        let roll = Int.random(in: 0..<112, using: &random)
         switch roll {
         case 0..<8:
             let user = user()
@@ -320,6 +321,9 @@ struct Driver {
             try await sweep()
         case 104..<108:
             try await race()
+        case 108..<112:
+            // The web checkout's Pay (LedgerModelTests+ShownPayments.swift).
+            try await payShown()
         default:
             // Time: mostly small steps, sometimes exactly onto or past a lock's lapse, the in-flight timeout or a
             // session's expiry (the boundaries are where off-by-one mistakes hide).
