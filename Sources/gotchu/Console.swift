@@ -9,9 +9,10 @@ import GotchuQR
 /// Names from the ledger are shown quoted through ``DisplayText``; every line is escaped as well, so a reason or a
 /// problem's detail quoted from a server cannot move the cursor, erase or reorder what the terminal shows.
 struct Console: Sendable {
-    /// Writes straight to the file descriptor, so a line is seen at once even when standard output is a pipe.
+    /// Writes straight to the file descriptor, so a line is seen at once even when standard output is a pipe (and
+    /// the command ends quietly once that pipe's reader has gone: ``StandardOutput``).
     func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((Self.safe(text) + "\n").utf8))
+        StandardOutput.write(Self.safe(text) + "\n")
     }
 
     /// Writes `warning: text` to standard error, beside the progress lines.
@@ -27,7 +28,7 @@ struct Console: Sendable {
         }
         let environment = ProcessInfo.processInfo.environment
         let colors = isatty(STDOUT_FILENO) == 1 && (environment["NO_COLOR"] ?? "").isEmpty
-        FileHandle.standardOutput.write(Data(code.terminalText(colors: colors).utf8))
+        StandardOutput.write(code.terminalText(colors: colors))
     }
 
     /// `text` with every character that could rewrite the terminal escaped; line feeds are kept.
@@ -247,7 +248,7 @@ struct TerminalInteraction: PayerInteraction {
     /// Reads a line without blocking the cooperative pool; `nil` at end of input or when the task is cancelled
     /// (Ctrl-C), which does not wait for the line.
     private func ask(_ prompt: String) async -> String? {
-        FileHandle.standardOutput.write(Data(Console.safe(prompt).utf8))
+        StandardOutput.write(Console.safe(prompt))
         let answer = PromptAnswer()
         let line = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

@@ -45,4 +45,20 @@ struct Gotchu: AsyncParsableCommand {
             BenchMovedCommand.self,
         ]
     )
+
+    /// Runs the command the arguments name, with broken pipes reported as errors rather than signals, so every
+    /// command ends quietly when its reader goes away (``StandardOutput``).
+    static func main() async {
+        StandardOutput.ignoreBrokenPipes()
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -107,7 +107,7 @@ struct ScanCommand: AsyncParsableCommand {
                 if json {
                     // Written straight to the descriptor, not through stdio's block buffer, so a pipe sees each
                     // reception as it happens.
-                    FileHandle.standardOutput.write(Data((Self.jsonLine(sighting) + "\n").utf8))
+                    StandardOutput.write(Self.jsonLine(sighting) + "\n")
                     continue
                 }
                 table[sighting.eid] = (sighting, (table[sighting.eid]?.count ?? 0) + 1)

@@ -161,7 +161,7 @@ struct ServerCommand: AsyncParsableCommand {
         do {
             try await LedgerServer.run(configuration, store: opened.store, services: opened.services, logger: logger) {
                 // Unbuffered, so a parent process reading the pipe sees the line at once.
-                FileHandle.standardOutput.write(Data("listening on \($0)\n".utf8))
+                StandardOutput.write("listening on \($0)\n")
             }
         } catch let error as LedgerServer.SetupError {
             throw CLIError(error.description)
