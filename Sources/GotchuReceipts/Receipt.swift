@@ -212,6 +212,62 @@ public struct Receipt: Codable, Hashable, Sendable {
         self = receipt
     }
 
+    /// A receipt as someone saved it: any JSON spelling of a receipt's fields, the signature covering the fields and
+    /// not the text, so a receipt re-saved by any JSON library (spaces, indentation, keys in another order, escapes,
+    /// a database's JSON column) reads as the same receipt. What could make two readers take different fields from
+    /// it is still refused: a key named twice in any object, a key a receipt does not have, and a number that is not
+    /// written as an integer (every number in a receipt is one; `700.0` and `"700"` are refused).
+    public init(savedJSON json: some Collection<UInt8>) throws(ReceiptError) {
+        let bytes = Array(json)
+        guard bytes.count <= Self.maximumJSONSize else {
+            throw ReceiptError("the receipt is larger than \(Self.maximumJSONSize) bytes")
+        }
+        do {
+            _ = try StrictJSON.check(bytes, maximumDepth: 4)
+        } catch {
+            throw ReceiptError("the receipt is not strict JSON: \(error.description)")
+        }
+        if Self.hasNonIntegerNumber(bytes) {
+            throw ReceiptError("the receipt writes a number with a fraction or an exponent; its numbers are integers")
+        }
+        let receipt = try Receipt(json: Data(bytes))
+        // The fields as given, against the fields the receipt has: a string where an integer belongs differs.
+        let given = try? JSONSerialization.jsonObject(with: Data(bytes)) as? NSDictionary
+        let expected = try? JSONSerialization.jsonObject(with: receipt.canonicalJSON) as? NSDictionary
+        guard let given, let expected, given.isEqual(expected) else {
+            throw ReceiptError("the receipt writes a field as another type than a receipt has (amounts are integers)")
+        }
+        self = receipt
+    }
+
+    /// Whether a number outside the strings of strict JSON `bytes` has a fraction or an exponent (outside strings,
+    /// `.` only appears in such numbers, and `e` or `E` after a digit only in exponents).
+    private static func hasNonIntegerNumber(_ bytes: [UInt8]) -> Bool {
+        var inString = false
+        var escaped = false
+        var previous: UInt8 = 0
+        for byte in bytes {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            } else if byte == UInt8(ascii: ".")
+                || ((byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E"))
+                    && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(previous))
+            {
+                return true
+            }
+            previous = byte
+        }
+        return false
+    }
+
     /// The largest receipt text read (a receipt with 16 entries of 128 characters is far smaller).
     public static let maximumJSONSize = 65_536
 

@@ -121,7 +121,9 @@ struct ReceiptStrictnessTests {
         }
     }
 
-    @Test("gotchu receipt verify refuses a receipt with a key twice or an unknown key, alone or in an answer")
+    @Test(
+        "gotchu receipt verify takes any JSON spelling of a receipt, and refuses a key twice, an unknown key or a non-integer amount"
+    )
     func command() async throws {
         try await TestLedger.with(store: .sqlite) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
@@ -134,9 +136,34 @@ struct ReceiptStrictnessTests {
             try APIJSON.encoder().encode(try await payer.receiptKeys()).write(to: keys)
             let canonical = String(decoding: receipt.canonicalJSON, as: UTF8.self)
             let gotchu = try BuiltProducts.gotchu
+            // Re-saved by another JSON library: indented, keys in reverse order, a character escaped.
+            let fields = try #require(try JSONSerialization.jsonObject(with: receipt.canonicalJSON) as? [String: Any])
+            var members: [String] = []
+            for key in fields.keys.sorted(by: >) {
+                let value = try JSONSerialization.data(
+                    withJSONObject: try #require(fields[key]),
+                    options: .fragmentsAllowed
+                )
+                let text = String(decoding: value, as: UTF8.self).replacingOccurrences(of: "USD", with: "U\\u0053D")
+                members.append("    \"\(key)\" : " + text)
+            }
+            var resaved = "{\n" + members.joined(separator: ",\n")
+            resaved += "\n}\n"
             let files: [(String, String, String?)] = [
                 ("valid.json", canonical + "\n", nil),
                 ("answer.json", #"{"ok":true,"receipt":\#(canonical)}"#, nil),
+                ("resaved.json", resaved, nil),
+                ("answer-resaved.json", "{ \"receipt\": \(resaved), \"ok\": true }", nil),
+                (
+                    "string-amount.json",
+                    canonical.replacingOccurrences(of: #""amount_cents":420"#, with: #""amount_cents":"420""#),
+                    "another type"
+                ),
+                (
+                    "fraction-amount.json",
+                    canonical.replacingOccurrences(of: #""amount_cents":420"#, with: #""amount_cents":420.0"#),
+                    "a fraction or an exponent"
+                ),
                 ("doubled.json", Self.appending(Self.duplicate, to: receipt), #"the key "amount_cents" appears twice"#),
                 ("unknown.json", Self.appending(Self.unknown, to: receipt), #"no field "note""#),
                 (
@@ -150,8 +177,8 @@ struct ReceiptStrictnessTests {
                 let run = try RunningCommand(gotchu, ["receipt", "verify", file.path, "--keys", keys.path])
                 let status = try await run.waitForExit()
                 if let expected {
-                    #expect(status == 1, "\(name)")
-                    #expect(run.lines.first?.hasPrefix("invalid: ") == true, "\(name): \(run.lines)")
+                    #expect(status == 2, "\(name)")
+                    #expect(run.lines.first?.hasPrefix("not a receipt: ") == true, "\(name): \(run.lines)")
                     #expect(run.lines.first?.contains(expected) == true, "\(name): \(run.lines)")
                 } else {
                     #expect(status == 0, "\(name): \(run.lines)")

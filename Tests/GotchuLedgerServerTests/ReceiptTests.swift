@@ -168,7 +168,9 @@ struct ReceiptTests {
         }
     }
 
-    @Test("gotchu receipt verify: 0 for a valid receipt (server keys or a key file), 1 for an altered one")
+    @Test(
+        "gotchu receipt verify: 0 for a valid receipt (server keys or a key file), 1 for an altered one, 2 for no receipt, 3 unchecked"
+    )
     func command() async throws {
         try await TestLedger.with(store: .sqlite) { ledger in
             let payer = try await ledger.client("payer@example.com", funded: 1_000)
@@ -202,9 +204,14 @@ struct ReceiptTests {
             let invalid = try RunningCommand(gotchu, ["receipt", "verify", forged.path, "--keys", keys.path])
             #expect(try await invalid.waitForExit() == 1)
             #expect(invalid.lines.first?.hasPrefix("invalid: the signature does not match") == true, "\(invalid.lines)")
+            // Not a receipt at all, and a receipt that could not be checked, each with a status of its own.
             let garbage = try RunningCommand(gotchu, ["receipt", "verify", keys.path, "--keys", keys.path])
-            #expect(try await garbage.waitForExit() == 1)
-            #expect(garbage.lines.first?.hasPrefix("invalid: ") == true)
+            #expect(try await garbage.waitForExit() == 2)
+            #expect(garbage.lines.first?.hasPrefix("not a receipt: ") == true, "\(garbage.lines)")
+            let missing = directory.url.appendingPathComponent("missing.json").path
+            let unchecked = try RunningCommand(gotchu, ["receipt", "verify", file.path, "--keys", missing])
+            #expect(try await unchecked.waitForExit() == 3)
+            #expect(unchecked.lines.first?.hasPrefix("not checked: cannot read") == true, "\(unchecked.lines)")
         }
     }
 
