@@ -4,7 +4,11 @@ import GotchuTesting
 import Synchronization
 import Testing
 
-@Suite("gotchu advertise and gotchu doctor: which address an advertisement goes out from", requiresDBusDaemon)
+@Suite(
+    "gotchu advertise and gotchu doctor: which address an advertisement goes out from",
+    requiresDBusDaemon,
+    .timeLimit(.minutes(10))
+)
 struct AdvertisingCommandTests {
     @Test(
         "gotchu advertise registers a broadcast by default; --advertise-as peripheral, or its old spelling --type, a peripheral",

@@ -5,7 +5,7 @@ import GotchuTesting
 import Synchronization
 import Testing
 
-@Suite("Advertising against a fake bluetoothd", requiresDBusDaemon)
+@Suite("Advertising against a fake bluetoothd", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct AdvertisingTests {
     @Test(
         "registers a broadcast LEAdvertisement1 by default, with exact types and no Discoverable; answers the GetAll call-back, unregisters at scope end"

@@ -4,7 +4,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("Against bluezoo's linked virtual adapters", requiresDBusDaemon)
+@Suite("Against bluezoo's linked virtual adapters", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct BlueZooTests {
     static let arguments = [
         "-c", "import sys; from bluezoo import bluezoo; sys.argv[0] = 'bluezoo'; sys.exit(bluezoo.main())",

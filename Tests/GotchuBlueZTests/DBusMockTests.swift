@@ -4,7 +4,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("Against python-dbusmock's bluez5 template", requiresDBusDaemon)
+@Suite("Against python-dbusmock's bluez5 template", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct DBusMockTests {
     static let modules = ["dbusmock", "dbus", "gi"]
 

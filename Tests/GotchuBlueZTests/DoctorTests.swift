@@ -3,7 +3,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("Doctor", requiresDBusDaemon)
+@Suite("Doctor", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct DoctorTests {
     @Test("reports adapters, advertising instances and an adapter that is off, with the command to fix it")
     func adapters() async throws {

@@ -4,7 +4,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("A rogue org.bluez cannot crash the radio", requiresDBusDaemon)
+@Suite("A rogue org.bluez cannot crash the radio", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct RogueBlueZTests {
     @Test("wrong types, huge arrays and deep nesting are ignored; good data still arrives")
     func rogueSignals() async throws {

@@ -3,7 +3,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("gotchu scan --json against a fake bluetoothd", requiresDBusDaemon)
+@Suite("gotchu scan --json against a fake bluetoothd", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct ScanCommandTests {
     @Test("each reception is written at once, to the pipe and to the recording, while the scan runs")
     func jsonLinesAreFlushedAndRecorded() async throws {

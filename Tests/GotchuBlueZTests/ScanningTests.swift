@@ -5,7 +5,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("Scanning against a fake bluetoothd", requiresDBusDaemon)
+@Suite("Scanning against a fake bluetoothd", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct ScanningTests {
     @Test("a terminal BlueZ reports without RSSI reaches the payer's list under --choose, after the ranged one")
     func unrangedTerminalsAreListed() async throws {

@@ -3,7 +3,7 @@ import GotchuCore
 import GotchuDBus
 import Testing
 
-@Suite("Sighting decoder")
+@Suite("Sighting decoder", .timeLimit(.minutes(10)))
 struct SightingDecoderTests {
     let path = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_11_22_33_44_55_66")!
     let feed = "0000feed-0000-1000-8000-00805f9b34fb"

@@ -2,7 +2,7 @@ import Foundation
 import GotchuCore
 import Testing
 
-@Suite struct CalibrationTests {
+@Suite(.timeLimit(.minutes(10))) struct CalibrationTests {
     static let (a, b) = (EID(rawValue: "aaaaaaaaaa")!, EID(rawValue: "bbbbbbbbbb")!)
 
     /// `count` sightings 100 ms apart ending at 1 s.

@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite struct ConfirmationCodeTests {
+@Suite(.timeLimit(.minutes(10))) struct ConfirmationCodeTests {
     /// Values computed apart from this code (FNV-1a 64 of the lowercased id, modulo 100): the terminal's display
     /// script and any other client must print the same two digits.
     @Test(arguments: [

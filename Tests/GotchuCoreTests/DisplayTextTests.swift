@@ -2,7 +2,7 @@ import Foundation
 import GotchuCore
 import Testing
 
-@Suite("DisplayText: remote text shown safely")
+@Suite("DisplayText: remote text shown safely", .timeLimit(.minutes(10)))
 struct DisplayTextTests {
     /// The payee name that made `Pay $5.00⠀to⠀coffee? [y/N]` appear for a $500.00 session: eleven backspaces erase
     /// "Pay $500.00" on a terminal, braille blanks (U+2800) pose as spaces.

@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite("Money")
+@Suite("Money", .timeLimit(.minutes(10)))
 struct MoneyTests {
     @Test(
         "Decimal amounts parse exactly into cents",
@@ -48,7 +48,7 @@ struct MoneyTests {
     }
 }
 
-@Suite("EID")
+@Suite("EID", .timeLimit(.minutes(10)))
 struct EIDTests {
     @Test("Valid text EIDs are 10 lowercase hex characters")
     func validation() {
@@ -77,7 +77,7 @@ struct EIDTests {
     }
 }
 
-@Suite("Bluetooth UUID")
+@Suite("Bluetooth UUID", .timeLimit(.minutes(10)))
 struct BluetoothUUIDTests {
     @Test("16-, 32- and 128-bit forms of 0xFEED are one UUID")
     func forms() {

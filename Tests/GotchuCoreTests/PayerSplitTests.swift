@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite("The payer's flow: shares of a split session and tips")
+@Suite("The payer's flow: shares of a split session and tips", .timeLimit(.minutes(10)))
 struct PayerSplitTests {
     static let eid = EID(rawValue: "0123456789")!
     static let sid = "6f1c2a7e-0000-4000-8000-000000000002"

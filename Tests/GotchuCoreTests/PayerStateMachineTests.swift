@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite struct PayerStateMachineTests {
+@Suite(.timeLimit(.minutes(10))) struct PayerStateMachineTests {
     static let near = EID(rawValue: "0123456789")!
     static let far = EID(rawValue: "abcdefabcd")!
     static let sid = "6f1c2a7e-0000-4000-8000-000000000001"

@@ -2,7 +2,7 @@ import GotchuCore
 import PropertyBased
 import Testing
 
-@Suite struct ProximitySelectorTests {
+@Suite(.timeLimit(.minutes(10))) struct ProximitySelectorTests {
     static let eids = ["aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"].map { EID(rawValue: $0)! }
     static let (a, b, c) = (eids[0], eids[1], eids[2])
 

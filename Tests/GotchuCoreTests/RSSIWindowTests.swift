@@ -2,7 +2,7 @@ import GotchuCore
 import PropertyBased
 import Testing
 
-@Suite struct RSSIWindowTests {
+@Suite(.timeLimit(.minutes(10))) struct RSSIWindowTests {
     private func window(_ samples: [(ms: Int64, rssi: Int16)], txPower: Int16? = nil) -> RSSIWindow {
         var window = RSSIWindow(length: .seconds(1))
         for sample in samples {

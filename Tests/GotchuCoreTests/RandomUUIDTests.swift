@@ -2,7 +2,7 @@ import Foundation
 import GotchuCore
 import Testing
 
-@Suite struct RandomUUIDTests {
+@Suite(.timeLimit(.minutes(10))) struct RandomUUIDTests {
     @Test func isALowercaseVersion4UUIDThatFoundationReads() throws {
         for _ in 0..<1000 {
             let text = RandomUUID.make()

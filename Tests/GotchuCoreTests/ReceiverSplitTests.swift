@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite("The receiver's flow: a split session paid share by share, or ended with its refunds")
+@Suite("The receiver's flow: a split session paid share by share, or ended with its refunds", .timeLimit(.minutes(10)))
 struct ReceiverSplitTests {
     static let split = ReceiverSession(
         sessionID: "s-4",

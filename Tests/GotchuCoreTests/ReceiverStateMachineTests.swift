@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite struct ReceiverStateMachineTests {
+@Suite(.timeLimit(.minutes(10))) struct ReceiverStateMachineTests {
     static let first = ReceiverSession(sessionID: "s-1", eid: EID(rawValue: "0000000001")!, expiresAt: .seconds(60))
     static let second = ReceiverSession(sessionID: "s-2", eid: EID(rawValue: "0000000002")!, expiresAt: .seconds(125))
 

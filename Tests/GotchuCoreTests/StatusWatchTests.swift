@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite("How a driver watches a session's status")
+@Suite("How a driver watches a session's status", .timeLimit(.minutes(10)))
 struct StatusWatchTests {
     @Test("On the stream: waits for changes, re-reads after a quiet spell")
     func live() {

@@ -2,7 +2,7 @@ import GotchuCore
 import Testing
 
 /// The tips a terminal suggests: whole percents from 1 to 100, at most five, none twice; empty is none.
-@Suite("Tip prompts")
+@Suite("Tip prompts", .timeLimit(.minutes(10)))
 struct TipPromptTests {
     @Test("A list is read as typed, in its order; empty is none")
     func parses() throws {

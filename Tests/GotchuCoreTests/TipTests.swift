@@ -1,7 +1,7 @@
 import GotchuCore
 import Testing
 
-@Suite("Tips and shares")
+@Suite("Tips and shares", .timeLimit(.minutes(10)))
 struct TipTests {
     @Test(
         "Tips parse exactly: amounts into cents, percentages into hundredths of a percent",

@@ -4,7 +4,7 @@ import Testing
 
 @testable import GotchuDBus
 
-@Suite("Connection: calls, signals, exported objects", requiresDBusDaemon)
+@Suite("Connection: calls, signals, exported objects", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct ConnectionTests {
     static let bus = PrivateBus.Shared()
 

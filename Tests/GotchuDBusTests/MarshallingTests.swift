@@ -2,7 +2,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("Marshalling round trips through a real bus", requiresDBusDaemon)
+@Suite("Marshalling round trips through a real bus", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct MarshallingTests {
     static let bus = PrivateBus.Shared()
 

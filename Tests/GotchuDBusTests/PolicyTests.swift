@@ -3,7 +3,7 @@ import GotchuDBus
 import GotchuTesting
 import Testing
 
-@Suite("DBusPolicies/io.gotchu.Kiosk1.conf", requiresDBusDaemon)
+@Suite("DBusPolicies/io.gotchu.Kiosk1.conf", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct PolicyTests {
     static let policy = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

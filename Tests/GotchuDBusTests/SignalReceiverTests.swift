@@ -6,7 +6,7 @@ import Testing
 
 @testable import GotchuDBus
 
-@Suite("Signal receiver: a socket of its own, read without libdbus", requiresDBusDaemon)
+@Suite("Signal receiver: a socket of its own, read without libdbus", requiresDBusDaemon, .timeLimit(.minutes(10)))
 struct SignalReceiverTests {
     static let bus = PrivateBus.Shared()
     static let logger = Logger(label: "gotchu.test.receiver")

@@ -6,7 +6,7 @@ import Testing
 extension Fuzzing {
     /// The ledger API's JSON decoders: whatever arrives is a value or a clean error the server and client handle, and
     /// amounts are only ever what the text says.
-    @Suite("Fuzzing: API request and response decoders")
+    @Suite("Fuzzing: API request and response decoders", .timeLimit(.minutes(10)))
     struct APIFuzzTests {
         static let requestKeys = ["amount_cents", "eid", "sid", "email"]
         static let responseKeys = [

@@ -5,7 +5,7 @@ import Testing
 
 extension Fuzzing {
     /// The sans-IO parsers of advertisements and amounts, each checked against a small independent oracle.
-    @Suite("Fuzzing: EIDs, amounts, UUIDs, air payloads")
+    @Suite("Fuzzing: EIDs, amounts, UUIDs, air payloads", .timeLimit(.minutes(10)))
     struct CoreFuzzTests {
         static let lowerHex = Set("0123456789abcdef".utf8)
 

@@ -8,7 +8,7 @@ extension Fuzzing {
     /// The in-place argument reader against libdbus: what libdbus writes (in its byte order, or big-endian from a writer
     /// of our own that libdbus accepts), the reader walks to the same values; from any bytes at all it walks to an end
     /// without reading outside them.
-    @Suite("Fuzzing: D-Bus argument reader")
+    @Suite("Fuzzing: D-Bus argument reader", .timeLimit(.minutes(10)))
     struct DBusArgumentReaderFuzzTests {
         /// What a reader shows of the values from its position on: each one's type code, with the text of strings,
         /// the number of an `n`, the bytes of an `ay`, and what containers hold.

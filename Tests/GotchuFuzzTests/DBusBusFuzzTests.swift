@@ -5,7 +5,11 @@ import Testing
 extension Fuzzing {
     /// Random and hostile values sent through a real private bus to an echo object: each call is answered with exactly
     /// the values sent, or refused with a ``DBusError``; the connection survives either way.
-    @Suite("Fuzzing: D-Bus values through a bus", .enabled(if: PrivateBus.isAvailable, "dbus-daemon is not installed"))
+    @Suite(
+        "Fuzzing: D-Bus values through a bus",
+        .enabled(if: PrivateBus.isAvailable, "dbus-daemon is not installed"),
+        .timeLimit(.minutes(10))
+    )
     struct DBusBusFuzzTests {
         static let path = DBusObjectPath(rawValue: "/io/gotchu/fuzz/echo")!
         static let interface = "io.gotchu.Fuzz.Echo"

@@ -8,7 +8,7 @@ extension Fuzzing {
     /// Messages viewed in place from their wire bytes, against libdbus: the header's fields a view finds are the ones
     /// libdbus finds, a message's length is known from its first 16 bytes, and any bytes at all are viewed (or
     /// refused) without reading outside them.
-    @Suite("Fuzzing: D-Bus message view")
+    @Suite("Fuzzing: D-Bus message view", .timeLimit(.minutes(10)))
     struct DBusMessageViewFuzzTests {
         /// What libdbus says of a message's header, in the view's terms.
         struct Header: Equatable, CustomStringConvertible {

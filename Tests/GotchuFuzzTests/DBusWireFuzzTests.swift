@@ -8,7 +8,7 @@ extension Fuzzing {
     /// The D-Bus value layer against libdbus's own wire format, without a bus: what we write, libdbus reads back; what
     /// libdbus accepts from the wire (however mangled), we turn into values or a ``GotchuDBus/DBusError``, and the values
     /// we read we can write again.
-    @Suite("Fuzzing: D-Bus wire format")
+    @Suite("Fuzzing: D-Bus wire format", .timeLimit(.minutes(10)))
     struct DBusWireFuzzTests {
         /// `body` as a signal message, or the error that refused it.
         static func message(_ body: [DBusValue]) throws(GotchuDBus.DBusError) -> OpaquePointer {

@@ -9,7 +9,7 @@ import Testing
 extension Fuzzing {
     /// BlueZ `Device1` properties as a hostile or buggy `org.bluez` could send them: wrong types, huge arrays, nested
     /// variants, odd UUID spellings. The decoder must ignore or report them, and only ever report what was sent.
-    @Suite("Fuzzing: BlueZ sighting decoder")
+    @Suite("Fuzzing: BlueZ sighting decoder", .timeLimit(.minutes(10)))
     struct SightingDecoderFuzzTests {
         static let ours = BluetoothUUID.gotchu
         static let paths = (0..<4).map { DBusObjectPath(rawValue: "/org/bluez/hci0/dev_00_00_00_00_00_0\($0)")! }

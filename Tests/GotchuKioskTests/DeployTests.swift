@@ -10,7 +10,7 @@ private let deploy = URL(fileURLWithPath: #filePath)
 
 /// Keeps the files an operator installs true to the code: the example config parses, and the unit says what the
 /// kiosk relies on.
-@Suite struct DeployTests {
+@Suite(.timeLimit(.minutes(10))) struct DeployTests {
     private let exampleConfig = deploy.appendingPathComponent("kiosk.toml")
 
     @Test func exampleConfigResolvesAsItIs() throws {

@@ -6,7 +6,7 @@ import GotchuSimulatedRadio
 import GotchuTesting
 import Testing
 
-@Suite struct KioskCalibrationTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskCalibrationTests {
     static let phone = EID(rawValue: "0123456789")!
     static let other = EID(rawValue: "abcdefabcd")!
 

@@ -39,7 +39,7 @@ extension Bench {
     }
 }
 
-@Suite("The kiosk's charge flow for a charge split among payers")
+@Suite("The kiosk's charge flow for a charge split among payers", .timeLimit(.minutes(10)))
 struct KioskChargeMachineSplitTests {
     typealias State = KioskChargeMachine.SessionState
 

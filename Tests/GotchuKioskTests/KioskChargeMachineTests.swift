@@ -100,7 +100,7 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
     return nil
 }
 
-@Suite struct KioskChargeMachineTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskChargeMachineTests {
     @Test func paidAfterLocked() throws {
         var bench = Bench.advertising()
         bench.advance(0.1)
@@ -544,7 +544,7 @@ private func seconds(_ duration: Duration) -> TimeInterval {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-@Suite("The kiosk's charge flow on the session's event stream")
+@Suite("The kiosk's charge flow on the session's event stream", .timeLimit(.minutes(10)))
 struct KioskChargeMachineLiveStatusTests {
     static var live: KioskChargeMachine.Configuration {
         var configuration = Bench.configuration

@@ -2,7 +2,7 @@ import Foundation
 import GotchuKiosk
 import Testing
 
-@Suite struct KioskChargeTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskChargeTests {
     @Test func finalStatesAreExactlyTheOutcomes() {
         let final = KioskChargeState.allCases.filter(\.isFinal)
         #expect(Set(final) == [.paid, .expired, .cancelled, .failed])

@@ -51,7 +51,7 @@ private let minimalEnvironment = [
     "GOTCHU_KIOSK_SERVER": "http://ledger.test", "GOTCHU_KIOSK_EMAIL": "kiosk@example.com",
 ]
 
-@Suite struct KioskConfigurationTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskConfigurationTests {
     @Test func defaultsFillEverythingButServerAndCredentials() throws {
         let directory = try ConfigDirectory()
         let configuration = try resolve(file: directory.missing, explicit: false, environment: minimalEnvironment)
@@ -497,7 +497,7 @@ private let minimalEnvironment = [
 }
 
 /// The command line offers a flag for every declared setting, with the declaration's name, and no other.
-@Suite struct KioskCommandLineTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskCommandLineTests {
     @Test(arguments: KioskSettings.declarations.map(\.key))
     func everyDeclaredSettingHasItsFlag(key: String) throws {
         let declaration = try #require(KioskSettings.declarations.first { $0.key == key })

@@ -11,7 +11,7 @@ extension KioskDisplayTests {
     /// Chromium's virtual time stands still while a request is open, so an endless event stream would keep it from
     /// ever finishing. The source here ends each stream after its first status; the page reconnects (as it does
     /// when the kiosk restarts) and virtual time runs between the connections.
-    @Suite(.serialized) struct InChromium {
+    @Suite(.serialized, .timeLimit(.minutes(10))) struct InChromium {
         @Test func showsTheAdvertisedCharge() async throws {
             let directory = try TemporaryDirectory(prefix: "gotchu-display")
             defer { directory.remove() }

@@ -7,7 +7,7 @@ import Logging
 import ServiceLifecycle
 import Testing
 
-@Suite struct KioskDisplayTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskDisplayTests {
     static let hostilePayee = #"Bob's <script>alert("x")</script> & Co"#
     static let hostileReference = "<img src=x onerror=alert(1)>"
 

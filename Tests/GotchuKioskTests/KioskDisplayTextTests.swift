@@ -7,7 +7,7 @@ import Testing
 
 /// The customer reads the amount beside the payee, the reference and any problem: none of those texts may reorder
 /// or disguise what is shown, whichever way the display is read (page, `/status`, `/events`).
-@Suite("The customer display escapes bidi, invisible and control characters in every text")
+@Suite("The customer display escapes bidi, invisible and control characters in every text", .timeLimit(.minutes(10)))
 struct KioskDisplayTextTests {
     static let payee = "Corner\u{202E}pohS"
     static let reference = "42\u{200B}\u{2800}7"

@@ -372,7 +372,7 @@ struct KioskSplitRefundTests {
     }
 }
 
-@Suite("The kiosk records a split's payments from the ledger's status, on synthetic time")
+@Suite("The kiosk records a split's payments from the ledger's status, on synthetic time", .timeLimit(.minutes(10)))
 struct KioskPaymentsMachineTests {
     typealias State = KioskChargeMachine.SessionState
 

@@ -112,7 +112,10 @@ struct KioskSplitTests {
     }
 }
 
-@Suite("The kiosk's store keeps a split's counts, and reads charges stored before splits as one share")
+@Suite(
+    "The kiosk's store keeps a split's counts, and reads charges stored before splits as one share",
+    .timeLimit(.minutes(10))
+)
 struct KioskStoreSplitTests {
     @Test("A split charge's counts are written and read back")
     func roundTrip() throws {

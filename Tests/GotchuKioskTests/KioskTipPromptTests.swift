@@ -13,7 +13,7 @@ import Testing
 
 /// The terminal's `tip_percents`: read from every layer as a list, refused when the ledger would refuse it, and sent
 /// with every session the kiosk creates.
-@Suite struct KioskTipPromptTests {
+@Suite(.timeLimit(.minutes(10))) struct KioskTipPromptTests {
     private let environment = ["GOTCHU_KIOSK_SERVER": "http://ledger.test", "GOTCHU_KIOSK_EMAIL": "kiosk@example.com"]
 
     private func directory() throws -> URL {

@@ -5,7 +5,7 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import Testing
 
-@Suite("Abuse limits: rate limits on resolve and lock, and the cap on locks held")
+@Suite("Abuse limits: rate limits on resolve and lock, and the cap on locks held", .timeLimit(.minutes(10)))
 struct AbuseLimitTests {
     /// Statuses seen, and whether every 429 carried a usable Retry-After.
     struct Tally: Sendable {

@@ -7,7 +7,7 @@ import Testing
 
 /// An access token ends with its login: a logout, or a refresh token used twice (a copy exists), refuses the access
 /// tokens issued before it at once, on every replica, not when they expire.
-@Suite("Access token revocation")
+@Suite("Access token revocation", .timeLimit(.minutes(10)))
 struct AccessTokenRevocationTests {
     @Test("Logout refuses the login's access token at once; a new login works", arguments: StoreKind.available)
     func logout(store: StoreKind) async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// `gotchu admin`, `gotchu login` and `gotchu logout` as an operator and a user run them: real processes, a real
 /// server without `--dev`, on each store.
-@Suite("gotchu admin, login by password and logout as processes")
+@Suite("gotchu admin, login by password and logout as processes", .timeLimit(.minutes(10)))
 struct AdminCommandTests {
     static let password = "correct horse battery"
 

@@ -9,7 +9,7 @@ import GotchuTesting
 import Logging
 import Testing
 
-@Suite("Audit: the hash chain and gotchu ledger verify")
+@Suite("Audit: the hash chain and gotchu ledger verify", .timeLimit(.minutes(10)))
 struct AuditTests {
     /// Fundings and `payments` payments between two users, through the engine.
     static func fill(_ store: any LedgerStore, payments: Int) async throws -> (payer: LedgerUser, payee: LedgerUser) {

@@ -3,7 +3,7 @@ import GotchuAPI
 import GotchuReceipts
 import Testing
 
-@Suite struct Base64URLTests {
+@Suite(.timeLimit(.minutes(10))) struct Base64URLTests {
     /// Foundation's base64 with the URL alphabet and no padding, the definition the encoder must match.
     static func reference(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")

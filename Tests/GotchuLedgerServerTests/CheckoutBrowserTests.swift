@@ -23,7 +23,7 @@ import Testing
 ///
 /// `GOTCHU_CHECKOUT_SCREENSHOT=PATH` keeps the 360×640 screenshot of the page before paying (the README's is
 /// `docs/images/checkout.png`).
-@Suite("Web checkout in a browser", .serialized)
+@Suite("Web checkout in a browser", .serialized, .timeLimit(.minutes(10)))
 struct CheckoutBrowserTests {
     /// What `scripts/install-dependencies` installs for these tests.
     static let installHint =

@@ -5,7 +5,7 @@ import GotchuTesting
 import Testing
 
 /// The checkout page's live status: `GET /p/{eid}/events`, read as a browser's `EventSource` reads it.
-@Suite("Web checkout live status")
+@Suite("Web checkout live status", .timeLimit(.minutes(10)))
 struct CheckoutEventTests {
     /// Opens the page's event stream with `cookie`; the head must say it is one.
     static func open(_ ledger: CheckoutLedger, eid: String, cookie: String?) async throws -> LoopbackConnection {

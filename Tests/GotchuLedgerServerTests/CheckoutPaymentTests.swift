@@ -7,7 +7,7 @@ import Testing
 
 /// Paying on the web checkout: the page, the pay form, its one payment per page view, the receipt, and every way it
 /// can end, each against the ledger's own records.
-@Suite("Web checkout payments")
+@Suite("Web checkout payments", .timeLimit(.minutes(10)))
 struct CheckoutPaymentTests {
     /// A payee, a funded payer signed in, and a session of `cents` (in `shares`).
     struct Scene: Sendable {

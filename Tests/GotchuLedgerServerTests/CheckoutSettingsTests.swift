@@ -4,7 +4,7 @@ import Testing
 @testable import GotchuLedgerServer
 
 /// The web checkout's settings: amounts as a locale writes them.
-@Suite("Web checkout settings")
+@Suite("Web checkout settings", .timeLimit(.minutes(10)))
 struct CheckoutSettingsTests {
     @Test("Amounts are written exactly, for the locale, in the ledger's currency")
     func amounts() {

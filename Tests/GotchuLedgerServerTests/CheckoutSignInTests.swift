@@ -6,7 +6,7 @@ import GotchuTesting
 import Testing
 
 /// Signing in on the web checkout: the browser session's cookie, what it is and is not accepted as, and how it ends.
-@Suite("Web checkout sign-in and browser sessions")
+@Suite("Web checkout sign-in and browser sessions", .timeLimit(.minutes(10)))
 struct CheckoutSignInTests {
     @Test(
         "A sign-in answers 303 to the page with an HttpOnly, SameSite=Strict cookie of 256 random bits",

@@ -3,7 +3,7 @@ import GotchuAPI
 import GotchuCore
 import Testing
 
-@Suite("Client decoding")
+@Suite("Client decoding", .timeLimit(.minutes(10)))
 struct ClientDecodingTests {
     @Test("Amounts sent as JSON strings (PostgreSQL bigint through other servers) are accepted by the client")
     func bigintStrings() throws {

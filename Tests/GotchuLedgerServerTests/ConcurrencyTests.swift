@@ -5,7 +5,7 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import Testing
 
-@Suite("Concurrency")
+@Suite("Concurrency", .timeLimit(.minutes(10)))
 struct ConcurrencyTests {
     @Test("50 payers race to lock and pay one session: exactly one payment", arguments: StoreKind.available)
     func raceForOneSession(store: StoreKind) async throws {

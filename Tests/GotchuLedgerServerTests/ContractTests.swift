@@ -12,7 +12,7 @@ import Yams
 
 /// Keeps `/openapi.yaml` true: every operation is exercised, and every status and problem type the server sends
 /// is one the document lists for that operation.
-@Suite("OpenAPI contract")
+@Suite("OpenAPI contract", .timeLimit(.minutes(10)))
 struct ContractTests {
     struct Operation: Hashable {
         var method: String

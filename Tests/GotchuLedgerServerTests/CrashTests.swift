@@ -12,7 +12,7 @@ import Synchronization
 import Testing
 
 /// `gotchu server` processes on PostgreSQL, killed with SIGKILL at random moments under load and restarted.
-@Suite("Crash recovery", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+@Suite("Crash recovery", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason), .timeLimit(.minutes(10)))
 struct CrashTests {
     /// One payment a client saw acknowledged: its key, session and the balance the server answered.
     struct Acknowledged: Sendable, Hashable {
@@ -217,7 +217,7 @@ struct CrashTests {
 /// One payment interrupted by SIGKILL between admitting its key and committing, then retried with that key on a
 /// restarted server: it must run at once (not after the in-flight timeout, by when the payer's lock would have
 /// lapsed) and exactly once. Both lifetimes are an hour here, so a retry that had to wait would fail, not wait.
-@Suite("A payment interrupted by a crash")
+@Suite("A payment interrupted by a crash", .timeLimit(.minutes(10)))
 struct InterruptedSendTests {
     static let options = ["--in-flight-timeout", "3600", "--lock-lifetime", "3600", "--session-lifetime", "3600"]
 

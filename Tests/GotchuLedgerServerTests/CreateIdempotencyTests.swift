@@ -7,7 +7,7 @@ import GotchuLedgerServer
 import PostgresNIO
 import Testing
 
-@Suite("Idempotency-Key on /sessions/create")
+@Suite("Idempotency-Key on /sessions/create", .timeLimit(.minutes(10)))
 struct CreateIdempotencyTests {
     /// A raw `POST /sessions/create` by `client`, with `key` as the Idempotency-Key when given.
     private func create(

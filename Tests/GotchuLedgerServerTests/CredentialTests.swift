@@ -12,7 +12,7 @@ import Testing
 
 /// Accounts with passwords, refresh tokens, disabled accounts, login back-off, registration and verified payees, on
 /// every store, over real HTTP.
-@Suite("Accounts and credentials")
+@Suite("Accounts and credentials", .timeLimit(.minutes(10)))
 struct CredentialTests {
     static let password = "correct horse battery"
 

@@ -553,7 +553,7 @@ struct DepositPayoutTests {
 
 /// `gotchu admin deposit`, `gotchu payout` and `gotchu admin payout` as an operator and a user run them: real
 /// processes, a real server without `--dev`, on each store.
-@Suite("gotchu admin deposit and payouts as processes")
+@Suite("gotchu admin deposit and payouts as processes", .timeLimit(.minutes(10)))
 struct DepositPayoutCommandTests {
     @Test(
         "A deposit once per reference, a payout taken by the user, listed, settled once; verify passes",

@@ -7,7 +7,7 @@ import GotchuLedgerSQLite
 import GotchuLedgerServer
 import Testing
 
-@Suite("Rotating a session's EID, and who may resolve one")
+@Suite("Rotating a session's EID, and who may resolve one", .timeLimit(.minutes(10)))
 struct EIDRotationTests {
     @Test(
         "A rotated EID resolves through the grace, then answers 410 eid-retired; the new one resolves and pays",

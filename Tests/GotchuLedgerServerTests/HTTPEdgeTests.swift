@@ -9,7 +9,7 @@ import Testing
 
 @testable import GotchuLedgerServer
 
-@Suite("The HTTP edge: connection cap, timeouts, HEAD, and requests the parser cannot take")
+@Suite("The HTTP edge: connection cap, timeouts, HEAD, and requests the parser cannot take", .timeLimit(.minutes(10)))
 struct HTTPEdgeTests {
     /// Limits with a small cap and short timeouts; what a test does not exercise is long enough not to interfere.
     static func limits(

@@ -7,7 +7,7 @@ import GotchuLedgerServer
 import PostgresNIO
 import Testing
 
-@Suite("Idempotency-Key on /wallet/send")
+@Suite("Idempotency-Key on /wallet/send", .timeLimit(.minutes(10)))
 struct IdempotencyTests {
     /// A payer who has locked a fresh session of `cents`, and the session id.
     private func lockedSession(_ ledger: TestLedger, cents: Cents = 100) async throws -> (LedgerClient, String) {

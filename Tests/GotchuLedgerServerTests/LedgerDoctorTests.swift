@@ -7,7 +7,7 @@ import GotchuTesting
 import NIOSSL
 import Testing
 
-@Suite("gotchu doctor's ledger checks: reachable, TLS, clock, credentials")
+@Suite("gotchu doctor's ledger checks: reachable, TLS, clock, credentials", .timeLimit(.minutes(10)))
 struct LedgerDoctorTests {
     private func withLedger<T: Sendable>(
         in directory: URL,

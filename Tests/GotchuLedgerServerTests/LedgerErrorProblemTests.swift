@@ -3,7 +3,7 @@ import GotchuLedgerServer
 import Testing
 
 /// Refusals stored under an idempotency key are tested against the stores alone, in LedgerErrorTests.
-@Suite("Ledger refusals: one domain type, problems at the edge")
+@Suite("Ledger refusals: one domain type, problems at the edge", .timeLimit(.minutes(10)))
 struct LedgerErrorProblemTests {
     @Test("Every refusal kind is answered with the problem type of the same name")
     func mapping() {

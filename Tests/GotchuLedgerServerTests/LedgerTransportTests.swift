@@ -6,7 +6,7 @@ import Hummingbird
 import Synchronization
 import Testing
 
-@Suite("The ledger client's transport")
+@Suite("The ledger client's transport", .timeLimit(.minutes(10)))
 struct LedgerTransportTests {
     @Test("A redirect to another origin is an error, and the bearer token never reaches that origin")
     func redirectNotFollowed() async throws {

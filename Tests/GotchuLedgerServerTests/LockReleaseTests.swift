@@ -5,7 +5,7 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import Testing
 
-@Suite("Releasing locks, and the funds a payer's locks need")
+@Suite("Releasing locks, and the funds a payer's locks need", .timeLimit(.minutes(10)))
 struct LockReleaseTests {
     @Test(
         "The holder unlocks: another payer locks at once; unlocking again is ok; nobody else can unlock",

@@ -18,7 +18,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-@Suite("GET /metrics in the Prometheus text format")
+@Suite("GET /metrics in the Prometheus text format", .timeLimit(.minutes(10)))
 struct MetricsTests {
     @Test("Requests by route and status, latency histograms, payments by outcome, rate-limit refusals, connections")
     func scrape() async throws {

@@ -90,7 +90,10 @@ func queryItems(_ url: String?) -> [String: String] {
     return items
 }
 
-@Suite("OpenID Connect browser sign-in: PKCE, the pending sign-in's cookie, code exchange and ID tokens")
+@Suite(
+    "OpenID Connect browser sign-in: PKCE, the pending sign-in's cookie, code exchange and ID tokens",
+    .timeLimit(.minutes(10))
+)
 struct OIDCSignInTests {
     @Test("S256 is RFC 7636's example")
     func pkceChallenge() {

@@ -13,7 +13,7 @@ import Testing
 
 /// `gotchu pay` run as a process against a payee whose name was made to forge the confirmation question: eleven
 /// backspaces to erase "Pay $500.00" on the terminal, then `$5.00⠀to⠀coffee` with braille blanks for spaces.
-@Suite("gotchu pay asks with the ledger's amount first and a payee name that cannot forge it")
+@Suite("gotchu pay asks with the ledger's amount first and a payee name that cannot forge it", .timeLimit(.minutes(10)))
 struct PayPromptTests {
     static let forgedName = String(repeating: "\u{8}", count: 11) + "$5.00\u{2800}to\u{2800}coffee"
 
@@ -119,7 +119,7 @@ struct PayPromptTests {
     }
 }
 
-@Suite("gotchu pay's question says whether the payee's name is verified")
+@Suite("gotchu pay's question says whether the payee's name is verified", .timeLimit(.minutes(10)))
 struct VerifiedPayeePromptTests {
     @Test("A verified merchant is asked for as one; any other payee's name is said to be its own choice")
     func verifiedAndNot() async throws {
@@ -164,7 +164,7 @@ struct VerifiedPayeePromptTests {
     }
 }
 
-@Suite("gotchu wallet shows a server's strings escaped")
+@Suite("gotchu wallet shows a server's strings escaped", .timeLimit(.minutes(10)))
 struct WalletOutputTests {
     @Test("Entry types, references and the wallet id from a hostile server cannot rewrite the terminal")
     func hostileEntries() async throws {

@@ -5,7 +5,7 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import Testing
 
-@Suite("Payee names: checked where they enter, told apart where they are shown")
+@Suite("Payee names: checked where they enter, told apart where they are shown", .timeLimit(.minutes(10)))
 struct PayeeNameTests {
     @Test(
         "Hostile e-mail addresses are refused at login with 400 problem+json saying why, and no user is made",

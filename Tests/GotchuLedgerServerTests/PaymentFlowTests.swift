@@ -5,7 +5,7 @@ import GotchuLedgerClient
 import GotchuLedgerServer
 import Testing
 
-@Suite("Payment flow")
+@Suite("Payment flow", .timeLimit(.minutes(10)))
 struct PaymentFlowTests {
     @Test(
         "Alice ($100) pays Bob's $50 session; a retried send with the same key changes nothing",

@@ -12,7 +12,7 @@ import Testing
 #endif
 
 /// The public URL, the `checkout_url` of new EIDs, and `GET /p/{eid}/qr.svg`.
-@Suite("QR codes of the web checkout")
+@Suite("QR codes of the web checkout", .timeLimit(.minutes(10)))
 struct QRCodeTests {
     static let publicURL = try! PublicURL("https://Pay.Example.com/shop")
 
@@ -214,7 +214,7 @@ struct QRCodeTests {
 }
 
 /// `gotchu server --public-url`.
-@Suite("gotchu server --public-url")
+@Suite("gotchu server --public-url", .timeLimit(.minutes(10)))
 struct PublicURLCommandTests {
     @Test(
         "A public URL that is not an absolute https URL is refused before the server starts",

@@ -3,7 +3,7 @@ import Testing
 
 @testable import GotchuLedgerServer
 
-@Suite("Token buckets")
+@Suite("Token buckets", .timeLimit(.minutes(10)))
 struct RateLimiterTests {
     @Test("A bucket allows its burst, then one request per refill, and says how long to wait")
     func bucket() throws {

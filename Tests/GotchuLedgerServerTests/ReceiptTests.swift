@@ -19,7 +19,7 @@ func == (answer: SendResult, expected: SignedAnswer) -> Bool {
         && answer.receipt != nil
 }
 
-@Suite("Signed receipts")
+@Suite("Signed receipts", .timeLimit(.minutes(10)))
 struct ReceiptTests {
     /// A receipt with fixed fields, for checks that need no ledger.
     static func sample(signer: ReceiptSigner) throws -> Receipt {

@@ -12,7 +12,7 @@ import Testing
 
 /// A refund interrupted by SIGKILL of the server, then retried with its key on a restarted server: exactly one
 /// refund per key.
-@Suite("A refund interrupted by a crash")
+@Suite("A refund interrupted by a crash", .timeLimit(.minutes(10)))
 struct InterruptedRefundTests {
     /// The refund entries of `sid` in a SQLite ledger.
     static func refundDebits(_ database: DatabaseQueue, _ sid: String) async throws -> Int {

@@ -61,7 +61,7 @@ struct CapturingSendmail {
     }
 }
 
-@Suite("Open registration")
+@Suite("Open registration", .timeLimit(.minutes(10)))
 struct RegistrationTests {
     static let password = "correct horse battery"
     static var policy: LedgerPolicy {

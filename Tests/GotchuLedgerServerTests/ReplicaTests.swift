@@ -56,7 +56,11 @@ struct TestReplicas: Sendable {
     }
 }
 
-@Suite("Replicas on one PostgreSQL database", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+@Suite(
+    "Replicas on one PostgreSQL database",
+    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason),
+    .timeLimit(.minutes(10))
+)
 struct ReplicaTests {
     /// Every answer's status, so a 500 (a deadlock or a serialization failure surfacing) cannot hide.
     enum Answer: Hashable {

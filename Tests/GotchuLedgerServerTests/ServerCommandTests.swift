@@ -12,7 +12,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-@Suite("gotchu server, login and wallet as processes")
+@Suite("gotchu server, login and wallet as processes", .timeLimit(.minutes(10)))
 struct ServerCommandTests {
     @Test("Starts on a free port, serves, keeps its files private and stops cleanly on SIGTERM")
     func lifecycle() async throws {

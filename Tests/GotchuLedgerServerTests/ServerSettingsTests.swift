@@ -13,7 +13,7 @@ private let deploy = URL(fileURLWithPath: #filePath)
 
 /// `gotchu server`'s settings as declared: the example config shows each at its built-in value, and secrets stay out
 /// of files.
-@Suite struct ServerSettingsTests {
+@Suite(.timeLimit(.minutes(10))) struct ServerSettingsTests {
     @Test func exampleConfigShowsEveryKeyAtItsBuiltInValue() throws {
         let example = deploy.appendingPathComponent("server.toml")
         let text = try String(contentsOf: example, encoding: .utf8)
@@ -54,7 +54,7 @@ private let deploy = URL(fileURLWithPath: #filePath)
 }
 
 /// `gotchu server --config FILE`, with the environment and flags over it.
-@Suite("gotchu server with a config file")
+@Suite("gotchu server with a config file", .timeLimit(.minutes(10)))
 struct ServerConfigFileTests {
     /// A directory with `server.toml` holding `contents`.
     private func configFile(_ contents: String) throws -> (TemporaryDirectory, URL) {

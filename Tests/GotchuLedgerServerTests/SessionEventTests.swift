@@ -398,7 +398,7 @@ struct ReplicaEventTests {
     }
 }
 
-@Suite("Server-sent event parsing")
+@Suite("Server-sent event parsing", .timeLimit(.minutes(10)))
 struct ServerSentEventParserTests {
     @Test("Events split anywhere across chunks, CRLF or LF, comments and retry fields")
     func chunks() throws {

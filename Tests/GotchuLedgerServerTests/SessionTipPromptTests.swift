@@ -8,7 +8,7 @@ import Testing
 
 /// The tips a terminal asks for: kept with the session on create, answered by create, resolve and status, refused
 /// with nothing written when malformed, and shown as buttons on the web checkout only for a session that asks.
-@Suite("Tip prompts: the terminal asks for tips per session")
+@Suite("Tip prompts: the terminal asks for tips per session", .timeLimit(.minutes(10)))
 struct SessionTipPromptTests {
     /// The keys of a JSON object answer.
     static func keys(_ data: Data) throws -> Set<String> {

@@ -8,7 +8,7 @@ import Testing
 
 /// Keeps `/openapi.yaml` true of splits and tips: each answer the split requests get, refusals included, is a
 /// status and problem type the document lists for that operation.
-@Suite("OpenAPI contract: splits and tips")
+@Suite("OpenAPI contract: splits and tips", .timeLimit(.minutes(10)))
 struct SplitContractTests {
     @Test(
         "Split and tip requests answer only with documented statuses and problem types",

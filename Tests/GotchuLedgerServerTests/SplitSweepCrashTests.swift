@@ -12,7 +12,7 @@ import Testing
 
 /// A `gotchu server` killed with SIGKILL while it returns a cancelled split's payments, then restarted: the
 /// restarted server's sweep returns the rest, and every payment is returned exactly once.
-@Suite("A split's refund sweep interrupted by a crash")
+@Suite("A split's refund sweep interrupted by a crash", .timeLimit(.minutes(10)))
 struct SplitSweepCrashTests {
     /// What the tests pay: a split of 1,000 cents in 5 shares, four of them paid by four payers, each with a tip.
     static let payers = 4

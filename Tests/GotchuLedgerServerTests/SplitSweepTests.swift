@@ -9,7 +9,7 @@ import Testing
 
 /// A split that expires with shares paid is refunded by the server's own sweep, with no request arriving: seen on
 /// the session's status and on its event stream, never timed.
-@Suite("Splits: the server returns an expired split's payments by itself", .serialized)
+@Suite("Splits: the server returns an expired split's payments by itself", .serialized, .timeLimit(.minutes(10)))
 struct SplitSweepTests {
     /// A split of 1,001 cents in 4 shares of which Ann paid one (tip 25) and Bob two (tip 0); returns the session
     /// and the payers.

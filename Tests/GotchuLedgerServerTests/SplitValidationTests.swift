@@ -10,7 +10,7 @@ import Testing
 
 /// Bad input to the split and tip requests, over HTTP: each refused with its problem type (or 400 bad-request
 /// naming the field), and nothing written.
-@Suite("Splits and tips: bad input gets a clear 4xx and changes nothing", .serialized)
+@Suite("Splits and tips: bad input gets a clear 4xx and changes nothing", .serialized, .timeLimit(.minutes(10)))
 struct SplitValidationTests {
     /// How many sessions, shares and ledger entries the store holds, counted under it.
     static func rows(_ ledger: TestLedger) async throws -> [Int] {

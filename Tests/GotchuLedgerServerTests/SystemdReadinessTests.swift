@@ -5,7 +5,7 @@ import GotchuTesting
 import Testing
 
 #if os(Linux)
-    @Suite("gotchu server under systemd (Type=notify)")
+    @Suite("gotchu server under systemd (Type=notify)", .timeLimit(.minutes(10)))
     struct SystemdReadinessTests {
         @Test("READY=1 comes once the port answers, with its address as the status; SIGTERM ends with STOPPING=1")
         func readyOnceListening() async throws {

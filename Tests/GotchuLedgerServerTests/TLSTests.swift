@@ -7,7 +7,7 @@ import GotchuTesting
 import NIOSSL
 import Testing
 
-@Suite("The ledger over HTTPS with a private CA")
+@Suite("The ledger over HTTPS with a private CA", .timeLimit(.minutes(10)))
 struct TLSTests {
     /// A SQLite ledger serving HTTPS with `certificate` on a free loopback port while `body` runs.
     private func withHTTPSLedger<T: Sendable>(

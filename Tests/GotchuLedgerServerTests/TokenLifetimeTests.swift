@@ -5,7 +5,7 @@ import GotchuLedgerServer
 import JWTKit
 import Testing
 
-@Suite("Bearer tokens live no longer than the server issues them, and not before their time")
+@Suite("Bearer tokens live no longer than the server issues them, and not before their time", .timeLimit(.minutes(10)))
 struct TokenLifetimeTests {
     /// Signed with the test server's own secret, with whatever times and header a forger picks.
     private struct Claims: JWTPayload {

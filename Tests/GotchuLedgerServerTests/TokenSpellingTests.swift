@@ -7,7 +7,7 @@ import JWTKit
 import Testing
 
 /// Other spellings of a token's or a signature's bytes: the same bytes decoded leniently, refused all the same.
-@Suite("Tokens and signatures have one spelling: canonical base64url")
+@Suite("Tokens and signatures have one spelling: canonical base64url", .timeLimit(.minutes(10)))
 struct TokenSpellingTests {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 

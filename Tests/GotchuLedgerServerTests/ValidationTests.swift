@@ -6,7 +6,7 @@ import GotchuLedgerServer
 import JWTKit
 import Testing
 
-@Suite("Bad input gets a clear 4xx and changes nothing")
+@Suite("Bad input gets a clear 4xx and changes nothing", .timeLimit(.minutes(10)))
 struct ValidationTests {
     @Test(
         "Amounts: 0, negative, fractional, string, overflow, over the cap, missing → 400 invalid-amount",
@@ -122,7 +122,7 @@ struct ValidationTests {
     }
 }
 
-@Suite("Bearer tokens")
+@Suite("Bearer tokens", .timeLimit(.minutes(10)))
 struct TokenTests {
     @Test(
         "Missing, malformed, forged, wrong-algorithm, wrong-issuer and expired tokens get 401",

@@ -108,7 +108,7 @@ struct ReceivedEvent<Data: Decodable>: Decodable {
     }
 }
 
-@Suite("Webhooks delivered to receivers", .serialized)
+@Suite("Webhooks delivered to receivers", .serialized, .timeLimit(.minutes(10)))
 struct WebhookDeliveryTests {
     @Test(
         "A payment, a refund, a cancel, an expiry, a settled and a failed payout and a deposit each arrive, signed",
@@ -373,7 +373,7 @@ struct WebhookDeliveryTests {
     }
 }
 
-@Suite("Webhook endpoints refused and checked")
+@Suite("Webhook endpoints refused and checked", .timeLimit(.minutes(10)))
 struct WebhookEndpointRuleTests {
     /// The problem a raw request was answered with, and its detail.
     static func refusal(

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("Webhook documentation")
+@Suite("Webhook documentation", .timeLimit(.minutes(10)))
 struct WebhookDocsTests {
     /// The Swift receiver docs/webhooks.md shows is, line for line, the function the signature tests run
     /// (`verifyGotchuWebhook` in WebhookPartsTests.swift), so the documented code is the tested code.

@@ -56,7 +56,7 @@ extension Data {
     }
 }
 
-@Suite("Webhook signatures")
+@Suite("Webhook signatures", .timeLimit(.minutes(10)))
 struct WebhookSignatureTests {
     static let secret = "whsec_" + String(repeating: "k", count: 43)
     static let body = Data(#"{"id":"evt_1","type":"payment.succeeded","created":1700000000,"data":{}}"#.utf8)
@@ -130,7 +130,7 @@ struct WebhookSignatureTests {
     }
 }
 
-@Suite("Webhook address policy")
+@Suite("Webhook address policy", .timeLimit(.minutes(10)))
 struct WebhookAddressPolicyTests {
     let policy = WebhookAddressPolicy(allowedHosts: ["127.0.0.1", "[::1]", "Hooks.Internal"])
 
@@ -237,7 +237,7 @@ struct FixedResolver: WebhookResolver {
     }
 }
 
-@Suite("Webhook retry schedule")
+@Suite("Webhook retry schedule", .timeLimit(.minutes(10)))
 struct WebhookRetryScheduleTests {
     @Test("From the base, doubling to the cap, each delay lengthened by at most a quarter, within the window")
     func schedule() {
@@ -263,7 +263,7 @@ struct WebhookRetryScheduleTests {
     }
 }
 
-@Suite("Webhook HTTP client")
+@Suite("Webhook HTTP client", .timeLimit(.minutes(10)))
 struct WebhookHTTPClientTests {
     static let policy = WebhookAddressPolicy(allowedHosts: ["127.0.0.1"])
 
@@ -369,7 +369,7 @@ final class Seen: Sendable {
     var all: [String] { entries.withLock { $0 } }
 }
 
-@Suite("gotchu server's webhook settings")
+@Suite("gotchu server's webhook settings", .timeLimit(.minutes(10)))
 struct WebhookSettingsTests {
     @Test("A bad allow-list entry or retry base stops the server before it starts, naming the flag")
     func badValues() async throws {

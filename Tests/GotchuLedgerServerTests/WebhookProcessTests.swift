@@ -7,7 +7,7 @@ import Testing
 
 /// Webhooks of a real `gotchu server` process: killed with SIGKILL between a commit and its delivery (on either
 /// store), and driven by `gotchu webhooks` and `gotchu admin webhooks`.
-@Suite("Webhooks of gotchu server processes", .serialized)
+@Suite("Webhooks of gotchu server processes", .serialized, .timeLimit(.minutes(10)))
 struct WebhookProcessTests {
     /// The options every server here runs with: http to 127.0.0.1, retries from 1 s.
     static let webhookOptions = ["--webhook-allow-hosts", "127.0.0.1", "--webhook-retry-base", "1"]

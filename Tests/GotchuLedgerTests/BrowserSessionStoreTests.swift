@@ -6,7 +6,7 @@ import Testing
 
 /// The web checkout's browser sessions in the store, with no server: started, looked up by their secret only, ended,
 /// revoked with the user's tokens, and pruned; and the checkout's view of a session by any EID it had.
-@Suite("Browser sessions in the store")
+@Suite("Browser sessions in the store", .timeLimit(.minutes(10)))
 struct BrowserSessionStoreTests {
     @Test(
         "A session signs its user in until its end, by its secret alone, and sign-out ends it",

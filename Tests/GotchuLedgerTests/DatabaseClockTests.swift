@@ -8,7 +8,11 @@ import Logging
 import PostgresNIO
 import Testing
 
-@Suite("PostgreSQL store on the database clock", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+@Suite(
+    "PostgreSQL store on the database clock",
+    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason),
+    .timeLimit(.minutes(10))
+)
 struct DatabaseClockTests {
     @Test("Without an injected clock, expiry and lock lapses follow the database's clock_timestamp()")
     func databaseClock() async throws {

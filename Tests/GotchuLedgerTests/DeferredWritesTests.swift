@@ -3,7 +3,7 @@ import Testing
 
 @testable import GotchuLedgerPostgres
 
-@Suite("PostgreSQL writes held back and sent as one statement")
+@Suite("PostgreSQL writes held back and sent as one statement", .timeLimit(.minutes(10)))
 struct DeferredWritesTests {
     @Test("One write is sent as it is; several become WITH clauses ending in the notification, values renumbered")
     func joined() throws {

@@ -10,7 +10,7 @@ import Testing
 @testable import GotchuLedgerSQLite
 
 /// The SQLite store's writer: requests that queue up behind one another share one commit, each in a savepoint.
-@Suite("SQLite group commit")
+@Suite("SQLite group commit", .timeLimit(.minutes(10)))
 struct GroupCommitTests {
     struct Refusal: Error {}
 

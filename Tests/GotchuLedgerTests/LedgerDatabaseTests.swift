@@ -6,7 +6,7 @@ import GotchuTesting
 import Logging
 import Testing
 
-@Suite("Opening a ledger by name: an SQLite path or a postgres:// URL")
+@Suite("Opening a ledger by name: an SQLite path or a postgres:// URL", .timeLimit(.minutes(10)))
 struct LedgerDatabaseTests {
     @Test("A URL names PostgreSQL (checked, logged without its password), anything else a file")
     func names() throws {

@@ -7,7 +7,7 @@ import PostgresNIO
 import Testing
 
 /// The problem each refusal is answered with over HTTP is tested beside the server, in LedgerErrorProblemTests.
-@Suite("Ledger refusals: one domain type, stored outcomes that still replay")
+@Suite("Ledger refusals: one domain type, stored outcomes that still replay", .timeLimit(.minutes(10)))
 struct LedgerErrorTests {
     @Test(
         "A refusal stored under an idempotency key is replayed as the same kind and detail",

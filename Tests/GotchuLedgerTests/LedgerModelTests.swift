@@ -15,7 +15,7 @@ import Testing
 ///
 /// `GOTCHU_MODEL_SEED=N` replays one run (the seed a failure prints; the two concurrent operations may interleave
 /// differently on a replay, everything else repeats); `GOTCHU_MODEL_STEPS` sets its length.
-@Suite("Model-based: random operations against an oracle")
+@Suite("Model-based: random operations against an oracle", .timeLimit(.minutes(10)))
 struct LedgerModelTests {
     static let users = 5
     /// How many steps run between two whole-ledger verifications.

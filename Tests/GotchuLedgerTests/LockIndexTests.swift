@@ -5,7 +5,7 @@ import GotchuLedgerSQLite
 import GotchuTesting
 import Testing
 
-@Suite("The lock cap's count of a payer's locks uses an index")
+@Suite("The lock cap's count of a payer's locks uses an index", .timeLimit(.minutes(10)))
 struct LockIndexTests {
     @Test("SQLite plans the count through payment_sessions_locked_by, not a scan")
     func countUsesIndex() async throws {

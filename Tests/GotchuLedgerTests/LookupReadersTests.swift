@@ -8,7 +8,7 @@ import Testing
 @testable import GotchuLedgerSQLite
 
 /// The SQLite store's lookup connections: one statement each, no transaction, on the calling thread.
-@Suite("SQLite lookups")
+@Suite("SQLite lookups", .timeLimit(.minutes(10)))
 struct LookupReadersTests {
     struct Failure: Error {}
 

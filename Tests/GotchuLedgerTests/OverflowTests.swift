@@ -4,7 +4,7 @@ import GotchuLedger
 import GotchuLedgerTesting
 import Testing
 
-@Suite("Amounts near the limits of Int64")
+@Suite("Amounts near the limits of Int64", .timeLimit(.minutes(10)))
 struct OverflowTests {
     @Test("A balance that would overflow is refused, not wrapped, and nothing moves", arguments: StoreKind.available)
     func overflow(store kind: StoreKind) async throws {

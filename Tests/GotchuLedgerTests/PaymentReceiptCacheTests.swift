@@ -8,7 +8,7 @@ import Testing
 
 @testable import GotchuLedgerSQLite
 
-@Suite("The payment receipts a store keeps")
+@Suite("The payment receipts a store keeps", .timeLimit(.minutes(10)))
 struct PaymentReceiptCacheTests {
     @Test("A payment that rolled back leaves no receipt behind; the one that commits is the one stored")
     func onlyCommittedReceipts() async throws {

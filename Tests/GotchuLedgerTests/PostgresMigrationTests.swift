@@ -5,7 +5,11 @@ import Logging
 import PostgresNIO
 import Testing
 
-@Suite("PostgreSQL migrations", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+@Suite(
+    "PostgreSQL migrations",
+    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason),
+    .timeLimit(.minutes(10))
+)
 struct PostgresMigrationTests {
     @Test("Four servers starting at once on an empty database migrate it once; migrating again changes nothing")
     func concurrentMigrations() async throws {

@@ -6,7 +6,11 @@ import Logging
 import PostgresNIO
 import Testing
 
-@Suite("PostgreSQL prepared statements", .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason))
+@Suite(
+    "PostgreSQL prepared statements",
+    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason),
+    .timeLimit(.minutes(10))
+)
 struct PostgresPreparedStatementTests {
     @Test("A payment's statements are prepared once on a connection; the next payment reuses every one")
     func preparedOncePerConnection() async throws {

@@ -2,7 +2,7 @@ import GotchuLedger
 import GotchuLedgerPostgres
 import Testing
 
-@Suite("postgres:// URLs")
+@Suite("postgres:// URLs", .timeLimit(.minutes(10)))
 struct PostgresURLTests {
     @Test("User, password, host, port, database and sslmode are read; the password may come from PGPASSWORD")
     func parses() throws {

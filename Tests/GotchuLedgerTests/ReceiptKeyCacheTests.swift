@@ -8,7 +8,7 @@ import Testing
 
 @testable import GotchuLedgerSQLite
 
-@Suite("The receipt signing key a store caches")
+@Suite("The receipt signing key a store caches", .timeLimit(.minutes(10)))
 struct ReceiptKeyCacheTests {
     @Test("A key made by a payment that rolled back is never used: the next payment makes one that commits")
     func keyOfARolledBackPaymentIsNotCached() async throws {

@@ -7,7 +7,7 @@ import Testing
 @testable import GotchuLedgerSQLite
 
 /// The SQLite store's rows decoded by position, straight from the stepped statement.
-@Suite("SQLite rows read by position")
+@Suite("SQLite rows read by position", .timeLimit(.minutes(10)))
 struct SQLiteColumnsTests {
     static func isInconsistent(_ error: any Error) -> Bool { (error as? LedgerError)?.kind == .inconsistent }
 

@@ -8,7 +8,8 @@ import Testing
 
 @Suite(
     "The SQLite and PostgreSQL schemas declare the same tables, columns, indexes and constraints",
-    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason)
+    .enabled(if: TestPostgres.server != nil, TestPostgres.skipReason),
+    .timeLimit(.minutes(10))
 )
 struct SchemaParityTests {
     /// A column as both databases can describe it: its name and whether it takes NULL.

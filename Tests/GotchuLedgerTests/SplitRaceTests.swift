@@ -62,7 +62,7 @@ enum SplitRaceTopology: String, CaseIterable, Sendable, CustomTestStringConverti
 /// Splits under concurrency: payers racing for shares, a cancel racing the last share's send, sweeps running at
 /// once; on each store, and across two replicas of one PostgreSQL database. One test at a time, each with small
 /// pools: the races are inside each test, and the suite's PostgreSQL connections stay few.
-@Suite("Group splits under races", .serialized)
+@Suite("Group splits under races", .serialized, .timeLimit(.minutes(10)))
 struct SplitRaceTests {
     /// What one racer was answered.
     enum Answer: Hashable, Sendable {

@@ -5,7 +5,7 @@ import GotchuLedgerTesting
 import Testing
 
 /// What the model test found in splits, each as a test of its own.
-@Suite("Group splits: what the model test found", .serialized)
+@Suite("Group splits: what the model test found", .serialized, .timeLimit(.minutes(10)))
 struct SplitRegressionTests {
     @Test(
         "A sweep passes over a split whose payee cannot cover its refunds: the others are returned, that one later",

@@ -4,7 +4,7 @@ import GotchuLedgerTesting
 import GotchuReceipts
 import Testing
 
-@Suite("Group splits and tips on the engine")
+@Suite("Group splits and tips on the engine", .timeLimit(.minutes(10)))
 struct SplitTests {
     @Test("1001 cents in 4: shares of 251, 250, 250, 250, paid by three payers with tips; PAID with the last")
     func payEveryShare() async throws {

@@ -3,7 +3,7 @@ import GotchuLedgerTesting
 import PostgresNIO
 import Testing
 
-@Suite("PostgreSQL test server")
+@Suite("PostgreSQL test server", .timeLimit(.minutes(10)))
 struct TestPostgresTests {
     @Test("PostgreSQL is configured", .enabled(if: TestPostgres.isConfigured, TestPostgres.skipReason))
     func configured() async throws {

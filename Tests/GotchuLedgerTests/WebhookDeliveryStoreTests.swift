@@ -9,7 +9,7 @@ import Testing
 
 /// The store's side of webhook delivery, on both stores: endpoints and their secrets, claims and their leases, the
 /// outcome of attempts, the data an event is sent with; and claims across two PostgreSQL replicas.
-@Suite("Webhook endpoints, deliveries and claims in the store", .serialized)
+@Suite("Webhook endpoints, deliveries and claims in the store", .serialized, .timeLimit(.minutes(10)))
 struct WebhookDeliveryStoreTests {
     static let lease: Duration = .seconds(60)
 

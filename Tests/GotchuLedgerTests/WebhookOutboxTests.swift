@@ -15,7 +15,7 @@ func ledgerSnapshot(_ store: any LedgerStore) async throws -> LedgerSnapshot {
 
 /// The transactional outbox on both stores: which movements write which event, for whom, with how many deliveries,
 /// and that nothing else writes one.
-@Suite("Webhook events are written with the money movements that cause them", .serialized)
+@Suite("Webhook events are written with the money movements that cause them", .serialized, .timeLimit(.minutes(10)))
 struct WebhookOutboxTests {
     /// The events written since `before` events, oldest first.
     static func events(_ store: any LedgerStore, after before: Int = 0) async throws -> [WebhookEvent] {

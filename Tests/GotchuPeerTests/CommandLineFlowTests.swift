@@ -4,7 +4,7 @@ import GotchuReceipts
 import GotchuTesting
 import Testing
 
-@Suite("gotchu receive and gotchu pay as processes on the shared simulated air")
+@Suite("gotchu receive and gotchu pay as processes on the shared simulated air", .timeLimit(.minutes(10)))
 struct CommandLineFlowTests {
     /// A server, Bob logged in, Alice logged in with $50.00, and Bob's terminal advertising $12.50.
     private func counter(_ processes: GotchuProcesses) async throws -> (RunningCommand, RunningCommand, String) {
@@ -94,7 +94,7 @@ struct CommandLineFlowTests {
     }
 }
 
-@Suite("gotchu receive when nobody pays")
+@Suite("gotchu receive when nobody pays", .timeLimit(.minutes(10)))
 struct UnpaidReceiverTests {
     @Test("A session that expires unpaid ends the receiver with exit status 2")
     func expires() async throws {
@@ -134,7 +134,7 @@ struct UnpaidReceiverTests {
     }
 }
 
-@Suite("Paying when the radio cannot range, and EIDs that rotate")
+@Suite("Paying when the radio cannot range, and EIDs that rotate", .timeLimit(.minutes(10)))
 struct TypedEIDAndRotationTests {
     /// The EID and the code of `gotchu receive`'s "session …: $1.00, EID a1b2 c3d4 e5, code 47" line.
     private func advertised(_ line: String) throws -> (eid: String, code: String) {

@@ -2,7 +2,7 @@ import Foundation
 import GotchuTesting
 import Testing
 
-@Suite("gotchu's cached tokens go only to the origin they came from")
+@Suite("gotchu's cached tokens go only to the origin they came from", .timeLimit(.minutes(10)))
 struct TokenCacheTests {
     /// Runs `gotchu ARGUMENTS` as `user`; returns its exit status, standard output and standard error.
     private func attempt(
@@ -83,7 +83,7 @@ struct TokenCacheTests {
     }
 }
 
-@Suite("--air creates at most its last directory")
+@Suite("--air creates at most its last directory", .timeLimit(.minutes(10)))
 struct AirDirectoryTests {
     @Test("A missing parent is an error and nothing is created; a missing last part is created with mode 0700")
     func air() async throws {

@@ -2,7 +2,7 @@ import Foundation
 import GotchuTesting
 import Testing
 
-@Suite("gotchu demo and gotchu simulate")
+@Suite("gotchu demo and gotchu simulate", .timeLimit(.minutes(10)))
 struct DemoAndSimulateTests {
     @Test("The demo pays Bob $12.50 from Alice over the simulated radio and shows both ledgers")
     func demo() async throws {

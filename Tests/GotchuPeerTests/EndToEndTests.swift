@@ -19,7 +19,7 @@ private final class ScriptedPayer: PayerInteraction, @unchecked Sendable {
     var progressSeen: [Payer.Progress] { lock.withLock { seen } }
 }
 
-@Suite("Receiver and payer end to end, over the simulated air and a real ledger server")
+@Suite("Receiver and payer end to end, over the simulated air and a real ledger server", .timeLimit(.minutes(10)))
 struct EndToEndTests {
     @Test("A receiver and a payer on one air: PAID, balances right, junk on the air ignored and counted")
     func inProcess() async throws {
@@ -103,7 +103,7 @@ private final class ListingPayer: PayerInteraction, @unchecked Sendable {
     var list: ([ProximityCandidate], [EID: PaymentOffer])? { lock.withLock { shown } }
 }
 
-@Suite("The payer's list of candidates")
+@Suite("The payer's list of candidates", .timeLimit(.minutes(10)))
 struct CandidateListTests {
     @Test("every candidate is listed with its payee, amount and confirmation code from the ledger")
     func candidatesAreDescribed() async throws {

@@ -85,7 +85,7 @@ private func waitForHold(_ command: RunningCommand, _ point: String) async throw
     #expect(held && command.isRunning, "never held at \(point): \(command.lines) \(command.standardError)")
 }
 
-@Suite("Ctrl-C on gotchu receive reports what the ledger says")
+@Suite("Ctrl-C on gotchu receive reports what the ledger says", .timeLimit(.minutes(10)))
 struct ReceiverInterruptionTests {
     @Test("Ctrl-C after the session was paid, before the receiver saw it: reported paid, exit 0")
     func paidWins() async throws {
@@ -127,7 +127,7 @@ struct ReceiverInterruptionTests {
     }
 }
 
-@Suite("Ctrl-C on gotchu pay")
+@Suite("Ctrl-C on gotchu pay", .timeLimit(.minutes(10)))
 struct PayerInterruptionTests {
     @Test("Ctrl-C at the confirmation prompt: nothing paid, nothing locked, exit 130")
     func atThePrompt() async throws {
@@ -227,7 +227,7 @@ struct PayerInterruptionTests {
     }
 }
 
-@Suite("gotchu pay's exit status after resuming")
+@Suite("gotchu pay's exit status after resuming", .timeLimit(.minutes(10)))
 struct ResumeExitStatusTests {
     @Test("A resumed payment that did not go through exits non-zero")
     func didNotGoThrough() async throws {

@@ -3,7 +3,7 @@ import GotchuPeer
 import GotchuTesting
 import Testing
 
-@Suite("Payment journal: tips and shares")
+@Suite("Payment journal: tips and shares", .timeLimit(.minutes(10)))
 struct PaymentJournalSplitTests {
     @Test("The tip and the shares are journaled; the lock's figures replace the confirmed ones while pending")
     func tipsAndShares() throws {

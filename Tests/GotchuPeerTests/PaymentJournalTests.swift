@@ -3,7 +3,7 @@ import GotchuPeer
 import GotchuTesting
 import Testing
 
-@Suite("Payment journal")
+@Suite("Payment journal", .timeLimit(.minutes(10)))
 struct PaymentJournalTests {
     @Test("Intents survive a reopen until finished; the file is owner-only")
     func lifecycle() throws {

@@ -7,7 +7,7 @@ import GotchuReceipts
 import GotchuTesting
 import Testing
 
-@Suite("Resuming journaled payments against a real ledger server")
+@Suite("Resuming journaled payments against a real ledger server", .timeLimit(.minutes(10)))
 struct PaymentResumerTests {
     // A lock now needs funds for every session the payer holds, so a held lock can no longer meet "insufficient
     // funds"; the refusal a crashed run meets is the payee's cancel. Releasing a held lock is covered by the Ctrl-C

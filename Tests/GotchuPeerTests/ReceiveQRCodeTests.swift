@@ -2,7 +2,7 @@ import Foundation
 import GotchuTesting
 import Testing
 
-@Suite("gotchu receive --qr")
+@Suite("gotchu receive --qr", .timeLimit(.minutes(10)))
 struct ReceiveQRCodeTests {
     /// The lines of the first QR code after the line `pay on a phone: URL` for `url`: the half blocks up to the next
     /// line that is not made of them.

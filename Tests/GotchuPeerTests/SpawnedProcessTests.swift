@@ -2,7 +2,7 @@ import Foundation
 import GotchuTesting
 import Testing
 
-@Suite("The tests' child processes")
+@Suite("The tests' child processes", .timeLimit(.minutes(10)))
 struct SpawnedProcessTests {
     @Test("A child holds only its standard streams, unblocked signals at their defaults, and its exit status is read")
     func cleanChild() throws {

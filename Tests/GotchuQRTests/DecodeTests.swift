@@ -4,7 +4,7 @@ import Testing
 @testable import GotchuQR
 
 /// The SVG documents, rendered and read by a real decoder, give back the exact text.
-@Suite struct DecodeTests {
+@Suite(.timeLimit(.minutes(10))) struct DecodeTests {
     struct Sample: Sendable, CustomTestStringConvertible {
         var text: String
         var correction: QRCode.ErrorCorrection

@@ -3,7 +3,7 @@ import Testing
 @testable import GotchuQR
 
 /// The encoder's parts against the standard's own numbers, and the public API's promises.
-@Suite struct EncoderTests {
+@Suite(.timeLimit(.minutes(10))) struct EncoderTests {
     /// ISO/IEC 18004's worked example: "01234567" in a version 1-M symbol.
     @Test func standardExampleCodewords() {
         let structure = BlockStructure(version: 1, correction: .medium)

@@ -3,7 +3,7 @@ import Testing
 @testable import GotchuQR
 
 /// The symbols match those of an independent encoder, Python's qrcode, module for module.
-@Suite struct ReferenceEncoderTests {
+@Suite(.timeLimit(.minutes(10))) struct ReferenceEncoderTests {
     /// Every version and level, each with a text in a mode of its own that needs exactly that version (half of them
     /// filled to the last character the version holds): the version chosen and every module agree.
     @Test func everyVersionAndLevelMatchesTheReference() throws {

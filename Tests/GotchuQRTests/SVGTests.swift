@@ -6,7 +6,7 @@ import Testing
 
 /// The SVG document: one path that covers exactly the dark modules, a quiet zone, a title escaped for XML, nothing
 /// from outside.
-@Suite struct SVGTests {
+@Suite(.timeLimit(.minutes(10))) struct SVGTests {
     static let url = "https://pay.example.com/p/0123456789"
 
     @Test func documentShape() throws {

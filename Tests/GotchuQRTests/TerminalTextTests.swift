@@ -6,7 +6,7 @@ import Testing
 
 /// The terminal rendering: its half blocks read back as the symbol's modules with their quiet zone, and as a text
 /// that a real decoder finds.
-@Suite struct TerminalTextTests {
+@Suite(.timeLimit(.minutes(10))) struct TerminalTextTests {
     /// The longest checkout address a public URL allows to be made today of a 63-character host.
     static let longURL = "https://" + String(repeating: "a", count: 59) + ".com/p/0123456789"
 

@@ -4,7 +4,7 @@ import Testing
 
 @testable import GotchuSimulatedRadio
 
-@Suite struct AirCoreTests {
+@Suite(.timeLimit(.minutes(10))) struct AirCoreTests {
     static let eid = EID(rawValue: "00deadbeef")!
     static let quiet = AirModel(shadowingSigma: 0, fastFadingSigma: 0, packetLoss: 0)
 

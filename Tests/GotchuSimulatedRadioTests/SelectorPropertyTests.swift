@@ -5,7 +5,7 @@ import Testing
 
 /// The payer's selector against the hard room: whatever the seed, distance and makes, it only ever selects a terminal
 /// whose lead, recomputed here from the raw sightings, is the one its rule demands.
-@Suite struct SelectorPropertyTests {
+@Suite(.timeLimit(.minutes(10))) struct SelectorPropertyTests {
     @Test func everySelectionLeadsEveryOtherTerminalByItsMargin() async {
         await propertyCheck(count: 60, input: Gen.uint64(), Gen.int(in: 1...60), Gen.bool) { seed, centimetres, mixed in
             let distance = Double(centimetres) / 100

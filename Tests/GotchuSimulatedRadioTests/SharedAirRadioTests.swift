@@ -3,7 +3,7 @@ import GotchuCore
 import GotchuSimulatedRadio
 import Testing
 
-@Suite("The simulated air shared through a directory")
+@Suite("The simulated air shared through a directory", .timeLimit(.minutes(10)))
 struct SharedAirRadioTests {
     @Test("A scanner hears an advertiser of another radio on the same directory, and stops hearing it after its scope")
     func hearsAndForgets() async throws {

@@ -8,7 +8,7 @@ private actor Collector {
     func add(_ sighting: Sighting) { sightings.append(sighting) }
 }
 
-@Suite struct SimulatedRadioTests {
+@Suite(.timeLimit(.minutes(10))) struct SimulatedRadioTests {
     static let eid = EID(rawValue: "00deadbeef")!
     static let quiet = AirModel(shadowingSigma: 0, fastFadingSigma: 0, packetLoss: 0)
 

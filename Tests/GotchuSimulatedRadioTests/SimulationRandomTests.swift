@@ -2,7 +2,7 @@ import GotchuSimulatedRadio
 import PropertyBased
 import Testing
 
-@Suite struct SimulationRandomTests {
+@Suite(.timeLimit(.minutes(10))) struct SimulationRandomTests {
     @Test func sameSeedSameSequence() async {
         await propertyCheck(input: Gen.uint64()) { seed in
             var a = Xoshiro256StarStar(seed: seed)

@@ -3,7 +3,7 @@ import GotchuCore
 import GotchuSimulatedRadio
 import Testing
 
-@Suite struct TraceReplayTests {
+@Suite(.timeLimit(.minutes(10))) struct TraceReplayTests {
     /// The example recordings shipped in docs/traces, made with `gotchu simulate --record-traces`.
     static let traces = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("docs/traces")

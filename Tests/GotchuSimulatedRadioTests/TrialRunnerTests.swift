@@ -3,7 +3,7 @@ import GotchuCore
 import GotchuSimulatedRadio
 import Testing
 
-@Suite struct TrialRunnerTests {
+@Suite(.timeLimit(.minutes(10))) struct TrialRunnerTests {
     @Test func counterMeetsTheGoals() throws {
         let report = TrialRunner.run(Scenario(layout: .counter, trials: 600, seed: 11))
         #expect(report.selector.coverage >= 0.93)
