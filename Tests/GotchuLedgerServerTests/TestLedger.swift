@@ -29,10 +29,11 @@ struct TestLedger: Sendable {
     static let secret = String(repeating: "s", count: 40)
 
     /// The webhooks of the tests' servers: plain http to 127.0.0.1 allowed (every other loopback address is refused,
-    /// as in production).
+    /// as in production), names resolved by ``TestWebhookResolver``, never by the machine's name servers.
     static var webhooks: WebhookOptions {
         var options = WebhookOptions()
         options.allowedHosts = ["127.0.0.1"]
+        options.resolver = TestWebhookResolver()
         return options
     }
 

@@ -28,6 +28,7 @@ struct WebhookLedger: Sendable {
     static func options(_ configure: (inout WebhookOptions) -> Void = { _ in }) -> WebhookOptions {
         var options = WebhookOptions()
         options.allowedHosts = ["127.0.0.1"]
+        options.resolver = TestWebhookResolver()
         options.retryBase = .seconds(1)
         options.pollInterval = .milliseconds(100)
         configure(&options)
@@ -537,7 +538,7 @@ struct WebhookEndpointRuleTests {
 }
 
 /// A resolver for the tests' names: `loopback.test` → 127.0.0.2; `rebinding.test` → a documentation address
-/// (192.0.2.1, never connected to) until ``rebind()``, then 127.0.0.2; any other name as the system resolves it.
+/// (192.0.2.1, never connected to) until ``rebind()``, then 127.0.0.2; any other name as ``TestWebhookResolver``.
 final class SwitchingResolver: WebhookResolver {
     private let rebound = Atomic(false)
 
@@ -549,7 +550,7 @@ final class SwitchingResolver: WebhookResolver {
         case "rebinding.test":
             let address = rebound.load(ordering: .relaxed) ? "127.0.0.2" : "192.0.2.1"
             return [try SocketAddress(ipAddress: address, port: port)]
-        default: return try await SystemWebhookResolver().addresses(host: host, port: port)
+        default: return try await TestWebhookResolver().addresses(host: host, port: port)
         }
     }
 }

@@ -192,7 +192,7 @@ struct WebhookAddressPolicyTests {
 
     @Test("A host name is refused for what it resolves to, at registration and at every delivery")
     func resolvedAddresses() async throws {
-        let resolver = FixedResolver([
+        let resolver = TestWebhookResolver(names: [
             "hooks.example": ["192.0.2.10"], "rebinding.example": ["192.0.2.11", "127.0.0.1"],
         ])
         #expect(try await policy.check(url: "https://hooks.example/x", resolver: resolver).host == "hooks.example")
@@ -222,18 +222,6 @@ struct WebhookAddressPolicyTests {
         for host in ["", "http://x", "a b", "host:80", "x/y"] {
             #expect(!WebhookAddressPolicy.isValidHost(host), "\(host)")
         }
-    }
-}
-
-/// A resolver answering from a table: host → literal addresses.
-struct FixedResolver: WebhookResolver {
-    var table: [String: [String]]
-
-    init(_ table: [String: [String]]) { self.table = table }
-
-    func addresses(host: String, port: Int) async throws -> [SocketAddress] {
-        guard let addresses = table[host] else { throw WebhookDeliveryError("\(host): no such host") }
-        return try addresses.map { try SocketAddress(ipAddress: $0, port: port) }
     }
 }
 
@@ -306,7 +294,7 @@ struct WebhookHTTPClientTests {
     func refusedBeforeConnecting() async throws {
         let client = try WebhookHTTPClient(
             policy: Self.policy,
-            resolver: FixedResolver(["rebound.example": ["127.0.0.1"]])
+            resolver: TestWebhookResolver(names: ["rebound.example": ["127.0.0.1"]])
         )
         let cases: [(String, String)] = [
             ("http://127.0.0.2:9/", "url must be https (http only for the hosts the server allows)"),
