@@ -30,7 +30,10 @@ struct WebhookDeliverer<Store: LedgerStore>: Service {
 
     func run() async throws {
         try await migration.run()
-        let client = try options.client()
+        let client = options.client()
+        if let unavailable = client.tlsUnavailable {
+            logger.warning("webhook deliveries to https receivers will fail", metadata: ["reason": "\(unavailable)"])
+        }
         let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Subscribed before the first claim, so no commit falls between the two.
         let outbox = store.webhookOutbox.wakeups()

@@ -87,7 +87,9 @@ public struct WebhookHTTPClient: Sendable {
     public var resolver: any WebhookResolver
     /// How long a delivery may take, from resolving to the end of the answer.
     public var timeout: Duration
-    private let tls: NIOSSLContext
+    /// The TLS context of `https` deliveries, or why there is none: a machine without a certificate bundle still
+    /// serves, and delivers to `http` receivers, while every `https` delivery fails with the reason.
+    private let tls: Result<NIOSSLContext, WebhookDeliveryError>
     private let group: any EventLoopGroup
 
     /// The most bytes of an answer's body kept for the delivery's record.
@@ -101,16 +103,34 @@ public struct WebhookHTTPClient: Sendable {
         timeout: Duration = .seconds(10),
         trustRoots: [NIOSSLCertificate] = [],
         group: (any EventLoopGroup)? = nil
-    ) throws {
+    ) {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv12
         configuration.certificateVerification = .fullVerification
         if !trustRoots.isEmpty { configuration.additionalTrustRoots = [.certificates(trustRoots)] }
-        self.tls = try NIOSSLContext(configuration: configuration)
+        do {
+            self.tls = .success(try NIOSSLContext(configuration: configuration))
+        } catch {
+            self.tls = .failure(Self.noTrustStore(error))
+        }
         self.policy = policy
         self.resolver = resolver
         self.timeout = timeout
         self.group = group ?? MultiThreadedEventLoopGroup.singleton
+    }
+
+    /// Why `https` deliveries cannot verify receivers: the system's certificate authorities could not be loaded.
+    public var tlsUnavailable: WebhookDeliveryError? {
+        if case .failure(let failure) = tls { return failure }
+        return nil
+    }
+
+    /// The reason a TLS context could not be made, naming the certificate bundle it needs.
+    private static func noTrustStore(_ error: any Error) -> WebhookDeliveryError {
+        WebhookDeliveryError(
+            "TLS is unavailable: the system's certificate authorities could not be loaded "
+                + "(/etc/ssl/certs/ca-certificates.crt; install the ca-certificates package): \(error)"
+        )
     }
 
     /// An HTTP answer: its status and the start of its body.
@@ -140,6 +160,7 @@ public struct WebhookHTTPClient: Sendable {
         } catch {
             throw WebhookDeliveryError(error.description)
         }
+        if target.isHTTPS, case .failure(let failure) = tls { throw failure }
         let addresses = try await policy.addresses(of: target, resolver: resolver, within: timeout)
         let remaining = timeout - (ContinuousClock.now - start)
         guard remaining > .zero else { throw WebhookDeliveryError("timed out resolving \(target.host)") }
@@ -175,7 +196,7 @@ public struct WebhookHTTPClient: Sendable {
             answer.fail(WebhookDeliveryError("timed out after \(timeout.components.seconds) s"))
         }
         defer { timer.cancel() }
-        let tls = target.isHTTPS ? self.tls : nil
+        let tls = target.isHTTPS ? try self.tls.get() : nil
         let serverName = target.isLiteralAddress ? nil : target.host
         var failures: [String] = []
         var connected: (any Channel)?

@@ -40,8 +40,8 @@ public struct WebhookOptions: Sendable {
     public var schedule: WebhookRetrySchedule { WebhookRetrySchedule(base: retryBase, window: retryWindow) }
 
     /// The client deliveries are sent with.
-    func client() throws -> WebhookHTTPClient {
-        try WebhookHTTPClient(policy: policy, resolver: resolver, timeout: timeout, trustRoots: trustRoots)
+    func client() -> WebhookHTTPClient {
+        WebhookHTTPClient(policy: policy, resolver: resolver, timeout: timeout, trustRoots: trustRoots)
     }
 }
 

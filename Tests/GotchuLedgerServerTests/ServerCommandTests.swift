@@ -282,6 +282,38 @@ struct ServerCommandTests {
         #expect(server.standardError.contains("open_file_limit=256"), "\(server.standardError)")
     }
 
+    @Test(
+        "On a machine without a certificate bundle the server starts, serves and stays up, warning that https webhook deliveries will fail",
+        .enabled(if: geteuid() == 0, "hides /etc/ssl in a mount namespace of its own, which needs root")
+    )
+    func noCertificateBundle() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // /etc/ssl (where Debian's ca-certificates puts the bundle) is an empty file system in the server's own mount
+        // namespace, as on a Debian system without that package.
+        let server = try RunningCommand(
+            URL(fileURLWithPath: "/usr/bin/unshare"),
+            [
+                "--mount", "/bin/sh", "-c",
+                #"mount -t tmpfs none /etc/ssl && exec "$0" server --dev --port 0"#, try BuiltProducts.gotchu.path,
+            ],
+            environment: ["XDG_DATA_HOME": directory.url.path]
+        )
+        defer { _ = try? server.stopNow() }
+        let line = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
+        let url = URL(string: String(line.dropFirst("listening on ".count)))!
+        let client = LedgerClient(baseURL: url)
+        _ = try await client.devLogin(email: "shop@example.com")
+        #expect(try await client.health().status == "ok")
+        #expect(server.isRunning)
+        #expect(try await server.stop(signal: SIGTERM) == 0)
+        #expect(
+            server.standardError.contains("webhook deliveries to https receivers will fail"),
+            "\(server.standardError)"
+        )
+        #expect(server.standardError.contains("install the ca-certificates package"), "\(server.standardError)")
+    }
+
     @Test("The connection options are in --help with their ranges")
     func connectionOptionsInHelp() async throws {
         let help = try RunningCommand(try BuiltProducts.gotchu, ["server", "--help"])

@@ -275,7 +275,7 @@ struct WebhookHTTPClientTests {
             Response(status: .internalServerError, body: .init(byteBuffer: ByteBuffer(string: "no\u{1b}[31m")))
         }
         try await withLoopbackApplication(router) { base in
-            let client = try WebhookHTTPClient(policy: Self.policy)
+            let client = WebhookHTTPClient(policy: Self.policy)
             let answer = try await client.post(
                 url: base + "/hook",
                 headers: [("X-Test", "yes")],
@@ -292,7 +292,7 @@ struct WebhookHTTPClientTests {
 
     @Test("Refused before connecting: loopback not on the allow list, over http and https, by name too")
     func refusedBeforeConnecting() async throws {
-        let client = try WebhookHTTPClient(
+        let client = WebhookHTTPClient(
             policy: Self.policy,
             resolver: TestWebhookResolver(names: ["rebound.example": ["127.0.0.1"]])
         )
@@ -313,7 +313,7 @@ struct WebhookHTTPClientTests {
     func timeoutsAndRefusals() async throws {
         let listener = try SilentListener()
         defer { listener.close() }
-        let client = try WebhookHTTPClient(policy: Self.policy, timeout: .seconds(1))
+        let client = WebhookHTTPClient(policy: Self.policy, timeout: .seconds(1))
         await #expect(throws: WebhookDeliveryError("timed out after 1 s")) {
             try await client.post(url: "http://127.0.0.1:\(listener.port)/", headers: [], body: [])
         }
