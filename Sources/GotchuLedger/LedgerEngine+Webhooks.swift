@@ -268,6 +268,15 @@ extension LedgerEngine {
             guard endpoint.deletedAt == nil else {
                 throw LedgerError(.invalidInput, detail: "the endpoint of webhook delivery \(id) was deleted")
             }
+            // A disabled endpoint gets no deliveries: requeued, this one would wait unseen. Its operator enables the
+            // endpoint again, and then every pending delivery of it resumes.
+            guard endpoint.endpoint.disabledAt == nil else {
+                throw LedgerError(
+                    .invalidInput,
+                    detail: "the endpoint of webhook delivery \(id) is disabled; its deliveries resume once the "
+                        + "ledger's operator enables it again (gotchu admin webhooks enable)"
+                )
+            }
             try await transaction.update(webhookDeliveries: [id], .requeued)
             row.delivery.status = .pending
             row.delivery.nextAttemptAt = transaction.now

@@ -30,9 +30,31 @@ public struct RegistrationMail: Sendable, Hashable {
         self.body = body
     }
 
+    /// The recipient as one RFC 5322 address: the part before the last `@` as it is where it is a dot-atom, else as
+    /// a quoted string, so that an address such as `a,b@example.com` stays one address (`"a,b"@example.com`) in the
+    /// `To:` header and on `sendmail`'s command line instead of becoming two.
+    public var addressSpec: String {
+        guard let at = recipient.lastIndex(of: "@") else { return recipient }
+        let local = recipient[..<at]
+        let domain = recipient[recipient.index(after: at)...]
+        let atext = Set("!#$%&'*+-/=?^_`{|}~".unicodeScalars)
+        let isAtom = { (atom: Substring) in
+            !atom.isEmpty
+                && atom.unicodeScalars.allSatisfy {
+                    ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || atext.contains($0)
+                        || !$0.isASCII
+                }
+        }
+        if local.split(separator: ".", omittingEmptySubsequences: false).allSatisfy(isAtom) {
+            return recipient
+        }
+        let quoted = local.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return "\"" + quoted + "\"@" + domain
+    }
+
     /// The mail as an RFC 5322 message (RFC 6532 where the address is not ASCII), with `\n` line ends as a local
     /// `sendmail` reads them. Nothing a registrant typed reaches a header but the recipient, which the address checks
-    /// keep free of line breaks and white space.
+    /// keep free of line breaks and white space, and which is written as one address (``addressSpec``).
     public func message(from sender: String, date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -40,7 +62,7 @@ public struct RegistrationMail: Sendable, Hashable {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
         return [
             "From: \(sender)",
-            "To: \(recipient)",
+            "To: \(addressSpec)",
             "Subject: \(subject)",
             "Date: \(formatter.string(from: date))",
             "Auto-Submitted: auto-generated",
@@ -52,7 +74,8 @@ public struct RegistrationMail: Sendable, Hashable {
         ].joined(separator: "\n") + "\n"
     }
 
-    /// The mail for what a registration of `recipient` came to; `serverName` tells the reader which ledger wrote,
+    /// The mail for what a registration of `recipient` came to; `serverName` (`Gotchu ledger`, written after "the" or
+    /// "Your") tells the reader which ledger wrote,
     /// `codeLifetime` how long a code lasts.
     static func registration(
         _ outcome: RegistrationOutcome,
@@ -67,7 +90,7 @@ public struct RegistrationMail: Sendable, Hashable {
                 recipient: recipient,
                 subject: "Your \(serverName) confirmation code: \(code)",
                 body: """
-                    Someone, hopefully you, registered this address with \(serverName).
+                    Someone, hopefully you, registered this address with the \(serverName).
 
                     Confirmation code: \(code)
 
@@ -81,9 +104,9 @@ public struct RegistrationMail: Sendable, Hashable {
         case .alreadyRegistered:
             return RegistrationMail(
                 recipient: recipient,
-                subject: "Someone tried to register your address with \(serverName)",
+                subject: "Someone tried to register your address with the \(serverName)",
                 body: """
-                    Someone tried to register a new account with this address at \(serverName), which already has \
+                    Someone tried to register a new account with this address at the \(serverName), which already has \
                     your account. Nothing was changed, and no account was created.
 
                     If this was you, log in with your password instead; if you forgot it, ask the ledger's operator \
@@ -93,9 +116,9 @@ public struct RegistrationMail: Sendable, Hashable {
         case .lookAlike:
             return RegistrationMail(
                 recipient: recipient,
-                subject: "Your address cannot be registered with \(serverName)",
+                subject: "Your address cannot be registered with the \(serverName)",
                 body: """
-                    Someone, hopefully you, tried to register this address with \(serverName). It looks too much \
+                    Someone, hopefully you, tried to register this address with the \(serverName). It looks too much \
                     like the address of an existing account (payers could not tell the two apart), so no account \
                     was created. Please register with another address.
                     """
@@ -133,7 +156,7 @@ public struct SendmailCommand: RegistrationMailer {
         let box = ProcessBox()
         let process = box.process
         process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["-i", "--", mail.recipient]
+        process.arguments = ["-i", "--", mail.addressSpec]
         let input = Pipe()
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
@@ -201,7 +224,7 @@ extension LedgerRoutes {
         let mail = RegistrationMail.registration(
             outcome,
             recipient: email,
-            serverName: "the Gotchu ledger",
+            serverName: "Gotchu ledger",
             codeLifetime: store.policy.confirmationCodeLifetime
         )
         do {

@@ -49,7 +49,7 @@ public struct WebhookAddressPolicy: Sendable, Hashable {
             throw WebhookURLError("url is not a valid absolute URL")
         }
         guard scheme == "https" || scheme == "http" else { throw WebhookURLError("url must be an https URL") }
-        guard let rawHost = components.percentEncodedHost, !rawHost.isEmpty else {
+        guard let rawHost = Self.writtenHost(text), !rawHost.isEmpty else {
             throw WebhookURLError("url must name a host")
         }
         guard components.percentEncodedUser == nil, components.percentEncodedPassword == nil else {
@@ -115,6 +115,20 @@ public struct WebhookAddressPolicy: Sendable, Hashable {
     }
 
     /// The host as compared with the allow list: lowercase, without the brackets of an IPv6 literal or a final dot.
+    /// The host as `text` writes it: after `://` and any user information, before the port, path, query or
+    /// fragment; an IPv6 literal with its brackets. Foundation's `URLComponents` turns an internationalised name's
+    /// `xn--` form into percent-escaped Unicode, which is neither what is resolved nor what a certificate names.
+    static func writtenHost(_ text: String) -> String? {
+        guard let start = text.range(of: "://")?.upperBound else { return nil }
+        let authority = text[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let hostAndPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority
+        if hostAndPort.hasPrefix("[") {
+            guard let close = hostAndPort.firstIndex(of: "]") else { return nil }
+            return String(hostAndPort[...close])
+        }
+        return String(hostAndPort.prefix { $0 != ":" })
+    }
+
     static func normalizedHost(_ host: String) -> String {
         var host = host.lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

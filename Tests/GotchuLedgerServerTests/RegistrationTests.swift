@@ -78,6 +78,18 @@ struct RegistrationTests {
         return String(text[range].suffix(8))
     }
 
+    @Test("An address whose local part is no dot-atom is one quoted address in To: and for the mail command")
+    func quotedRecipient() {
+        let mail = { (recipient: String) in RegistrationMail(recipient: recipient, subject: "s", body: "b") }
+        #expect(mail("new@example.com").addressSpec == "new@example.com")
+        #expect(mail("o'neil+tag.x@example.com").addressSpec == "o'neil+tag.x@example.com")
+        #expect(mail("a,b@example.com").addressSpec == #""a,b"@example.com"#)
+        #expect(mail(#"a"b\c@example.com"#).addressSpec == #""a\"b\\c"@example.com"#)
+        #expect(mail("a..b@example.com").addressSpec == #""a..b"@example.com"#)
+        let message = mail("a,b@example.com").message(from: "Gotchu <noreply@example.com>", date: Date())
+        #expect(message.contains("\nTo: \"a,b\"@example.com\n"))
+    }
+
     @Test(
         "Register over HTTP, read the code from the mail the mail command got, confirm, and receive a payment",
         arguments: StoreKind.available
@@ -97,6 +109,8 @@ struct RegistrationTests {
             #expect(mails[0].arguments == ["-i", "--", "new@example.com"])
             let message = mails[0].message
             #expect(message.hasPrefix("From: Gotchu test <noreply@example.com>\nTo: new@example.com\nSubject: "))
+            #expect(message.contains("\nSubject: Your Gotchu ledger confirmation code: "), "\(message)")
+            #expect(message.contains("registered this address with the Gotchu ledger."))
             #expect(message.contains("\nDate: ") && message.contains("\nContent-Type: text/plain; charset=utf-8\n"))
             let code = try #require(Self.code(in: message))
 

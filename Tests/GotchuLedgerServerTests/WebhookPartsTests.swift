@@ -194,8 +194,13 @@ struct WebhookAddressPolicyTests {
     func resolvedAddresses() async throws {
         let resolver = TestWebhookResolver(names: [
             "hooks.example": ["192.0.2.10"], "rebinding.example": ["192.0.2.11", "127.0.0.1"],
+            "xn--bcher-kva.example": ["192.0.2.12"],
         ])
         #expect(try await policy.check(url: "https://hooks.example/x", resolver: resolver).host == "hooks.example")
+        // An internationalised name in its xn-- form is that name, resolved and sent as written.
+        let idn = try await policy.check(url: "https://XN--BCHER-KVA.example:8443/x", resolver: resolver)
+        #expect(idn.host == "xn--bcher-kva.example" && idn.port == 8443)
+        #expect(idn.hostHeader == "XN--BCHER-KVA.example:8443")
         await #expect(
             throws: WebhookURLError(
                 "url is refused: rebinding.example resolves to 127.0.0.1, which is refused (loopback)"

@@ -118,6 +118,18 @@ struct WebhookDeliveryStoreTests {
                 await #expect(throws: LedgerError.self) {
                     try await store.retryWebhookDelivery(id: listed[0].id, userID: stranger.id)
                 }
+                // A disabled endpoint's delivery is not retried: refused, saying why, and left as it was.
+                _ = try await store.disableWebhookEndpoint(id: endpoint.id, actor: "operator", reason: "test")
+                do {
+                    _ = try await store.retryWebhookDelivery(id: listed[0].id, userID: shop.id)
+                    Issue.record("a disabled endpoint's delivery was retried")
+                } catch let refusal as LedgerError {
+                    #expect(refusal.kind == .invalidInput && refusal.detail.contains("is disabled"), "\(refusal)")
+                }
+                #expect(
+                    try await store.webhookDeliveries(endpointID: endpoint.id, userID: shop.id, limit: 10)[0].status
+                        == .failed
+                )
             }
         }
     }
