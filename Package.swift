@@ -128,6 +128,8 @@ let package = Package(
                 // Webhook deliveries: a client that connects only to the addresses it checked, and their signatures.
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Checkout links: a session id through one AES block.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 "GotchuSettings",
             ],
             // The API contract, compiled into the binary so an installed server needs no resource bundle.

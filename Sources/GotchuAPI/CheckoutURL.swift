@@ -1,21 +1,54 @@
 public import GotchuCore
 
-/// The address of an EID's web checkout, `PUBLIC_URL/p/EID`: what a ledger with a public URL states as
-/// `checkout_url` beside each EID it hands out, what its QR codes encode, and what a phone's camera opens.
-public enum CheckoutURL {
-    /// The most bytes a public URL may have (its trailing `/` included): with `p/` and an EID after it, a checkout
-    /// URL fits a version 10 QR code at error correction level M (213 bytes).
-    public static let maximumPublicURLLength = 200
+/// A session's own checkout link: 22 base64url characters (128 bits) that name the session for the whole of its life,
+/// whatever EIDs it advertises meanwhile, and that nobody without the ledger's secret can tie to those EIDs or to
+/// another session's link. A QR code of it lasts the charge, while the EIDs on the air keep rotating.
+public struct CheckoutLink: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The 22 characters.
+    public let rawValue: String
 
-    /// The most bytes a checkout URL has: a public URL of ``maximumPublicURLLength`` bytes, `p/` and an EID.
-    public static var maximumLength: Int { maximumPublicURLLength + 2 + EID.length }
+    /// How many characters a link has.
+    public static let length = 22
+
+    /// `rawValue` when it is 22 base64url characters (the last one of the four a 128-bit value ends with).
+    public init?(rawValue: String) {
+        let bytes = Array(rawValue.utf8)
+        guard bytes.count == Self.length,
+            bytes.allSatisfy({ byte in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+                    || byte == UInt8(ascii: "_")
+            }),
+            "AQgw".utf8.contains(bytes[Self.length - 1])
+        else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The address of a session's web checkout, `PUBLIC_URL/p/LINK` (``CheckoutLink``), or of one EID's,
+/// `PUBLIC_URL/p/EID`: what a ledger with a public URL states as `checkout_url` beside each EID it hands out, what its
+/// QR codes encode, and what a phone's camera opens.
+public enum CheckoutURL {
+    /// The most bytes a public URL may have (its trailing `/` included): with `p/` and a link after it, a checkout
+    /// URL fits a version 10 QR code at error correction level M (213 bytes).
+    public static let maximumPublicURLLength = 189
+
+    /// The most bytes a checkout URL has: a public URL of ``maximumPublicURLLength`` bytes, `p/` and a link.
+    public static var maximumLength: Int { maximumPublicURLLength + 2 + CheckoutLink.length }
 
     /// `p/EID`: where an EID's checkout page lies under a public URL, which ends in `/`.
     public static func relativePath(of eid: EID) -> String { "p/" + eid.rawValue }
 
-    /// `text` when it is a plausible checkout address of `eid`, `nil` otherwise: printable ASCII of at most
-    /// ``maximumLength`` bytes, `https://` or `http://` (as a ledger writes them, in lower case), a host with no user
-    /// name or password, no query or fragment, and a path that ends in `/p/EID` for this very EID.
+    /// `p/LINK`: where a session's checkout page lies under a public URL, which ends in `/`.
+    public static func relativePath(of link: CheckoutLink) -> String { "p/" + link.rawValue }
+
+    /// `text` when it is a plausible checkout address of the session advertising `eid`, `nil` otherwise: printable
+    /// ASCII of at most ``maximumLength`` bytes, `https://` or `http://` (as a ledger writes them, in lower case), a
+    /// host with no user name or password, no query or fragment, and a path that ends in `/p/` and a
+    /// ``CheckoutLink``, or `/p/EID` for this very EID.
     ///
     /// A client shows the address as a QR code to a person about to pay, so it takes nothing else: an address that
     /// named another EID (a ledger's mistake, or a response mixed up on the way) would send the payer to another
@@ -34,8 +67,10 @@ public enum CheckoutURL {
             return nil
         }
         let authority = rest.prefix { $0 != "/" }
+        let last = rest.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
         guard !authority.isEmpty, !authority.contains("@"), !authority.hasPrefix(":"),
             rest.hasSuffix("/" + relativePath(of: eid))
+                || (rest.hasSuffix("/p/" + last) && CheckoutLink(rawValue: last) != nil)
         else { return nil }
         return text
     }

@@ -16,6 +16,8 @@ public struct KioskConfiguration: Hashable, Sendable {
         case bluez
         /// The simulated air shared by processes on this machine.
         case sim
+        /// Nothing on the air: charges are paid on the web checkout only, through the display's QR code.
+        case none
     }
 
     /// Where the customer display's web server listens.
@@ -316,7 +318,7 @@ private struct Resolver {
 
     private static func radio(_ text: String) throws(Problem) -> KioskConfiguration.RadioKind {
         guard let radio = KioskConfiguration.RadioKind(rawValue: text) else {
-            throw Problem("must be \"bluez\" or \"sim\", not \"\(text)\"")
+            throw Problem("must be \"bluez\", \"sim\" or \"none\", not \"\(text)\"")
         }
         return radio
     }

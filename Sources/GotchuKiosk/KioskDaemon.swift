@@ -207,6 +207,8 @@ public enum KioskDaemon {
     public static func makeRadio(_ settings: KioskConfiguration, metrics: KioskMetrics? = nil) async throws -> any Radio
     {
         switch settings.radio {
+        case .none:
+            return NoRadio()
         case .sim:
             do {
                 if let air = settings.air { try SharedAirRadio.prepare(directory: air) }

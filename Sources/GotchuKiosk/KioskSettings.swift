@@ -66,12 +66,12 @@ public struct KioskSettingsSchema: SettingsSchema {
         default: "Gotchu",
         summary: "Name shown to customers on the display."
     )
-    /// `radio`: `bluez` or `sim`.
+    /// `radio`: `bluez`, `sim` or `none`.
     public let radio = Setting<String>(
         "radio",
         default: "bluez",
-        expected: "a string (\"bluez\" or \"sim\")",
-        summary: "bluez or sim.",
+        expected: "a string (\"bluez\", \"sim\" or \"none\")",
+        summary: "bluez, sim, or none: nothing on the air, charges paid on the display's QR code only.",
         valueName: "radio"
     )
     /// `bluez_bus`: `system`, `session` or a D-Bus address, where bluetoothd is reached.
@@ -155,7 +155,7 @@ public struct KioskSettingsSchema: SettingsSchema {
     /// `display`: `host:port` for the customer display's web server, or `off`.
     public let display = Setting<String>(
         "display",
-        default: "127.0.0.1:8080",
+        default: "127.0.0.1:8090",
         expected: "a string (\"host:port\" or \"off\")",
         summary: "Customer display address, host:port (port 0 picks one), or off.",
         valueName: "host:port"

@@ -162,6 +162,11 @@ public protocol CheckoutStore: Sendable {
     /// The session that was given `eid`, current or rotated away (however long ago), as a payer's page follows it.
     /// - Throws: ``LedgerError/Kind/sessionNotFound`` when no session was given it.
     func checkoutStatus(eid: EID) async throws -> CheckoutStatus
+
+    /// The EID session `sid` advertises now (the newest it was given), as a payer's page that follows the session by
+    /// its checkout link reads it.
+    /// - Throws: ``LedgerError/Kind/sessionNotFound`` when there is no such session.
+    func currentEID(sid: String) async throws -> EID
 }
 
 /// The browser-session reads a ``LedgerBackend`` serves outside transactions.

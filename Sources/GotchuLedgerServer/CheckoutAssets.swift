@@ -135,7 +135,7 @@ enum CheckoutAssets {
             end("This charge has expired. Ask for a new one.");
           });
           events.addEventListener("eid-rotated", function () {
-            if (!ended) { say("The terminal now shows a new code for this charge; this page still pays it."); }
+            if (!ended) { say("The terminal now shows a new QR code for this charge; this page still pays it."); }
           });
         })();
 

@@ -15,8 +15,8 @@ import ServiceLifecycle
 /// watches the session's change notices before its first read, reads it again on each notice, when it expires, and
 /// on a slow safety poll, sends a comment every heartbeat, ends after a final state, and ends at graceful shutdown.
 struct CheckoutEventStream<Store: LedgerStore>: Sendable {
-    let store: Store
-    let eid: EID
+    /// Reads the session as the page follows it (by its EID, or by its checkout link).
+    let status: @Sendable () async throws -> CheckoutStatus
     let heartbeat: Duration
     let safetyPoll: Duration
 
@@ -60,7 +60,7 @@ struct CheckoutEventStream<Store: LedgerStore>: Sendable {
                 }
             }
             readAt = clock.now
-            view = try await store.checkoutStatus(eid: eid)
+            view = try await status()
         }
     }
 

@@ -41,15 +41,17 @@ extension LedgerRoutes {
         _ context: LedgerRequestContext
     ) async -> Response {
         let text = context.parameters.get("eid") ?? ""
+        // The path's own text, a checkout link or an EID, is where the browser comes back to.
+        let code = CheckoutLink(rawValue: text) != nil || EID(rawValue: text) != nil ? text : nil
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
         } catch {
-            return oidcTooManyRequests(error, root: "../../", eid: EID(rawValue: text)?.rawValue)
+            return oidcTooManyRequests(error, root: "../../", eid: code)
         }
-        guard let eid = EID(rawValue: text) else {
+        guard let eid = code else {
             let page = CheckoutPages.outcome(
-                "Unknown payment code",
-                "This address names no charge. Scan the terminal's code again.",
+                "Unknown QR code",
+                "This address names no charge. Scan the terminal's QR code again.",
                 root: "../../",
                 eid: nil
             )
@@ -66,16 +68,16 @@ extension LedgerRoutes {
                         + "--public-url). Sign in with your e-mail address and password instead.",
                     reason: "no public URL"
                 ),
-                eid: eid.rawValue,
+                eid: eid,
                 root: "../../",
                 context: context
             )
         }
         do {
-            let start = try await signIn.start(returnPath: "/p/" + eid.rawValue, redirectURI: redirectURI)
+            let start = try await signIn.start(returnPath: "/p/" + eid, redirectURI: redirectURI)
             return CheckoutHTML.redirect(to: start.location, headers: [.setCookie: start.cookie])
         } catch {
-            return oidcFailure(error, eid: eid.rawValue, root: "../../", context: context)
+            return oidcFailure(error, eid: eid, root: "../../", context: context)
         }
     }
 

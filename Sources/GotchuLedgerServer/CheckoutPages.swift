@@ -92,11 +92,11 @@ enum CheckoutPages {
         let code = ConfirmationCode.of(sessionID: session.sid)
         html += """
             <dl class="facts">
-            <div><dt>Code</dt><dd id="code">\(code)</dd></div>
+            <div><dt>Confirmation code</dt><dd id="code">\(code)</dd></div>
             <div><dt>Time left</dt><dd id="time-left" data-seconds="\(session.secondsLeft)">\
             \(countdown(seconds: session.secondsLeft))</dd></div>
             </dl>
-            <p class="hint">Check that the terminal shows code \(code) before you pay.</p>
+            <p class="hint">Check that the terminal shows confirmation code \(code) before you pay.</p>
             """
         return html
     }

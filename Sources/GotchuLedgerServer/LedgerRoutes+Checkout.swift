@@ -77,7 +77,8 @@ extension LedgerRoutes {
 
     /// `GET /p/{eid}`: the session and its pay form for a signed-in payer; the sign-in form otherwise, below the
     /// session's figures only when anyone may resolve.
-    private func page(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func page(_ eid: CheckoutCode, _ request: Request, _ context: LedgerRequestContext) async throws -> Response
+    {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
             guard limiters.resolveAccess == .public else {
@@ -113,7 +114,7 @@ extension LedgerRoutes {
     /// The pay page of the live session `eid` names for a signed-in payer, as a new page view: with the payments it
     /// made of a split already (then its form asks for one more share), and `notice` above the form.
     private func payPage(
-        _ eid: EID,
+        _ eid: CheckoutCode,
         user: LedgerUser,
         token: String,
         visitor: CheckoutVisitor,
@@ -152,7 +153,11 @@ extension LedgerRoutes {
     /// `POST /p/{eid}/sign-in`: e-mail address and password, checked as `POST /auth/login` checks them (the same
     /// store call, bcrypt and back-off); a new browser session replaces any the browser had, and the browser goes
     /// back to the page.
-    private func signIn(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func signIn(
+        _ eid: CheckoutCode,
+        _ request: Request,
+        _ context: LedgerRequestContext
+    ) async throws -> Response {
         try requireSameOrigin(request)
         let form = try await checkoutForm(request, context)
         let email = form["email"] ?? ""
@@ -215,7 +220,11 @@ extension LedgerRoutes {
     }
 
     /// `POST /p/{eid}/sign-out`: ends the browser session (its form's tag must match) and clears the cookie.
-    private func signOut(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func signOut(
+        _ eid: CheckoutCode,
+        _ request: Request,
+        _ context: LedgerRequestContext
+    ) async throws -> Response {
         try requireSameOrigin(request)
         let form = try await checkoutForm(request, context)
         var headers = HTTPFields()
@@ -232,7 +241,8 @@ extension LedgerRoutes {
 
     /// `POST /p/{eid}/pay`: pays what the page view showed, once however often it is posted, then sends the browser
     /// to the receipt (`303`), or answers with the page that says why not.
-    private func pay(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func pay(_ eid: CheckoutCode, _ request: Request, _ context: LedgerRequestContext) async throws -> Response
+    {
         try requireSameOrigin(request)
         let visitor = try await visitor(request)
         let form = try await checkoutForm(request, context)
@@ -286,7 +296,7 @@ extension LedgerRoutes {
             if refusal.kind == .sessionAlreadyPaid, let own = try await ownPayment(eid, user: user.id) {
                 return CheckoutHTML.redirect(to: own)
             }
-            return refusalPage(refusal, eid: eid, root: "../", account: accountHTML)
+            return refusalPage(refusal, eid: eid.rawValue, root: "../", account: accountHTML)
         case .amountChanged(let cents):
             metrics?.payment(outcome: "amount-changed")
             // The page again, with what the payer would pay now: nothing was paid or held meanwhile.
@@ -315,7 +325,11 @@ extension LedgerRoutes {
     }
 
     /// `GET /p/{eid}/receipt?sid=…[&payment=…]`: the signed-in payer's payment of that session, with its receipt.
-    private func receipt(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func receipt(
+        _ eid: CheckoutCode,
+        _ request: Request,
+        _ context: LedgerRequestContext
+    ) async throws -> Response {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
             let page = CheckoutPages.signIn(
@@ -385,7 +399,11 @@ extension LedgerRoutes {
 
     /// `GET /p/{eid}/events`: the page's live status (``CheckoutEventStream``), for whoever may see the page's
     /// session: a signed-in browser, or anyone when anyone may resolve.
-    private func events(_ eid: EID, _ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func events(
+        _ eid: CheckoutCode,
+        _ request: Request,
+        _ context: LedgerRequestContext
+    ) async throws -> Response {
         let visitor = try await visitor(request)
         if limiters.resolveAccess == .requiresLogin, visitor.user == nil {
             let page = CheckoutPages.signIn(eid: eid.rawValue, root: "../")
@@ -395,14 +413,14 @@ extension LedgerRoutes {
         guard let slot = eventStreams.take(for: holder) else {
             throw RateLimiter.Exceeded(retryAfter: max(1, Int(limits.eventHeartbeat.components.seconds)))
         }
-        let first = try await store.checkoutStatus(eid: eid)
+        let status = checkoutStatusReader(eid)
+        let first = try await status()
         // Watching before the first read that counts: a change committed between the two still wakes the stream.
         let watcher = store.changes.watch(sid: first.sid)
         context.connectionClosed.whenComplete { _ in watcher.close() }
-        let current = try await store.checkoutStatus(eid: eid)
-        let stream = CheckoutEventStream(
-            store: store,
-            eid: eid,
+        let current = try await status()
+        let stream = CheckoutEventStream<Store>(
+            status: status,
             heartbeat: limits.eventHeartbeat,
             safetyPoll: limits.eventSafetyPoll
         )
@@ -434,15 +452,41 @@ extension LedgerRoutes {
         _ request: Request,
         _ context: LedgerRequestContext,
         root: String,
-        _ body: (EID) async throws -> Response
+        _ body: (CheckoutCode) async throws -> Response
     ) async -> Response {
         let text = context.parameters.get("eid") ?? ""
+        let path = CheckoutLink(rawValue: text) != nil || EID(rawValue: text) != nil ? text : nil
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
-            guard let eid = EID(rawValue: text) else { throw CheckoutRefusal.notAnEID }
-            return try await body(eid)
+            return try await body(try await checkoutCode(text))
         } catch {
-            return errorPage(error, eid: EID(rawValue: text), root: root, logger: context.logger)
+            return errorPage(error, eid: path, root: root, logger: context.logger)
+        }
+    }
+
+    /// What the `{eid}` of a checkout path names: a session's checkout link, followed to the EID the session
+    /// advertises now, or an EID.
+    private func checkoutCode(_ text: String) async throws -> CheckoutCode {
+        if let link = CheckoutLink(rawValue: text) {
+            guard let sid = checkoutLinks.sid(of: link) else { throw CheckoutRefusal.notAnEID }
+            do {
+                return CheckoutCode(eid: try await store.currentEID(sid: sid), rawValue: text, sid: sid)
+            } catch let refusal as LedgerError where refusal.kind == .sessionNotFound {
+                throw CheckoutRefusal.notAnEID
+            }
+        }
+        guard let eid = EID(rawValue: text) else { throw CheckoutRefusal.notAnEID }
+        return CheckoutCode(eid: eid, rawValue: text, sid: nil)
+    }
+
+    /// How a page's event stream reads its session: by the EID it named, or, for a checkout link, by the EID the
+    /// session advertises at each read, so a link's page never hears of a rotation.
+    private func checkoutStatusReader(_ code: CheckoutCode) -> @Sendable () async throws -> CheckoutStatus {
+        guard let sid = code.sid else { return { [store] in try await store.checkoutStatus(eid: code.eid) } }
+        return { [store] in
+            var status = try await store.checkoutStatus(eid: try await store.currentEID(sid: sid))
+            status.eidRetired = false
+            return status
         }
     }
 
@@ -459,9 +503,9 @@ extension LedgerRoutes {
 
     /// What the page shows of the live session `eid` names, for a payer about to pay one share of it: the figures of
     /// resolve (which refuses what a resolve refuses) and the time left.
-    private func checkoutSession(_ eid: EID) async throws -> CheckoutPages.Session {
-        let resolved = try await store.resolve(eid: eid)
-        let status = try await store.checkoutStatus(eid: eid)
+    private func checkoutSession(_ eid: CheckoutCode) async throws -> CheckoutPages.Session {
+        let resolved = try await store.resolve(eid: eid.eid)
+        let status = try await store.checkoutStatus(eid: eid.eid)
         let split = resolved.shares > 1
         let amount = split ? resolved.shareCents : resolved.amount
         return CheckoutPages.Session(
@@ -504,8 +548,8 @@ extension LedgerRoutes {
 
     /// Where the receipt of the user's own payment of the paid session `eid` named is (`receipt?sid=…`), if the user
     /// paid it.
-    private func ownPayment(_ eid: EID, user: String) async throws -> String? {
-        let status = try await store.checkoutStatus(eid: eid)
+    private func ownPayment(_ eid: CheckoutCode, user: String) async throws -> String? {
+        let status = try await store.checkoutStatus(eid: eid.eid)
         guard let view = try? await store.session(sid: status.sid, viewerID: user) else { return nil }
         if view.shares > 1 {
             let own = try await ownPayments(sid: status.sid, user: user).last
@@ -522,7 +566,7 @@ extension LedgerRoutes {
     }
 
     /// The header's account line for a signed-in page.
-    private func account(_ user: LedgerUser, token: String, eid: EID, root: String) -> String {
+    private func account(_ user: LedgerUser, token: String, eid: CheckoutCode, root: String) -> String {
         CheckoutPages.account(
             name: user.displayName,
             tag: BrowserSessions.tag(token: token, ["sign-out"]),
@@ -607,8 +651,7 @@ extension LedgerRoutes {
     // MARK: Pages for refusals
 
     /// The page that says why a checkout request ended as it did.
-    private func errorPage(_ error: any Error, eid: EID?, root: String, logger: Logger) -> Response {
-        let eidText = eid?.rawValue
+    private func errorPage(_ error: any Error, eid eidText: String?, root: String, logger: Logger) -> Response {
         switch error {
         case let refusal as CheckoutRefusal:
             let page = CheckoutPages.outcome(refusal.title, refusal.message, root: root, eid: eidText)
@@ -628,7 +671,7 @@ extension LedgerRoutes {
             )
         case let refusal as LedgerError:
             if StoreOutage.isOutage(refusal) { outage.failed(refusal, logger: logger) }
-            return refusalPage(refusal, eid: eid, root: root, account: "")
+            return refusalPage(refusal, eid: eidText, root: root, account: "")
         default:
             logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
             let page = CheckoutPages.outcome(
@@ -645,7 +688,7 @@ extension LedgerRoutes {
     /// The page of a ledger's refusal, with the status its problem type has.
     private func refusalPage(
         _ refusal: LedgerError,
-        eid: EID?,
+        eid: String?,
         root: String,
         account: String
     ) -> Response {
@@ -655,14 +698,14 @@ extension LedgerRoutes {
         switch refusal.kind {
         case .sessionNotFound:
             (title, message) = (
-                "Unknown payment code",
+                "Unknown QR code",
                 "No charge has this code. Check the address, or ask the terminal for its code again."
             )
             showLink = false
         case .eidRetired:
             (title, message) = (
-                "This code was replaced",
-                "The terminal shows a new code now. Ask the terminal for a new code and open it again."
+                "This QR code was replaced",
+                "The terminal shows a new QR code now. Scan the terminal's new QR code and pay there."
             )
             showLink = false
         case .sessionExpired:
@@ -719,12 +762,23 @@ extension LedgerRoutes {
             title,
             message,
             root: root,
-            eid: showLink ? eid?.rawValue : nil,
+            eid: showLink ? eid : nil,
             link: "Back to the payment",
             account: account
         )
         return CheckoutHTML.response(page, status: HTTPResponse.Status(code: problem.status), headers: headers)
     }
+}
+
+/// What a checkout path names: the EID its store reads go by, and the path's own text (a checkout link or that EID),
+/// which every link and form of its pages keeps.
+struct CheckoutCode: Sendable {
+    /// The EID the session advertises (a link's: at the time of the request).
+    var eid: EID
+    /// The path's text, the link or the EID.
+    var rawValue: String
+    /// The session a checkout link names; `nil` for an EID.
+    var sid: String?
 }
 
 /// Refusals of the checkout's own, before the ledger is asked.
@@ -751,7 +805,7 @@ enum CheckoutRefusal: Error, Sendable {
 
     var title: String {
         switch self {
-        case .notAnEID: "Unknown payment code"
+        case .notAnEID: "Unknown QR code"
         case .forgedForm: "This form has expired"
         case .unknownTip: "Unknown tip"
         case .formTooLarge: "Too much data"
@@ -761,7 +815,7 @@ enum CheckoutRefusal: Error, Sendable {
 
     var message: String {
         switch self {
-        case .notAnEID: "This address names no charge. Scan the terminal's code again."
+        case .notAnEID: "This address names no charge. Scan the terminal's QR code again."
         case .forgedForm:
             "This form did not come from this page, or your sign-in changed since it was shown. Nothing was done. "
                 + "Open the payment again and retry."

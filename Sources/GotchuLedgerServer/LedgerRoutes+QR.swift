@@ -6,21 +6,32 @@ import Hummingbird
 import NIOCore
 
 extension LedgerRoutes {
-    /// `GET /p/{eid}/qr.svg`: the QR code of the EID's web checkout, `PUBLIC_URL/p/EID`, as an SVG image.
+    /// `GET /p/{code}/qr.svg`: the QR code of a web checkout, `PUBLIC_URL/p/LINK` (a session's checkout link) or
+    /// `PUBLIC_URL/p/EID`, as an SVG image.
     ///
-    /// The address is made from the EID alone: the store is not asked, and every well-formed EID gets a code, so the
-    /// answer says nothing of any session (not even whether one has that EID), to anyone, signed in or not, whatever
-    /// `resolve` requires. It only costs the server an encoding, so it is counted per client address at resolve's
-    /// rate, in a bucket of its own.
+    /// The address is made from the path alone: the store is not asked, and every well-formed link or EID gets a
+    /// code, so the answer says nothing of any session (not even whether one exists), to anyone, signed in or not,
+    /// whatever `resolve` requires. It only costs the server an encoding, so it is counted per client address at
+    /// resolve's rate, in a bucket of its own.
     var qrRoutes: [LedgerRoute] {
         [
             LedgerRoute(.get, "/p/{eid}/qr.svg", "checkoutQRCode") { request, context in
-                guard let eid = EID(rawValue: try context.parameters.require("eid")) else {
-                    throw Problem(.badRequest, detail: "eid must be 10 lowercase hex characters")
+                let code = try context.parameters.require("eid")
+                let path: String
+                if let link = CheckoutLink(rawValue: code) {
+                    path = CheckoutURL.relativePath(of: link)
+                } else if let eid = EID(rawValue: code) {
+                    path = CheckoutURL.relativePath(of: eid)
+                } else {
+                    throw Problem(
+                        .badRequest,
+                        detail: "the path must name a checkout link (22 base64url characters) or an EID (10 lowercase "
+                            + "hex characters)"
+                    )
                 }
                 guard let publicURL else { throw Self.noPublicURL }
                 try limiters.qrCodePerAddress?.take(clientAddress(request, context))
-                return try Self.qrCodeResponse(publicURL.checkoutURL(for: eid))
+                return try Self.qrCodeResponse(publicURL.description + path)
             }
         ]
     }

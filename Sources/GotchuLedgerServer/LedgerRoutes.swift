@@ -33,6 +33,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     let publicURL: PublicURL?
     /// The web checkout's settings, limit and running payments.
     let checkout: Checkout
+    /// Each session's checkout link, which its `checkout_url` and QR codes carry for the session's whole life.
+    let checkoutLinks: CheckoutLinks
 
     /// How long `GET /readyz` waits for the store before it answers not ready: under a second, so a load balancer's
     /// check (typically with a timeout of one or two seconds) gets an answer, not a time-out.
@@ -53,6 +55,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         checkout: CheckoutSettings = CheckoutSettings()
     ) {
         self.checkout = Checkout(checkout, limits: limits)
+        self.checkoutLinks = CheckoutLinks(key: tokens.derivedKey(for: CheckoutLinks.keyPurpose))
         self.store = store
         self.webhooks = webhooks
         self.outage = outage
@@ -66,6 +69,12 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         self.limiters = AbuseLimiters(limits)
         self.limits = limits
         self.eventStreams = EventStreamSlots(maximumPerUser: limits.eventStreamsPerUser)
+    }
+
+    /// The web checkout of session `sid` for its whole life (`PUBLIC_URL/p/LINK`); `nil` without a public URL.
+    func checkoutURL(sid: String) -> String? {
+        guard let publicURL, let link = checkoutLinks.link(for: sid) else { return nil }
+        return publicURL.checkoutURL(for: link)
     }
 
     /// How many entries `GET /wallet/me` lists.
@@ -170,7 +179,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                     idempotencyKey: key
                 )
                 var created = CreateSessionResponse(session)
-                created.checkoutURL = publicURL?.checkoutURL(for: created.eid)
+                created.checkoutURL = checkoutURL(sid: created.sid)
                 return try json(created, headers: replayHeaders(replayed))
             },
             LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in
@@ -211,7 +220,8 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 let user = try await context.user(for: .rotateEID)
                 let sid = try SessionID.validate(try context.parameters.require("sid"))
                 var rotation = EIDRotationResponse(try await store.rotateEID(sid: sid, payeeID: user))
-                rotation.checkoutURL = publicURL?.checkoutURL(for: rotation.eid)
+                // The session's own link, as create gave it: a QR code shown since then stays good.
+                rotation.checkoutURL = checkoutURL(sid: rotation.sid)
                 return try json(rotation)
             },
             LedgerRoute(.get, "/sessions/{sid}", "sessionStatus") { request, context in

@@ -1,5 +1,5 @@
 import Foundation
-import GotchuAPI
+public import GotchuAPI
 public import GotchuCore
 
 /// The address at which payers' phones reach this ledger (`public_url`): the base of every absolute link it hands
@@ -106,6 +106,9 @@ public struct PublicURL: Sendable, Hashable, CustomStringConvertible {
 
     /// `PUBLIC_URL/p/EID`: the web checkout of `eid`, what its QR code encodes.
     public func checkoutURL(for eid: EID) -> String { description + CheckoutURL.relativePath(of: eid) }
+
+    /// The web checkout of the session `link` names, for its whole life: `PUBLIC_URL/p/LINK`.
+    public func checkoutURL(for link: CheckoutLink) -> String { description + CheckoutURL.relativePath(of: link) }
 
     /// The characters of a path segment (RFC 3986 `pchar`, a `%` for percent-encoding included).
     private static func isPathCharacter(_ character: Character) -> Bool {

@@ -227,25 +227,3 @@ enum PaySelection {
         return sighting.rssi.map { $0 >= rssiThreshold } ?? false
     }
 }
-
-/// The radio of a payment to a typed EID: a clock, and nothing on the air.
-struct NoRadio: Radio {
-    private let origin = ContinuousClock.now
-
-    func now() async -> Duration { origin.duration(to: .now) }
-
-    func sleep(for duration: Duration) async throws { try await ContinuousClock().sleep(for: duration) }
-
-    func withAdvertisement<Result: Sendable>(
-        _ advertisement: Advertisement,
-        _ body: @Sendable (any AdvertisingHandle) async throws -> Result
-    ) async throws -> Result {
-        throw CLIError("no radio in use")
-    }
-
-    func scan(_ filter: ScanFilter) async throws -> AsyncThrowingStream<Sighting, any Error> {
-        throw CLIError("no radio in use")
-    }
-
-    func statistics() async -> RadioStatistics { RadioStatistics() }
-}

@@ -10,6 +10,7 @@ struct RadioOptions: ParsableArguments {
     enum Kind: String, ExpressibleByArgument, CaseIterable {
         case bluez
         case sim
+        case none
     }
 
     /// What the device does on the air; picks the default simulated position.
@@ -20,7 +21,7 @@ struct RadioOptions: ParsableArguments {
 
     @Option(
         help:
-            "bluez: the machine's Bluetooth adapter through BlueZ. sim: the simulated air shared by processes on this machine."
+            "bluez: the machine's Bluetooth adapter through BlueZ. sim: the simulated air shared by processes on this machine. none: nothing on the air; a receiver takes payments on its web checkout only (its QR code: --qr)."
     )
     var radio: Kind = .bluez
 
@@ -64,6 +65,13 @@ struct RadioOptions: ParsableArguments {
         case .sim:
             let position = try parsePosition(default: role == .receiver ? Position(x: 0, y: 0) : Position(x: 0.2, y: 0))
             return try await Self.simulatedRadio(air: air.map { URL(fileURLWithPath: $0) }, role: role, at: position)
+        case .none:
+            guard role == .receiver else {
+                throw ValidationError(
+                    "--radio none only suits a receiver: a payer scans, and needs a radio to hear with"
+                )
+            }
+            return NoRadio()
         case .bluez:
             return try await Self.bluezRadio(
                 bus: try bluez.dbusBus,

@@ -22,9 +22,10 @@ struct ReceiveCommand: AsyncParsableCommand {
             one it replaces still resolves for the server's grace (10 s by default). The EID and the \
             confirmation code are printed for payers whose phone cannot range (gotchu pay --eid).
 
-            When the ledger has a public URL (gotchu server --public-url), each EID comes with its web \
-            checkout, PUBLIC_URL/p/EID, which any phone's browser pays: it is printed as "pay on a phone: \
-            URL", and with --qr also drawn as a QR code a phone's camera opens, anew with every EID (in \
+            When the ledger has a public URL (gotchu server --public-url), the session comes with its web \
+            checkout, PUBLIC_URL/p/LINK, the same for the whole session, which any phone's browser pays: it \
+            is printed as "pay on a phone: URL", and with --qr also drawn as a QR code a phone's camera \
+            opens (in \
             half blocks, light modules drawn, so it reads on a dark terminal; on a terminal, white on \
             black whatever its theme, unless NO_COLOR is set).
 
@@ -60,6 +61,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               gotchu receive --amount 40 --ask-tip 10,15,20  # suggest tips to payers
               gotchu receive --amount 12.50 --rotate-every off
               gotchu receive --amount 12.50 --qr           # and a QR code of the web checkout
+              gotchu receive --amount 12.50 --radio none   # no Bluetooth: the QR code only
               gotchu receive --amount 12.50 --advertise-as peripheral  # fixed terminal
             """
     )
@@ -193,9 +195,11 @@ struct ReceiveCommand: AsyncParsableCommand {
         configured.tipPrompt = try tipPrompt
         let options = configured
         let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
-        let qr = self.qr
+        // Off the air, the QR code is the only way to the payment: it is drawn without --qr.
+        let offAir = self.radio.radio == .none
+        let qr = self.qr || offAir
         // Whether the ledger gave the EID on the air a web checkout (and whether --qr said it did not, once).
-        let checkout = Mutex((current: false, warned: false))
+        let checkout = Mutex((current: false, warned: false, drawn: String?.none))
         let outcome = try await withTaskCancellationOnSignals {
             await Receiver(radio: radio, ledger: ledger, receiptTrust: receiptTrust).run(options) { progress in
                 output.receiver(progress)
@@ -203,8 +207,12 @@ struct ReceiveCommand: AsyncParsableCommand {
                 switch progress {
                 case .created, .rotated: checkout.withLock { $0.current = false }
                 case .checkout(let url):
-                    checkout.withLock { $0.current = true }
-                    output.qrCode(url)
+                    // A session's checkout link outlives its EIDs: drawn again only when it is another.
+                    let draw = checkout.withLock { state in
+                        defer { (state.current, state.drawn) = (true, url) }
+                        return state.drawn != url
+                    }
+                    if draw { output.qrCode(url) }
                 case .advertising:
                     let warn = checkout.withLock { state in
                         defer { state.warned = true }
@@ -212,7 +220,10 @@ struct ReceiveCommand: AsyncParsableCommand {
                     }
                     if warn {
                         output.warning(
-                            "no QR code: the ledger has no public URL for its web checkout (its operator sets "
+                            (offAir
+                                ? "nobody can pay this session: with --radio none payers pay on the web checkout "
+                                    + "only, and " : "no QR code: ")
+                                + "the ledger has no public URL for its web checkout (its operator sets "
                                 + "gotchu server --public-url)"
                         )
                     }

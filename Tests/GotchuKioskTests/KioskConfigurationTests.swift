@@ -67,7 +67,7 @@ private let minimalEnvironment = [
         #expect(configuration.sessionLifetime == .seconds(300))
         #expect(configuration.renewExpiredSessions)
         #expect(configuration.stateDirectory.path == "/var/lib/gotchu-kiosk")
-        #expect(configuration.display == KioskConfiguration.DisplayAddress(host: "127.0.0.1", port: 8080))
+        #expect(configuration.display == KioskConfiguration.DisplayAddress(host: "127.0.0.1", port: 8090))
         #expect(configuration.controlBus == .system)
         #expect(configuration.file == nil)
     }

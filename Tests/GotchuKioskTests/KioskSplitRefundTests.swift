@@ -402,17 +402,18 @@ struct KioskPaymentsMachineTests {
 
 @Suite("gotchu charge shows the web checkout of the charge", .serialized, .timeLimit(.minutes(3)))
 struct ChargeCheckoutTests {
-    @Test("With a public URL: the checkout address of the EID on the air is printed, and drawn with --qr")
+    @Test("With a public URL: the checkout address of the charge's session is printed, and drawn with --qr")
     func printsAndDrawsCheckout() async throws {
         let daemon = try await KioskDaemon.start(serverOptions: ["--public-url", "https://Pay.Example.com/shop"])
         defer { daemon.stop() }
         let (kiosk, _) = try await daemon.startKiosk()
         defer { _ = try? kiosk.stopNow() }
         let pos = try daemon.processes.start(["charge", "12.50", "--qr", "--bus", daemon.bus.address], user: "pos")
-        let waiting = try await pos.waitForLine { $0.hasPrefix("waiting for a payer (EID ") }
-        let eid = String(waiting.dropFirst("waiting for a payer (EID ".count).dropLast())
-        let address = "https://pay.example.com/shop/p/" + eid
-        _ = try await pos.waitForLine { $0 == "pay on a phone: \(address)" }
+        _ = try await pos.waitForLine { $0.hasPrefix("waiting for a payer (EID ") }
+        // The session's own checkout link, not its EID.
+        let line = try await pos.waitForLine { $0.hasPrefix("pay on a phone: https://pay.example.com/shop/p/") }
+        let address = String(line.dropFirst("pay on a phone: ".count))
+        #expect(address.count == "https://pay.example.com/shop/p/".count + 22, "\(address)")
         // Read back once it is drawn whole.
         let drawn = try await eventually(timeout: .seconds(60)) {
             (try? QRCodeReader.texts(inHalfBlocks: HalfBlockCode.qrCode(after: address, in: pos.lines))) == [address]

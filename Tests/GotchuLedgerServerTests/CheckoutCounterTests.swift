@@ -1,5 +1,7 @@
 import Foundation
+import GotchuAPI
 import GotchuCore
+import GotchuLedgerClient
 import GotchuLedgerServer
 import GotchuReceipts
 import GotchuTesting
@@ -217,6 +219,48 @@ struct CheckoutCounterTests {
             #expect(forged.status == 403)
             #expect(try await ledger.balance(scene.payer) == 5000)
             #expect(try await scene.browser.post("\(scene.page)/pay", pay, headers: ["Origin": own]).status == 303)
+        }
+    }
+
+    @Test(
+        "A session's checkout link lasts the charge: opened, then signed in and paid after two EID rotations",
+        arguments: StoreKind.available
+    )
+    func linkLastsTheCharge(store: StoreKind) async throws {
+        try await CheckoutLedger.with(store: store, publicURL: try PublicURL("https://pay.example.com/")) { ledger in
+            var terminal = LedgerClient(baseURL: ledger.url)
+            terminal.token = try await terminal.devLogin(email: "shop@example.com").token
+            let created = try await terminal.createSession(amountCents: 1250)
+            let url = try #require(created.checkoutURL)
+            let link = String(url.dropFirst("https://pay.example.com/".count))
+            #expect(CheckoutLink(rawValue: String(link.dropFirst(2))) != nil, "\(link)")
+            _ = try await ledger.user("payer@example.com", funded: 5000)
+            let phone = ledger.browser()
+            #expect(try await phone.get("/\(link)").status == 200)
+            // The terminal rotates its EID twice while the shopper signs in, each old EID long retired.
+            for _ in 0..<2 {
+                _ = try await terminal.rotateEID(sid: created.sid)
+                ledger.clock.advance(seconds: 60)
+            }
+            let signIn = try await phone.post(
+                "/\(link)/sign-in",
+                ["email": "payer@example.com", "password": CheckoutLedger.password]
+            )
+            #expect(signIn.status == 303)
+            #expect(signIn.headers["location"] == "../" + link.dropFirst(2))
+            let page = try await phone.get("/\(link)")
+            #expect(page.status == 200)
+            #expect(page.element("amount") == "$12.50")
+            #expect(page.body.contains("action=\"\(link.dropFirst(2))/pay\""))
+            let paid = try await phone.submit(page, to: "/\(link)/pay")
+            #expect(paid.status == 303)
+            let receipt = try await phone.get("/\(link)/" + (paid.headers["location"] ?? ""))
+            #expect(receipt.element("outcome") == "Paid")
+            // The first EID's address, by contrast, was replaced long ago.
+            let old = try await phone.get("/p/\(created.eid.rawValue)")
+            #expect(old.status == 303 || old.element("outcome") == "This QR code was replaced", "\(old.status)")
+            // A link no session has is an unknown payment code.
+            #expect(try await phone.get("/p/AAAAAAAAAAAAAAAAAAAAAA").status == 404)
         }
     }
 

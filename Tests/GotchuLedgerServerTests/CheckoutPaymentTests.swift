@@ -281,11 +281,11 @@ struct CheckoutPaymentTests {
             #expect(try await browser.get("/p/\(rotated.eid)").status == 200)
             ledger.clock.advance(seconds: 11)
             let retired = try await browser.get("/p/\(rotated.eid)")
-            expectPage(retired, 410, "This code was replaced")
-            #expect(retired.element("message")?.contains("Ask the terminal for a new code") == true)
+            expectPage(retired, 410, "This QR code was replaced")
+            #expect(retired.element("message")?.contains("Scan the terminal's new QR code") == true)
             // Unknown and malformed EIDs.
-            expectPage(try await browser.get("/p/0123456789"), 404, "Unknown payment code")
-            expectPage(try await browser.get("/p/NOT-AN-EID"), 404, "Unknown payment code")
+            expectPage(try await browser.get("/p/0123456789"), 404, "Unknown QR code")
+            expectPage(try await browser.get("/p/NOT-AN-EID"), 404, "Unknown QR code")
             // Expired, after the page was shown.
             let expiring = try await create()
             let expiringPage = try await browser.get("/p/\(expiring.eid)")

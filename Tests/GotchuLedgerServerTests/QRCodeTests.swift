@@ -59,7 +59,7 @@ struct QRCodeTests {
             ("https://pay.example.com/a<b>", "path of letters"),
             ("https://[::1/", "closing ]"),
             ("https://[zz]/", "IPv6"),
-            ("https://pay.example.com/" + String(repeating: "a", count: 200), "at most 200"),
+            ("https://pay.example.com/" + String(repeating: "a", count: 200), "at most 189"),
         ]
         for (text, reason) in refused {
             let error = #expect(throws: PublicURL.Invalid.self, "\(text)") { try PublicURL(text) }
@@ -74,17 +74,20 @@ struct QRCodeTests {
             #expect(try !PublicURL(remote).isLoopback, "\(remote)")
         }
         // The longest public URL makes a checkout address that fits a version 10 symbol at level M.
-        let longest = try PublicURL("https://pay.example.com/" + String(repeating: "a", count: 175))
+        let longest = try PublicURL("https://pay.example.com/" + String(repeating: "a", count: 164))
         #expect(longest.description.utf8.count == CheckoutURL.maximumPublicURLLength)
-        let eid = EID(rawValue: "0123456789")!
-        #expect(longest.checkoutURL(for: eid).utf8.count == CheckoutURL.maximumLength)
+        let link = try #require(CheckoutLink(rawValue: "AbCdEfGhIjKlMnOpQrSt_w"))
+        #expect(longest.checkoutURL(for: link).utf8.count == CheckoutURL.maximumLength)
         #expect(CheckoutURL.maximumLength <= 213)
     }
 
     @Test("A client takes a checkout address only when it names the EID beside it")
     func clientsCheckTheAddress() {
         let eid = EID(rawValue: "0123456789")!
-        let good = ["https://pay.example.com/p/0123456789", "http://127.0.0.1:8080/shop/p/0123456789"]
+        let good = [
+            "https://pay.example.com/p/0123456789", "http://127.0.0.1:8080/shop/p/0123456789",
+            "https://pay.example.com/p/AbCdEfGhIjKlMnOpQrSt_w", "https://pay.example.com/shop/p/AbCdEfGhIjKlMnOpQrStAQ",
+        ]
         for url in good { #expect(CheckoutURL.validated(url, eid: eid) == url, "\(url)") }
         let bad: [String?] = [
             nil, "", "https://pay.example.com/p/9876543210", "https://pay.example.com/p/0123456789/",
@@ -94,26 +97,39 @@ struct QRCodeTests {
             "https://pay.example.com/p/0123456789\u{1B}[2J", "https://pay.example.com /p/0123456789",
             "HTTPS://pay.example.com/p/0123456789",
             "https://pay.example.com/" + String(repeating: "a", count: 200) + "/p/0123456789",
+            // A link is 22 base64url characters whose last one ends 128 bits.
+            "https://pay.example.com/p/AbCdEfGhIjKlMnOpQrSt_x", "https://pay.example.com/p/AbCdEfGhIjKlMnOpQrStw",
+            "https://pay.example.com/p/AbCdEfGhIjKlMnOpQrSt+w", "https://pay.example.com/pAbCdEfGhIjKlMnOpQrSt_w",
         ]
         for url in bad { #expect(CheckoutURL.validated(url, eid: eid) == nil, "\(url ?? "nil")") }
     }
 
     @Test(
-        "New and rotated EIDs come with their checkout address; the QR code reads back as it",
+        "A session's checkout address is its own link, the same through every rotation and unlike its EIDs; QR codes read back as it",
         arguments: StoreKind.available
     )
     func checkoutURLAndQRCode(store: StoreKind) async throws {
         try await TestLedger.with(store: store, publicURL: Self.publicURL) { ledger in
             let payee = try await ledger.client("payee@example.com")
             let created = try await payee.createSession(amountCents: 1_250)
-            let base = "https://pay.example.com/shop/"
-            #expect(created.checkoutURL == base + "p/" + created.eid.rawValue)
+            let base = "https://pay.example.com/shop/p/"
+            let url = try #require(created.checkoutURL)
+            let link = try #require(CheckoutLink(rawValue: String(url.dropFirst(base.count))))
+            #expect(url == base + link.rawValue)
+            #expect(CheckoutURL.validated(url, eid: created.eid) == url)
             let rotated = try await payee.rotateEID(sid: created.sid)
-            #expect(rotated.checkoutURL == base + "p/" + rotated.eid.rawValue)
+            #expect(rotated.checkoutURL == url)
             #expect(rotated.eid != created.eid)
+            // Nothing of the session id or an EID shows in the link, and another session has another.
+            #expect(!link.rawValue.contains(created.eid.rawValue) && !link.rawValue.contains(rotated.eid.rawValue))
+            let other = try await payee.createSession(amountCents: 1_250)
+            #expect(other.checkoutURL != url && other.checkoutURL?.hasPrefix(base) == true)
 
-            for eid in [created.eid, rotated.eid] {
-                let response = try await ledger.raw("GET", "/p/\(eid)/qr.svg")
+            for (code, address) in [
+                (link.rawValue, url), (created.eid.rawValue, base + created.eid.rawValue),
+                (rotated.eid.rawValue, base + rotated.eid.rawValue),
+            ] {
+                let response = try await ledger.raw("GET", "/p/\(code)/qr.svg")
                 #expect(response.status == 200)
                 #expect(response.headers["content-type"] == "image/svg+xml")
                 #expect(response.headers["cache-control"] == "no-store")
@@ -122,7 +138,7 @@ struct QRCodeTests {
                 let svg = String(decoding: response.body, as: UTF8.self)
                 #expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
                 #expect(!svg.contains("style") && !svg.contains("script") && !svg.contains("href"))
-                #expect(try QRCodeReader.texts(inSVG: svg) == [base + "p/" + eid.rawValue])
+                #expect(try QRCodeReader.texts(inSVG: svg) == [address])
             }
             // HEAD answers as GET, without the body.
             let head = try await ledger.raw("HEAD", "/p/\(created.eid)/qr.svg")
@@ -257,9 +273,11 @@ struct PublicURLCommandTests {
         var client = LedgerClient(baseURL: url)
         client.token = try await client.devLogin(email: "shop@example.com").token
         let created = try await client.createSession(amountCents: 700)
-        let checkout = "https://pay.example.com/shop/p/\(created.eid)"
-        #expect(created.checkoutURL == checkout)
-        let (data, _) = try await URLSession.shared.data(from: url.appendingPathComponent("p/\(created.eid)/qr.svg"))
+        let checkout = try #require(created.checkoutURL)
+        #expect(CheckoutURL.validated(checkout, eid: created.eid) == checkout)
+        #expect(checkout.hasPrefix("https://pay.example.com/shop/p/"))
+        let link = checkout.dropFirst("https://pay.example.com/shop/p/".count)
+        let (data, _) = try await URLSession.shared.data(from: url.appendingPathComponent("p/\(link)/qr.svg"))
         #expect(try QRCodeReader.texts(inSVG: String(decoding: data, as: UTF8.self)) == [checkout])
         #expect(try await server.stop(signal: SIGTERM) == 0)
     }

@@ -137,7 +137,7 @@ struct UnpaidReceiverTests {
 @Suite("Paying when the radio cannot range, and EIDs that rotate", .timeLimit(.minutes(10)))
 struct TypedEIDAndRotationTests {
     /// The EID and the code of `gotchu receive`'s "session …: $1.00, EID a1b2 c3d4 e5, code 47" line.
-    private func advertised(_ line: String) throws -> (eid: String, code: String) {
+    static func advertised(_ line: String) throws -> (eid: String, code: String) {
         let parts = line.components(separatedBy: ", EID ")
         let fields = try #require(parts.last?.components(separatedBy: ", code "))
         #expect(fields.count == 2)
@@ -158,7 +158,7 @@ struct TypedEIDAndRotationTests {
             user: "bob"
         )
         let created = try await receiver.waitForLine { $0.hasPrefix("session ") }
-        let (eid, code) = try advertised(created)
+        let (eid, code) = try Self.advertised(created)
         #expect(eid.count == 12 && code.count == 2)
 
         // Refused before anything is asked of the ledger.
@@ -194,7 +194,7 @@ struct TypedEIDAndRotationTests {
             ["receive", "--amount", "12.50", "--radio", "sim", "--rotate-every", "5", "--server", url],
             user: "bob"
         )
-        let (first, _) = try advertised(try await receiver.waitForLine { $0.hasPrefix("session ") })
+        let (first, _) = try Self.advertised(try await receiver.waitForLine { $0.hasPrefix("session ") })
         let rotatedLine = try await receiver.waitForLine { $0.hasPrefix("new EID ") }
         let second = String(rotatedLine.dropFirst("new EID ".count).prefix(12))
         #expect(second != first)
