@@ -70,7 +70,7 @@ enum CheckoutAssets {
         """
 
     // The page works without it: it only counts the time left down, keeps a second tap from sending the form again,
-    // and reports what the session's event stream says happened elsewhere.
+    // reports what the session's event stream says happened elsewhere, and writes times in the phone's own zone.
     static let script = """
         "use strict";
         (function () {
@@ -90,6 +90,11 @@ enum CheckoutAssets {
             say(text);
             if (form && !sent) { form.hidden = true; }
             if (timer !== null) { clearInterval(timer); }
+          }
+          var times = document.querySelectorAll("time[datetime]");
+          for (var index = 0; index < times.length; index++) {
+            var when = new Date(times[index].getAttribute("datetime"));
+            if (!isNaN(when.getTime())) { times[index].textContent = when.toLocaleString(); }
           }
           if (left) {
             var seconds = parseInt(left.getAttribute("data-seconds"), 10) || 0;

@@ -255,6 +255,10 @@ enum CheckoutPages {
         var total: String
         var payee: Payee?
         var balance: String?
+        /// What was refunded of it so far (its tip included); `nil` when nothing was.
+        var refunded: String?
+        /// Whether all of it was refunded.
+        var refundedWhole = false
         /// Whether shares of the split are still to pay.
         var sharesLeft: Bool
         /// The `--server` a verifier passes: the public URL, else this server's address as the browser reached it.
@@ -263,8 +267,16 @@ enum CheckoutPages {
 
     /// The receipt page: what was paid, to whom, the signed receipt's fields and text, and how anyone checks it.
     static func paid(_ paid: Paid, root: String, account: String) -> CheckoutHTML.Page {
+        let heading = paid.refundedWhole ? "Refunded" : "Paid"
         var main =
-            "<h1 id=\"outcome\">Paid</h1>\n<p id=\"amount\" class=\"amount\">\(CheckoutHTML.text(paid.total))</p>\n"
+            "<h1 id=\"outcome\">\(heading)</h1>\n<p id=\"amount\" class=\"amount\">\(CheckoutHTML.text(paid.total))</p>\n"
+        if let refunded = paid.refunded {
+            let text =
+                paid.refundedWhole
+                ? "You paid \(paid.total); all of it was refunded to your wallet."
+                : "\(refunded) of it was refunded to your wallet."
+            main += "<p id=\"refunded\">\(CheckoutHTML.text(text))</p>\n"
+        }
         if let tip = paid.tip {
             main += "<p id=\"tip\">\(CheckoutHTML.text(paid.amount)) and a \(CheckoutHTML.text(tip)) tip</p>\n"
         }
@@ -278,6 +290,11 @@ enum CheckoutPages {
         }
         if let receipt = paid.receipt {
             let issued = Date(timeIntervalSince1970: Double(receipt.issuedAtMilliseconds) / 1000)
+            // In the payer's own time zone where the page's script runs (it rewrites the <time>), else in UTC.
+            main +=
+                "<p id=\"paid-at\">Paid at <time datetime=\"\(issued.formatted(.iso8601))\">"
+                + CheckoutHTML.text(issued.formatted(.iso8601.dateSeparator(.dash).timeSeparator(.colon)) + " UTC")
+                + "</time></p>\n"
             var fields: [(String, String, String)] = [
                 ("receipt-id", "Receipt", receipt.id),
                 ("receipt-session", "Session", receipt.sessionID),
@@ -292,7 +309,9 @@ enum CheckoutPages {
                 ("receipt-issued", "Issued", issued.formatted(.iso8601)),
                 ("receipt-key", "Signed by key", receipt.keyID),
             ]
-            main += "<h2>Receipt</h2>\n<dl id=\"receipt\" class=\"facts\">\n"
+            // The technical part, folded: what a person checking the receipt needs, not one paying.
+            main +=
+                "<details id=\"receipt-details\"><summary>Signed receipt</summary>\n<dl id=\"receipt\" class=\"facts\">\n"
             for (id, term, value) in fields {
                 main +=
                     "<div><dt>\(term)</dt><dd id=\"\(id)\">\(CheckoutHTML.text(DisplayText.escaped(value)))</dd></div>\n"
@@ -300,19 +319,19 @@ enum CheckoutPages {
             main += "</dl>\n"
             let json = String(decoding: receipt.canonicalJSON, as: UTF8.self)
             main += """
-                <details><summary>Receipt text</summary><pre id="receipt-json">\(CheckoutHTML.text(json))</pre></details>
-                <h2>Check it</h2>
+                <pre id="receipt-json">\(CheckoutHTML.text(json))</pre>
                 <p id="verify">Anyone can check this receipt without an account: save its text as receipt.json and run \
                 <code>gotchu receipt verify receipt.json --server \(CheckoutHTML.text(paid.server))</code>, or check its \
                 Ed25519 signature against <a href="\(root)../.well-known/gotchu-receipt-keys">the ledger's receipt \
                 keys</a>.</p>
+                </details>
 
                 """
         }
         if paid.sharesLeft {
             main += "<p><a id=\"another\" href=\"\(root)\(paid.eid)\">Pay another share</a></p>\n"
         }
-        return CheckoutHTML.Page(title: "Paid", main: main, root: root, account: account)
+        return CheckoutHTML.Page(title: heading, main: main, root: root, account: account, script: true)
     }
 
     /// `m:ss`, never negative.

@@ -358,12 +358,12 @@ extension LedgerRoutes {
         let ownReference = { (receipt: Receipt) in
             receipt.payerReference == Receipt.payerReference(receiptID: receipt.id, payerID: user.id)
         }
-        var (receipt, amount, tip) = (view.receipt, view.amount, view.tip)
+        var (receipt, amount, tip, refunded) = (view.receipt, view.amount, view.tip, view.refunded)
         if let paymentID {
             guard let payment = view.payments.first(where: { $0.id == paymentID }) else {
                 throw CheckoutRefusal.noSuchPayment
             }
-            (receipt, amount, tip) = (payment.receipt, payment.amount, payment.tip)
+            (receipt, amount, tip, refunded) = (payment.receipt, payment.amount, payment.tip, payment.refunded)
         } else {
             guard view.shares == 1, view.status == .paid, view.receipt.map(ownReference) ?? true else {
                 throw CheckoutRefusal.noSuchPayment
@@ -390,6 +390,8 @@ extension LedgerRoutes {
             total: format(amount + tip),
             payee: payee.map(CheckoutPages.Payee.init),
             balance: balance.map(format),
+            refunded: refunded > 0 ? format(refunded) : nil,
+            refundedWhole: refunded > 0 && refunded >= amount + tip,
             sharesLeft: view.shares > 1 && view.status.isLive,
             server: server
         )

@@ -264,6 +264,39 @@ struct CheckoutCounterTests {
         }
     }
 
+    @Test("The receipt page shows refunds as the ledger records them, the time paid, and folds the signed receipt away")
+    func receiptShowsRefunds() async throws {
+        try await CheckoutLedger.with { ledger in
+            let scene = try await CheckoutPaymentTests.scene(ledger)
+            let page = try await scene.browser.get(scene.page)
+            let paid = try await scene.browser.submit(page, to: "\(scene.page)/pay")
+            let location = "\(scene.page)/" + (paid.headers["location"] ?? "")
+            let before = try await scene.browser.get(location)
+            #expect(before.element("outcome") == "Paid" && before.element("refunded") == nil)
+            #expect(before.body.contains("<time datetime=\""))
+            #expect(before.body.contains("<details id=\"receipt-details\"><summary>Signed receipt</summary>"))
+            _ = try await ledger.store.refund(
+                sid: scene.session.sid,
+                payeeID: scene.payee.id,
+                amountCents: 500,
+                idempotencyKey: "r1"
+            )
+            let partly = try await scene.browser.get(location)
+            #expect(partly.element("outcome") == "Paid")
+            #expect(partly.element("refunded") == "$5.00 of it was refunded to your wallet.")
+            _ = try await ledger.store.refund(
+                sid: scene.session.sid,
+                payeeID: scene.payee.id,
+                amountCents: 750,
+                idempotencyKey: "r2"
+            )
+            let whole = try await scene.browser.get(location)
+            #expect(whole.element("outcome") == "Refunded")
+            #expect(whole.element("refunded") == "You paid $12.50; all of it was refunded to your wallet.")
+            #expect(whole.element("balance") == "Your balance: $50.00")
+        }
+    }
+
     @Test("Behind an https public URL: HSTS, no framing, and the receipt's verify line names the public URL")
     func publicURLPages() async throws {
         let publicURL = try PublicURL("https://pay.example.com/ledger/")

@@ -204,6 +204,8 @@ class Browser:
         self.wait(EC.url_contains("/receipt"), "the receipt page")
         expect(self.text_of("outcome") == "Paid", "the receipt page says %r" % self.text_of("outcome"))
         expect(self.text_of("amount") == money(cents), "the receipt shows %r" % self.text_of("amount"))
+        # The signed receipt is folded away: a person opens it to read the session it names.
+        self.driver.find_element(By.CSS_SELECTOR, "#receipt-details summary").click()
         expect(self.text_of("receipt-session") == sid, "the receipt names session %r" % self.text_of("receipt-session"))
 
 
