@@ -73,13 +73,17 @@ public struct WebhookDeliveryError: Error, Hashable, Sendable, CustomStringConve
 
 /// The HTTP client of webhook deliveries: one HTTP/1.1 POST per connection, to an address it checked itself.
 ///
-/// Not AsyncHTTPClient, on purpose: that client resolves the host itself and connects to whatever the name says at
-/// that moment, so a check made before the request (on a resolution of our own) could be answered differently at
-/// connect time (DNS rebinding), and it offers no way to pin the address it connects to. Here the host is resolved
-/// once, every address is checked (``WebhookAddressPolicy``), and the connection goes to a checked address itself;
-/// TLS still verifies the certificate against the host name (sent as SNI), or against the literal address. Redirects
-/// are never followed (a 3xx is a failed attempt like any other non-2xx), and the whole exchange, resolution
-/// included, ends within ``timeout``.
+/// The host is resolved once, every address is checked (``WebhookAddressPolicy``), and the connection goes to a
+/// checked address itself, so a name that resolves elsewhere at connect time (DNS rebinding) reaches nothing new; TLS
+/// still verifies the certificate against the host name (sent as SNI), or against the literal address. Redirects are
+/// never followed (a 3xx is a failed attempt like any other non-2xx), and the whole exchange, resolution included,
+/// ends within ``timeout``.
+///
+/// Not AsyncHTTPClient: left to itself it resolves the host and connects to whatever the name says at that moment.
+/// Its `dnsOverride` (1.37) can pin a name to one address, with SNI and verification kept for the name, but only one
+/// address per client configuration: a delivery would need an `HTTPClient` (its pool, shut down after) per checked
+/// address, tried in turn when a host has several and the first refuses, and each given what is left of the one
+/// deadline. That is more code around it than this client is, for one POST per connection and no pooling wanted.
 public struct WebhookHTTPClient: Sendable {
     /// The address policy checked on every delivery.
     public var policy: WebhookAddressPolicy
