@@ -57,6 +57,12 @@ enum KioskDisplayPage {
             if let charge, charge.state == .cancelled || charge.state == .expired, charge.refundedCents > 0 {
                 detail = Money.format(charge.refundedCents) + " refunded to the payers"
             }
+            // Paid with tips: what came in with them, so the screen agrees with the payer's receipt.
+            if let charge, status.state == .paid, charge.tipCents > 0 {
+                detail =
+                    "With " + Money.format(charge.tipCents) + " in tips: "
+                    + Money.format(charge.amountCents + charge.tipCents)
+            }
             if status.state == .advertising || status.state == .locked, let expiresAt = charge?.expiresAt {
                 countdown = KioskDisplayPage.countdown(seconds: expiresAt.timeIntervalSince(status.now))
             }
@@ -271,6 +277,10 @@ enum KioskDisplayPage {
             var detail = failing ? status.problem || (charge && charge.problem) : null;
             if (charge && (charge.state === "cancelled" || charge.state === "expired") && charge.refunded_cents > 0) {
               detail = formatCents(charge.refunded_cents) + " refunded to the payers";
+            }
+            if (charge && status.state === "paid" && charge.tip_cents > 0) {
+              detail = "With " + formatCents(charge.tip_cents) + " in tips: "
+                + formatCents(charge.amount_cents + charge.tip_cents);
             }
             setText("detail", detail);
             setText("countdown", countdown());

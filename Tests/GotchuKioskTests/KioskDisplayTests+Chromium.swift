@@ -44,6 +44,7 @@ extension KioskDisplayTests {
             var paid = advertising
             paid.state = .paid
             paid.charge?.state = .paid
+            paid.charge?.tipCents = 1_000
 
             let before = SettableStatusSource(advertising, endsEachSubscription: true)
             try await withDisplay(before) { display in
@@ -58,6 +59,7 @@ extension KioskDisplayTests {
             #expect(dom.contains(#"<body data-state="paid">"#), "\(dom)")
             #expect(dom.contains(#"<p id="headline">Paid ✓</p>"#))
             #expect(dom.contains(#"<p id="amount">$1000.05</p>"#))
+            #expect(dom.contains(#"<p id="detail">With $10.00 in tips: $1010.05</p>"#), "\(dom)")
             #expect(dom.contains(#"<p id="countdown" hidden="">"#))
             #expect(dom.contains(#"<p id="fallback" hidden="">"#))
 
