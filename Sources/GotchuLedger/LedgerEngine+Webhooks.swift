@@ -149,6 +149,18 @@ extension LedgerEngine {
         let overlap = LedgerTime.milliseconds(WebhookSecrets.rotationOverlap)
         return try await measuredTransaction { transaction in
             let row = try await Self.ownEndpoint(id, userID: userID, forUpdate: true, transaction)
+            // A rotation while the secret before is still honoured would drop that one at once, from under
+            // receivers that have not switched yet: refused until its overlap ends, and nothing changes.
+            if row.previousSecret != nil, let until = row.endpoint.previousSecretExpiresAt, transaction.now < until {
+                throw LedgerError(
+                    .invalidInput,
+                    detail:
+                        "the secret was rotated less than \(WebhookSecrets.rotationOverlap.components.seconds / 3600) "
+                        + "hours ago, and the one before it is still honoured until "
+                        + LedgerTime.date(until).formatted(.iso8601)
+                        + "; rotate again after that (or delete the endpoint and register it anew)"
+                )
+            }
             let secret = WebhookSecrets.generate()
             let until = transaction.now + overlap
             try await transaction.update(

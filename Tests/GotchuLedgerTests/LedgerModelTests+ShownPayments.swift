@@ -6,7 +6,13 @@ import GotchuLedger
 /// sometimes another (a page shown before another payer took a share), under a fresh key or one used before.
 extension Driver {
     mutating func payShown() async throws {
-        guard let sid = session() else { return }
+        // Often a split with shares paid, where a payer who paid before may ask again (as after a reload).
+        let oracle = self.model
+        let partlyPaid = sids.filter { oracle.status(oracle.sessions[$0]!) == .partiallyPaid }
+        let pickPartlyPaid = !partlyPaid.isEmpty && Int.random(in: 0..<3, using: &random) == 0
+        guard
+            let sid = pickPartlyPaid ? partlyPaid[Int.random(in: 0..<partlyPaid.count, using: &random)] : session()
+        else { return }
         let session = model.sessions[sid]!
         let shown: Cents
         switch Int.random(in: 0..<6, using: &random) {

@@ -245,12 +245,27 @@ struct WebhookDeliveryStoreTests {
                 let during = try await store.webhookSecrets(endpointID: endpoint.id)
                 #expect(during == WebhookSigningSecrets(current: secret, previous: before.current))
                 #expect(rotated.previousSecretExpiresAt != nil)
-                clock.advance(seconds: 24 * 3600 - 1)
+                // A second rotation within the overlap would drop the first secret at once: refused, nothing changed.
+                clock.advance(seconds: 3600)
+                do {
+                    _ = try await store.rotateWebhookSecret(id: endpoint.id, userID: shop.id)
+                    Issue.record("a second rotation within the overlap went through")
+                } catch let refusal as LedgerError {
+                    #expect(refusal.kind == .invalidInput && refusal.detail.contains("still honoured until"))
+                }
+                #expect(try await store.webhookSecrets(endpointID: endpoint.id) == during)
+                clock.advance(seconds: 23 * 3600 - 1)
                 #expect(try await store.webhookSecrets(endpointID: endpoint.id).previous == before.current)
                 clock.advance(seconds: 1)
                 #expect(
                     try await store.webhookSecrets(endpointID: endpoint.id)
                         == WebhookSigningSecrets(current: secret, previous: nil)
+                )
+                // Once the overlap has ended, the next rotation goes through.
+                let (_, third) = try await store.rotateWebhookSecret(id: endpoint.id, userID: shop.id)
+                #expect(
+                    try await store.webhookSecrets(endpointID: endpoint.id)
+                        == WebhookSigningSecrets(current: third, previous: secret)
                 )
 
                 let stranger = try await store.login(email: "stranger@example.com")
