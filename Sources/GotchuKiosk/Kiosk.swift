@@ -418,12 +418,21 @@ public actor Kiosk: KioskStatusSource {
         return shown
     }
 
-    /// The charge with this id, active or past.
+    /// The charge with this id, active or past, with what was refunded of it: the refunds the ledger made for this
+    /// kiosk (and, of a split, what its payments say), beside what a cancelled or expired split returned.
     public func charge(id: String) throws(KioskError) -> KioskCharge {
-        if let record = machine.record, record.charge.id == id { return shown(record.charge) }
         do {
-            guard let stored = try store.record(id: id) else { throw KioskError.notFound(id: id) }
-            return stored.charge
+            var charge: KioskCharge
+            if let record = machine.record, record.charge.id == id {
+                charge = shown(record.charge)
+            } else {
+                guard let stored = try store.record(id: id) else { throw KioskError.notFound(id: id) }
+                charge = stored.charge
+            }
+            let made = try store.refunds(chargeID: id).filter { $0.state == .done }.reduce(0) { $0 + $1.amountCents }
+            let ofPayments = charge.payments.reduce(0) { $0 + $1.refundedCents }
+            charge.refundedCents = max(charge.refundedCents, made, ofPayments)
+            return charge
         } catch let error as KioskError {
             throw error
         } catch {

@@ -42,8 +42,8 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     public var paidCents: Cents
     /// The tips payers gave on top of their shares, in cents.
     public var tipCents: Cents
-    /// What the ledger returned to payers when the charge ended unpaid with shares paid (cancelled or expired),
-    /// shares and tips, in cents; 0 otherwise. (Refunds asked through the kiosk's `Refund` are not counted here.)
+    /// What the ledger returned to payers, shares and tips, in cents: as stored, what a charge that ended unpaid
+    /// with shares paid (cancelled or expired) returned; ``Kiosk/charge(id:)`` adds the refunds the kiosk made.
     public var refundedCents: Cents
     /// The payments of a split charge as the ledger last reported them, oldest first (empty for a charge that is
     /// not split): what a refund of one payer's share names.

@@ -73,8 +73,8 @@ public enum KioskInterface {
         case paidCents = "paid_cents"
         /// `tip_cents` (x): the tips payers gave on top of their shares.
         case tipCents = "tip_cents"
-        /// `refunded_cents` (x): what the ledger returned to payers of a split charge that ended cancelled or
-        /// expired with shares paid (shares and tips; 0 otherwise). Refunds through `Refund` are not counted here.
+        /// `refunded_cents` (x): what the ledger returned to payers, shares and tips: the refunds it made through
+        /// `Refund` and `RefundPayment`, or what a split that ended cancelled or expired with shares paid returned.
         case refundedCents = "refunded_cents"
         /// `reference` (s): the point-of-sale's reference.
         case reference

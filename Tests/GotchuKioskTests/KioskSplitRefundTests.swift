@@ -211,6 +211,9 @@ struct KioskSplitRefundTests {
             #expect(refunded[1].refundID == part && Array(refunded.suffix(2).map(\.refundID)) == rest)
             let after = try await connection.kiosk.charge(id)[Key.payments.rawValue, as: [[String: DBusVariant]].self]
             #expect(after?.map { $0[PaymentKey.refundedCents.rawValue, as: Int64.self] } == [1_100, 1_000, 1_000])
+            // The charge says what was refunded of it in all, as the ledger confirmed it.
+            let charge = try await connection.kiosk.charge(id)
+            #expect(charge[Key.refundedCents.rawValue, as: Int64.self] == 3_100)
             await connection.close()
         }
     }
