@@ -249,6 +249,8 @@ enum CheckoutPages {
     /// What the receipt page shows.
     struct Paid {
         var eid: String
+        /// Where the signed receipt is downloaded from, relative to the page.
+        var download: String
         var receipt: Receipt?
         var amount: String
         var tip: String?
@@ -320,6 +322,8 @@ enum CheckoutPages {
             let json = String(decoding: receipt.canonicalJSON, as: UTF8.self)
             main += """
                 <pre id="receipt-json">\(CheckoutHTML.text(json))</pre>
+                <p><a id="download" href="\(CheckoutHTML.attribute(paid.download))" download>Download the receipt \
+                (receipt.json)</a></p>
                 <p id="verify">Anyone can check this receipt without an account: save its text as receipt.json and run \
                 <code>gotchu receipt verify receipt.json --server \(CheckoutHTML.text(paid.server))</code>, or check its \
                 Ed25519 signature against <a href="\(root)../.well-known/gotchu-receipt-keys">the ledger's receipt \

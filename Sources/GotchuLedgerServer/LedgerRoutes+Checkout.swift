@@ -53,6 +53,11 @@ extension LedgerRoutes {
             LedgerRoute(.get, "/p/{eid}/receipt", "checkoutReceipt") { request, context in
                 await checkoutAnswer(request, context, root: "../") { eid in try await receipt(eid, request, context) }
             },
+            LedgerRoute(.get, "/p/{eid}/receipt.json", "checkoutReceiptJSON") { request, context in
+                await checkoutAnswer(request, context, root: "../") { eid in
+                    try await receipt(eid, request, context, download: true)
+                }
+            },
             LedgerRoute(.get, "/p/{eid}/events", "checkoutEvents") { request, context in
                 await checkoutAnswer(request, context, root: "../") { eid in try await events(eid, request, context) }
             },
@@ -324,11 +329,13 @@ extension LedgerRoutes {
         }
     }
 
-    /// `GET /p/{eid}/receipt?sid=…[&payment=…]`: the signed-in payer's payment of that session, with its receipt.
+    /// `GET /p/{eid}/receipt?sid=…[&payment=…]`: the signed-in payer's payment of that session, with its receipt;
+    /// with `download` (`GET /p/{eid}/receipt.json`), the signed receipt alone, as the ledger wrote it, to save.
     private func receipt(
         _ eid: CheckoutCode,
         _ request: Request,
-        _ context: LedgerRequestContext
+        _ context: LedgerRequestContext,
+        download: Bool = false
     ) async throws -> Response {
         let visitor = try await visitor(request)
         guard let user = visitor.user, let token = visitor.token else {
@@ -369,6 +376,19 @@ extension LedgerRoutes {
                 throw CheckoutRefusal.noSuchPayment
             }
         }
+        if download {
+            guard let receipt else { throw CheckoutRefusal.noSuchPayment }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            // The id is a UUID: nothing in the file name comes from elsewhere.
+            headers[.contentDisposition] = "attachment; filename=\"gotchu-receipt-\(receipt.id).json\""
+            for (name, value) in CheckoutHTML.securityHeaders { headers[name] = value }
+            return Response(
+                status: .ok,
+                headers: headers,
+                body: .init(byteBuffer: ByteBuffer(bytes: Array(receipt.canonicalJSON)))
+            )
+        }
         // Who was paid, as the payer's own history names them (the verified name and the domain), and the balance.
         let balance = try? await store.wallet(userID: user.id, recentLimit: 0).balance
         let entries = try? await store.entries(userID: user.id, cursor: nil, limit: 20).entries
@@ -384,6 +404,7 @@ extension LedgerRoutes {
         }
         let paid = CheckoutPages.Paid(
             eid: eid.rawValue,
+            download: "receipt.json?" + receiptQuery(sid: sid, paymentID: paymentID),
             receipt: receipt,
             amount: format(amount),
             tip: tip > 0 ? format(tip) : nil,

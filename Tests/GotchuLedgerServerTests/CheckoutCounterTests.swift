@@ -275,6 +275,19 @@ struct CheckoutCounterTests {
             #expect(before.element("outcome") == "Paid" && before.element("refunded") == nil)
             #expect(before.body.contains("<time datetime=\""))
             #expect(before.body.contains("<details id=\"receipt-details\"><summary>Signed receipt</summary>"))
+            // Its download is the signed receipt as the ledger wrote it, which verifies.
+            let link = try #require(before.body.range(of: "<a id=\"download\" href=\"")).upperBound
+            let href = CheckoutAnswer.unescape(String(before.body[link...].prefix { $0 != "\"" }))
+            let file = try await scene.browser.get("\(scene.page)/" + href)
+            #expect(file.status == 200 && file.headers["content-type"] == "application/json")
+            #expect(file.headers["content-disposition"]?.hasPrefix("attachment; filename=\"gotchu-receipt-") == true)
+            let saved = try Receipt(savedJSON: Array(file.body.utf8))
+            try saved.verify(against: try await ledger.store.receiptKeys())
+            #expect(saved.sessionID == scene.session.sid && saved.amountCents == 1250)
+            // Nobody else's browser gets it.
+            _ = try await ledger.user("other@example.com")
+            let other = try await ledger.signedIn("other@example.com")
+            #expect(try await other.get("\(scene.page)/" + href).status == 404)
             _ = try await ledger.store.refund(
                 sid: scene.session.sid,
                 payeeID: scene.payee.id,

@@ -440,6 +440,7 @@ struct ContractTests {
                 ),
                 ("POST", "/p/{eid}/pay", "/p/\(session.eid)/pay", "view=x", [:]),
                 ("GET", "/p/{eid}/receipt", "/p/\(session.eid)/receipt?sid=\(session.sid)", nil, [:]),
+                ("GET", "/p/{eid}/receipt.json", "/p/\(session.eid)/receipt.json?sid=\(session.sid)", nil, [:]),
                 ("GET", "/p/{eid}/events", "/p/\(session.eid)/events", nil, [:]),
                 ("GET", "/p/assets/{name}", "/p/assets/checkout.css", nil, [:]),
                 ("GET", "/p/assets/{name}", "/p/assets/nothing.js", nil, [:]),
