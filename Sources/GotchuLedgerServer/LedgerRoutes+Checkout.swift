@@ -291,6 +291,7 @@ extension LedgerRoutes {
             another: another
         )
         let accountHTML = account(user, token: token, eid: eid, root: "../")
+        let notice: String
         switch try await store.pay(shown: payment) {
         case .paid(_, let paymentID, _):
             metrics?.payment(outcome: "paid")
@@ -304,29 +305,23 @@ extension LedgerRoutes {
             return refusalPage(refusal, eid: eid.rawValue, root: "../", account: accountHTML)
         case .amountChanged(let cents):
             metrics?.payment(outcome: "amount-changed")
-            // The page again, with what the payer would pay now: nothing was paid or held meanwhile.
-            return try await payPage(
-                eid,
-                user: user,
-                token: token,
-                visitor: visitor,
-                root: "../",
-                notice: "Someone else took the share this page showed. The share left costs " + format(cents)
-                    + ". Nothing was paid; pay again if that is right.",
-                status: .conflict
-            )
+            notice =
+                "Someone else took the share this page showed. The share left costs " + format(cents)
+                + ". Nothing was paid; pay again if that is right."
         case .paidBefore:
             metrics?.payment(outcome: "paid-before")
-            return try await payPage(
-                eid,
-                user: user,
-                token: token,
-                visitor: visitor,
-                root: "../",
-                notice: "You paid a share of this charge already. Nothing more was paid.",
-                status: .conflict
-            )
+            notice = "You paid a share of this charge already. Nothing more was paid."
         }
+        // The page again, with what the payer would pay now: nothing was paid or held meanwhile.
+        return try await payPage(
+            eid,
+            user: user,
+            token: token,
+            visitor: visitor,
+            root: "../",
+            notice: notice,
+            status: .conflict
+        )
     }
 
     /// `GET /p/{eid}/receipt?sid=…[&payment=…]`: the signed-in payer's payment of that session, with its receipt;

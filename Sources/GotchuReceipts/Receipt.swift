@@ -190,15 +190,7 @@ public struct Receipt: Codable, Hashable, Sendable {
     /// as this one, and the fields the signature covers are the ones presented; a text that other parsers could read
     /// differently (`"amount_cents":700,"amount_cents":999999`) is refused before its signature is looked at.
     public init(strictJSON json: some Collection<UInt8>) throws(ReceiptError) {
-        let bytes = Array(json)
-        guard bytes.count <= Self.maximumJSONSize else {
-            throw ReceiptError("the receipt is larger than \(Self.maximumJSONSize) bytes")
-        }
-        do {
-            _ = try StrictJSON.check(bytes, maximumDepth: 4)
-        } catch {
-            throw ReceiptError("the receipt is not strict JSON: \(error.description)")
-        }
+        let bytes = try Self.strictBytes(json)
         let start = bytes.firstIndex { !StrictJSON.isWhitespace($0) } ?? bytes.endIndex
         let end = (bytes.lastIndex { !StrictJSON.isWhitespace($0) }).map { $0 + 1 } ?? start
         let text = bytes[start..<end]
@@ -218,15 +210,7 @@ public struct Receipt: Codable, Hashable, Sendable {
     /// it is still refused: a key named twice in any object, a key a receipt does not have, and a number that is not
     /// written as an integer (every number in a receipt is one; `700.0` and `"700"` are refused).
     public init(savedJSON json: some Collection<UInt8>) throws(ReceiptError) {
-        let bytes = Array(json)
-        guard bytes.count <= Self.maximumJSONSize else {
-            throw ReceiptError("the receipt is larger than \(Self.maximumJSONSize) bytes")
-        }
-        do {
-            _ = try StrictJSON.check(bytes, maximumDepth: 4)
-        } catch {
-            throw ReceiptError("the receipt is not strict JSON: \(error.description)")
-        }
+        let bytes = try Self.strictBytes(json)
         if Self.hasNonIntegerNumber(bytes) {
             throw ReceiptError("the receipt writes a number with a fraction or an exponent; its numbers are integers")
         }
@@ -238,6 +222,21 @@ public struct Receipt: Codable, Hashable, Sendable {
             throw ReceiptError("the receipt writes a field as another type than a receipt has (amounts are integers)")
         }
         self = receipt
+    }
+
+    /// `json` as bytes, once it is within ``maximumJSONSize`` and strict JSON (no object names a key twice): what
+    /// every reading of a presented receipt starts with.
+    private static func strictBytes(_ json: some Collection<UInt8>) throws(ReceiptError) -> [UInt8] {
+        let bytes = Array(json)
+        guard bytes.count <= maximumJSONSize else {
+            throw ReceiptError("the receipt is larger than \(maximumJSONSize) bytes")
+        }
+        do {
+            _ = try StrictJSON.check(bytes, maximumDepth: 4)
+        } catch {
+            throw ReceiptError("the receipt is not strict JSON: \(error.description)")
+        }
+        return bytes
     }
 
     /// Whether a number outside the strings of strict JSON `bytes` has a fraction or an exponent (outside strings,
