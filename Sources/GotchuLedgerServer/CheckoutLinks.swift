@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import GotchuAPI
+import GotchuReceipts
 
 /// Turns a session id into its ``GotchuAPI/CheckoutLink`` and back, with no table: the link is the session id's 128
 /// bits through AES under a key derived from the server's secret, so every replica that shares the secret reads
@@ -18,15 +19,12 @@ struct CheckoutLinks: Sendable {
     /// The link of session `sid`; `nil` for a text that is no session id.
     func link(for sid: String) -> CheckoutLink? {
         guard var block = Self.bytes(ofUUID: sid), (try? AES.permute(&block, key: key)) != nil else { return nil }
-        let text = Data(block).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        return CheckoutLink(rawValue: text)
+        return CheckoutLink(rawValue: Base64URL.encode(block))
     }
 
     /// The session id `link` names, if it names one of the shape this ledger gives (a version 4 UUID).
     func sid(of link: CheckoutLink) -> String? {
-        let base64 = link.rawValue.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard let data = Data(base64Encoded: base64 + "=="), data.count == 16 else { return nil }
+        guard let data = Base64URL.decode(link.rawValue), data.count == 16 else { return nil }
         var block = Array(data)
         guard (try? AES.inversePermute(&block, key: key)) != nil else { return nil }
         // Version 4, RFC 9562 variant: what RandomUUID makes. Anything else was never a link of this ledger.
