@@ -1,4 +1,5 @@
 public import GotchuCore
+import GotchuReceipts
 
 /// A session's own checkout link: 22 base64url characters (128 bits) that name the session for the whole of its life,
 /// whatever EIDs it advertises meanwhile, and that nobody without the ledger's secret can tie to those EIDs or to
@@ -10,18 +11,9 @@ public struct CheckoutLink: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// How many characters a link has.
     public static let length = 22
 
-    /// `rawValue` when it is 22 base64url characters (the last one of the four a 128-bit value ends with).
+    /// `rawValue` when it is 128 bits in canonical base64url: 22 characters, the last one's unused bits zero.
     public init?(rawValue: String) {
-        let bytes = Array(rawValue.utf8)
-        guard bytes.count == Self.length,
-            bytes.allSatisfy({ byte in
-                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
-                    || byte == UInt8(ascii: "_")
-            }),
-            "AQgw".utf8.contains(bytes[Self.length - 1])
-        else { return nil }
+        guard rawValue.utf8.count == Self.length, Base64URL.isCanonical(rawValue) else { return nil }
         self.rawValue = rawValue
     }
 

@@ -50,6 +50,9 @@ public protocol LedgerBackend: BrowserSessionBackend, Sendable {
     /// The session with this id, outside a transaction.
     func session(id: String) async throws -> SessionRow?
 
+    /// The EIDs the session was given, oldest first, with when each was rotated away, outside a transaction.
+    func eids(sessionID: String) async throws -> [SessionEID]
+
     /// Recomputes the invariants from the entries, in one snapshot.
     func audit() async throws -> LedgerAudit
 

@@ -67,9 +67,10 @@ extension LedgerEngine {
         )
     }
 
-    /// One read of the session's EIDs: the newest is the one on the air (a rotation retires all the others).
+    /// One read of the session's EIDs outside a transaction: the newest is the one on the air (a rotation retires
+    /// all the others).
     public func currentEID(sid: String) async throws -> EID {
-        let eids = try await measuredTransaction { transaction in try await transaction.eids(sessionID: sid) }
+        let eids = try await backend.eids(sessionID: sid)
         guard let newest = eids.last(where: { $0.retiredAt == nil }) ?? eids.last, let eid = EID(rawValue: newest.eid)
         else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid)")

@@ -517,6 +517,10 @@ public struct PostgresLedgerBackend: LedgerBackend {
         try await read { connection in try await connection.session(id: id, forUpdate: false) }
     }
 
+    public func eids(sessionID: String) async throws -> [SessionEID] {
+        try await read { connection in try await connection.eids(sessionID: sessionID) }
+    }
+
     public func audit() async throws -> LedgerAudit {
         // One statement, so one snapshot for every sum: concurrent payments cannot make a healthy ledger look
         // broken. Sums are numeric in PostgreSQL; the cast back to bigint fails loudly rather than wrap.
@@ -752,6 +756,18 @@ extension PostgresLedgerBackend {
                 \(unescaped: forUpdate ? "FOR UPDATE" : "")
                 """
             ).first.map { try SessionRow($0) }
+        }
+
+        /// The EIDs the session was given, oldest first.
+        func eids(sessionID: String) async throws -> [SessionEID] {
+            try await rows(
+                """
+                SELECT eid, retired_at FROM session_eids WHERE session_id = \(sessionID) ORDER BY created_at, eid
+                """
+            ).map { row in
+                let (eid, retiredAt) = try row.decode((String, Int64?).self)
+                return SessionEID(eid: eid, retiredAt: retiredAt)
+            }
         }
 
         func user(id: String) async throws -> LedgerUser? {
@@ -1000,14 +1016,7 @@ extension PostgresLedgerBackend {
         }
 
         public func eids(sessionID: String) async throws -> [SessionEID] {
-            try await connection.rows(
-                """
-                SELECT eid, retired_at FROM session_eids WHERE session_id = \(sessionID) ORDER BY created_at, eid
-                """
-            ).map { row in
-                let (eid, retiredAt) = try row.decode((String, Int64?).self)
-                return SessionEID(eid: eid, retiredAt: retiredAt)
-            }
+            try await connection.eids(sessionID: sessionID)
         }
 
         public func retireEIDs(sessionID: String) async throws {

@@ -307,6 +307,19 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         try await lookup { db in try Self.session(id, db) }
     }
 
+    public func eids(sessionID: String) async throws -> [SessionEID] {
+        try await lookup { db in try Self.eids(sessionID, db) }
+    }
+
+    /// The EIDs the session was given, oldest first.
+    static func eids(_ sessionID: String, _ db: Database) throws -> [SessionEID] {
+        try Row.fetchAll(
+            cached: db,
+            sql: "SELECT eid, retired_at FROM session_eids WHERE session_id = ? ORDER BY created_at, rowid",
+            arguments: [sessionID]
+        ).map { SessionEID(eid: $0["eid"], retiredAt: $0["retired_at"]) }
+    }
+
     public func audit() async throws -> LedgerAudit {
         try await database.read { db in
             LedgerAudit(
@@ -675,13 +688,7 @@ extension SQLiteLedgerBackend {
         }
 
         public func eids(sessionID: String) async throws -> [SessionEID] {
-            try sync { db in
-                try Row.fetchAll(
-                    cached: db,
-                    sql: "SELECT eid, retired_at FROM session_eids WHERE session_id = ? ORDER BY created_at, rowid",
-                    arguments: [sessionID]
-                ).map { SessionEID(eid: $0["eid"], retiredAt: $0["retired_at"]) }
-            }
+            try sync { db in try SQLiteLedgerBackend.eids(sessionID, db) }
         }
 
         public func retireEIDs(sessionID: String) async throws {

@@ -42,7 +42,7 @@ extension LedgerRoutes {
     ) async -> Response {
         let text = context.parameters.get("eid") ?? ""
         // The path's own text, a checkout link or an EID, is where the browser comes back to.
-        let code = CheckoutLink(rawValue: text) != nil || EID(rawValue: text) != nil ? text : nil
+        let code = CheckoutCode.names(text) ? text : nil
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
         } catch {

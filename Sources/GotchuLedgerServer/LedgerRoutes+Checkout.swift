@@ -473,7 +473,7 @@ extension LedgerRoutes {
         _ body: (CheckoutCode) async throws -> Response
     ) async -> Response {
         let text = context.parameters.get("eid") ?? ""
-        let path = CheckoutLink(rawValue: text) != nil || EID(rawValue: text) != nil ? text : nil
+        let path = CheckoutCode.names(text) ? text : nil
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
             return try await body(try await checkoutCode(text))
@@ -497,13 +497,12 @@ extension LedgerRoutes {
         return CheckoutCode(eid: eid, rawValue: text, sid: nil)
     }
 
-    /// How a page's event stream reads its session: by the EID it named, or, for a checkout link, by the EID the
-    /// session advertises at each read, so a link's page never hears of a rotation.
+    /// How a page's event stream reads its session: by the EID the page was opened with, which follows the session
+    /// across rotations; a checkout link's page is told of none, since its link outlives every EID.
     private func checkoutStatusReader(_ code: CheckoutCode) -> @Sendable () async throws -> CheckoutStatus {
-        guard let sid = code.sid else { return { [store] in try await store.checkoutStatus(eid: code.eid) } }
-        return { [store] in
-            var status = try await store.checkoutStatus(eid: try await store.currentEID(sid: sid))
-            status.eidRetired = false
+        { [store] in
+            var status = try await store.checkoutStatus(eid: code.eid)
+            if code.sid != nil { status.eidRetired = false }
             return status
         }
     }
@@ -797,6 +796,10 @@ struct CheckoutCode: Sendable {
     var rawValue: String
     /// The session a checkout link names; `nil` for an EID.
     var sid: String?
+
+    /// Whether `text` has the shape of a checkout path's code, a checkout link or an EID (whether it names a session
+    /// is for the store to say).
+    static func names(_ text: String) -> Bool { CheckoutLink(rawValue: text) != nil || EID(rawValue: text) != nil }
 }
 
 /// Refusals of the checkout's own, before the ledger is asked.
