@@ -42,10 +42,15 @@ public struct CreateSessionRequest: Codable, Hashable, Sendable {
     /// The tips the terminal suggests to payers, in whole percents of what each pays (1 to 5 different percents,
     /// each 1 to 100, as ``TipPrompt`` has them); `nil` (absent) or empty asks for none.
     public var tipPercents: [Int]?
+    /// The payee's own reference for the charge (an order or table number), shown to its payers as plain text and
+    /// carried in its status, wallet entries, webhook events and receipt page: 1 to 128 printable characters
+    /// (``OrderReference``); `nil` (absent) for none.
+    public var reference: String?
 
     /// A body asking for a session of `amountCents`, split into `shares` when given, suggesting the tips of
-    /// `tipPercents` when given; nothing is checked here.
-    public init(amountCents: Cents, shares: Int? = nil, tipPercents: [Int]? = nil) {
+    /// `tipPercents` when given, under `reference` when given; nothing is checked here.
+    public init(amountCents: Cents, shares: Int? = nil, tipPercents: [Int]? = nil, reference: String? = nil) {
+        self.reference = reference
         self.amountCents = amountCents
         self.shares = shares
         self.tipPercents = tipPercents
@@ -55,6 +60,7 @@ public struct CreateSessionRequest: Codable, Hashable, Sendable {
         case amountCents = "amount_cents"
         case shares
         case tipPercents = "tip_percents"
+        case reference
     }
 
     public init(from decoder: any Decoder) throws {
@@ -62,6 +68,7 @@ public struct CreateSessionRequest: Codable, Hashable, Sendable {
         self.amountCents = try container.decodeStrictCents(forKey: .amountCents)
         self.shares = try container.decodeStrictCount(forKey: .shares)
         self.tipPercents = try container.decodeStrictIntegers(forKey: .tipPercents, example: "[10, 15, 20]")
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
     }
 }
 

@@ -137,18 +137,25 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
     /// The tips the terminal suggests to payers, in whole percents of what each pays; absent when it asks for none
     /// (and from servers that predate tip prompts).
     public var tipPercents: [Int]?
+    /// The session's order reference; absent when it has none.
+    public var reference: String?
+    /// The payee as the ledger shows it to payers (the name phones show, whether an operator verified it, the
+    /// domain), for a terminal to show the same; absent from servers that predate it.
+    public var payeeDisplay: PayeeDisplay?
 
     /// A created session as the server sends it, split into the shares of `shareCents` (one share, the whole
-    /// amount, when it is not split), with the EID's checkout address when the server has one and the tips it
-    /// suggests when it asks for any.
+    /// amount, when it is not split), with the EID's checkout address when the server has one, the tips it
+    /// suggests when it asks for any, and its reference when it has one.
     public init(
         sid: String,
         eid: EID,
         expiresAt: Date,
         shareCents: [Cents] = [],
         checkoutURL: String? = nil,
-        tipPercents: [Int]? = nil
+        tipPercents: [Int]? = nil,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.tipPercents = tipPercents
         self.sid = sid
         self.eid = eid
@@ -164,10 +171,14 @@ public struct CreateSessionResponse: Codable, Hashable, Sendable {
         case shareCents = "share_cents"
         case checkoutURL = "checkout_url"
         case tipPercents = "tip_percents"
+        case reference
+        case payeeDisplay = "payee_display"
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
+        self.payeeDisplay = try container.decodeIfPresent(PayeeDisplay.self, forKey: .payeeDisplay)
         self.sid = try container.decode(String.self, forKey: .sid)
         self.eid = try container.decode(EID.self, forKey: .eid)
         self.expiresAt = try container.decode(Date.self, forKey: .expiresAt)
@@ -248,9 +259,11 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
     public var shareCents: Cents
     /// What is left to pay: the amount less the shares paid.
     public var remainingCents: Cents
-    /// The tips the terminal suggests to payers, in whole percents of what this payer pays (``shareCents`` of a split); absent when it asks for none
-    /// (and from servers that predate tip prompts).
+    /// The tips the terminal suggests to payers, in whole percents of what this payer pays (``shareCents`` of a
+    /// split); absent when it asks for none (and from servers that predate tip prompts).
     public var tipPercents: [Int]?
+    /// The payee's order reference; absent when it has none. Show it with `DisplayText`, never raw.
+    public var reference: String?
 
     /// A resolved session as the server sends it; one payer (one share, none paid) and no tip suggested unless told
     /// otherwise.
@@ -262,8 +275,10 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         sharesPaid: Int = 0,
         shareCents: Cents? = nil,
         remainingCents: Cents? = nil,
-        tipPercents: [Int]? = nil
+        tipPercents: [Int]? = nil,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.tipPercents = tipPercents
         self.sid = sid
         self.amountCents = amountCents
@@ -282,6 +297,7 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
         case shareCents = "share_cents"
         case remainingCents = "remaining_cents"
         case tipPercents = "tip_percents"
+        case reference
     }
 
     public init(from decoder: any Decoder) throws {
@@ -298,6 +314,7 @@ public struct ResolveResponse: Codable, Hashable, Sendable {
             container.contains(.remainingCents)
             ? try container.decodeLenientCents(forKey: .remainingCents) : amountCents
         self.tipPercents = try container.decodeIfPresent([Int].self, forKey: .tipPercents)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
     }
 }
 
@@ -467,6 +484,8 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
     /// The tips the terminal suggests to payers, in whole percents of what each pays; absent when it asks for none
     /// (and from servers that predate tip prompts).
     public var tipPercents: [Int]?
+    /// The payee's order reference; absent when it has none.
+    public var reference: String?
 
     /// A session status as the server sends it; nothing is checked here. Not split unless told otherwise: one
     /// share, paid once `paidAt` is set; no tip suggested.
@@ -483,8 +502,10 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         paidCents: Cents? = nil,
         tipCents: Cents = 0,
         payments: [SharePayment] = [],
-        tipPercents: [Int]? = nil
+        tipPercents: [Int]? = nil,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.tipPercents = tipPercents
         self.sid = sid
         self.status = status
@@ -510,6 +531,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         case paidCents = "paid_cents"
         case tipCents = "tip_cents"
         case tipPercents = "tip_percents"
+        case reference
     }
 
     public init(from decoder: any Decoder) throws {
@@ -531,6 +553,7 @@ public struct SessionStatusResponse: Codable, Hashable, Sendable {
         self.tipCents = container.contains(.tipCents) ? try container.decodeLenientCents(forKey: .tipCents) : 0
         self.payments = try container.decodeIfPresent([SharePayment].self, forKey: .payments) ?? []
         self.tipPercents = try container.decodeIfPresent([Int].self, forKey: .tipPercents)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
     }
 }
 
@@ -546,9 +569,19 @@ public struct RefundResponse: Codable, Hashable, Sendable {
     public var refundedCents: Cents
     /// The refund's signed receipt (kind `refund`), when the ledger signs receipts.
     public var receipt: Receipt?
+    /// The refunded session's order reference; absent when it has none.
+    public var reference: String?
 
     /// A refund as the server sends it: this refund's `amountCents` and the session's `refundedCents` in all.
-    public init(refundID: String, sid: String, amountCents: Cents, refundedCents: Cents, receipt: Receipt?) {
+    public init(
+        refundID: String,
+        sid: String,
+        amountCents: Cents,
+        refundedCents: Cents,
+        receipt: Receipt?,
+        reference: String? = nil
+    ) {
+        self.reference = reference
         self.refundID = refundID
         self.sid = sid
         self.amountCents = amountCents
@@ -557,7 +590,7 @@ public struct RefundResponse: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case sid, receipt
+        case sid, receipt, reference
         case refundID = "refund_id"
         case amountCents = "amount_cents"
         case refundedCents = "refunded_cents"
@@ -570,6 +603,7 @@ public struct RefundResponse: Codable, Hashable, Sendable {
         self.amountCents = try container.decodeLenientCents(forKey: .amountCents)
         self.refundedCents = try container.decodeLenientCents(forKey: .refundedCents)
         self.receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
     }
 }
 
@@ -656,6 +690,8 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
     public var sessionID: String?
     /// What moved the money: `SEND_P2P`, `RECEIVE_P2P`, `DEV_FUND`, …
     public var kind: String
+    /// The order reference of the session it belongs to; `nil` for other movements and sessions without one.
+    public var reference: String?
 
     /// A history entry as the server sends it; nothing is checked here.
     public init(
@@ -665,8 +701,10 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
         amountCents: Cents,
         counterparty: PayeeDisplay?,
         sessionID: String?,
-        kind: String
+        kind: String,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.id = id
         self.createdAt = createdAt
         self.direction = direction
@@ -677,7 +715,7 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, direction, counterparty, kind
+        case id, direction, counterparty, kind, reference
         case createdAt = "created_at"
         case amountCents = "amount_cents"
         case sessionID = "session_id"
@@ -692,6 +730,7 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
         self.counterparty = try container.decodeIfPresent(PayeeDisplay.self, forKey: .counterparty)
         self.sessionID = try container.decodeIfPresent(String.self, forKey: .sessionID)
         self.kind = try container.decode(String.self, forKey: .kind)
+        self.reference = try container.decodeIfPresent(String.self, forKey: .reference)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -704,6 +743,7 @@ public struct WalletHistoryEntry: Codable, Hashable, Sendable {
         try container.encode(counterparty, forKey: .counterparty)
         try container.encode(sessionID, forKey: .sessionID)
         try container.encode(kind, forKey: .kind)
+        try container.encode(reference, forKey: .reference)
     }
 }
 

@@ -33,6 +33,8 @@ public struct PaymentOffer: Hashable, Sendable {
     public var paymentID: String?
     /// The tips the terminal suggests, in percent of ``payCents``: shown to the payer, never added by themselves.
     public var suggestedTips: TipPrompt = .none
+    /// The payee's order reference: text from elsewhere, shown only through ``DisplayText``; `nil` for none.
+    public var reference: String?
 
     /// The code the terminal shows beside its EID, derived from the session id (``ConfirmationCode``).
     public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
@@ -59,8 +61,10 @@ public struct PaymentOffer: Hashable, Sendable {
         payCents: Cents? = nil,
         tipCents: Cents = 0,
         shareNumbers: [Int] = [],
-        paymentID: String? = nil
+        paymentID: String? = nil,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.eid = eid
         self.sessionID = sessionID
         self.amountCents = amountCents
@@ -178,7 +182,7 @@ public struct PayerStateMachine: Sendable {
         /// The user picked a candidate from the presented list.
         case chose(EID)
         /// The ledger resolved the EID; `shares` says how the amount is split, `nil` (or one share) when it is not;
-        /// `tipPrompt` the tips the terminal suggests.
+        /// `tipPrompt` the tips the terminal suggests; `reference` the payee's order reference.
         case resolved(
             sessionID: String,
             amountCents: Int64,
@@ -186,7 +190,8 @@ public struct PayerStateMachine: Sendable {
             payeeDomain: String? = nil,
             payeeVerified: Bool? = nil,
             shares: SessionShares? = nil,
-            tipPrompt: TipPrompt = .none
+            tipPrompt: TipPrompt = .none,
+            reference: String? = nil
         )
         /// The ledger could not resolve the EID.
         case resolveFailed(ResolveFailure)
@@ -378,7 +383,8 @@ public struct PayerStateMachine: Sendable {
                 let payeeDomain,
                 let payeeVerified,
                 let split,
-                let tipPrompt
+                let tipPrompt,
+                let reference
             )
         ):
             var offer = PaymentOffer(
@@ -399,6 +405,7 @@ public struct PayerStateMachine: Sendable {
             }
             offer.tipCents = configuration.tip?.cents(on: offer.payCents) ?? 0
             offer.suggestedTips = tipPrompt
+            offer.reference = reference
             if offer.tipCents > offer.payCents { return finish(.failed(.tipTooLarge(offer))) }
             if let limit = configuration.maximumAmountCents, offer.totalCents > limit {
                 return finish(.failed(.amountAboveLimit(offer, limitCents: limit)))

@@ -75,6 +75,9 @@ public actor Kiosk: KioskStatusSource {
     private var resumingRefunds = false
     /// The payments of a charge as read after it ended (by a refund), which its record does not take.
     private var refreshedPayments: (id: String, payments: [KioskPayment])?
+    /// The payee's name as the ledger shows it to payers, from its last answer to a create; until then the
+    /// configured ``Options/payeeName``.
+    private var ledgerPayeeName: String?
 
     /// Creates a kiosk over its store, ledger and radio; it does nothing until ``run()``.
     public init(
@@ -467,10 +470,11 @@ public actor Kiosk: KioskStatusSource {
         }
         return KioskStatus(
             state: state,
-            payeeName: options.payeeName,
+            payeeName: ledgerPayeeName ?? options.payeeName,
             charge: charge,
             problem: charge?.problem,
-            now: now
+            now: now,
+            onAir: !(radio is NoRadio)
         )
     }
 
@@ -583,15 +587,18 @@ public actor Kiosk: KioskStatusSource {
                 publish(from: previous, to: next, now: now)
             case .refuse(let error):
                 refusal = error
-            case .createSession(let amountCents, let shares, let tipPercents, let key):
+            case .createSession(let amountCents, let shares, let tipPercents, let reference, let key):
                 startLedgerCall { ledger async -> KioskChargeMachine.Event in
                     do throws(LedgerClientError) {
                         let created = try await ledger.createSession(
                             amountCents: amountCents,
                             shares: shares,
                             tipPercents: tipPercents,
+                            reference: reference,
                             idempotencyKey: key
                         )
+                        // The display names the payee as payers' phones do, not as the config file does.
+                        if let payee = created.payeeDisplay { await self.showPayee(payee.name) }
                         return .sessionCreated(
                             .init(
                                 sessionID: created.sid,
@@ -691,6 +698,12 @@ public actor Kiosk: KioskStatusSource {
             }
         }
         return refusal
+    }
+
+    /// Shows `name` (the ledger's) as the payee's from now on: the status published with the created session
+    /// carries it.
+    private func showPayee(_ name: String) {
+        if !name.isEmpty { ledgerPayeeName = name }
     }
 
     private func startLedgerCall(

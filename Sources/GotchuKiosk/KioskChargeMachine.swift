@@ -176,9 +176,15 @@ public struct KioskChargeMachine: Sendable {
         /// Refuse the point-of-sale's request.
         case refuse(KioskError)
         /// Create a session of `amountCents` split into `shares` on the ledger, suggesting the charge's tips
-        /// (`tipPercents`, whole percents; empty for none); report ``Event/sessionCreated(_:)`` or
-        /// ``Event/createFailed(_:)``.
-        case createSession(amountCents: Cents, shares: Int, tipPercents: [Int] = [], idempotencyKey: String)
+        /// (`tipPercents`, whole percents; empty for none), under the charge's order `reference` (`nil` for none);
+        /// report ``Event/sessionCreated(_:)`` or ``Event/createFailed(_:)``.
+        case createSession(
+            amountCents: Cents,
+            shares: Int,
+            tipPercents: [Int] = [],
+            reference: String? = nil,
+            idempotencyKey: String
+        )
         /// Advertise this EID until told to stop; report ``Event/advertisingStarted(token:)`` once it is on the air.
         case advertise(EID, token: Int)
         /// Stop the advertisement.
@@ -521,11 +527,9 @@ public struct KioskChargeMachine: Sendable {
         guard (1...KioskError.maximumShares).contains(shares), amountCents >= Cents(shares) else {
             return refuse(.invalidShares(shares, amountCents: amountCents))
         }
-        guard reference.utf8.count <= KioskError.maximumReferenceLength else {
-            return refuse(.invalidReference("at most \(KioskError.maximumReferenceLength) bytes"))
-        }
-        guard !reference.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            return refuse(.invalidReference("control characters are not allowed"))
+        // The ledger keeps the reference with the session and shows it to payers: refused here by its rule.
+        if !reference.isEmpty, let problem = OrderReference.problem(in: reference) {
+            return refuse(.invalidReference(problem))
         }
         if let active = core.record, !active.charge.state.isFinal { return refuse(.busy(activeID: active.charge.id)) }
         var charge = KioskCharge(
@@ -764,6 +768,9 @@ public struct KioskChargeMachine: Sendable {
             shares: current.charge.shares,
             // Every session of the charge suggests the same tips.
             tipPercents: current.charge.tipPercents,
+            // A charge recorded before references went to the ledger may hold one it refuses: kept here only.
+            reference: current.charge.reference.isEmpty || OrderReference.problem(in: current.charge.reference) != nil
+                ? nil : current.charge.reference,
             idempotencyKey: "kiosk-\(current.charge.id)-\(current.sessionNumber + 1)"
         )
     }

@@ -18,6 +18,15 @@ enum KioskDisplayPage {
         .error: "Please wait",
     ]
 
+    /// The large line while a payer may pay on a kiosk with no radio: its QR code is the only way to the payment.
+    static let offAirHeadline = "Scan the QR code to pay"
+
+    /// The large line for `status`.
+    static func headline(_ status: KioskStatus) -> String {
+        if !status.onAir, status.state == .advertising { return offAirHeadline }
+        return headlines[status.state] ?? status.state.rawValue
+    }
+
     /// What the page shows for one status, as text; the server renders it into HTML and the script into the DOM.
     struct View: Equatable {
         var state: String
@@ -43,7 +52,7 @@ enum KioskDisplayPage {
             state = status.state.rawValue
             payee = status.payeeName
             amount = charge.map { Money.format($0.amountCents) }
-            headline = headlines[status.state] ?? status.state.rawValue
+            headline = KioskDisplayPage.headline(status)
             // As the script does: an empty problem on the status gives way to the charge's.
             let problem = status.problem?.isEmpty == false ? status.problem : charge?.problem
             detail = status.state == .failed || status.state == .error ? problem : nil
@@ -114,7 +123,8 @@ enum KioskDisplayPage {
             <link rel="icon" href="data:,">
             <style>\(style)</style>
             </head>
-            <body data-state="\(escape(view.state))"\(view.qrCode == nil ? "" : " data-checkout")>
+            <body data-state="\(escape(view.state))"\(view.qrCode == nil ? "" : " data-checkout")\
+            \(status.onAir ? "" : " data-off-air")>
             <main>
             \(element("payee", view.payee))
             \(element("amount", view.amount))
@@ -165,10 +175,13 @@ enum KioskDisplayPage {
         struct Initial: Encodable {
             var status: KioskStatus
             var headlines: [String: String]
+            var offAirHeadline: String
             var qrCodeText: String
         }
         let headlines = Dictionary(uniqueKeysWithValues: headlines.map { ($0.key.rawValue, $0.value) })
-        let data = try APIJSON.encoder().encode(Initial(status: status, headlines: headlines, qrCodeText: qrCodeText))
+        let data = try APIJSON.encoder().encode(
+            Initial(status: status, headlines: headlines, offAirHeadline: offAirHeadline, qrCodeText: qrCodeText)
+        )
         return String(decoding: data, as: UTF8.self).replacingOccurrences(of: "<", with: "\\u003c")
     }
 
@@ -199,6 +212,9 @@ enum KioskDisplayPage {
         padding:3vh 4vw 3vh 0}
         #qr{display:block;width:min(62vh,40vw);height:auto;aspect-ratio:1;background:#fff}
         #scan{font-size:clamp(12px,min(4vh,2.6vw),40px);color:#222;text-align:center}
+        body[data-off-air] #checkout{order:-1;padding:3vh 0 3vh 4vw}
+        body[data-off-air] #qr{width:min(78vh,50vw)}
+        body[data-off-air] #scan{font-size:clamp(16px,min(5vh,3.2vw),52px);font-weight:600}
         #connection{position:fixed;right:2vw;bottom:1.5vh;font-size:clamp(12px,3.5vh,36px);color:#444}
         body[data-state=paid] #headline{color:#05601f}
         body[data-state=failed] #headline,body[data-state=expired] #headline,\
@@ -271,7 +287,10 @@ enum KioskDisplayPage {
             setText("amount", charge ? formatCents(charge.amount_cents) : null);
             setText("share", split && payable
               ? "Your share: " + formatCents(shareCents(charge, Math.min(paid + 1, charge.shares))) : null);
-            setText("headline", headlines[status.state] || status.state);
+            var offAir = status.on_air === false;
+            document.body.toggleAttribute("data-off-air", offAir);
+            setText("headline", offAir && status.state === "advertising"
+              ? initial.offAirHeadline : headlines[status.state] || status.state);
             var counted = split && ["creating", "advertising", "locked", "paid"].indexOf(charge.state) >= 0;
             setText("progress", counted ? paid + " of " + charge.shares + " paid" : null);
             var detail = failing ? status.problem || (charge && charge.problem) : null;

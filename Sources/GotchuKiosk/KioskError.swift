@@ -32,9 +32,6 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An amount of a split charge must come out of one payment; `known` lists them.
     case paymentRequired(chargeID: String, known: [String])
 
-    /// The longest reference accepted, in UTF-8 bytes.
-    public static let maximumReferenceLength = 200
-
     /// The most shares a charge may be split into (the ledger's limit).
     public static let maximumShares = 50
 

@@ -8,13 +8,14 @@ import GotchuReceipts
 /// answer them in memory.
 public protocol KioskLedgerService: Sendable {
     /// Creates a payment session of `amountCents` split into `shares` (1: one payer) that suggests the tips of
-    /// `tipPercents` to payers (whole percents; empty for none), or finds again the one created earlier under the
-    /// same key. A ledger that predates splits answers one share whatever was asked, and one that predates tip
-    /// suggestions ignores them.
+    /// `tipPercents` to payers (whole percents; empty for none) under the order `reference` (`nil` for none), or
+    /// finds again the one created earlier under the same key. A ledger that predates splits answers one share
+    /// whatever was asked, and one that predates tip suggestions or references ignores them.
     func createSession(
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
+        reference: String?,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
@@ -50,7 +51,7 @@ public protocol KioskLedgerService: Sendable {
 }
 
 extension KioskLedgerService {
-    /// Creates a session that suggests no tip (see ``createSession(amountCents:shares:tipPercents:idempotencyKey:)``).
+    /// Creates a session that suggests no tip (see ``createSession(amountCents:shares:tipPercents:reference:idempotencyKey:)``).
     public func createSession(
         amountCents: Cents,
         shares: Int,
@@ -60,6 +61,7 @@ extension KioskLedgerService {
             amountCents: amountCents,
             shares: shares,
             tipPercents: [],
+            reference: nil,
             idempotencyKey: idempotencyKey
         )
     }
@@ -69,7 +71,13 @@ extension KioskLedgerService {
         amountCents: Cents,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
-        try await createSession(amountCents: amountCents, shares: 1, tipPercents: [], idempotencyKey: idempotencyKey)
+        try await createSession(
+            amountCents: amountCents,
+            shares: 1,
+            tipPercents: [],
+            reference: nil,
+            idempotencyKey: idempotencyKey
+        )
     }
 
     /// The session's status alone (see ``sessionState(sid:)``).
@@ -207,16 +215,19 @@ public actor KioskLedger: KioskLedgerService {
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
+        reference: String?,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
     {
         try await perform { client throws(LedgerClientError) in
-            // One share is asked as always, so that a ledger that predates splits takes it; no tips likewise.
+            // One share is asked as always, so that a ledger that predates splits takes it; no tips or reference
+            // likewise.
             try await client.createSession(
                 amountCents: amountCents,
                 shares: shares == 1 ? nil : shares,
                 tipPercents: tipPercents.isEmpty ? nil : tipPercents,
+                reference: reference,
                 idempotencyKey: idempotencyKey
             )
         }

@@ -27,7 +27,8 @@ public struct KioskStatus: Codable, Hashable, Sendable {
 
     /// The state in one word.
     public var state: State
-    /// The payee's name, shown to customers.
+    /// The payee's name, shown to customers: the name payers' phones show, as the ledger last answered it, else
+    /// the configured one.
     public var payeeName: String
     /// The current charge, or the last one (so the display can keep showing "paid").
     public var charge: KioskCharge?
@@ -35,9 +36,19 @@ public struct KioskStatus: Codable, Hashable, Sendable {
     public var problem: String?
     /// The kiosk's clock when this status was taken, so a display can count down without trusting its own clock.
     public var now: Date
+    /// Whether charges go on the air; `false` for a kiosk with no radio, whose QR code is the only way to pay.
+    public var onAir: Bool
 
     /// Creates a status.
-    public init(state: State, payeeName: String, charge: KioskCharge?, problem: String?, now: Date) {
+    public init(
+        state: State,
+        payeeName: String,
+        charge: KioskCharge?,
+        problem: String?,
+        now: Date,
+        onAir: Bool = true
+    ) {
+        self.onAir = onAir
         self.state = state
         self.payeeName = payeeName
         self.charge = charge
@@ -51,6 +62,18 @@ public struct KioskStatus: Codable, Hashable, Sendable {
         case charge
         case problem
         case now
+        case onAir = "on_air"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.state = try container.decode(State.self, forKey: .state)
+        self.payeeName = try container.decode(String.self, forKey: .payeeName)
+        self.charge = try container.decodeIfPresent(KioskCharge.self, forKey: .charge)
+        self.problem = try container.decodeIfPresent(String.self, forKey: .problem)
+        self.now = try container.decode(Date.self, forKey: .now)
+        // Kiosks that predate it were always on the air.
+        self.onAir = try container.decodeIfPresent(Bool.self, forKey: .onAir) ?? true
     }
 }
 

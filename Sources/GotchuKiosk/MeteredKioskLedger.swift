@@ -21,6 +21,7 @@ public struct MeteredKioskLedger: KioskLedgerService {
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
+        reference: String?,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse
@@ -30,6 +31,7 @@ public struct MeteredKioskLedger: KioskLedgerService {
                 amountCents: amountCents,
                 shares: shares,
                 tipPercents: tipPercents,
+                reference: reference,
                 idempotencyKey: idempotencyKey
             )
         }

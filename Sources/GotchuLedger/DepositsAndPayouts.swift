@@ -46,29 +46,15 @@ public enum OperatorText {
     /// The longest reason for a failed payout, in Unicode scalars.
     public static let maximumReasonLength = 200
 
-    /// `text` if it is 1 to `maximumLength` printable characters with no white space at either end: no control,
-    /// format, bidi, invisible or look-alike blank characters (``DisplayText/isUnsafe(_:)``), spaces only inside.
+    /// `text` if it is 1 to `maximumLength` printable characters with no white space at either end
+    /// (``PrintableText/problem(in:maximumLength:)``); `invalidInput` naming `field` otherwise.
     public static func validate(
         _ text: String,
         field: String,
         maximumLength: Int
     ) throws(LedgerError) -> String {
-        let scalars = text.unicodeScalars
-        guard !scalars.isEmpty else { throw LedgerError(.invalidInput, detail: "\(field) must not be empty") }
-        guard scalars.count <= maximumLength else {
-            throw LedgerError(
-                .invalidInput,
-                detail: "\(field) must be at most \(maximumLength) characters, got \(scalars.count)"
-            )
-        }
-        guard scalars.first != " ", scalars.last != " " else {
-            throw LedgerError(.invalidInput, detail: "\(field) must not start or end with a space")
-        }
-        if let bad = scalars.first(where: DisplayText.isUnsafe) {
-            throw LedgerError(
-                .invalidInput,
-                detail: "\(field) must be printable text; it holds U+\(String(bad.value, radix: 16, uppercase: true))"
-            )
+        if let problem = PrintableText.problem(in: text, maximumLength: maximumLength) {
+            throw LedgerError(.invalidInput, detail: "\(field) \(problem)")
         }
         return text
     }
@@ -76,6 +62,11 @@ public enum OperatorText {
     /// An external reference (a bank transfer's id, a payout batch's id).
     public static func reference(_ text: String) throws(LedgerError) -> String {
         try validate(text, field: "the reference", maximumLength: maximumReferenceLength)
+    }
+
+    /// A charge's order reference (``OrderReference``).
+    public static func orderReference(_ text: String) throws(LedgerError) -> String {
+        try validate(text, field: "the reference", maximumLength: OrderReference.maximumLength)
     }
 
     /// Why a payout failed.

@@ -457,7 +457,8 @@ extension LedgerEngine {
             return WebhookEventDetail(event: event, data: .session(view, paymentID: event.paymentID, receipt: receipt))
         case .refundSucceeded:
             guard let refundID = event.refundID, let row = try await backend.refund(id: refundID) else { throw missing }
-            return WebhookEventDetail(event: event, data: .refund(try Refund(row)))
+            let reference = try await backend.session(id: row.sessionID)?.reference
+            return WebhookEventDetail(event: event, data: .refund(try Refund(row, reference: reference)))
         case .payoutSettled, .payoutFailed:
             guard let payoutID = event.payoutID, let row = try await backend.payout(id: payoutID) else { throw missing }
             return WebhookEventDetail(event: event, data: .payout(row))

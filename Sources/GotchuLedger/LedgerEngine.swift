@@ -187,9 +187,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         amountCents: Cents,
         shares: Int,
         tipPrompt: TipPrompt,
+        reference: String?,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool) {
         try policy.validate(amount: amountCents)
+        let reference = try reference.map(OperatorText.orderReference)
         let split = try SessionSplit(amount: amountCents, shares: shares)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await measuredTransaction { transaction in
@@ -200,7 +202,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
             {
-                return (try earlier.replay(split, tipPrompt: tipPrompt), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference), true)
             }
             let session = SessionRow(
                 id: Self.newID(),
@@ -209,7 +211,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 storedStatus: .advertising,
                 expiresAt: transaction.now + lifetime,
                 shares: split.shares,
-                tipPrompt: tipPrompt
+                tipPrompt: tipPrompt,
+                reference: reference
             )
             let eid = try await Self.allocateEID(transaction)
             // A concurrent create with the same key waits on the unique key until the other commits (then inserts
@@ -222,7 +225,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 else {
                     throw LedgerError(.unavailable, detail: "could not create the session; try again")
                 }
-                return (try earlier.replay(split, tipPrompt: tipPrompt), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference), true)
             }
             if split.shares > 1 {
                 try await transaction.insert(
@@ -237,7 +240,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 eid: eid,
                 expiresAt: LedgerTime.date(session.expiresAt),
                 shareCents: split.allCents,
-                tipPrompt: tipPrompt
+                tipPrompt: tipPrompt,
+                reference: reference
             )
             return (created, false)
         }
@@ -280,7 +284,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
             sharesPaid: session.sharesPaid,
             shareCents: next,
             remaining: session.amount - session.paidCents,
-            tipPrompt: session.tipPrompt
+            tipPrompt: session.tipPrompt,
+            reference: session.reference
         )
     }
 
@@ -1117,7 +1122,7 @@ extension LedgerEngine {
                 guard earlier.sessionID == sid, earlier.amount == amountCents, earlier.paymentID == paymentID else {
                     throw Self.refundKeyReused
                 }
-                return (try Refund(earlier), true)
+                return (try Refund(earlier, reference: session.reference), true)
             }
             guard session.payeeID == payeeID else {
                 throw LedgerError(.forbidden, detail: "only the payee can refund a session")
@@ -1164,7 +1169,7 @@ extension LedgerEngine {
                 loaded: loaded,
                 transaction
             )
-            return (try Refund(row), false)
+            return (try Refund(row, reference: session.reference), false)
         }
         if !result.1 { webhookOutbox.notify() }
         return result

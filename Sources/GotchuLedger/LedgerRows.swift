@@ -117,6 +117,8 @@ public struct SessionRow: Sendable, Hashable {
     public var refundsSweptAt: Int64?
     /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
     public var tipPrompt: TipPrompt
+    /// The payee's order reference (``OrderReference``); `nil` when it gave none.
+    public var reference: String?
 
     /// A row as read from the database (or about to be inserted: no lock, unpaid).
     public init(
@@ -134,8 +136,10 @@ public struct SessionRow: Sendable, Hashable {
         paidCents: Cents = 0,
         tip: Cents = 0,
         refundsSweptAt: Int64? = nil,
-        tipPrompt: TipPrompt = .none
+        tipPrompt: TipPrompt = .none,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.id = id
         self.payeeID = payeeID
         self.amount = amount
@@ -243,6 +247,7 @@ public struct SessionRow: Sendable, Hashable {
         view.paid = paidCents
         view.tip = tip
         view.tipPrompt = tipPrompt
+        view.reference = reference
         return view
     }
 }
@@ -262,6 +267,8 @@ public struct KeyedSession: Sendable, Hashable {
     public var shares: Int
     /// The tips it suggests to payers.
     public var tipPrompt: TipPrompt
+    /// Its order reference; `nil` when it has none.
+    public var reference: String?
 
     /// A row as read from the database.
     public init(
@@ -270,8 +277,10 @@ public struct KeyedSession: Sendable, Hashable {
         amount: Cents,
         expiresAt: Int64,
         shares: Int = 1,
-        tipPrompt: TipPrompt = .none
+        tipPrompt: TipPrompt = .none,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.shares = shares
         self.tipPrompt = tipPrompt
         self.sid = sid
@@ -280,9 +289,21 @@ public struct KeyedSession: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 
-    /// The first answer again for a retry of the same request; the key names one charge, so another amount, split
-    /// or suggestion of tips is refused.
-    func replay(_ requested: SessionSplit, tipPrompt requestedTips: TipPrompt) throws(LedgerError) -> NewSession {
+    /// The first answer again for a retry of the same request; the key names one charge, so another amount, split,
+    /// suggestion of tips or reference is refused.
+    func replay(
+        _ requested: SessionSplit,
+        tipPrompt requestedTips: TipPrompt,
+        reference requestedReference: String?
+    ) throws(LedgerError) -> NewSession {
+        guard reference == requestedReference else {
+            throw LedgerError(
+                .idempotencyKeyReused,
+                detail: "this Idempotency-Key was first used for a session "
+                    + (reference.map { "with the reference " + DisplayText.quoted($0) } ?? "with no reference")
+                    + "; use a new key"
+            )
+        }
         guard amount == requested.amount, shares == requested.shares, tipPrompt == requestedTips else {
             throw LedgerError(
                 .idempotencyKeyReused,
@@ -302,7 +323,8 @@ public struct KeyedSession: Sendable, Hashable {
             eid: eid,
             expiresAt: LedgerTime.date(expiresAt),
             shareCents: requested.allCents,
-            tipPrompt: tipPrompt
+            tipPrompt: tipPrompt,
+            reference: reference
         )
     }
 }

@@ -269,16 +269,19 @@ public protocol LedgerStore: CheckoutStore, Sendable {
     ///
     /// With an `idempotencyKey` (scoped to the payee, kept as long as the session) the payee's first session under
     /// that key is answered again instead, whatever its status since, so a retry never makes a second session for
-    /// one charge; concurrent creates with one key make one session. The key with another amount (or share count)
-    /// is refused (422 ``LedgerError/Kind/idempotencyKeyReused``). Split into `shares` equal shares (1 to
-    /// ``SessionSplit/maximumShares``, each at least a cent, else `invalid-shares`), each paid by whoever locks it.
-    /// `tipPrompt` is kept with the session and shown to its payers (a replay answers the first request's).
+    /// one charge; concurrent creates with one key make one session. The key with another amount, share count, tip
+    /// prompt or reference is refused (422 ``LedgerError/Kind/idempotencyKeyReused``). Split into `shares` equal
+    /// shares (1 to ``SessionSplit/maximumShares``, each at least a cent, else `invalid-shares`), each paid by
+    /// whoever locks it.
+    /// `tipPrompt` and `reference` (``OrderReference``, else `invalid-input`) are kept with the session and shown to
+    /// its payers; a replay must ask for the same ones.
     /// - Returns: the session and whether it is the replay of an earlier create.
     func createSession(
         payeeID: String,
         amountCents: Cents,
         shares: Int,
         tipPrompt: TipPrompt,
+        reference: String?,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool)
 
@@ -542,7 +545,7 @@ extension LedgerStore {
 
 extension LedgerStore {
     /// Creates a session that suggests no tip
-    /// (``createSession(payeeID:amountCents:shares:tipPrompt:idempotencyKey:)``).
+    /// (``createSession(payeeID:amountCents:shares:tipPrompt:reference:idempotencyKey:)``).
     public func createSession(
         payeeID: String,
         amountCents: Cents,
@@ -554,12 +557,13 @@ extension LedgerStore {
             amountCents: amountCents,
             shares: shares,
             tipPrompt: .none,
+            reference: nil,
             idempotencyKey: idempotencyKey
         )
     }
 
     /// Creates a session of one share, paid by one payer, that suggests no tip
-    /// (``createSession(payeeID:amountCents:shares:tipPrompt:idempotencyKey:)``).
+    /// (``createSession(payeeID:amountCents:shares:tipPrompt:reference:idempotencyKey:)``).
     public func createSession(
         payeeID: String,
         amountCents: Cents,

@@ -14,9 +14,19 @@ public struct NewSession: Sendable, Hashable {
     public var shareCents: [Cents]
     /// The tips it suggests to payers; ``TipPrompt/none`` when its payee asks for none.
     public var tipPrompt: TipPrompt
+    /// Its order reference; `nil` when it has none.
+    public var reference: String?
 
     /// A session as the engine made it.
-    public init(sid: String, eid: EID, expiresAt: Date, shareCents: [Cents], tipPrompt: TipPrompt = .none) {
+    public init(
+        sid: String,
+        eid: EID,
+        expiresAt: Date,
+        shareCents: [Cents],
+        tipPrompt: TipPrompt = .none,
+        reference: String? = nil
+    ) {
+        self.reference = reference
         self.tipPrompt = tipPrompt
         self.sid = sid
         self.eid = eid

@@ -14,9 +14,19 @@ public struct Refund: Sendable, Hashable {
     public var refundedTotal: Cents
     /// The refund's signed receipt (kind ``ReceiptKind/refund``); `nil` where the ledger signs none.
     public var receipt: Receipt?
+    /// The refunded session's order reference; `nil` when it has none.
+    public var reference: String?
 
     /// A refund as the engine made or found it.
-    public init(id: String, sid: String, amount: Cents, refundedTotal: Cents, receipt: Receipt?) {
+    public init(
+        id: String,
+        sid: String,
+        amount: Cents,
+        refundedTotal: Cents,
+        receipt: Receipt?,
+        reference: String? = nil
+    ) {
+        self.reference = reference
         self.id = id
         self.sid = sid
         self.amount = amount
@@ -24,9 +34,9 @@ public struct Refund: Sendable, Hashable {
         self.receipt = receipt
     }
 
-    /// The refund a `refunds` row records, with its receipt read from the row's ``RefundRow/receiptBody``.
+    /// The refund a `refunds` row records, of a session under `reference`, with its receipt read from the row's ``RefundRow/receiptBody``.
     /// - Throws: ``LedgerError/Kind/inconsistent`` when the stored receipt does not decode.
-    init(_ row: RefundRow) throws(LedgerError) {
+    init(_ row: RefundRow, reference: String?) throws(LedgerError) {
         let receipt = try row.receiptBody.map { body throws(LedgerError) in
             try StoredReceipt(
                 id: row.receiptID ?? "",
@@ -40,7 +50,8 @@ public struct Refund: Sendable, Hashable {
             sid: row.sessionID,
             amount: row.amount,
             refundedTotal: row.refundedTotal,
-            receipt: receipt
+            receipt: receipt,
+            reference: reference
         )
     }
 }

@@ -18,6 +18,8 @@ public struct ResolvedSession: Sendable, Hashable {
     public var remaining: Cents
     /// The tips its terminal suggests, in percent of what this payer pays; ``TipPrompt/none`` when it asks for none.
     public var tipPrompt: TipPrompt
+    /// The payee's order reference, shown to the payer as plain text; `nil` when it gave none.
+    public var reference: String?
 
     /// A session as a resolve found it.
     public init(
@@ -28,8 +30,10 @@ public struct ResolvedSession: Sendable, Hashable {
         sharesPaid: Int,
         shareCents: Cents,
         remaining: Cents,
-        tipPrompt: TipPrompt = .none
+        tipPrompt: TipPrompt = .none,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.tipPrompt = tipPrompt
         self.sid = sid
         self.amount = amount

@@ -33,6 +33,8 @@ public struct SessionView: Sendable, Hashable {
     public var payments: [SessionPayment] = []
     /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
     public var tipPrompt: TipPrompt = .none
+    /// Its payee's order reference; `nil` when it gave none.
+    public var reference: String?
 
     /// Whether the ledger still owes this session's payers money it returns by itself: a split cancelled or expired
     /// with shares paid, until every payment and its tip is refunded.

@@ -22,6 +22,9 @@ public struct WalletEntry: Sendable, Hashable {
     /// id, verified). `nil` where it was not looked up (the latest entries of a ``Wallet``), or where the transfer
     /// has no other side (a ledger `gotchu ledger verify` refuses).
     public var counterparty: Counterparty?
+    /// The order reference of the session a payment or refund is part of; `nil` for other movements, for a session
+    /// without one, and where it was not looked up (the latest entries of a ``Wallet``).
+    public var reference: String?
 
     /// The payment session the entry is part of (a payment or a refund); `nil` for other movements.
     public var sessionID: String? { refType == "session" ? refID : nil }
@@ -35,8 +38,10 @@ public struct WalletEntry: Sendable, Hashable {
         refType: String,
         refID: String,
         createdAt: Date,
-        counterparty: Counterparty? = nil
+        counterparty: Counterparty? = nil,
+        reference: String? = nil
     ) {
+        self.reference = reference
         self.id = id
         self.direction = direction
         self.amount = amount

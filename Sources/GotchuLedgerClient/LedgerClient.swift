@@ -142,12 +142,18 @@ public struct LedgerClient: Sendable {
         amountCents: Cents,
         shares: Int? = nil,
         tipPercents: [Int]? = nil,
+        reference: String? = nil,
         idempotencyKey: String? = nil
     ) async throws(LedgerClientError) -> CreateSessionResponse {
         let (data, response) = try await perform(
             "POST",
             "/sessions/create",
-            body: CreateSessionRequest(amountCents: amountCents, shares: shares, tipPercents: tipPercents),
+            body: CreateSessionRequest(
+                amountCents: amountCents,
+                shares: shares,
+                tipPercents: tipPercents,
+                reference: reference
+            ),
             headers: idempotencyKey.map { [APIHeader.idempotencyKey: $0] } ?? [:],
             authenticated: true
         )

@@ -472,5 +472,10 @@ enum PostgresLedgerSchema {
             "v17: tip prompts",
             ["ALTER TABLE payment_sessions ADD COLUMN tip_percents TEXT"]
         ),
+        (
+            // A session's order reference: the same column as SQLite's v18.
+            "v18: order references",
+            ["ALTER TABLE payment_sessions ADD COLUMN reference TEXT"]
+        ),
     ]
 }

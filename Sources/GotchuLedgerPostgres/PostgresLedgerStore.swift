@@ -437,29 +437,32 @@ public struct PostgresLedgerBackend: LedgerBackend {
                 )
                 guard !found.isEmpty else { return EntryHistoryPage(entries: [], cursorFound: false) }
             }
-            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each.
+            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each; a session's
+            // reference by its primary key.
             let rows = try await connection.rows(
                 """
                 SELECT h.seq, h.id, h.direction, h.amount_cents, h.type, h.ref_type, h.ref_id, h.created_at,
-                h.other_wallet, u.display_name, u.email, u.verified_name FROM (
+                h.other_wallet, u.display_name, u.email, u.verified_name, ps.reference FROM (
                     SELECT e.seq, e.id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at,
                     (SELECT o.wallet_id FROM ledger_entries o WHERE o.transfer_id = e.transfer_id AND o.seq <> e.seq
                      ORDER BY o.seq LIMIT 1) AS other_wallet
                     FROM ledger_entries e WHERE e.wallet_id = \(wallet.id) AND e.seq < \(before?.seq ?? Int64.max)
                     ORDER BY e.seq DESC LIMIT \(Int64(limit))
                 ) h LEFT JOIN wallet_accounts w ON w.id = h.other_wallet LEFT JOIN users u ON u.id = w.user_id
+                LEFT JOIN payment_sessions ps ON h.ref_type = 'session' AND ps.id = h.ref_id
                 ORDER BY h.seq DESC
                 """
             )
             return EntryHistoryPage(
                 entries: try rows.map { row in
                     let (
-                        seq, id, direction, amount, type, refType, refID, createdAt, otherWallet, name, email, verified
+                        seq, id, direction, amount, type, refType, refID, createdAt, otherWallet, name, email, verified,
+                        reference
                     ) =
                         try row.decode(
                             (
                                 Int64, String, String, Int64, String, String, String, Int64, String?, String?, String?,
-                                String?
+                                String?, String?
                             ).self
                         )
                     guard let direction = EntryDirection(rawValue: direction) else {
@@ -474,7 +477,8 @@ public struct PostgresLedgerBackend: LedgerBackend {
                             type: type,
                             refType: refType,
                             refID: refID,
-                            createdAt: LedgerTime.date(createdAt)
+                            createdAt: LedgerTime.date(createdAt),
+                            reference: reference
                         ),
                         counterpartyWalletID: otherWallet,
                         counterpartyUser: name.map { PayeeRow(name: $0, email: email ?? "", verifiedName: verified) }
@@ -683,7 +687,8 @@ extension PostgresLedgerBackend {
 
         static let sessionColumns =
             "s.id, s.payee_id, s.amount_cents, s.status, s.exp_at, s.locked_by, s.lock_exp_at, s.paid_by, s.paid_at, "
-            + "s.shares::BIGINT, s.shares_paid::BIGINT, s.paid_cents, s.tip_cents, s.refunds_swept_at, s.tip_percents"
+            + "s.shares::BIGINT, s.shares_paid::BIGINT, s.paid_cents, s.tip_cents, s.refunds_swept_at, s.tip_percents, "
+            + "s.reference"
 
         /// Runs `query`, prepared unless the backend says otherwise, and reads every row, so errors raised while it
         /// executes surface here.
@@ -985,12 +990,13 @@ extension PostgresLedgerBackend {
         public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
             try await connection.first(
                 """
-                SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT, s.tip_percents FROM payment_sessions s
+                SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT, s.tip_percents, s.reference
+                FROM payment_sessions s
                 JOIN session_eids e ON e.session_id = s.id
                 WHERE s.payee_id = \(payeeID) AND s.create_key = \(key)
                 ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
                 """,
-                as: (String, String, Int64, Int64, Int64, String?).self
+                as: (String, String, Int64, Int64, Int64, String?, String?).self
             ).map {
                 KeyedSession(
                     sid: $0.0,
@@ -998,7 +1004,8 @@ extension PostgresLedgerBackend {
                     amount: $0.2,
                     expiresAt: $0.3,
                     shares: Int($0.4),
-                    tipPrompt: try TipPrompt(stored: $0.5)
+                    tipPrompt: try TipPrompt(stored: $0.5),
+                    reference: $0.6
                 )
             }
         }
@@ -1029,10 +1036,11 @@ extension PostgresLedgerBackend {
             try await !connection.rows(
                 """
                 INSERT INTO payment_sessions (
-                    id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents
+                    id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents, reference
                 )
                 VALUES (\(session.id), \(session.payeeID), \(session.amount), \(session.storedStatus.rawValue),
-                \(now), \(session.expiresAt), \(createKey), \(Int64(session.shares)), \(session.tipPrompt.stored))
+                \(now), \(session.expiresAt), \(createKey), \(Int64(session.shares)), \(session.tipPrompt.stored),
+                \(session.reference))
                 ON CONFLICT (payee_id, create_key) DO NOTHING RETURNING 1
                 """
             ).isEmpty
@@ -1282,7 +1290,7 @@ extension SessionRow {
             (
                 String, String, Int64, String, Int64, String?, Int64?, String?, Int64?, Int64, Int64, Int64, Int64,
                 Int64?,
-                String?
+                String?, String?
             ).self
         )
         self.init(
@@ -1300,7 +1308,8 @@ extension SessionRow {
             paidCents: columns.11,
             tip: columns.12,
             refundsSweptAt: columns.13,
-            tipPrompt: try TipPrompt(stored: columns.14)
+            tipPrompt: try TipPrompt(stored: columns.14),
+            reference: columns.15
         )
     }
 }

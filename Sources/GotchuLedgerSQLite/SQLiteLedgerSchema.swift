@@ -437,6 +437,10 @@ enum SQLiteLedgerSchema {
         migrator.registerMigration("v17: tip prompts") { db in
             try db.execute(sql: "ALTER TABLE payment_sessions ADD COLUMN tip_percents TEXT")
         }
+        // The payee's order reference of a session (an order or table number); NULL when it gave none.
+        migrator.registerMigration("v18: order references") { db in
+            try db.execute(sql: "ALTER TABLE payment_sessions ADD COLUMN reference TEXT")
+        }
         return migrator
     }
 }

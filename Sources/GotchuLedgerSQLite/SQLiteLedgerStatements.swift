@@ -14,12 +14,13 @@ package enum SQLiteLedgerStatements {
     /// Whether an EID was ever given: `eid`.
     package static let eidAllocated = "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = ?)"
 
-    /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares`.
+    /// A new session: `id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents,
+    /// reference`.
     package static let insertSession = """
         INSERT INTO payment_sessions (
-            id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents
+            id, payee_id, amount_cents, status, created_at, exp_at, create_key, shares, tip_percents, reference
         )
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payee_id, create_key) DO NOTHING
         """
 
     /// A session's EID: `eid, session_id, created_at`.

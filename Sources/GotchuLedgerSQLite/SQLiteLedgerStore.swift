@@ -241,16 +241,18 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                 )
                 guard found == true else { return EntryHistoryPage(entries: [], cursorFound: false) }
             }
-            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each.
+            // The page by (wallet_id, seq); each entry's other side by (transfer_id), at most one row each; a session's
+            // reference by its primary key.
             let rows = try Row.fetchAll(
                 cached: db,
                 sql: """
-                    SELECT h.*, u.display_name, u.email, u.verified_name FROM (
+                    SELECT h.*, u.display_name, u.email, u.verified_name, ps.reference FROM (
                         SELECT e.seq, e.id, e.direction, e.amount_cents, e.type, e.ref_type, e.ref_id, e.created_at,
                         (SELECT o.wallet_id FROM ledger_entries o WHERE o.transfer_id = e.transfer_id AND o.seq <> e.seq
                          ORDER BY o.seq LIMIT 1) AS other_wallet
                         FROM ledger_entries e WHERE e.wallet_id = ? AND e.seq < ? ORDER BY e.seq DESC LIMIT ?
                     ) h LEFT JOIN wallet_accounts w ON w.id = h.other_wallet LEFT JOIN users u ON u.id = w.user_id
+                    LEFT JOIN payment_sessions ps ON h.ref_type = 'session' AND ps.id = h.ref_id
                     ORDER BY h.seq DESC
                     """,
                 arguments: [wallet.id, before?.seq ?? Int64.max, limit]
@@ -271,7 +273,8 @@ public final class SQLiteLedgerBackend: LedgerBackend {
                             type: row["type"],
                             refType: row["ref_type"],
                             refID: row["ref_id"],
-                            createdAt: LedgerTime.date(row["created_at"])
+                            createdAt: LedgerTime.date(row["created_at"]),
+                            reference: row["reference"]
                         ),
                         counterpartyWalletID: row["other_wallet"],
                         counterpartyUser: name.map {
@@ -655,7 +658,8 @@ extension SQLiteLedgerBackend {
                 try Row.fetchOne(
                     cached: db,
                     sql: """
-                        SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares, s.tip_percents FROM payment_sessions s
+                        SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares, s.tip_percents, s.reference
+                        FROM payment_sessions s
                         JOIN session_eids e ON e.session_id = s.id
                         WHERE s.payee_id = ? AND s.create_key = ?
                         ORDER BY e.retired_at IS NULL DESC, e.created_at DESC, e.eid LIMIT 1
@@ -668,7 +672,8 @@ extension SQLiteLedgerBackend {
                         amount: $0["amount_cents"],
                         expiresAt: $0["exp_at"],
                         shares: $0["shares"],
-                        tipPrompt: try TipPrompt(stored: $0["tip_percents"])
+                        tipPrompt: try TipPrompt(stored: $0["tip_percents"]),
+                        reference: $0["reference"]
                     )
                 }
             }
@@ -703,7 +708,7 @@ extension SQLiteLedgerBackend {
                 SQLiteLedgerStatements.insertSession,
                 [
                     session.id, session.payeeID, session.amount, session.storedStatus.rawValue, now, session.expiresAt,
-                    createKey, session.shares, session.tipPrompt.stored,
+                    createKey, session.shares, session.tipPrompt.stored, session.reference,
                 ]
             )
         }
@@ -894,6 +899,7 @@ extension SessionRow {
     private static let columnNames = [
         "id", "payee_id", "amount_cents", "status", "exp_at", "locked_by", "lock_exp_at", "paid_by", "paid_at",
         "shares", "shares_paid", "paid_cents", "tip_cents", "refunds_swept_at", "tip_percents",
+        "reference",
     ]
 
     /// How many columns ``init(_:)`` reads.
@@ -920,7 +926,8 @@ extension SessionRow {
             paidCents: try row(11),
             tip: try row(12),
             refundsSweptAt: try row.optional(13),
-            tipPrompt: try TipPrompt(stored: try row.optional(14))
+            tipPrompt: try TipPrompt(stored: try row.optional(14)),
+            reference: try row.optional(15)
         )
     }
 }

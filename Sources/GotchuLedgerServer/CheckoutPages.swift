@@ -54,6 +54,8 @@ enum CheckoutPages {
         var secondsLeft: Int
         /// The tips the session's terminal suggests: percent and the total paid with it; none when it asks for none.
         var tips: [(percent: Int, total: String)]
+        /// The payee's order reference; `nil` when it gave none.
+        var reference: String?
 
         /// The payments this payer made of this split already, oldest first: what each paid (its tip included)
         /// and where its receipt is. The pay form then asks for one more share, not for a first.
@@ -82,6 +84,7 @@ enum CheckoutPages {
             <p id="amount" class="amount">\(CheckoutHTML.text(session.amount))</p>
 
             """
+        html += referenceLine(session.reference)
         if let total = session.total {
             html += """
                 <p id="share">Your share of \(CheckoutHTML.text(total))</p>
@@ -169,6 +172,12 @@ enum CheckoutPages {
     /// The live status line the script fills from the session's event stream.
     private static func status(eid: String, root: String) -> String {
         "<p id=\"status\" role=\"status\" aria-live=\"polite\" data-events=\"\(root)\(eid)/events\"></p>"
+    }
+
+    /// The order reference as a payer reads it, quoted so it cannot pose as the page's own words; empty for none.
+    static func referenceLine(_ reference: String?) -> String {
+        guard let reference else { return "" }
+        return "<p id=\"reference\">Reference \(CheckoutHTML.text(DisplayText.quoted(reference)))</p>\n"
     }
 
     /// The sign-in form, posting to `/p/{eid}/sign-in`; `problem` says why the last try failed. With `issuer` (the
@@ -265,6 +274,8 @@ enum CheckoutPages {
         var sharesLeft: Bool
         /// The `--server` a verifier passes: the public URL, else this server's address as the browser reached it.
         var server: String
+        /// The payee's order reference; `nil` when it gave none.
+        var reference: String?
     }
 
     /// The receipt page: what was paid, to whom, the signed receipt's fields and text, and how anyone checks it.
@@ -282,6 +293,7 @@ enum CheckoutPages {
         if let tip = paid.tip {
             main += "<p id=\"tip\">\(CheckoutHTML.text(paid.amount)) and a \(CheckoutHTML.text(tip)) tip</p>\n"
         }
+        main += referenceLine(paid.reference)
         if let payee = paid.payee {
             main +=
                 "<p id=\"paid-to\">to \(payee.quotedHTML) <span class=\"\(payee.verified ? "verified" : "unverified")\">"

@@ -409,7 +409,8 @@ extension LedgerRoutes {
             refunded: refunded > 0 ? format(refunded) : nil,
             refundedWhole: refunded > 0 && refunded >= amount + tip,
             sharesLeft: view.shares > 1 && view.status.isLive,
-            server: server
+            server: server,
+            reference: view.reference
         )
         let page = CheckoutPages.paid(paid, root: "../", account: account(user, token: token, eid: eid, root: "../"))
         return answer(page, .ok, visitor)
@@ -537,7 +538,8 @@ extension LedgerRoutes {
             secondsLeft: max(0, Int(status.expiresAt.timeIntervalSince(status.now).rounded(.up))),
             tips: resolved.tipPrompt.percents.map { percent in
                 (percent, format(amount + Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)))
-            }
+            },
+            reference: resolved.reference
         )
     }
 

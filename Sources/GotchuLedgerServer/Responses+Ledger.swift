@@ -12,7 +12,8 @@ extension CreateSessionResponse {
             eid: session.eid,
             expiresAt: session.expiresAt,
             shareCents: session.shareCents,
-            tipPercents: session.tipPrompt.percentsIfAny
+            tipPercents: session.tipPrompt.percentsIfAny,
+            reference: session.reference
         )
     }
 }
@@ -52,7 +53,8 @@ extension ResolveResponse {
             sharesPaid: session.sharesPaid,
             shareCents: session.shareCents,
             remainingCents: session.remaining,
-            tipPercents: session.tipPrompt.percentsIfAny
+            tipPercents: session.tipPrompt.percentsIfAny,
+            reference: session.reference
         )
     }
 }
@@ -73,7 +75,8 @@ extension SessionStatusResponse {
             paidCents: session.paid,
             tipCents: session.tip,
             payments: session.payments.map(SharePayment.init),
-            tipPercents: session.tipPrompt.percentsIfAny
+            tipPercents: session.tipPrompt.percentsIfAny,
+            reference: session.reference
         )
     }
 }
@@ -139,7 +142,8 @@ extension WalletHistoryEntry {
             amountCents: entry.amount,
             counterparty: entry.counterparty.map(PayeeDisplay.init),
             sessionID: entry.sessionID,
-            kind: entry.type
+            kind: entry.type,
+            reference: entry.reference
         )
     }
 }
@@ -152,7 +156,8 @@ extension RefundResponse {
             sid: refund.sid,
             amountCents: refund.amount,
             refundedCents: refund.refundedTotal,
-            receipt: refund.receipt
+            receipt: refund.receipt,
+            reference: refund.reference
         )
     }
 }

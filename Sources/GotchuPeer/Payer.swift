@@ -313,7 +313,8 @@ public struct Payer: Sendable {
                         payeeVerified: resolved.payeeDisplay.verified,
                         shares: resolved.shares,
                         sharesPaid: resolved.sharesPaid,
-                        payCents: resolved.shares > 1 ? resolved.shareCents : nil
+                        payCents: resolved.shares > 1 ? resolved.shareCents : nil,
+                        reference: resolved.reference
                     )
                 }
             }
@@ -342,7 +343,8 @@ public struct Payer: Sendable {
                         remainingCents: resolved.remainingCents
                     ) : nil,
                 // A suggestion the ledger would not accept from a terminal is not shown.
-                tipPrompt: (try? TipPrompt(percents: resolved.tipPercents ?? [])) ?? .none
+                tipPrompt: (try? TipPrompt(percents: resolved.tipPercents ?? [])) ?? .none,
+                reference: resolved.reference
             )
         } catch {
             switch error.problemKind {

@@ -36,6 +36,8 @@ public struct Receiver: Sendable {
         public var calibratedRSSI: Int16?
         /// The tips the terminal suggests to payers (on the web checkout, and to `gotchu pay`); none by default.
         public var tipPrompt: TipPrompt = .none
+        /// The payee's order reference (``OrderReference``), shown to payers; `nil` for none.
+        public var reference: String?
 
         /// Creates options.
         public init(
@@ -263,7 +265,8 @@ public struct Receiver: Sendable {
             let created = try await ledger.createSession(
                 amountCents: options.amountCents,
                 shares: shares,
-                tipPercents: options.tipPrompt.isEmpty ? nil : options.tipPrompt.percents
+                tipPercents: options.tipPrompt.isEmpty ? nil : options.tipPrompt.percents,
+                reference: options.reference
             )
             if let shares, created.shares != shares {
                 return .createFailed(

@@ -92,7 +92,9 @@ struct Console: Sendable {
         case .selected(let eid): line("nearest: \(eid)")
         case .resolved(let offer):
             let split = offer.isSplit ? " in \(offer.shares) shares, \(offer.sharesPaid) paid" : ""
-            line("resolved \(Money.format(offer.amountCents))\(split) → \(offer.payeeDescription)")
+            line(
+                "resolved \(Money.format(offer.amountCents))\(split) → \(offer.payeeDescription)\(Self.reference(offer))"
+            )
             if let suggestion = Self.tipSuggestion(offer) { line(suggestion) }
         case .locked(let offer):
             guard offer.isSplit, !offer.shareNumbers.isEmpty else { return line("locked") }
@@ -103,6 +105,11 @@ struct Console: Sendable {
             )
         case .retrying(let reason): line("ledger did not answer (\(reason)); retrying with the same key")
         }
+    }
+
+    /// ` for "order 1017"`: the payee's order reference, quoted and escaped; empty for none.
+    static func reference(_ offer: PaymentOffer) -> String {
+        offer.reference.map { " for " + DisplayText.quoted($0, maximumLength: 140) } ?? ""
     }
 
     /// `the payee suggests a tip: 10% ($4.00), 15% ($6.00), 20% ($8.00) (pay one with --tip 15%)`, each on what this
@@ -218,7 +225,8 @@ struct TerminalInteraction: PayerInteraction {
         return ["y", "yes"].contains(answer?.lowercased() ?? "")
     }
 
-    /// `Pay $12.50 to "bob" (example.com), code 47? [y/N] `; of a split, `Pay your share $10.00 of $40.00 to …
+    /// `Pay $12.50 to "bob" (example.com), code 47? [y/N] ` (`…, for "order 1017", code 47?` with a reference); of
+    /// a split, `Pay your share $10.00 of $40.00 to …
     /// (2 of 4 paid), …` (`Pay 2 shares, $20.00 of $40.00 …` for more than one); a tip as `+ tip $1.50 ($11.50 in
     /// all)` after the amount. Every figure is the ledger's, or computed from it.
     static func question(_ offer: PaymentOffer) -> String {
@@ -236,7 +244,8 @@ struct TerminalInteraction: PayerInteraction {
         }
         let progress = offer.isSplit ? " (\(offer.sharesPaid) of \(offer.shares) paid)" : ""
         return
-            "Pay \(amount) to \(offer.payeeDescription)\(progress)\(verification), code \(offer.confirmationCode)? [y/N] "
+            "Pay \(amount) to \(offer.payeeDescription)\(progress)\(verification)\(Console.reference(offer)), "
+            + "code \(offer.confirmationCode)? [y/N] "
     }
 
     func progress(_ progress: Payer.Progress) { console.payer(progress) }

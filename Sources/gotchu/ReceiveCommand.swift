@@ -59,6 +59,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               gotchu receive --amount 12.50 --radio sim    # the simulated air of this machine
               gotchu receive --amount 40 --split 4         # four payers, $10.00 each
               gotchu receive --amount 40 --ask-tip 10,15,20  # suggest tips to payers
+              gotchu receive --amount 12.50 --reference "order 1017"  # shown to the payer
               gotchu receive --amount 12.50 --rotate-every off
               gotchu receive --amount 12.50 --qr           # and a QR code of the web checkout
               gotchu receive --amount 12.50 --radio none   # no Bluetooth: the QR code only
@@ -97,6 +98,15 @@ struct ReceiveCommand: AsyncParsableCommand {
             }
         }
     }
+
+    @Option(
+        help: ArgumentHelp(
+            "Your own reference for the charge, such as an order number (at most 128 characters): shown to the payer "
+                + "and kept with the payment in your wallet's history, its webhook events and the receipt page.",
+            valueName: "text"
+        )
+    )
+    var reference: String?
 
     @Flag(help: "When the session expires unpaid, create a new one (at most 12).")
     var recreate = false
@@ -172,6 +182,9 @@ struct ReceiveCommand: AsyncParsableCommand {
         if let calibratedRSSI, !Calibration.plausibleCalibratedRSSI.contains(calibratedRSSI) {
             throw ValidationError("--calibrated-rssi must be from -100 to -20 dBm")
         }
+        if let reference, let problem = OrderReference.problem(in: reference) {
+            throw ValidationError("--reference \(problem)")
+        }
     }
 
     @OptionGroup var radio: RadioOptions
@@ -193,6 +206,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         configured.calibratedRSSI = calibratedRSSI
         configured.shares = split > 1 ? split : nil
         configured.tipPrompt = try tipPrompt
+        configured.reference = reference
         let options = configured
         let receiptTrust = try server.receiptTrust(keysFile: receiptKeys)
         // Off the air, the QR code is the only way to the payment: it is drawn without --qr.

@@ -80,7 +80,7 @@ extension WalletCommand {
 enum HistoryExport {
     static let csvColumns = [
         "time", "direction", "amount_cents", "amount", "counterparty", "counterparty_domain", "counterparty_verified",
-        "session_id", "kind", "entry_id",
+        "session_id", "kind", "entry_id", "reference",
     ]
 
     static var csvHeader: String { csvColumns.joined(separator: ",") }
@@ -101,6 +101,7 @@ enum HistoryExport {
             foreign(entry.sessionID),
             foreign(entry.kind),
             foreign(entry.id),
+            foreign(entry.reference),
         ]
         return cells.map(quoted).joined(separator: ",")
     }
@@ -150,7 +151,7 @@ enum HistoryExport {
             timestamp(entry.createdAt),
             (sign + Money.format(entry.amountCents)).padding(toLength: 14, withPad: " ", startingAt: 0),
             DisplayText.escaped(entry.kind, maximumLength: 24).padding(toLength: 14, withPad: " ", startingAt: 0),
-            who,
+            who + (entry.reference.map { "  for " + DisplayText.quoted($0, maximumLength: 64) } ?? ""),
         ].joined(separator: "  ")
     }
 

@@ -19,7 +19,10 @@ extension Bench {
         _ = bench.send(.start)
         let asked = bench.send(.chargeRequested(id: "c-1", amountCents: 1_001, shares: 4, reference: "table 9"))
         #expect(bench.charge.shares == 4 && bench.charge.sharesPaid == 0)
-        #expect(asked.last == .createSession(amountCents: 1_001, shares: 4, idempotencyKey: "kiosk-c-1-1"))
+        #expect(
+            asked.last
+                == .createSession(amountCents: 1_001, shares: 4, reference: "table 9", idempotencyKey: "kiosk-c-1-1")
+        )
         bench.advance(0.25)
         #expect(bench.send(.sessionCreated(split)).last == .advertise(split.eid, token: 1))
         bench.advance(0.25)

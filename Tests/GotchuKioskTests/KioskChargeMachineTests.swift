@@ -58,7 +58,7 @@ struct Bench {
             actions == [
                 .persist(KioskStore.Record(charge: charge), isNew: true),
                 .publish(from: nil, to: charge),
-                .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1"),
+                .createSession(amountCents: 1_250, shares: 1, reference: "order 17", idempotencyKey: "kiosk-c-1-1"),
             ]
         )
         return bench
@@ -199,18 +199,18 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         }
         #expect(
             bench.send(.chargeRequested(id: "x", amountCents: 1, shares: 1, reference: "a\u{7}b"))
-                == [.refuse(.invalidReference("control characters are not allowed"))]
+                == [.refuse(.invalidReference("must be printable text; it holds U+7"))]
         )
         #expect(
             bench.send(
-                .chargeRequested(id: "x", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 201))
+                .chargeRequested(id: "x", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 129))
             )
-                == [.refuse(.invalidReference("at most 200 bytes"))]
+                == [.refuse(.invalidReference("must be at most 128 characters, got 129"))]
         )
         #expect(bench.machine.record == nil)
         #expect(bench.send(.cancelRequested(id: "x")) == [.refuse(.notFound(id: "x"))])
         _ = bench.send(
-            .chargeRequested(id: "c-1", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 200))
+            .chargeRequested(id: "c-1", amountCents: 1, shares: 1, reference: String(repeating: "x", count: 128))
         )
         #expect(
             bench.send(.chargeRequested(id: "c-2", amountCents: 1, shares: 1, reference: "")) == [
@@ -232,7 +232,7 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
             bench.advance(seconds(delay))
             #expect(
                 bench.send(.timerFired(token: token)) == [
-                    .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1")
+                    .createSession(amountCents: 1_250, shares: 1, reference: "order 17", idempotencyKey: "kiosk-c-1-1")
                 ]
             )
         }
@@ -296,7 +296,10 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         var bench = Bench.advertising()
         let expired = bench.send(.statusSeen(.expired))
         #expect(expired.contains(.stopAdvertising))
-        #expect(expired.last == .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-2"))
+        #expect(
+            expired.last
+                == .createSession(amountCents: 1_250, shares: 1, reference: "order 17", idempotencyKey: "kiosk-c-1-2")
+        )
         #expect(bench.charge.state == .creating && bench.charge.sessionID == nil && bench.charge.eid == nil)
         let created = bench.send(.sessionCreated(Bench.second))
         #expect(created.last == .advertise(Bench.second.eid, token: 2))
@@ -386,7 +389,8 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         let cancel = bench.send(.cancelRequested(id: "c-1"))
         #expect(
             Array(cancel.dropFirst(2)) == [
-                .stopTimer, .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1"),
+                .stopTimer,
+                .createSession(amountCents: 1_250, shares: 1, reference: "order 17", idempotencyKey: "kiosk-c-1-1"),
             ]
         )
         #expect(bench.send(.timerFired(token: token)).isEmpty)
@@ -432,7 +436,7 @@ func timer(_ actions: [KioskChargeMachine.Action]) -> (Duration, Int)? {
         #expect(bench.send(.persistFailed).isEmpty)
         #expect(
             bench.send(.timerFired(token: token)) == [
-                .createSession(amountCents: 1_250, shares: 1, idempotencyKey: "kiosk-c-1-1")
+                .createSession(amountCents: 1_250, shares: 1, reference: "order 17", idempotencyKey: "kiosk-c-1-1")
             ]
         )
     }

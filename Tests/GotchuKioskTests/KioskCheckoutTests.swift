@@ -172,6 +172,23 @@ extension KioskDisplayTests.InChromium {
         #expect(try QRCodeReader.texts(inImage: screenshot) == [KioskCheckoutTests.checkoutURL("0123456789")])
     }
 
+    /// A kiosk with no radio: the QR code comes first, larger, under a headline that says to scan it, and still reads.
+    @Test func leadsWithTheQRCodeOffTheAir() async throws {
+        let directory = try TemporaryDirectory(prefix: "gotchu-display")
+        defer { directory.remove() }
+        var status = KioskStatus.advertising(eid: "0123456789")
+        status.onAir = false
+        let source = SettableStatusSource(status, endsEachSubscription: true)
+        let dom = try await withDisplay(source) { display in
+            try await Chromium.render(port: display.port, in: directory, screenshot: "off-air.png")
+        }
+        #expect(dom.contains(#"<body data-state="advertising" data-checkout="" data-off-air="">"#), "\(dom)")
+        #expect(dom.contains(#"<p id="headline">Scan the QR code to pay</p>"#), "\(dom)")
+        let screenshot = directory.url.appendingPathComponent("off-air.png")
+        try Chromium.expectScreenshot(screenshot)
+        #expect(try QRCodeReader.texts(inImage: screenshot) == [KioskCheckoutTests.checkoutURL("0123456789")])
+    }
+
     /// The page arrives while the charge is being created, with no image; its script adds the code once the EID is
     /// on the air.
     @Test func addsTheQRCodeOnceAPayerMayPay() async throws {

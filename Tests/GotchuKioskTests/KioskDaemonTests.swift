@@ -1,7 +1,10 @@
 import Foundation
+import GotchuAPI
+import GotchuCore
 import GotchuDBus
 import GotchuKiosk
 import GotchuKioskClient
+import GotchuLedgerClient
 import GotchuTesting
 import Testing
 
@@ -292,6 +295,47 @@ struct KioskDaemonTests {
         #expect(try await other.readResponse().status == 404)
         await connection.close()
         #expect(try await kiosk.stop() == 0)
+    }
+
+    @Test(
+        "With --radio none the display leads with the QR code, names the payee as the ledger does, and a phone pays"
+    )
+    func offAir() async throws {
+        let daemon = try await KioskDaemon.start(serverOptions: ["--public-url", "https://pay.example.com/"])
+        defer { daemon.stop() }
+        // The config names the payee "Corner Shop"; the ledger knows it by the name it chose, "shop".
+        let (kiosk, port) = try await daemon.startKiosk(["--radio", "none"])
+        defer { _ = try? kiosk.stopNow() }
+        let connection = try await daemon.connect()
+        _ = try await connection.kiosk.charge(amountCents: 1_250, reference: "order 5")
+        var page = ""
+        let shown = try await eventually(timeout: .seconds(60)) {
+            let connection = try LoopbackConnection(port: port)
+            try connection.send("GET", "/", headers: ["Connection": "close"])
+            page = String(decoding: try await connection.readResponse().body, as: UTF8.self)
+            return page.contains(#"data-state="advertising""#)
+        }
+        #expect(shown, "\(page)")
+        #expect(page.contains(#"<body data-state="advertising" data-checkout data-off-air>"#), "\(page)")
+        #expect(page.contains(#"<p id="headline">Scan the QR code to pay</p>"#))
+        #expect(page.contains(#"<p id="payee">shop</p>"#), "\(page)")
+        #expect(page.contains(#"<p id="reference">Reference: order 5</p>"#))
+        #expect(page.contains(#"<img id="qr" src="qr.svg?eid="#))
+        // Nothing is on the air: the only way in is the session's checkout link, which a payer pays.
+        let current = try await connection.kiosk.currentCharge()
+        let sid = try #require(current[KioskInterface.ChargeKey.sessionID.rawValue, as: String.self])
+        let payer = try await SplitPayer.funded("alice@example.com", cents: 5_000, url: daemon.url)
+        let eid = try #require(EID(rawValue: current[KioskInterface.ChargeKey.eid.rawValue, as: String.self] ?? ""))
+        #expect(try await payer.client.resolve(eid: eid).reference == "order 5")
+        try await payer.client.lock(sid: sid)
+        _ = try await payer.client.send(sid: sid, idempotencyKey: "off-air-1")
+        let paid = try await eventually(timeout: .seconds(60)) {
+            let connection = try LoopbackConnection(port: port)
+            try connection.send("GET", "/", headers: ["Connection": "close"])
+            return String(decoding: try await connection.readResponse().body, as: UTF8.self)
+                .contains(#"data-state="paid""#)
+        }
+        #expect(paid)
     }
 
     @Test("Without a kiosk on the bus, `gotchu charge` says so and fails")

@@ -57,12 +57,14 @@ actor FaultyRefundLedger: KioskLedgerService {
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
+        reference: String?,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
         try await base.createSession(
             amountCents: amountCents,
             shares: shares,
             tipPercents: tipPercents,
+            reference: reference,
             idempotencyKey: idempotencyKey
         )
     }

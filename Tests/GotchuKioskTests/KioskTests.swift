@@ -65,6 +65,7 @@ actor MemoryLedger: KioskLedgerService {
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
+        reference: String?,
         idempotencyKey: String
     ) async throws(LedgerClientError)
         -> CreateSessionResponse

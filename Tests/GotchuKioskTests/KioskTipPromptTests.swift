@@ -105,9 +105,11 @@ import Testing
             amountCents: 4000,
             shares: 2,
             tipPercents: [10, 15, 20],
+            reference: "table 7",
             idempotencyKey: "tips-1"
         )
         #expect(asking.tipPercents == [10, 15, 20])
+        #expect(asking.reference == "table 7")
         let plain = try await ledger.createSession(amountCents: 4000, idempotencyKey: "tips-2")
         #expect(plain.tipPercents == nil)
         var payer = LedgerClient(baseURL: URL(string: url)!)

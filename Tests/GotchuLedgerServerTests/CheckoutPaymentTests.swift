@@ -25,7 +25,8 @@ struct CheckoutPaymentTests {
         shares: Int = 1,
         funded: Cents = 5000,
         payeeName: String = "Corner Shop",
-        tips: TipPrompt = .none
+        tips: TipPrompt = .none,
+        reference: String? = nil
     ) async throws -> Scene {
         let payee = try await ledger.user("shop@example.com", name: payeeName)
         let payer = try await ledger.user("payer@example.com", funded: funded)
@@ -34,6 +35,7 @@ struct CheckoutPaymentTests {
             amountCents: cents,
             shares: shares,
             tipPrompt: tips,
+            reference: reference,
             idempotencyKey: nil
         )
         return Scene(

@@ -201,7 +201,7 @@ struct WalletHistoryTests {
             let records = try Self.parseCSV(lines)
             #expect(records.count == 4)
             #expect(records.first?.first == "time")
-            #expect(records.allSatisfy { $0.count == 10 }, "\(records)")
+            #expect(records.allSatisfy { $0.count == 11 }, "\(records)")
             let names = records.dropFirst().map { $0[4] }
             #expect(names.count == 3)
             // Newest first: the second payee, the first, then the funding.

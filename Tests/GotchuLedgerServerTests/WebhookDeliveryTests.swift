@@ -126,11 +126,13 @@ struct WebhookDeliveryTests {
             try receiver.trust(endpoint.secret)
             let payer = try await ledger.client("payer@example.com", funded: 10_000)
 
-            let session = try await shop.createSession(amountCents: 1_250)
+            // The session's order reference rides in every event of it.
+            let session = try await shop.createSession(amountCents: 1_250, reference: "order 1017")
             try await payer.lock(sid: session.sid)
             let sent = try await payer.send(sid: session.sid, idempotencyKey: "pay-1")
             let payment = try ReceivedEvent<SessionStatusResponse>(try await receiver.event("payment.succeeded"))
             #expect(payment.data.sid == session.sid && payment.data.status == .paid)
+            #expect(payment.data.reference == "order 1017")
             #expect(payment.data.amountCents == 1_250 && payment.data.receipt != nil)
             #expect(payment.data.receipt == sent.receipt)
             #expect(payment.id.hasPrefix("evt_"))
@@ -138,16 +140,20 @@ struct WebhookDeliveryTests {
             let refund = try await shop.refund(sid: session.sid, amountCents: 250, idempotencyKey: "refund-1")
             let refunded = try ReceivedEvent<RefundResponse>(try await receiver.event("refund.succeeded"))
             #expect(refunded.data == refund.refund)
+            #expect(refunded.data.reference == "order 1017")
 
-            let cancelled = try await shop.createSession(amountCents: 300)
+            let cancelled = try await shop.createSession(amountCents: 300, reference: "table 4")
             try await shop.cancel(sid: cancelled.sid)
             let cancel = try ReceivedEvent<SessionStatusResponse>(try await receiver.event("session.cancelled"))
             #expect(cancel.data.sid == cancelled.sid && cancel.data.status == .cancelled)
+            #expect(cancel.data.reference == "table 4")
 
             let expiring = try await shop.createSession(amountCents: 400)
             ledger.clock.advance(seconds: Double(LedgerPolicy().sessionLifetime.components.seconds) + 1)
-            let expiry = try ReceivedEvent<SessionStatusResponse>(try await receiver.event("session.expired"))
+            let expired = try await receiver.event("session.expired")
+            let expiry = try ReceivedEvent<SessionStatusResponse>(expired)
             #expect(expiry.data.sid == expiring.sid && expiry.data.status == .expired)
+            #expect(expiry.data.reference == nil && !expired.body.contains("\"reference\""))
 
             let settled = try await shop.requestPayout(amountCents: 300, idempotencyKey: "payout-1").payout
             _ = try await ledger.store.settlePayout(id: settled.payoutID, reference: "BANK-1", actor: "test")

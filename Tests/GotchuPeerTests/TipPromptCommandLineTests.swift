@@ -59,6 +59,38 @@ struct TipPromptCommandLineTests {
         }
     }
 
+    @Test("--reference is shown to the payer, quoted, and comes back in both wallets' histories")
+    func reference() async throws {
+        try await withCounter(amount: "12.50", ["--reference", "order \"1017\""]) { processes, url, eid in
+            let lines = try await processes.run(["pay", "--eid", eid, "--yes", "--server", url], user: "alice")
+            #expect(lines.contains { $0.hasPrefix("resolved $12.50 → ") && $0.hasSuffix(#" for "order \"1017\"""#) })
+            for user in ["alice", "bob"] {
+                // Records end in CRLF.
+                let csv = try await processes.run(["wallet", "--all", "--csv", "--server", url], user: user).map {
+                    String($0.dropLast())
+                }
+                #expect(csv.first?.hasSuffix(",reference") == true, "\(csv)")
+                #expect(csv.contains { $0.hasSuffix(#","order ""1017""""#) }, "\(csv)")
+            }
+        }
+    }
+
+    @Test(
+        "A bad --reference is refused before anything is asked of the ledger",
+        arguments: ["", " order", "a\u{202E}b", "line\nbreak", String(repeating: "x", count: 129)]
+    )
+    func badReference(_ text: String) async throws {
+        let processes = try GotchuProcesses()
+        defer { processes.remove() }
+        let receiver = try processes.start(
+            ["receive", "--amount", "5", "--radio", "sim", "--reference", text, "--server", "http://127.0.0.1:9"],
+            user: "bob"
+        )
+        let status = try await receiver.waitForExit()
+        #expect(status != 0)
+        #expect(receiver.standardError.contains("--reference"), "\(receiver.standardError)")
+    }
+
     @Test(
         "A bad --ask-tip is refused before anything is asked of the ledger",
         arguments: ["0", "101", "10,10", "1,2,3,4,5,6", "ten", "12.5"]
