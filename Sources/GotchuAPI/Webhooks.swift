@@ -157,6 +157,59 @@ public struct WebhookDeliveriesResponse: Codable, Hashable, Sendable {
     public init(deliveries: [WebhookDeliveryResponse]) { self.deliveries = deliveries }
 }
 
+/// `POST /webhooks/endpoints/{id}/test`: how the endpoint answered a signed `webhook.test` event sent to it alone,
+/// at once (nothing is stored or retried).
+public struct WebhookTestResponse: Codable, Hashable, Sendable {
+    /// The test event's id (`evt_…`, new for every test).
+    public var eventID: String
+    /// Whether the endpoint answered 2xx.
+    public var delivered: Bool
+    /// The HTTP status it answered; absent when it gave none.
+    public var statusCode: Int?
+    /// Why it failed (a status and the start of its body, a refused address, a timeout…); absent when delivered.
+    public var error: String?
+    /// How long the attempt took, in milliseconds.
+    public var durationMilliseconds: Int64
+
+    /// A test's outcome as the server sends it.
+    public init(eventID: String, delivered: Bool, statusCode: Int?, error: String?, durationMilliseconds: Int64) {
+        self.eventID = eventID
+        self.delivered = delivered
+        self.statusCode = statusCode
+        self.error = error
+        self.durationMilliseconds = durationMilliseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case delivered, error
+        case eventID = "event_id"
+        case statusCode = "status_code"
+        case durationMilliseconds = "duration_ms"
+    }
+}
+
+/// The `data` of a `webhook.test` event: which endpoint was tested, and that nothing happened.
+public struct WebhookTestData: Codable, Hashable, Sendable {
+    /// The type of a test event, which no endpoint subscribes to: it is sent only when asked for, to one endpoint.
+    public static let eventType = "webhook.test"
+
+    /// The endpoint tested.
+    public var endpointID: String
+    /// A sentence for a person reading the receiver's log.
+    public var message: String
+
+    /// The data of a test of `endpointID`.
+    public init(endpointID: String, message: String) {
+        self.endpointID = endpointID
+        self.message = message
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case message
+        case endpointID = "endpoint_id"
+    }
+}
+
 /// The `data` of a `deposit.received` event.
 public struct WebhookDepositData: Codable, Hashable, Sendable {
     /// The deposit's id.

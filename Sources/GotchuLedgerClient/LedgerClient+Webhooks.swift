@@ -54,6 +54,16 @@ extension LedgerClient {
         return list.deliveries
     }
 
+    /// `POST /webhooks/endpoints/{id}/test`: a signed `webhook.test` event sent to the endpoint alone, now; the
+    /// answer says how it answered (a receiver that refuses is not an error here).
+    public func testWebhookEndpoint(id: String) async throws(LedgerClientError) -> WebhookTestResponse {
+        try await request(
+            "POST",
+            "/webhooks/endpoints/\(Self.pathSegment(id))/test",
+            body: Optional<WebhookEndpointRequest>.none
+        )
+    }
+
     /// `POST /webhooks/deliveries/{id}/retry`: the delivery is due again now, failed or not.
     public func retryWebhookDelivery(id: String) async throws(LedgerClientError) -> WebhookDeliveryResponse {
         try await request(

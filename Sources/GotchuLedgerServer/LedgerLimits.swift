@@ -17,6 +17,9 @@ public struct LedgerLimits: Sendable {
     /// Payout requests per user (`POST /wallet/payouts`): each writes an idempotency key, a payout row and two
     /// entries, so like sends this bounds how fast one account can make the store write.
     public var payoutPerUser: RateLimit? = RateLimit(perSecond: 5, burst: 10)
+    /// Webhook tests per user (`POST /webhooks/endpoints/{id}/test`): each sends a request to a receiver at once,
+    /// so this bounds how hard one account can make the server knock on a URL it registered.
+    public var webhookTestPerUser: RateLimit? = RateLimit(perSecond: 0.1, burst: 5)
     /// The back-off of `POST /auth/login` per client address and per account.
     public var loginBackoff: LoginBackoff? = LoginBackoff()
     /// `POST /auth/register` per client address (when registration is open): each costs a password hash.
@@ -73,6 +76,7 @@ public struct LedgerLimits: Sendable {
         limits.lockPerUser = nil
         limits.sendPerUser = nil
         limits.payoutPerUser = nil
+        limits.webhookTestPerUser = nil
         limits.loginBackoff = nil
         limits.registerPerAddress = nil
         limits.registerPerRecipient = nil
@@ -97,6 +101,7 @@ struct AbuseLimiters: Sendable {
     let lockPerUser: RateLimiter?
     let sendPerUser: RateLimiter?
     let payoutPerUser: RateLimiter?
+    let webhookTestPerUser: RateLimiter?
     let registerPerAddress: RateLimiter?
     let registerPerRecipient: RateLimiter?
     let login: LoginThrottle?
@@ -113,6 +118,7 @@ struct AbuseLimiters: Sendable {
         lockPerUser = limiter(limits.lockPerUser)
         sendPerUser = limiter(limits.sendPerUser)
         payoutPerUser = limiter(limits.payoutPerUser)
+        webhookTestPerUser = limiter(limits.webhookTestPerUser)
         registerPerAddress = limiter(limits.registerPerAddress)
         registerPerRecipient = limiter(limits.registerPerRecipient)
         login = limits.loginBackoff.map {

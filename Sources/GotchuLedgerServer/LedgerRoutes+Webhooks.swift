@@ -50,6 +50,17 @@ extension LedgerRoutes {
                 answer.secret = secret
                 return try Self.webhookJSON(answer)
             },
+            LedgerRoute(.post, "/webhooks/endpoints/{id}/test", "testWebhookEndpoint") { _, context in
+                let user = try await context.user(for: .manageWebhooks)
+                let id = try Self.webhookID(context, prefix: "we_", what: "webhook endpoint")
+                guard let endpoint = try await store.webhookEndpoints(userID: user).first(where: { $0.id == id })
+                else { throw Problem(.notFound, detail: "no such webhook endpoint") }
+                try limiters.webhookTestPerUser?.take(user)
+                let secrets = try await store.webhookSecrets(endpointID: id)
+                return try Self.webhookJSON(
+                    await WebhookBody.test(endpoint, secrets: secrets, client: webhooks.client())
+                )
+            },
             LedgerRoute(.get, "/webhooks/endpoints/{id}/deliveries", "listWebhookDeliveries") { request, context in
                 let user = try await context.user(for: .manageWebhooks)
                 let id = try Self.webhookID(context, prefix: "we_", what: "webhook endpoint")

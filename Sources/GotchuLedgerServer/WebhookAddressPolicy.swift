@@ -30,6 +30,9 @@ public struct WebhookAddressPolicy: Sendable, Hashable {
         self.allowedHosts = Set(allowedHosts.map(Self.normalizedHost))
     }
 
+    /// The server setting that fills the allow list, as refusals name it.
+    public static let allowHostsSetting = "--webhook-allow-hosts"
+
     /// Whether `host` (as a URL spells it) is on the allow list.
     public func isAllowListed(_ host: String) -> Bool { allowedHosts.contains(Self.normalizedHost(host)) }
 
@@ -63,11 +66,16 @@ public struct WebhookAddressPolicy: Sendable, Hashable {
         guard (1...65535).contains(port) else { throw WebhookURLError("url's port must be 1 to 65535") }
         let allowListed = allowedHosts.contains(host)
         guard scheme == "https" || allowListed else {
-            throw WebhookURLError("url must be https (http only for the hosts the server allows)")
+            throw WebhookURLError(
+                "url must be https (http only for the hosts of the server's \(Self.allowHostsSetting))"
+            )
         }
         let literal = IPAddressBytes(literal: host)
         if !allowListed, let literal, let reason = literal.refusal {
-            throw WebhookURLError("url's address \(host) is refused (\(reason))")
+            throw WebhookURLError(
+                "url's address \(host) is refused (\(reason)); a receiver of the ledger's own may be allowed with the "
+                    + "server's \(Self.allowHostsSetting)"
+            )
         }
         var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         if let query = components.percentEncodedQuery { path += "?" + query }

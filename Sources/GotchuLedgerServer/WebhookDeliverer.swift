@@ -117,36 +117,22 @@ struct WebhookDeliverer<Store: LedgerStore>: Service {
         let started = ContinuousClock.now
         let outcome: WebhookAttemptOutcome
         do {
-            let body = try await self.body(of: claimed)
-            let secrets = [claimed.secrets.current] + (claimed.secrets.previous.map { [$0] } ?? [])
-            let signature = WebhookSignature.header(
-                body: body,
-                timestamp: Int64(Date().timeIntervalSince1970),
-                secrets: secrets
-            )
-            let answer = try await client.post(
-                url: claimed.endpoint.url,
-                headers: [
-                    (WebhookSignature.headerName, signature), ("Gotchu-Event-Id", claimed.event.id),
-                    ("Gotchu-Event-Type", claimed.event.type.rawValue),
-                ],
-                body: Array(body)
+            let sent = await WebhookAttempt.send(
+                body: try await self.body(of: claimed),
+                eventID: claimed.event.id,
+                eventType: claimed.event.type.rawValue,
+                to: claimed.endpoint.url,
+                secrets: claimed.secrets,
+                at: Date(),
+                client: client
             )
             let duration = ContinuousClock.now - started
-            metadata["status"] = "\(answer.status)"
-            if (200..<300).contains(answer.status) {
-                outcome = .delivered(statusCode: answer.status, duration: duration)
+            if let status = sent.status { metadata["status"] = "\(status)" }
+            if let error = sent.error {
+                outcome = failure(claimed, status: sent.status, error: error, duration: duration)
             } else {
-                let excerpt = answer.body.prefix(200)
-                outcome = failure(
-                    claimed,
-                    status: answer.status,
-                    error: "answered HTTP \(answer.status)" + (excerpt.isEmpty ? "" : ": \(excerpt)"),
-                    duration: duration
-                )
+                outcome = .delivered(statusCode: sent.status ?? 200, duration: duration)
             }
-        } catch let error as WebhookDeliveryError {
-            outcome = failure(claimed, status: nil, error: error.description, duration: ContinuousClock.now - started)
         } catch {
             // The event could not be read or its body pinned (the store failed): not the receiver's fault, and not
             // an attempt; the lease lapses and a worker tries again.
@@ -227,6 +213,92 @@ struct WebhookDeliverer<Store: LedgerStore>: Service {
     }
 }
 
+/// One signed POST of an event's body to an endpoint: what deliveries and tests share.
+enum WebhookAttempt {
+    /// How it went: the answer's status (`nil` when there was none) and, unless it was 2xx, why it failed.
+    struct Outcome {
+        var status: Int?
+        var error: String?
+    }
+
+    /// POSTs `body` to `url`, signed at `now` with every secret of `secrets` (the one a rotation replaced too,
+    /// while it is honoured), with the event's id and type as headers.
+    static func send(
+        body: Data,
+        eventID: String,
+        eventType: String,
+        to url: String,
+        secrets: WebhookSigningSecrets,
+        at now: Date,
+        client: WebhookHTTPClient
+    ) async -> Outcome {
+        let signature = WebhookSignature.header(
+            body: body,
+            timestamp: Int64(now.timeIntervalSince1970),
+            secrets: [secrets.current] + (secrets.previous.map { [$0] } ?? [])
+        )
+        do {
+            let answer = try await client.post(
+                url: url,
+                headers: [
+                    (WebhookSignature.headerName, signature), ("Gotchu-Event-Id", eventID),
+                    ("Gotchu-Event-Type", eventType),
+                ],
+                body: Array(body)
+            )
+            guard !(200..<300).contains(answer.status) else { return Outcome(status: answer.status) }
+            let excerpt = answer.body.prefix(200)
+            return Outcome(
+                status: answer.status,
+                error: "answered HTTP \(answer.status)" + (excerpt.isEmpty ? "" : ": \(excerpt)")
+            )
+        } catch {
+            return Outcome(status: nil, error: error.description)
+        }
+    }
+}
+
+extension WebhookBody {
+    /// Sends `endpoint` a `webhook.test` event now, signed as deliveries are, through `client` (whose address
+    /// checks every delivery passes); how it answered, a refusal too. Nothing is stored or retried.
+    static func test(
+        _ endpoint: WebhookEndpoint,
+        secrets: WebhookSigningSecrets,
+        client: WebhookHTTPClient
+    ) async throws -> WebhookTestResponse {
+        let eventID = WebhookSecrets.id("evt_")
+        let now = Date()
+        let data = WebhookTestData(
+            endpointID: endpoint.id,
+            message: "A test event sent on request; no money moved."
+        )
+        let body = try envelope(
+            id: eventID,
+            type: WebhookTestData.eventType,
+            created: Int64(now.timeIntervalSince1970),
+            data: APIJSON.encoder().encode(data)
+        )
+        let started = ContinuousClock.now
+        let outcome = await WebhookAttempt.send(
+            body: body,
+            eventID: eventID,
+            eventType: WebhookTestData.eventType,
+            to: endpoint.url,
+            secrets: secrets,
+            at: now,
+            client: client
+        )
+        let elapsed = (ContinuousClock.now - started).components
+        return WebhookTestResponse(
+            eventID: eventID,
+            delivered: outcome.error == nil,
+            statusCode: outcome.status,
+            error: outcome.error,
+            durationMilliseconds: elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+        )
+    }
+}
+
 /// The body of a webhook delivery: `{"id":"evt_…","type":"…","created":UNIX_SECONDS,"data":{…}}`, where `data` is
 /// the object the API answers with for that thing (the session as its payee reads it, with the payment's receipt; the
 /// refund; the payout; the deposit).
@@ -255,12 +327,18 @@ enum WebhookBody {
             )
         }
         let event = detail.event
-        // The envelope's members in the documented order; `data` as the API encodes it.
+        return try envelope(id: event.id, type: event.type.rawValue, created: event.createdAt / 1000, data: data)
+    }
+
+    /// `{"id":…,"type":…,"created":…,"data":…}`: the envelope's members in the documented order around `data`, as
+    /// the API encodes it.
+    static func envelope(id: String, type: String, created: Int64, data: Data) throws -> Data {
+        let encoder = APIJSON.encoder()
         var body = Data("{\"id\":".utf8)
-        body.append(try encoder.encode(event.id))
+        body.append(try encoder.encode(id))
         body.append(contentsOf: Array(",\"type\":".utf8))
-        body.append(try encoder.encode(event.type.rawValue))
-        body.append(contentsOf: Array(",\"created\":\(event.createdAt / 1000),\"data\":".utf8))
+        body.append(try encoder.encode(type))
+        body.append(contentsOf: Array(",\"created\":\(created),\"data\":".utf8))
         body.append(data)
         body.append(UInt8(ascii: "}"))
         return body

@@ -346,7 +346,8 @@ extension WebhookAddressPolicy {
         guard !addresses.isEmpty else { throw WebhookDeliveryError("\(target.host) resolves to no address") }
         if let refused = refusal(of: addresses, for: target) {
             throw WebhookDeliveryError(
-                "\(target.host) resolves to \(refused.address), which is refused (\(refused.reason))"
+                "\(target.host) resolves to \(refused.address), which is refused (\(refused.reason)); a receiver of the "
+                    + "ledger's own may be allowed with the server's \(WebhookAddressPolicy.allowHostsSetting)"
             )
         }
         return addresses

@@ -19,12 +19,13 @@ struct WebhooksCommand: AsyncParsableCommand {
             Examples:
               gotchu webhooks add https://shop.example.com/gotchu --events payment.succeeded,refund.succeeded
               gotchu webhooks list
+              gotchu webhooks test we_…        # a signed webhook.test event, now
               gotchu webhooks deliveries we_…
               gotchu webhooks retry whd_…
               gotchu webhooks rotate we_…
               gotchu webhooks remove we_…
             """,
-        subcommands: [Add.self, List.self, Remove.self, Rotate.self, Deliveries.self, Retry.self]
+        subcommands: [Add.self, List.self, Test.self, Remove.self, Rotate.self, Deliveries.self, Retry.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -70,6 +71,36 @@ struct WebhooksCommand: AsyncParsableCommand {
             console.line(["ID", "STATUS", "EVENTS", "URL", "FAILING SINCE"].joined(separator: "  "))
             for endpoint in endpoints {
                 console.line(WebhooksCommand.row(endpoint))
+            }
+        }
+    }
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send an endpoint a signed test event now and say how it answered.",
+            discussion: """
+                The event has type \(WebhookTestData.eventType), a new id each time, and the endpoint's id in its \
+                data; it is signed like every event, sent to this endpoint only (a disabled one too), and neither \
+                stored nor retried. Exits 0 when the endpoint answered 2xx, 1 otherwise.
+                """
+        )
+
+        @Argument(help: ArgumentHelp("The endpoint's id, as `webhooks list` shows it.", valueName: "id"))
+        var id: String
+
+        @OptionGroup var server: ServerOptions
+
+        func run() async throws {
+            let test = try await server.client().testWebhookEndpoint(id: id)
+            let console = Console()
+            let event = DisplayText.escaped(test.eventID, maximumLength: 64)
+            let answer = test.statusCode.map { "HTTP \($0)" } ?? "no answer"
+            if test.delivered {
+                console.line("delivered \(event): \(answer) in \(test.durationMilliseconds) ms")
+            } else {
+                let reason = test.error.map { ": " + DisplayText.quoted($0, maximumLength: 300) } ?? ""
+                console.line("not delivered \(event) (\(answer))\(reason)")
+                throw ExitCode.failure
             }
         }
     }

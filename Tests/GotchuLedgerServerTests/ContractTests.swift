@@ -393,6 +393,10 @@ struct ContractTests {
                     "POST", "/webhooks/endpoints/{id}/rotate-secret", "/webhooks/endpoints/\(hook.id)/rotate-secret",
                     nil, [:]
                 ),
+                ("POST", "/webhooks/endpoints/{id}/test", "/webhooks/endpoints/\(hook.id)/test", nil, payeeAuth),
+                ("POST", "/webhooks/endpoints/{id}/test", "/webhooks/endpoints/\(hook.id)/test", nil, payerAuth),
+                ("POST", "/webhooks/endpoints/{id}/test", "/webhooks/endpoints/\(hook.id)/test", nil, keyAuth),
+                ("POST", "/webhooks/endpoints/{id}/test", "/webhooks/endpoints/\(hook.id)/test", nil, [:]),
                 (
                     "GET", "/webhooks/endpoints/{id}/deliveries", "/webhooks/endpoints/\(savings.id)/deliveries", nil,
                     saverAuth

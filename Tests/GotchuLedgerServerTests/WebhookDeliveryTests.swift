@@ -112,6 +112,41 @@ struct ReceivedEvent<Data: Decodable>: Decodable {
 @Suite("Webhooks delivered to receivers", .serialized, .timeLimit(.minutes(10)))
 struct WebhookDeliveryTests {
     @Test(
+        "A test event goes to one endpoint at once, signed, and says how it answered; nothing is stored",
+        arguments: StoreKind.available
+    )
+    func testEvent(kind: StoreKind) async throws {
+        try await WebhookLedger.with(kind) { ledger in
+            let receiver = try await WebhookReceiver.start(in: ledger.directory, answers: [503])
+            defer { Task { await receiver.stop() } }
+            let shop = try await ledger.client("shop@example.com")
+            let endpoint = try await shop.createWebhookEndpoint(url: receiver.url, events: ["payment.succeeded"])
+            try receiver.trust(endpoint.secret)
+            let refused = try await shop.testWebhookEndpoint(id: endpoint.id)
+            #expect(!refused.delivered && refused.statusCode == 503, "\(refused)")
+            #expect(refused.error?.hasPrefix("answered HTTP 503") == true, "\(refused)")
+            let passed = try await shop.testWebhookEndpoint(id: endpoint.id)
+            #expect(passed.delivered && passed.statusCode == 200 && passed.error == nil, "\(passed)")
+            #expect(passed.eventID.hasPrefix("evt_") && passed.eventID != refused.eventID)
+            try await receiver.wait("both tests") { $0.count == 2 }
+            let arrived = receiver.deliveries
+            #expect(arrived.allSatisfy { $0.valid && $0.type == "webhook.test" }, "\(arrived.map(\.body))")
+            #expect(arrived.map(\.id) == [refused.eventID, passed.eventID])
+            #expect(arrived.allSatisfy { $0.data["endpoint_id"] as? String == endpoint.id })
+            #expect(try await shop.webhookDeliveries(endpointID: endpoint.id).isEmpty)
+
+            // Only the endpoint's own user may test it; an id of no endpoint is no endpoint.
+            let other = try await ledger.client("other@example.com")
+            for (client, id) in [(other, endpoint.id), (shop, "we_" + String(repeating: "0", count: 32))] {
+                let refusal = await #expect(throws: LedgerClientError.self) {
+                    try await client.testWebhookEndpoint(id: id)
+                }
+                #expect(refusal?.problemKind == .notFound)
+            }
+        }
+    }
+
+    @Test(
         "A payment, a refund, a cancel, an expiry, a settled and a failed payout and a deposit each arrive, signed",
         arguments: StoreKind.available
     )
@@ -417,7 +452,10 @@ struct WebhookEndpointRuleTests {
             let token = try #require(shop.token)
             let port = bystander.port
             let refused: [(String, String)] = [
-                ("http://127.0.0.2:\(port)/hook", "url must be https (http only for the hosts the server allows)"),
+                (
+                    "http://127.0.0.2:\(port)/hook",
+                    "url must be https (http only for the hosts of the server's --webhook-allow-hosts)"
+                ),
                 ("https://127.0.0.2:\(port)/hook", "url's address 127.0.0.2 is refused (loopback)"),
                 ("https://[::1]:\(port)/hook", "url's address ::1 is refused (loopback)"),
                 (
@@ -456,7 +494,10 @@ struct WebhookEndpointRuleTests {
             }
             try #require(refusedAtDelivery)
             let delivery = try #require(try await shop.webhookDeliveries(endpointID: endpoint.id).first)
-            #expect(delivery.lastError == "rebinding.test resolves to 127.0.0.2, which is refused (loopback)")
+            #expect(
+                delivery.lastError == "rebinding.test resolves to 127.0.0.2, which is refused (loopback)"
+                    + allowHostsHint
+            )
             #expect(delivery.lastStatusCode == nil && delivery.status == "pending")
             #expect(bystander.deliveries.isEmpty && bystander.arrivals.isEmpty)
         }

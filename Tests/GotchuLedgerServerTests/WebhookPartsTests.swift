@@ -56,6 +56,9 @@ extension Data {
     }
 }
 
+/// What a refusal of a local or private address adds: the setting that lets an operator allow it.
+let allowHostsHint = "; a receiver of the ledger's own may be allowed with the server's --webhook-allow-hosts"
+
 @Suite("Webhook signatures", .timeLimit(.minutes(10)))
 struct WebhookSignatureTests {
     static let secret = "whsec_" + String(repeating: "k", count: 43)
@@ -163,15 +166,16 @@ struct WebhookAddressPolicyTests {
         let refusals: [String: String] = [
             "": "url is required",
             "ftp://example.com/": "url must be an https URL",
-            "http://example.com/hook": "url must be https (http only for the hosts the server allows)",
+            "http://example.com/hook":
+                "url must be https (http only for the hosts of the server's --webhook-allow-hosts)",
             "https://user:pw@example.com/": "url must not hold a user name or password",
             "https://example.com/#part": "url must not hold a fragment",
             "https:///path": "url must name a host",
             "https://exa mple.com/": "url must be ASCII without spaces or control characters (percent-encode the rest)",
-            "https://127.0.0.2:8443/": "url's address 127.0.0.2 is refused (loopback)",
+            "https://127.0.0.2:8443/": "url's address 127.0.0.2 is refused (loopback)" + allowHostsHint,
             "https://[::ffff:169.254.169.254]/":
-                "url's address ::ffff:169.254.169.254 is refused (IPv4-mapped, cloud metadata)",
-            "https://10.0.0.1/": "url's address 10.0.0.1 is refused (private)",
+                "url's address ::ffff:169.254.169.254 is refused (IPv4-mapped, cloud metadata)" + allowHostsHint,
+            "https://10.0.0.1/": "url's address 10.0.0.1 is refused (private)" + allowHostsHint,
             "https://" + String(repeating: "a", count: 2048) + ".com/": "url must be at most 2048 bytes",
         ]
         for (url, message) in refusals {
@@ -203,7 +207,7 @@ struct WebhookAddressPolicyTests {
         #expect(idn.hostHeader == "XN--BCHER-KVA.example:8443")
         await #expect(
             throws: WebhookURLError(
-                "url is refused: rebinding.example resolves to 127.0.0.1, which is refused (loopback)"
+                "url is refused: rebinding.example resolves to 127.0.0.1, which is refused (loopback)" + allowHostsHint
             )
         ) {
             try await policy.check(url: "https://rebinding.example/x", resolver: resolver)
@@ -302,10 +306,16 @@ struct WebhookHTTPClientTests {
             resolver: TestWebhookResolver(names: ["rebound.example": ["127.0.0.1"]])
         )
         let cases: [(String, String)] = [
-            ("http://127.0.0.2:9/", "url must be https (http only for the hosts the server allows)"),
-            ("https://127.0.0.2:9/", "url's address 127.0.0.2 is refused (loopback)"),
-            ("https://[::1]:9/", "url's address ::1 is refused (loopback)"),
-            ("https://rebound.example:9/", "rebound.example resolves to 127.0.0.1, which is refused (loopback)"),
+            (
+                "http://127.0.0.2:9/",
+                "url must be https (http only for the hosts of the server's --webhook-allow-hosts)"
+            ),
+            ("https://127.0.0.2:9/", "url's address 127.0.0.2 is refused (loopback)" + allowHostsHint),
+            ("https://[::1]:9/", "url's address ::1 is refused (loopback)" + allowHostsHint),
+            (
+                "https://rebound.example:9/",
+                "rebound.example resolves to 127.0.0.1, which is refused (loopback)" + allowHostsHint
+            ),
         ]
         for (url, message) in cases {
             await #expect(throws: WebhookDeliveryError(message)) {

@@ -155,6 +155,14 @@ struct WebhookProcessTests {
         #expect(listed.count == 2 && listed[1].hasPrefix("\(id)  enabled  deposit.received,payment.succeeded"))
         #expect(listed.joined().contains("\"\(receiver.url)\"") && !listed.joined().contains("whsec_"))
 
+        // A test event: signed, of its own type, sent to this endpoint alone, and kept nowhere.
+        let tested = try await processes.run(["webhooks", "test", id, "--server", url], user: "shop")
+        #expect(tested.count == 1 && tested[0].hasPrefix("delivered evt_"), "\(tested)")
+        #expect(tested[0].contains(": HTTP 200 in ") && tested[0].hasSuffix(" ms"), "\(tested)")
+        let test = try await receiver.event("webhook.test")
+        #expect(test.valid && test.data["endpoint_id"] as? String == id, "\(test.body)")
+        #expect(try await processes.run(["webhooks", "deliveries", id, "--server", url], user: "shop").count == 1)
+
         try await processes.run(["fund", "--amount", "2.50", "--server", url], user: "shop")
         let deposit = try await receiver.event("deposit.received")
         let deliveries = try await processes.run(["webhooks", "deliveries", id, "--server", url], user: "shop")
