@@ -175,6 +175,10 @@ public protocol LedgerTransaction: BrowserSessionTransaction {
     /// Whether the user's e-mail address is confirmed; `nil` for an unknown user.
     func emailConfirmed(userID: String) async throws -> Bool?
 
+    /// The user as a session's payee, in one read: whether its e-mail address is confirmed, and how payers are
+    /// shown it; `nil` for an unknown user.
+    func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)?
+
     /// Marks the user's e-mail address confirmed at ``now``.
     func confirmEmail(userID: String) async throws
 

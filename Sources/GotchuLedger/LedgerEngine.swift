@@ -195,14 +195,17 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         let split = try SessionSplit(amount: amountCents, shares: shares)
         let lifetime = LedgerTime.milliseconds(policy.sessionLifetime)
         return try await measuredTransaction { transaction in
-            // The payee's row in place of its wallet's (every user has one wallet): the same one read, and with it
-            // whether its address was proved, without which it may not be paid.
-            guard let confirmed = try await transaction.emailConfirmed(userID: payeeID) else { throw Self.unknownUser }
+            // The payee's row in place of its wallet's (every user has one wallet): the same one read, with whether
+            // its address was proved, without which it may not be paid, and how payers are shown it.
+            guard let (confirmed, payeeRow) = try await transaction.payee(userID: payeeID) else {
+                throw Self.unknownUser
+            }
             guard confirmed else { throw Self.emailUnconfirmed }
+            let payee = Counterparty(user: payeeRow)
             if let idempotencyKey,
                 let earlier = try await transaction.keyedSession(payeeID: payeeID, key: idempotencyKey)
             {
-                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference, payee: payee), true)
             }
             let session = SessionRow(
                 id: Self.newID(),
@@ -225,7 +228,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 else {
                     throw LedgerError(.unavailable, detail: "could not create the session; try again")
                 }
-                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference), true)
+                return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference, payee: payee), true)
             }
             if split.shares > 1 {
                 try await transaction.insert(
@@ -241,7 +244,8 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 expiresAt: LedgerTime.date(session.expiresAt),
                 shareCents: split.allCents,
                 tipPrompt: tipPrompt,
-                reference: reference
+                reference: reference,
+                payee: payee
             )
             return (created, false)
         }

@@ -294,7 +294,8 @@ public struct KeyedSession: Sendable, Hashable {
     func replay(
         _ requested: SessionSplit,
         tipPrompt requestedTips: TipPrompt,
-        reference requestedReference: String?
+        reference requestedReference: String?,
+        payee: Counterparty
     ) throws(LedgerError) -> NewSession {
         guard reference == requestedReference else {
             throw LedgerError(
@@ -324,7 +325,8 @@ public struct KeyedSession: Sendable, Hashable {
             expiresAt: LedgerTime.date(expiresAt),
             shareCents: requested.allCents,
             tipPrompt: tipPrompt,
-            reference: reference
+            reference: reference,
+            payee: payee
         )
     }
 }

@@ -16,6 +16,8 @@ public struct NewSession: Sendable, Hashable {
     public var tipPrompt: TipPrompt
     /// Its order reference; `nil` when it has none.
     public var reference: String?
+    /// Its payee as payers are shown it (a resolve's), for the terminal to show the same; `nil` where not read.
+    public var payee: Counterparty?
 
     /// A session as the engine made it.
     public init(
@@ -24,8 +26,10 @@ public struct NewSession: Sendable, Hashable {
         expiresAt: Date,
         shareCents: [Cents],
         tipPrompt: TipPrompt = .none,
-        reference: String? = nil
+        reference: String? = nil,
+        payee: Counterparty? = nil
     ) {
+        self.payee = payee
         self.reference = reference
         self.tipPrompt = tipPrompt
         self.sid = sid

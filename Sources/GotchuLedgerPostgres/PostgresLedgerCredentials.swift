@@ -161,6 +161,15 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
+        try await connection.first(
+            """
+            SELECT email_confirmed_at IS NOT NULL, display_name, email, verified_name FROM users WHERE id = \(userID)
+            """,
+            as: (Bool, String, String, String?).self
+        ).map { ($0.0, PayeeRow(name: $0.1, email: $0.2, verifiedName: $0.3)) }
+    }
+
     /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
     public func confirmEmail(userID: String) async throws {
         try await connection.execute(

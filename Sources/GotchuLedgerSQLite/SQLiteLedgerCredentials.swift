@@ -165,6 +165,24 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
+        try sync { db in
+            try Row.fetchOne(
+                cached: db,
+                sql: """
+                    SELECT email_confirmed_at IS NOT NULL AS confirmed, display_name, email, verified_name FROM users
+                    WHERE id = ?
+                    """,
+                arguments: [userID]
+            ).map { row in
+                (
+                    row["confirmed"],
+                    PayeeRow(name: row["display_name"], email: row["email"], verifiedName: row["verified_name"])
+                )
+            }
+        }
+    }
+
     /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
     public func confirmEmail(userID: String) async throws {
         let now = self.now

@@ -181,11 +181,6 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
                 )
                 var created = CreateSessionResponse(session)
                 created.checkoutURL = checkoutURL(sid: created.sid)
-                // How payers are shown the payee, for the terminal to show the same (a read outside the
-                // transaction; a replay of a session no longer live answers without it).
-                if let resolved = try? await store.resolve(eid: session.eid) {
-                    created.payeeDisplay = EmailAddress.cleaned(PayeeDisplay(resolved.payee))
-                }
                 return try json(created, headers: replayHeaders(replayed))
             },
             LedgerRoute(.post, "/sessions/resolve", "resolveSession") { request, context in

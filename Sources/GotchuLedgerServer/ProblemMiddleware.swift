@@ -166,43 +166,10 @@ extension MethodNotAllowed: HTTPResponseError {
 }
 
 extension Problem {
-    /// The problem a ledger refusal is answered with: its kind picks the type (and so the status), its detail is
-    /// passed on.
+    /// The problem a ledger refusal is answered with: each refusal kind is named as the problem type it is answered
+    /// with (LedgerErrorProblemTests holds every kind to one), so the name is the mapping; its detail is passed on.
     public init(_ refusal: LedgerError) {
-        let kind: ProblemKind =
-            switch refusal.kind {
-            case .invalidInput: .badRequest
-            case .invalidAmount: .invalidAmount
-            case .unknownUser: .unauthorized
-            case .forbidden: .forbidden
-            case .accountExists: .accountExists
-            case .ownSession: .ownSession
-            case .emailUnconfirmed: .emailUnconfirmed
-            case .sessionNotFound: .sessionNotFound
-            case .sessionExpired: .sessionExpired
-            case .sessionCancelled: .sessionCancelled
-            case .eidRetired: .eidRetired
-            case .eidLimitReached: .eidLimitReached
-            case .sessionLocked: .sessionLocked
-            case .lockLimitReached: .lockLimitReached
-            case .sessionAlreadyPaid: .sessionAlreadyPaid
-            case .lockRequired: .lockRequired
-            case .insufficientFunds: .insufficientFunds
-            case .idempotencyKeyReused: .idempotencyKeyReused
-            case .idempotencyInFlight: .idempotencyInFlight
-            case .notFound: .notFound
-            case .payoutNotPending: .payoutNotPending
-            case .sessionNotPaid: .sessionNotPaid
-            case .refundExceedsPayment: .refundExceedsPayment
-            case .invalidShares: .invalidShares
-            case .invalidTip: .invalidTip
-            case .noFreeShare: .noFreeShare
-            case .unavailable: .unavailable
-            case .databaseUnavailable: .databaseUnavailable
-            case .storageFull: .storageFull
-            case .inconsistent: .internalError
-            }
-        self.init(kind, detail: refusal.detail)
+        self.init(ProblemKind(rawValue: refusal.kind.rawValue) ?? .internalError, detail: refusal.detail)
     }
 }
 

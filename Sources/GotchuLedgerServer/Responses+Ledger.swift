@@ -15,6 +15,8 @@ extension CreateSessionResponse {
             tipPercents: session.tipPrompt.percentsIfAny,
             reference: session.reference
         )
+        // Names stored before they were checked reach terminals only cleaned, as they reach payers.
+        self.payeeDisplay = session.payee.map { EmailAddress.cleaned(PayeeDisplay($0)) }
     }
 }
 

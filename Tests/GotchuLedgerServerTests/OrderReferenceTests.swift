@@ -22,7 +22,10 @@ struct OrderReferenceTests {
             let reference = "Table 7 · order #1017"
             let created = try await payee.createSession(amountCents: 1_250, reference: reference)
             #expect(created.reference == reference)
-            #expect(try await payer.resolve(eid: created.eid).reference == reference)
+            let resolved = try await payer.resolve(eid: created.eid)
+            #expect(resolved.reference == reference)
+            // The terminal is told the payee's name as payers are shown it.
+            #expect(created.payeeDisplay == resolved.payeeDisplay && created.payeeDisplay?.name == "shop")
             try await payer.lock(sid: created.sid)
             _ = try await payer.send(sid: created.sid, idempotencyKey: "pay-1")
             #expect(try await payee.session(sid: created.sid).reference == reference)
