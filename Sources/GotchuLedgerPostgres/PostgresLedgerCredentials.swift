@@ -161,6 +161,7 @@ extension PostgresLedgerBackend.Transaction {
         )
     }
 
+    /// One statement: the confirmation and the names payers are shown, from the user's row.
     public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
         try await connection.first(
             """

@@ -165,6 +165,7 @@ extension SQLiteLedgerBackend.Transaction {
         }
     }
 
+    /// One statement: the confirmation and the names payers are shown, from the user's row.
     public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
         try sync { db in
             try Row.fetchOne(
