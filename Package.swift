@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "GotchuReceipts", targets: ["GotchuReceipts"]),
         .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
+        .library(name: "GotchuWebhooks", targets: ["GotchuWebhooks"]),
         .library(name: "GotchuLedgerStores", targets: ["GotchuLedgerStores"]),
         .library(name: "GotchuLedgerClient", targets: ["GotchuLedgerClient"]),
         .library(name: "GotchuDBus", targets: ["GotchuDBus"]),
@@ -105,11 +106,35 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The ledger's values as the API spells them (one mapping for the routes, the pages and the webhooks), and
+        // the checks an e-mail address passes where it enters.
+        .target(
+            name: "GotchuLedgerAPI",
+            dependencies: ["GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger"],
+            swiftSettings: swiftSettings
+        ),
+        // Webhook delivery: the worker over the store's outbox, the client that connects only to addresses it
+        // checked, the address policy and the signatures.
+        .target(
+            name: "GotchuWebhooks",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuLedgerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The ledger's HTTP edge: routes, problem+json, tokens, limits.
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd", "GotchuQR",
+                "GotchuLedgerAPI", "GotchuWebhooks",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -125,8 +150,6 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                // Webhook deliveries: a client that connects only to the addresses it checked, and their signatures.
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // Checkout links: a session id through one AES block.
                 .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -254,7 +277,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerServer", "GotchuLedgerSQLite",
-                "GotchuLedgerPostgres",
+                "GotchuLedgerPostgres", "GotchuLedgerAPI", "GotchuWebhooks",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging", "GotchuSettings", "GotchuQR",
@@ -276,7 +299,7 @@ let package = Package(
             name: "gotchu-bench",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuLedger", "GotchuLedgerServer", "GotchuLedgerSQLite",
-                "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuBlueZ", "GotchuDBus", "GotchuQR",
+                "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuBlueZ", "GotchuDBus", "GotchuQR", "GotchuWebhooks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The raw-SQL anchor.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -318,7 +341,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuReceipts",
+                "GotchuReceipts", "GotchuLedgerAPI", "GotchuWebhooks",
                 "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores", "GotchuLedgerTesting",
                 "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -6,6 +6,7 @@ import GotchuLedger
 import GotchuLedgerClient
 import GotchuLedgerPostgres
 import GotchuLedgerServer
+import GotchuWebhooks
 import HTTPTypes
 import Hummingbird
 import Logging

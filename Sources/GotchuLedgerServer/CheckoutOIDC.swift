@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import HTTPTypes
 import Hummingbird
 import Logging

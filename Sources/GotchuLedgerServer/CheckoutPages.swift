@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import GotchuReceipts
 
 /// The web checkout's pages, as ``CheckoutHTML/Page``s: the session a payer is about to pay, the sign-in form, the

@@ -1,6 +1,7 @@
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
 import HTTPTypes
 import Hummingbird
 import HummingbirdAuth

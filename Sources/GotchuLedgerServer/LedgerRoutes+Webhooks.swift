@@ -2,6 +2,8 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
+import GotchuWebhooks
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -118,13 +120,6 @@ extension LedgerRoutes {
             headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
         )
-    }
-}
-
-extension Date {
-    /// A time in milliseconds since 1970, as the store keeps them.
-    init(storeMilliseconds milliseconds: Int64) {
-        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }
 

@@ -1,6 +1,8 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
+import GotchuWebhooks
 import HTTPTypes
 import Hummingbird
 import NIOCore

@@ -1,4 +1,5 @@
 public import Foundation
+public import GotchuWebhooks
 public import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
@@ -105,12 +106,15 @@ public enum LedgerServer {
         application.addServices(SessionChangeRelay(store: store, migration: migration, logger: logger))
         application.addServices(SharePaymentReturner(store: store, migration: migration, logger: logger))
         if webhooks.delivers {
+            var countAttempt: (@Sendable (String, Swift.Duration) -> Void)?
+            if let metrics { countAttempt = { metrics.webhookAttempt(outcome: $0, duration: $1) } }
+            let ready: @Sendable () async throws -> Void = { try await migration.run() }
             application.addServices(
                 WebhookDeliverer(
                     store: store,
-                    migration: migration,
+                    ready: ready,
                     options: webhooks,
-                    metrics: metrics,
+                    countAttempt: countAttempt,
                     logger: logger
                 )
             )

@@ -1,6 +1,7 @@
 public import Foundation
 import GotchuLedgerClient
 import GotchuSystemd
+public import GotchuWebhooks
 import Hummingbird
 public import Logging
 import NIOSSL

@@ -1,5 +1,6 @@
 import GotchuLedger
 public import GotchuSettings
+import GotchuWebhooks
 
 /// One layer of `gotchu server`'s settings: the built-in values, the config file, the environment or the command
 /// line. Each setting reads as a property, `nil` when the layer says nothing (`layer.port = 0`).

@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore

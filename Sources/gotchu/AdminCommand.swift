@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import GotchuLedgerServer
 import GotchuLedgerStores
 

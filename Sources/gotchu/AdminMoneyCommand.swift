@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import GotchuLedgerServer
 
 /// `gotchu admin deposit …`: money entering the ledger, credited by the operator against an external reference.

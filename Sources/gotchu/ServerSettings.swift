@@ -5,6 +5,7 @@ import GotchuLedgerServer
 import GotchuLedgerStores
 import GotchuLogging
 import GotchuSettings
+import GotchuWebhooks
 import Logging
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import GotchuLedgerClient
 import GotchuLedgerServer
 import PostgresNIO

@@ -9,6 +9,7 @@ import GotchuLedgerServer
 // them.
 @_exported public import GotchuLedgerTesting
 import GotchuTesting
+import GotchuWebhooks
 import Hummingbird
 import PostgresNIO
 import Testing

@@ -1,4 +1,5 @@
 import GotchuLedgerServer
+import GotchuWebhooks
 import NIOCore
 
 /// The tests' webhook resolver: the names a test gives, `localhost` as `/etc/hosts` has it, numeric addresses (in

@@ -6,6 +6,7 @@ import GotchuLedgerPostgres
 import GotchuLedgerServer
 import GotchuReceipts
 import GotchuTesting
+import GotchuWebhooks
 import Logging
 import NIOCore
 import Synchronization

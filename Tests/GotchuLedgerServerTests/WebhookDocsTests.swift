@@ -1,4 +1,5 @@
 import Foundation
+import GotchuWebhooks
 import Testing
 
 @Suite("Webhook documentation", .timeLimit(.minutes(10)))

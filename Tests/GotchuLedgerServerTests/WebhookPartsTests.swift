@@ -9,6 +9,7 @@ import Synchronization
 import Testing
 
 @testable import GotchuLedgerServer
+@testable import GotchuWebhooks
 
 #if canImport(Glibc)
     import Glibc

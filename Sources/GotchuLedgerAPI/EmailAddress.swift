@@ -6,7 +6,7 @@ import GotchuCore
 /// before the `@` becomes the display name, the domain tells payees of one name apart.
 package enum EmailAddress {
     /// The longest name part, in Unicode scalars (RFC 5321 allows 64 octets; scalars keep non-ASCII names usable).
-    static let maximumNameLength = 64
+    package static let maximumNameLength = 64
     /// The longest address, in Unicode scalars.
     static let maximumLength = 254
 
@@ -77,7 +77,7 @@ package enum EmailAddress {
 
     /// `display` as it may leave the server: a name or domain stored before these checks existed has each
     /// forbidden character replaced by U+FFFD and is cut to the longest name allowed now.
-    static func cleaned(_ display: PayeeDisplay) -> PayeeDisplay {
+    package static func cleaned(_ display: PayeeDisplay) -> PayeeDisplay {
         PayeeDisplay(
             name: cleaned(display.name, limit: maximumNameLength),
             domain: display.domain.map { cleaned($0, limit: maximumLength) },

@@ -1,8 +1,10 @@
-import GotchuAPI
+package import Foundation
+package import GotchuAPI
 import GotchuCore
-import GotchuLedger
+package import GotchuLedger
 
-// The ledger's answers as the API spells them: each domain value mapped, field by field, to its response body.
+// The ledger's answers as the API spells them: each domain value mapped, field by field, to its response body, once
+// for the API's routes, the checkout's pages and the webhooks' events.
 
 extension CreateSessionResponse {
     /// `POST /sessions/create`: the session made (or the one its idempotency key made first).
@@ -173,5 +175,27 @@ extension PayoutResponse {
             status: payout.status.rawValue,
             newBalanceCents: payout.balanceAfter
         )
+    }
+}
+
+extension PayoutResponse {
+    /// A payout as it ended, in the data of `payout.settled` and `payout.failed`.
+    package init(_ payout: PayoutRow) {
+        self.init(
+            payoutID: payout.id,
+            amountCents: payout.amount,
+            status: payout.status.rawValue,
+            newBalanceCents: payout.balanceAfter
+        )
+        self.reference = payout.reference
+        self.failureReason = payout.reason
+        self.resolvedAt = payout.resolvedAt.map(Date.init(storeMilliseconds:))
+    }
+}
+
+extension Date {
+    /// A time in milliseconds since 1970, as the store keeps them.
+    package init(storeMilliseconds milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }

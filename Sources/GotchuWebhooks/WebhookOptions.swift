@@ -40,7 +40,7 @@ public struct WebhookOptions: Sendable {
     public var schedule: WebhookRetrySchedule { WebhookRetrySchedule(base: retryBase, window: retryWindow) }
 
     /// The client deliveries are sent with.
-    func client() -> WebhookHTTPClient {
+    package func client() -> WebhookHTTPClient {
         WebhookHTTPClient(policy: policy, resolver: resolver, timeout: timeout, trustRoots: trustRoots)
     }
 }

@@ -1,8 +1,7 @@
 import Foundation
-import GotchuAPI
 import GotchuCore
-import GotchuLedger
-import Logging
+package import GotchuLedger
+package import Logging
 import ServiceLifecycle
 import Synchronization
 
@@ -16,20 +15,37 @@ import Synchronization
 /// its own: a slow endpoint holds up its own deliveries only. The worker wakes when this server commits an event
 /// (``LedgerStore/webhookOutbox``) and when a delivery ends, and polls every ``WebhookOptions/pollInterval`` for the
 /// events of other servers and the retries coming due.
-struct WebhookDeliverer<Store: LedgerStore>: Service {
+package struct WebhookDeliverer<Store: LedgerStore>: Service {
     let store: Store
-    let migration: Migration
+    /// Awaited before the first claim: the server's schema migration, which its other services await too.
+    let ready: @Sendable () async throws -> Void
     let options: WebhookOptions
-    let metrics: LedgerMetrics?
+    /// Counts each attempt by outcome (`delivered`, `failed`, `given-up`) and how long it took.
+    let countAttempt: (@Sendable (_ outcome: String, _ duration: Duration) -> Void)?
     let logger: Logger
+
+    /// A worker over `store`'s outbox that starts once `ready` returns.
+    package init(
+        store: Store,
+        ready: @escaping @Sendable () async throws -> Void,
+        options: WebhookOptions,
+        countAttempt: (@Sendable (_ outcome: String, _ duration: Duration) -> Void)?,
+        logger: Logger
+    ) {
+        self.store = store
+        self.ready = ready
+        self.options = options
+        self.countAttempt = countAttempt
+        self.logger = logger
+    }
 
     /// How long a claim keeps a delivery from other workers: longer than an attempt may take (its timeout) and the
     /// recording after it, so two attempts of one delivery never overlap; a server that dies mid-attempt leaves it
     /// to be claimed again once this passed.
     var lease: Duration { options.timeout * 2 + .seconds(10) }
 
-    func run() async throws {
-        try await migration.run()
+    package func run() async throws {
+        try await ready()
         let client = options.client()
         if let unavailable = client.tlsUnavailable {
             logger.warning("webhook deliveries to https receivers will fail", metadata: ["reason": "\(unavailable)"])
@@ -189,10 +205,10 @@ struct WebhookDeliverer<Store: LedgerStore>: Service {
     {
         switch outcome {
         case .delivered(_, let duration):
-            metrics?.webhookAttempt(outcome: "delivered", duration: duration)
+            countAttempt?("delivered", duration)
             logger.debug("webhook delivered", metadata: metadata)
         case .failed(_, let error, let duration, let retryAfter):
-            metrics?.webhookAttempt(outcome: retryAfter == nil ? "given-up" : "failed", duration: duration)
+            countAttempt?(retryAfter == nil ? "given-up" : "failed", duration)
             var metadata = metadata
             metadata["error"] = "\(error)"
             if let retryAfter {
@@ -210,153 +226,6 @@ struct WebhookDeliverer<Store: LedgerStore>: Service {
         if let body = claimed.event.body { return body }
         let detail = try await store.webhookEvent(id: claimed.event.id)
         return try await store.pinWebhookBody(eventID: claimed.event.id, body: try WebhookBody.render(detail))
-    }
-}
-
-/// One signed POST of an event's body to an endpoint: what deliveries and tests share.
-enum WebhookAttempt {
-    /// How it went: the answer's status (`nil` when there was none) and, unless it was 2xx, why it failed.
-    struct Outcome {
-        var status: Int?
-        var error: String?
-    }
-
-    /// POSTs `body` to `url`, signed at `now` with every secret of `secrets` (the one a rotation replaced too,
-    /// while it is honoured), with the event's id and type as headers.
-    static func send(
-        body: Data,
-        eventID: String,
-        eventType: String,
-        to url: String,
-        secrets: WebhookSigningSecrets,
-        at now: Date,
-        client: WebhookHTTPClient
-    ) async -> Outcome {
-        let signature = WebhookSignature.header(
-            body: body,
-            timestamp: Int64(now.timeIntervalSince1970),
-            secrets: [secrets.current] + (secrets.previous.map { [$0] } ?? [])
-        )
-        do {
-            let answer = try await client.post(
-                url: url,
-                headers: [
-                    (WebhookSignature.headerName, signature), ("Gotchu-Event-Id", eventID),
-                    ("Gotchu-Event-Type", eventType),
-                ],
-                body: Array(body)
-            )
-            guard !(200..<300).contains(answer.status) else { return Outcome(status: answer.status) }
-            let excerpt = answer.body.prefix(200)
-            return Outcome(
-                status: answer.status,
-                error: "answered HTTP \(answer.status)" + (excerpt.isEmpty ? "" : ": \(excerpt)")
-            )
-        } catch {
-            return Outcome(status: nil, error: error.description)
-        }
-    }
-}
-
-extension WebhookBody {
-    /// Sends `endpoint` a `webhook.test` event now, signed as deliveries are, through `client` (whose address
-    /// checks every delivery passes); how it answered, a refusal too. Nothing is stored or retried.
-    static func test(
-        _ endpoint: WebhookEndpoint,
-        secrets: WebhookSigningSecrets,
-        client: WebhookHTTPClient
-    ) async throws -> WebhookTestResponse {
-        let eventID = WebhookSecrets.id("evt_")
-        let now = Date()
-        let data = WebhookTestData(
-            endpointID: endpoint.id,
-            message: "A test event sent on request; no money moved."
-        )
-        let body = try envelope(
-            id: eventID,
-            type: WebhookTestData.eventType,
-            created: Int64(now.timeIntervalSince1970),
-            data: APIJSON.encoder().encode(data)
-        )
-        let started = ContinuousClock.now
-        let outcome = await WebhookAttempt.send(
-            body: body,
-            eventID: eventID,
-            eventType: WebhookTestData.eventType,
-            to: endpoint.url,
-            secrets: secrets,
-            at: now,
-            client: client
-        )
-        let elapsed = (ContinuousClock.now - started).components
-        return WebhookTestResponse(
-            eventID: eventID,
-            delivered: outcome.error == nil,
-            statusCode: outcome.status,
-            error: outcome.error,
-            durationMilliseconds: elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
-        )
-    }
-}
-
-/// The body of a webhook delivery: `{"id":"evt_…","type":"…","created":UNIX_SECONDS,"data":{…}}`, where `data` is
-/// the object the API answers with for that thing (the session as its payee reads it, with the payment's receipt; the
-/// refund; the payout; the deposit).
-enum WebhookBody {
-    /// The event's body.
-    static func render(_ detail: WebhookEventDetail) throws -> Data {
-        let encoder = APIJSON.encoder()
-        let data: Data
-        switch detail.data {
-        case .session(let view, _, let receipt):
-            var session = SessionStatusResponse(view)
-            if let receipt { session.receipt = receipt }
-            data = try encoder.encode(session)
-        case .refund(let refund):
-            data = try encoder.encode(RefundResponse(refund))
-        case .payout(let payout):
-            data = try encoder.encode(PayoutResponse(payout))
-        case .deposit(let deposit):
-            data = try encoder.encode(
-                WebhookDepositData(
-                    depositID: deposit.id,
-                    amountCents: deposit.amount,
-                    reference: deposit.reference,
-                    createdAt: Date(storeMilliseconds: deposit.createdAt)
-                )
-            )
-        }
-        let event = detail.event
-        return try envelope(id: event.id, type: event.type.rawValue, created: event.createdAt / 1000, data: data)
-    }
-
-    /// `{"id":…,"type":…,"created":…,"data":…}`: the envelope's members in the documented order around `data`, as
-    /// the API encodes it.
-    static func envelope(id: String, type: String, created: Int64, data: Data) throws -> Data {
-        let encoder = APIJSON.encoder()
-        var body = Data("{\"id\":".utf8)
-        body.append(try encoder.encode(id))
-        body.append(contentsOf: Array(",\"type\":".utf8))
-        body.append(try encoder.encode(type))
-        body.append(contentsOf: Array(",\"created\":\(created),\"data\":".utf8))
-        body.append(data)
-        body.append(UInt8(ascii: "}"))
-        return body
-    }
-}
-
-extension PayoutResponse {
-    /// A payout as it ended, in the data of `payout.settled` and `payout.failed`.
-    package init(_ payout: PayoutRow) {
-        self.init(
-            payoutID: payout.id,
-            amountCents: payout.amount,
-            status: payout.status.rawValue,
-            newBalanceCents: payout.balanceAfter
-        )
-        self.reference = payout.reference
-        self.failureReason = payout.reason
-        self.resolvedAt = payout.resolvedAt.map(Date.init(storeMilliseconds:))
     }
 }
 
