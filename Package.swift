@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "GotchuAPI", targets: ["GotchuAPI"]),
         .library(name: "GotchuLedgerServer", targets: ["GotchuLedgerServer"]),
         .library(name: "GotchuWebhooks", targets: ["GotchuWebhooks"]),
+        .library(name: "GotchuOIDC", targets: ["GotchuOIDC"]),
         .library(name: "GotchuLedgerStores", targets: ["GotchuLedgerStores"]),
         .library(name: "GotchuLedgerClient", targets: ["GotchuLedgerClient"]),
         .library(name: "GotchuDBus", targets: ["GotchuDBus"]),
@@ -129,12 +130,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Sign-in through an external OpenID Connect issuer: its access tokens verified against its keys, and the
+        // authorization-code flow (PKCE) that signs browsers in.
+        .target(
+            name: "GotchuOIDC",
+            dependencies: [
+                "GotchuCore", "GotchuReceipts",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The ledger's HTTP edge: routes, problem+json, tokens, limits.
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd", "GotchuQR",
-                "GotchuLedgerAPI", "GotchuWebhooks",
+                "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -277,7 +293,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerServer", "GotchuLedgerSQLite",
-                "GotchuLedgerPostgres", "GotchuLedgerAPI", "GotchuWebhooks",
+                "GotchuLedgerPostgres", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging", "GotchuSettings", "GotchuQR",
@@ -341,7 +357,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuReceipts", "GotchuLedgerAPI", "GotchuWebhooks",
+                "GotchuReceipts", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
                 "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores", "GotchuLedgerTesting",
                 "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),

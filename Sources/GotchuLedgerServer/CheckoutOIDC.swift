@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerAPI
+import GotchuOIDC
 import HTTPTypes
 import Hummingbird
 import Logging

@@ -2,6 +2,7 @@ import GotchuAPI
 import GotchuCore
 import GotchuLedger
 import GotchuLedgerAPI
+import GotchuOIDC
 import HTTPTypes
 import Hummingbird
 import HummingbirdAuth

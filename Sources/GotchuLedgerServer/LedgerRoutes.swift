@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerAPI
+import GotchuOIDC
 import GotchuWebhooks
 import HTTPTypes
 import Hummingbird

@@ -1,4 +1,5 @@
 public import Foundation
+public import GotchuOIDC
 public import GotchuWebhooks
 public import Hummingbird
 import HummingbirdCore

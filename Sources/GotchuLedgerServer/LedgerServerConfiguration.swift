@@ -1,5 +1,6 @@
 public import Foundation
 import GotchuLedgerClient
+public import GotchuOIDC
 import GotchuSystemd
 public import GotchuWebhooks
 import Hummingbird

@@ -4,6 +4,7 @@ import Foundation
 import GotchuLedgerServer
 import GotchuLedgerStores
 import GotchuLogging
+import GotchuOIDC
 import GotchuSettings
 import GotchuWebhooks
 import Logging

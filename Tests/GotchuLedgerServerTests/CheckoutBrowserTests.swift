@@ -1,6 +1,7 @@
 import Foundation
 import GotchuCore
 import GotchuLedgerServer
+import GotchuOIDC
 import GotchuTesting
 import Logging
 import ServiceLifecycle

@@ -8,6 +8,7 @@ import NIOHTTP1
 import Testing
 
 @testable import GotchuLedgerServer
+@testable import GotchuOIDC
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

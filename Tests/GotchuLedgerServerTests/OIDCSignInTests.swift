@@ -9,6 +9,7 @@ import Synchronization
 import Testing
 
 @testable import GotchuLedgerServer
+@testable import GotchuOIDC
 
 /// A browser as far as sign-in needs one: follows no redirect by itself, keeps the cookies it is given (by name;
 /// every server of a test is on 127.0.0.1) and sends them back.

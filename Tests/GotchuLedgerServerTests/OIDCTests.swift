@@ -11,6 +11,8 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 
+@testable import GotchuOIDC
+
 /// An issuer on a loopback port: its discovery document and its key set (which a test may replace, as an issuer
 /// rotating its keys does), counting the fetches of the key set.
 final class TestIssuer: Sendable {

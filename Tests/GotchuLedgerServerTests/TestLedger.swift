@@ -8,6 +8,7 @@ import GotchuLedgerServer
 // The store harness, the clock and the PostgreSQL databases, shared with the engine's tests: every file here sees
 // them.
 @_exported public import GotchuLedgerTesting
+import GotchuOIDC
 import GotchuTesting
 import GotchuWebhooks
 import Hummingbird

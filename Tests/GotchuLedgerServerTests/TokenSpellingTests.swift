@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerClient
 import GotchuLedgerServer
+import GotchuOIDC
 import GotchuReceipts
 import JWTKit
 import Testing

@@ -67,7 +67,7 @@ public actor OIDCVerifier {
     static let maximumDocumentSize = 1 << 20
 
     /// The configuration.
-    public let configuration: Configuration
+    public nonisolated let configuration: Configuration
     private let fetch: @Sendable (URL) async throws -> Data
     /// The clock expiry and the caches are judged by.
     let clock: @Sendable () -> Date

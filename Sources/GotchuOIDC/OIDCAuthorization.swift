@@ -1,9 +1,9 @@
 import AsyncHTTPClient
-import Crypto
+package import Crypto
 import Foundation
 import GotchuCore
 import GotchuReceipts
-import HTTPTypes
+package import HTTPTypes
 import JWTKit
 import NIOCore
 import NIOHTTP1
@@ -17,45 +17,51 @@ import NIOHTTP1
 /// returned `state` against the cookie's, exchanges the code at the token endpoint with the verifier (and the client
 /// secret, for a confidential client), and verifies the ID token: the issuer's signature, `iss`, `aud` holding the
 /// client id, `exp`, `iat`, and the cookie's `nonce`.
-struct OIDCSignIn: Sendable {
+package struct OIDCSignIn: Sendable {
     /// The issuer's keys and discovery document, shared with the bearer tokens' checks.
-    let verifier: OIDCVerifier
+    package let verifier: OIDCVerifier
     /// Seals the pending sign-in's cookie.
-    let key: SymmetricKey
+    package let key: SymmetricKey
+
+    /// A sign-in through `verifier`'s issuer, its cookies sealed with `key`.
+    package init(verifier: OIDCVerifier, key: SymmetricKey) {
+        self.verifier = verifier
+        self.key = key
+    }
 
     /// How long a sign-in may take at the issuer: the cookie's life.
-    static let lifetime: Duration = .seconds(600)
+    package static let lifetime: Duration = .seconds(600)
     /// The largest answer read from the token endpoint.
-    static let maximumTokenResponseSize = 64 * 1024
+    package static let maximumTokenResponseSize = 64 * 1024
     /// The path the issuer sends the browser back to, under the server's public URL.
-    static let callbackPath = "/p/oidc/callback"
+    package static let callbackPath = "/p/oidc/callback"
     /// What the sealing key is derived for.
-    static let keyPurpose = "gotchu oidc sign-in state v1"
+    package static let keyPurpose = "gotchu oidc sign-in state v1"
 
     /// The pending sign-in's cookie: `__Host-` and `Secure` when the redirect URI is https, `HttpOnly`, and
     /// `SameSite=Lax`, since the issuer's redirect back is a cross-site top-level GET, on which a `Strict` cookie
     /// would not be sent.
-    static func cookieName(secure: Bool) -> String { secure ? "__Host-gotchu-signin" : "gotchu-signin" }
+    package static func cookieName(secure: Bool) -> String { secure ? "__Host-gotchu-signin" : "gotchu-signin" }
 
     /// Where the browser goes to sign in, and the `Set-Cookie` value that remembers it.
-    struct Start: Sendable {
+    package struct Start: Sendable {
         /// The issuer's authorization endpoint with the request's parameters.
-        var location: String
+        package var location: String
         /// The `Set-Cookie` header's value.
-        var cookie: String
+        package var cookie: String
     }
 
     /// The issuer's user and the page the sign-in started from.
-    struct Finish: Sendable {
+    package struct Finish: Sendable {
         /// Who signed in.
-        var identity: OIDCVerifier.Identity
+        package var identity: OIDCVerifier.Identity
         /// The same-origin checkout path to return to.
-        var returnPath: String
+        package var returnPath: String
     }
 
     /// Begins a sign-in that returns to `returnPath` (a same-origin `/p/…` path).
     /// - Parameter redirectURI: `PUBLIC_URL/p/oidc/callback`, as registered at the issuer.
-    func start(returnPath: String, redirectURI: String) async throws(OIDCSignInError) -> Start {
+    package func start(returnPath: String, redirectURI: String) async throws(OIDCSignInError) -> Start {
         guard Self.isReturnPath(returnPath) else {
             throw OIDCSignInError(
                 .badRequest,
@@ -106,7 +112,7 @@ struct OIDCSignIn: Sendable {
     }
 
     /// Ends the sign-in the issuer sent back with `code` and `state`, against the pending sign-in's `cookie`.
-    func finish(code: String, state: String, cookie: String?) async throws(OIDCSignInError) -> Finish {
+    package func finish(code: String, state: String, cookie: String?) async throws(OIDCSignInError) -> Finish {
         guard let cookie else {
             throw OIDCSignInError(
                 .badRequest,
@@ -151,7 +157,7 @@ struct OIDCSignIn: Sendable {
     }
 
     /// The `Set-Cookie` value that removes the pending sign-in's cookie.
-    static func clearingCookie(secure: Bool) -> String { cookie("", secure: secure, maxAge: .zero) }
+    package static func clearingCookie(secure: Bool) -> String { cookie("", secure: secure, maxAge: .zero) }
 
     private static func cookie(_ value: String, secure: Bool, maxAge: Duration) -> String {
         let attributes = ["Path=/", "Max-Age=\(maxAge.components.seconds)", "HttpOnly", "SameSite=Lax"]
@@ -162,7 +168,7 @@ struct OIDCSignIn: Sendable {
     // MARK: The issuer
 
     /// The issuer's endpoints of the code flow and how the client proves itself at the token endpoint.
-    struct Endpoints: Sendable {
+    package struct Endpoints: Sendable {
         var authorization: String
         var token: URL
         /// Sends the client secret in the form (`client_secret_post`) rather than as Basic credentials.
@@ -171,7 +177,7 @@ struct OIDCSignIn: Sendable {
 
     /// The endpoints of the issuer's discovery document: both https (http only on loopback), and `S256` supported
     /// if the document lists the methods.
-    func endpoints() async throws(OIDCSignInError) -> Endpoints {
+    package func endpoints() async throws(OIDCSignInError) -> Endpoints {
         let document: DiscoveryDocument
         do {
             document = try await verifier.discovery()
@@ -270,7 +276,7 @@ struct OIDCSignIn: Sendable {
     /// Whether `path` may be returned to after sign-in: a checkout page of this server, `/p/` and letters, digits,
     /// `-`, `_` and `/` only (no `//`, no dot segments, no scheme or host), so no answer can send the browser
     /// elsewhere.
-    static func isReturnPath(_ path: String) -> Bool {
+    package static func isReturnPath(_ path: String) -> Bool {
         guard path.hasPrefix("/p/"), path.utf8.count <= 200, !path.contains("//") else { return false }
         return path.utf8.allSatisfy { byte in
             switch byte {
@@ -284,13 +290,13 @@ struct OIDCSignIn: Sendable {
     }
 
     /// 256 random bits, base64url.
-    static func randomToken() -> String {
+    package static func randomToken() -> String {
         Base64URL.encode(SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
     }
 
     /// `application/x-www-form-urlencoded` of one name or value: unreserved characters as they are, every other
     /// byte of the UTF-8 as `%XX` (a space too, which no decoder reads differently).
-    static func formEncode(_ text: String) -> String {
+    package static func formEncode(_ text: String) -> String {
         var encoded = ""
         for byte in text.utf8 {
             switch byte {
@@ -306,7 +312,7 @@ struct OIDCSignIn: Sendable {
     }
 
     /// Whether `a` and `b` are equal, in a time that does not depend on where they first differ.
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    package static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let a = Array(a.utf8)
         let b = Array(b.utf8)
         guard a.count == b.count else { return false }
@@ -369,21 +375,21 @@ struct PendingSignIn: Codable, Sendable, Equatable {
 
 /// Why a browser sign-in at the issuer failed: what the person is told, with the status of the page, and the reason
 /// the log gets.
-struct OIDCSignInError: Error, CustomStringConvertible, Sendable {
+package struct OIDCSignInError: Error, CustomStringConvertible, Sendable {
     /// The page's status.
-    var status: HTTPResponse.Status
+    package var status: HTTPResponse.Status
     /// What the person is told.
-    var message: String
+    package var message: String
     /// What the log gets.
-    var reason: String
+    package var reason: String
 
-    init(_ status: HTTPResponse.Status, _ message: String, reason: String? = nil) {
+    package init(_ status: HTTPResponse.Status, _ message: String, reason: String? = nil) {
         self.status = status
         self.message = message
         self.reason = reason ?? message
     }
 
-    var description: String { reason }
+    package var description: String { reason }
 }
 
 /// What the server reads of the token endpoint's answer.
