@@ -76,34 +76,23 @@ struct TipPromptCommandLineTests {
     }
 
     @Test(
-        "A bad --reference is refused before anything is asked of the ledger",
-        arguments: ["", " order", "a\u{202E}b", "line\nbreak", String(repeating: "x", count: 129)]
+        "A bad --ask-tip or --reference is refused, naming it, before anything is asked of the ledger",
+        arguments: [
+            ("--ask-tip", "0"), ("--ask-tip", "101"), ("--ask-tip", "10,10"), ("--ask-tip", "1,2,3,4,5,6"),
+            ("--ask-tip", "ten"), ("--ask-tip", "12.5"), ("--reference", ""), ("--reference", " order"),
+            ("--reference", "a\u{202E}b"), ("--reference", "line\nbreak"),
+            ("--reference", String(repeating: "x", count: 129)),
+        ]
     )
-    func badReference(_ text: String) async throws {
+    func refused(_ option: String, _ text: String) async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
         let receiver = try processes.start(
-            ["receive", "--amount", "5", "--radio", "sim", "--reference", text, "--server", "http://127.0.0.1:9"],
+            ["receive", "--amount", "5", "--radio", "sim", option, text, "--server", "http://127.0.0.1:9"],
             user: "bob"
         )
         let status = try await receiver.waitForExit()
         #expect(status != 0)
-        #expect(receiver.standardError.contains("--reference"), "\(receiver.standardError)")
-    }
-
-    @Test(
-        "A bad --ask-tip is refused before anything is asked of the ledger",
-        arguments: ["0", "101", "10,10", "1,2,3,4,5,6", "ten", "12.5"]
-    )
-    func refused(_ text: String) async throws {
-        let processes = try GotchuProcesses()
-        defer { processes.remove() }
-        let receiver = try processes.start(
-            ["receive", "--amount", "5", "--radio", "sim", "--ask-tip", text, "--server", "http://127.0.0.1:9"],
-            user: "bob"
-        )
-        let status = try await receiver.waitForExit()
-        #expect(status != 0)
-        #expect(receiver.standardError.contains("--ask-tip"), "\(receiver.standardError)")
+        #expect(receiver.standardError.contains(option), "\(receiver.standardError)")
     }
 }
