@@ -180,35 +180,22 @@ extension LedgerRoutes {
         guard !email.isEmpty, !password.isEmpty else {
             return retry("Enter your e-mail address and your password.", .badRequest)
         }
-        let account = email.trimmingCharacters(in: .whitespaces).lowercased()
-        let address = clientAddress(request, context)
-        do {
-            try limiters.login?.begin(account: account, address: address)
-        } catch {
-            let wait = error.retryAfter
-            return retry(
-                "Too many tries. Wait \(wait) seconds, then try again.",
-                .tooManyRequests,
-                headers: [.retryAfter: String(wait)]
-            )
-        }
         let user: LedgerUser
         do {
-            user = try await store.login(email: email, password: password)
+            user = try await passwordLogin(email: email, password: password, address: clientAddress(request, context))
+        } catch let exceeded as RateLimiter.Exceeded {
+            return retry(
+                "Too many tries. Wait \(exceeded.retryAfter) seconds, then try again.",
+                .tooManyRequests,
+                headers: [.retryAfter: String(exceeded.retryAfter)]
+            )
         } catch let refusal as LedgerError where refusal.kind == .unknownUser {
             return retry("Wrong e-mail address or password.", .unauthorized)
         } catch let refusal as LedgerError where refusal.kind == .forbidden {
             return retry("This account is disabled; ask the ledger's operator.", .forbidden)
         } catch let refusal as LedgerError where refusal.kind == .emailUnconfirmed {
-            // As POST /auth/login has it: the password was right, so the attempt does not count.
-            limiters.login?.withdrawn(account: account, address: address)
             return retry("Confirm your e-mail address first, with the code mailed to it.", .forbidden)
-        } catch {
-            // The server failed, not the payer: the attempt does not count against the account.
-            limiters.login?.withdrawn(account: account, address: address)
-            throw error
         }
-        limiters.login?.succeeded(account: account, address: address)
         // Renewed at sign-in: whatever session the browser held ends, and it gets a new secret.
         if let old = checkout.cookie.token(in: request) { try await store.endBrowserSession(token: old) }
         return try await startBrowserSession(userID: user.id, location: "../\(eid.rawValue)")

@@ -299,23 +299,11 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         routes += [
             LedgerRoute(.post, "/auth/login", "login") { request, context in
                 let body = try await request.decode(as: PasswordLoginRequest.self, context: context)
-                // Counted by the address as typed, normalized or not, so a malformed one is throttled like any other.
-                let account = body.email.trimmingCharacters(in: .whitespaces).lowercased()
-                let address = clientAddress(request, context)
-                try limiters.login?.begin(account: account, address: address)
-                let user: LedgerUser
-                do {
-                    user = try await store.login(email: body.email, password: body.password)
-                } catch let refusal as LedgerError where refusal.kind == .unknownUser || refusal.kind == .forbidden {
-                    // Wrong credentials (or a disabled account): the attempt stays counted.
-                    throw refusal
-                } catch {
-                    // The server failed, not the client: a correct password tried during an outage must not lock the
-                    // account, nor everyone behind one address, once the store is back.
-                    limiters.login?.withdrawn(account: account, address: address)
-                    throw error
-                }
-                limiters.login?.succeeded(account: account, address: address)
+                let user = try await passwordLogin(
+                    email: body.email,
+                    password: body.password,
+                    address: clientAddress(request, context)
+                )
                 return try json(try await session(for: user.id))
             },
             LedgerRoute(.post, "/auth/refresh", "refresh") { request, context in
@@ -430,6 +418,27 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
             refreshToken: try await store.issueRefreshToken(userID: userID),
             expiresIn: Int(tokens.lifetime.components.seconds)
         )
+    }
+
+    /// Checks a password as every password sign-in does (`POST /auth/login`, the checkout's form), under the login
+    /// back-off per client address and per account. The account is counted as typed, normalized or not, so a
+    /// malformed address is throttled like any other. Wrong credentials and a disabled account stay counted;
+    /// anything else does not (an unconfirmed address, whose password was right; a store failure, after which a
+    /// correct password must not find the account, or everyone behind one address, locked out).
+    func passwordLogin(email: String, password: String, address: String) async throws -> LedgerUser {
+        let account = email.trimmingCharacters(in: .whitespaces).lowercased()
+        try limiters.login?.begin(account: account, address: address)
+        let user: LedgerUser
+        do {
+            user = try await store.login(email: email, password: password)
+        } catch let refusal as LedgerError where refusal.kind == .unknownUser || refusal.kind == .forbidden {
+            throw refusal
+        } catch {
+            limiters.login?.withdrawn(account: account, address: address)
+            throw error
+        }
+        limiters.login?.succeeded(account: account, address: address)
+        return user
     }
 
     /// The address the rate limits count a request against: the peer, or with `trustForwardedFor` the last
