@@ -588,7 +588,7 @@ public actor DBusConnection {
     }
 
     /// The number of live signal subscriptions (for tests and diagnostics).
-    public var subscriptionCount: Int { subscriptions.count }
+    package var subscriptionCount: Int { subscriptions.count }
 
     func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call(

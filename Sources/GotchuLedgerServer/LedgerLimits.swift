@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The abuse limits of the ledger API: rates on the calls that probe for sessions (`POST /sessions/resolve`), block
 /// them (`POST /sessions/lock`) or write a key for every new one (`POST /wallet/send`, `POST /wallet/payouts`), and the limits on
@@ -37,7 +37,7 @@ public struct LedgerLimits: Sendable {
     /// Most clients (addresses or users) tracked per limit; bounds memory.
     public var trackedClients = 100_000
     /// The clock buckets refill by.
-    public var clock: @Sendable () -> Date = Date.init
+    package var clock: @Sendable () -> Date = Date.init
 
     /// The most connections served at once (each holds a file descriptor). A connection past it is answered
     /// 503 `unavailable` with `Retry-After` and closed, so a client learns at once that the server is busy instead of

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 public import GotchuOIDC
 public import GotchuWebhooks
 public import Hummingbird
@@ -262,7 +262,7 @@ extension LedgerServer {
     /// - Parameter checkout: the web checkout's settings.
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
-    public static func withRunning<Result: Sendable>(
+    package static func withRunning<Result: Sendable>(
         _ replicas: [Replica],
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,
@@ -323,7 +323,7 @@ extension LedgerServer {
 
     /// Runs one server over `store` on a free loopback port while `body` runs; see
     /// ``withRunning(_:tokens:developmentMode:limits:logger:_:)``.
-    public static func withRunning<Result: Sendable>(
+    package static func withRunning<Result: Sendable>(
         store: some LedgerStore,
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,

@@ -67,7 +67,7 @@ public enum LedgerDatabase: Sendable, Hashable, CustomStringConvertible {
         public var policy: LedgerPolicy
         /// Replaces the store's clock (tests); `nil` is the wall clock for SQLite and the database's clock
         /// (`clock_timestamp()`) for PostgreSQL.
-        public var clock: (@Sendable () -> Date)?
+        package var clock: (@Sendable () -> Date)?
         /// PostgreSQL only: the connection pool's size.
         public var maximumConnections: Int
         /// PostgreSQL only: how long a request waits for a connection before it is refused as unavailable; `nil` is

@@ -94,7 +94,7 @@ public actor OIDCVerifier {
     }
 
     /// How many times the keys were fetched (successfully or not), for tests and logs.
-    public private(set) var fetchCount = 0
+    package private(set) var fetchCount = 0
 
     /// The identity in `token`, or `nil` when it is not a valid access token of the issuer for the audience.
     public func identity(from token: String) async -> Identity? {
