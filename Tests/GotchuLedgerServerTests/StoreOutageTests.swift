@@ -26,8 +26,8 @@ struct StoreOutageTests {
     func postgresAway() async throws {
         try await TestPostgres.withDatabase { database in
             let relayPort = try freeLoopbackPort()
-            let relay = try TCPRelay(listening: relayPort, to: database.host, database.port)
-            defer { relay.stop() }
+            let relay = try await TCPRelay(listening: relayPort, to: database.host, database.port)
+            defer { relay.kill() }
             var url = database
             url.host = "127.0.0.1"
             url.port = relayPort
@@ -53,7 +53,7 @@ struct StoreOutageTests {
                 let client = LedgerClient(baseURL: base)
                 #expect(try await raw(base, "GET", "/readyz").status == 200)
 
-                relay.stop()
+                await relay.stop()
                 #expect(try await raw(base, "GET", "/livez").status == 200)
                 for path in ["/healthz", "/readyz"] {
                     let answer = try await raw(base, "GET", path)
@@ -69,7 +69,7 @@ struct StoreOutageTests {
                     #expect(kind == .databaseUnavailable)
                 }
 
-                try relay.start()
+                try await relay.start()
                 // The pool reconnects on its own; the deadline only bounds a hang.
                 #expect(try await eventually { try await raw(base, "GET", "/readyz").status == 200 })
                 // The outage counted nothing against the account: the next correct password logs in.
@@ -181,33 +181,34 @@ struct StoreOutageTests {
 }
 
 /// A TCP relay on a loopback port to a server, in a child process: stopping it (SIGKILL) cuts every connection at
-/// once, as a database that goes down does, and starting it again on the same port is the database coming back.
+/// once, as a database that goes down does, and starting it again on the same port is the database coming back. Its
+/// output is read and its exit awaited off the tasks' threads, so a busy machine's test run never blocks on it.
 private final class TCPRelay: Sendable {
     private let arguments: [String]
-    private let process = Mutex<SpawnedProcess?>(nil)
+    private let command = Mutex<RunningCommand?>(nil)
 
-    init(listening port: Int, to host: String, _ targetPort: Int) throws {
+    init(listening port: Int, to host: String, _ targetPort: Int) async throws {
         arguments = ["-c", Self.script, String(port), host, String(targetPort)]
-        try start()
+        try await start()
     }
 
     /// Starts relaying, and returns once the relay listens.
-    func start() throws {
-        let process = try SpawnedProcess(executable: "/usr/bin/python3", arguments: arguments, output: .pipe)
-        self.process.withLock { $0 = process }
-        var seen = ""
-        while !seen.contains("listening") {
-            guard let chunk = process.output?.read(), !chunk.isEmpty else {
-                throw TestPostgresError("the relay did not start")
-            }
-            seen += String(decoding: chunk, as: UTF8.self)
-        }
+    func start() async throws {
+        let command = try RunningCommand(URL(fileURLWithPath: "/usr/bin/python3"), arguments)
+        self.command.withLock { $0 = command }
+        _ = try await command.waitForLine { $0 == "listening" }
     }
 
-    func stop() {
-        guard let process = process.withLock({ $0.take() }) else { return }
-        process.signal(SIGKILL)
-        _ = process.waitUntilExit()
+    /// Cuts every connection and waits for the relay to be gone.
+    func stop() async {
+        guard let command = command.withLock({ $0.take() }) else { return }
+        _ = try? await command.stop(signal: SIGKILL)
+    }
+
+    /// Cuts every connection without waiting (for a `defer`).
+    func kill() {
+        guard let command = command.withLock({ $0.take() }) else { return }
+        try? command.stopNow()
     }
 
     private static let script = """
