@@ -345,7 +345,7 @@ let package = Package(
             dependencies: [
                 "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerStores",
                 "GotchuLedgerTesting", "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuTesting",
-                "GotchuSimulatedRadio",
+                "GotchuSimulatedRadio", "GotchuLedgerAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -199,3 +199,11 @@ extension Date {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }
+
+extension Problem {
+    /// The problem a ledger refusal is answered with: each refusal kind is named as the problem type it is answered
+    /// with (LedgerErrorProblemTests holds every kind to one), so the name is the mapping; its detail is passed on.
+    package init(_ refusal: LedgerError) {
+        self.init(ProblemKind(rawValue: refusal.kind.rawValue) ?? .internalError, detail: refusal.detail)
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
+import GotchuLedgerAPI
 import GotchuReceipts
 import HTTPTypes
 import Hummingbird

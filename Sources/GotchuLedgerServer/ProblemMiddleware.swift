@@ -1,5 +1,6 @@
 import Foundation
-public import GotchuAPI
+import GotchuAPI
+import GotchuLedgerAPI
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -162,14 +163,6 @@ extension MethodNotAllowed: HTTPResponseError {
             Problem(.methodNotAllowed, detail: "this path serves \(allowHeader) only"),
             headers: [.allow: allowHeader]
         ).response
-    }
-}
-
-extension Problem {
-    /// The problem a ledger refusal is answered with: each refusal kind is named as the problem type it is answered
-    /// with (LedgerErrorProblemTests holds every kind to one), so the name is the mapping; its detail is passed on.
-    public init(_ refusal: LedgerError) {
-        self.init(ProblemKind(rawValue: refusal.kind.rawValue) ?? .internalError, detail: refusal.detail)
     }
 }
 

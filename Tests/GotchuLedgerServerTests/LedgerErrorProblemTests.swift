@@ -1,4 +1,5 @@
 import GotchuAPI
+import GotchuLedgerAPI
 import GotchuLedgerServer
 import Testing
 

@@ -1,6 +1,7 @@
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
 
 /// The web checkout's Pay against the oracle: mostly the amount a page would show now (a resolve's next share),
 /// sometimes another (a page shown before another payer took a share), under a fresh key or one used before.

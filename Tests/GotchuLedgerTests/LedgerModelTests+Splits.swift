@@ -2,6 +2,7 @@ import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
 import GotchuReceipts
 
 /// The model test's splits and tips: creates with 1 to 5 shares (and refused counts), locks of several shares,

@@ -3,6 +3,7 @@ import GRDB
 import GotchuAPI
 import GotchuCore
 import GotchuLedger
+import GotchuLedgerAPI
 import GotchuLedgerPostgres
 import GotchuLedgerTesting
 import GotchuSimulatedRadio
