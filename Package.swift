@@ -8,6 +8,14 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// The web checkout's templates and assets, each compiled into the binary.
+let checkoutTemplates = [
+    "layout", "session", "sign-in", "sign-in-form", "outcome", "paid", "summary", "verification", "reference", "status",
+]
+let checkoutFiles =
+    checkoutTemplates.map { "Templates/\($0).mustache" }
+    + ["Assets/checkout.css", "Assets/checkout.js", "Assets/icon.svg"]
+
 let package = Package(
     name: "gotchu",
     platforms: [.macOS(.v15)],
@@ -48,6 +56,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // Sans-IO domain: EIDs, amounts, service-data codec, radio protocol, proximity selection.
@@ -145,12 +154,31 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The web checkout's pages: their templates, style, script and icon, the browser session's cookie, the
+        // checkout links and the session's event stream. Templates and assets are compiled into the binary, so an
+        // installed server needs no resource bundle.
+        .target(
+            name: "GotchuCheckout",
+            dependencies: [
+                "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuLedgerAPI",
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                // Checkout links: a session id through one AES block.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
+            resources: checkoutFiles.map { .embedInCode($0) },
+            swiftSettings: swiftSettings
+        ),
         // The ledger's HTTP edge: routes, problem+json, tokens, limits.
         .target(
             name: "GotchuLedgerServer",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd", "GotchuQR",
-                "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
+                "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC", "GotchuCheckout",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -167,8 +195,6 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                // Checkout links: a session id through one AES block.
-                .product(name: "CryptoExtras", package: "swift-crypto"),
                 "GotchuSettings",
             ],
             // The API contract, compiled into the binary so an installed server needs no resource bundle.
@@ -293,7 +319,7 @@ let package = Package(
             name: "gotchu",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedgerServer", "GotchuLedgerSQLite",
-                "GotchuLedgerPostgres", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
+                "GotchuLedgerPostgres", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC", "GotchuCheckout",
                 "GotchuLedgerStores", "GotchuLedgerClient", "GotchuPeer", "GotchuKioskClient",
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging", "GotchuSettings", "GotchuQR",
@@ -357,7 +383,7 @@ let package = Package(
             name: "GotchuLedgerServerTests",
             dependencies: [
                 "GotchuLedgerServer", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuReceipts", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC",
+                "GotchuReceipts", "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC", "GotchuCheckout",
                 "GotchuTesting", "GotchuSimulatedRadio", "GotchuLogging", "GotchuLedgerStores", "GotchuLedgerTesting",
                 "GotchuSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -7,6 +7,10 @@ public import GotchuCore
 /// session locked and unlocked while nobody listened shows nothing new, and a client that reconnects is sent the
 /// current state unless it is the one named by its `Last-Event-ID`.
 public enum SessionEventKind: String, Codable, Hashable, Sendable, CaseIterable {
+    /// The reconnection delay both event streams (the payee's and the checkout page's) suggest to clients in their
+    /// `retry:` line, in milliseconds.
+    public static let retryMilliseconds = 2000
+
     /// Waiting for a payer: the first event of a stream opened on a session nobody holds.
     case advertising
     /// A payer holds the lock.

@@ -1,4 +1,5 @@
 import GotchuAPI
+import GotchuCheckout
 import HTTPTypes
 import Hummingbird
 

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuCheckout
 import GotchuCore
 import GotchuLedgerAPI
 import GotchuReceipts
@@ -131,9 +132,9 @@ extension LedgerRoutes {
         var session = try await checkoutSession(eid)
         if session.shares > 1 {
             session.paidBefore = try await ownPayments(sid: session.sid, user: user.id).map { payment in
-                (
-                    format(payment.amount + payment.tip),
-                    "receipt?" + receiptQuery(sid: session.sid, paymentID: payment.id)
+                CheckoutPages.Session.PaidBefore(
+                    total: format(payment.amount + payment.tip),
+                    receipt: "receipt?" + receiptQuery(sid: session.sid, paymentID: payment.id)
                 )
             }
         }
@@ -278,7 +279,7 @@ extension LedgerRoutes {
             tipCents: Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount),
             another: another
         )
-        let accountHTML = account(user, token: token, eid: eid, root: "../")
+        let signedIn = account(user, token: token, eid: eid, root: "../")
         let notice: String
         switch try await store.pay(shown: payment) {
         case .paid(_, let paymentID, _):
@@ -290,7 +291,7 @@ extension LedgerRoutes {
             if refusal.kind == .sessionAlreadyPaid, let own = try await ownPayment(eid, user: user.id) {
                 return CheckoutHTML.redirect(to: own)
             }
-            return refusalPage(refusal, eid: eid.rawValue, root: "../", account: accountHTML)
+            return refusalPage(refusal, eid: eid.rawValue, root: "../", account: signedIn)
         case .amountChanged(let cents):
             metrics?.payment(outcome: "amount-changed")
             notice =
@@ -525,7 +526,10 @@ extension LedgerRoutes {
             sharesPaid: resolved.sharesPaid,
             secondsLeft: max(0, Int(status.expiresAt.timeIntervalSince(status.now).rounded(.up))),
             tips: resolved.tipPrompt.percents.map { percent in
-                (percent, format(amount + Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount)))
+                CheckoutPages.Session.Tip(
+                    percent: percent,
+                    total: format(amount + Tip.percent(hundredths: Int64(percent) * 100).cents(on: amount))
+                )
             },
             reference: resolved.reference
         )
@@ -573,8 +577,13 @@ extension LedgerRoutes {
     }
 
     /// The header's account line for a signed-in page.
-    private func account(_ user: LedgerUser, token: String, eid: CheckoutCode, root: String) -> String {
-        CheckoutPages.account(
+    private func account(
+        _ user: LedgerUser,
+        token: String,
+        eid: CheckoutCode,
+        root: String
+    ) -> CheckoutPages.Account {
+        CheckoutPages.Account(
             name: user.displayName,
             tag: BrowserSessions.tag(token: token, ["sign-out"]),
             action: "\(root)\(eid.rawValue)/sign-out"
@@ -678,7 +687,7 @@ extension LedgerRoutes {
             )
         case let refusal as LedgerError:
             if StoreOutage.isOutage(refusal) { outage.failed(refusal, logger: logger) }
-            return refusalPage(refusal, eid: eidText, root: root, account: "")
+            return refusalPage(refusal, eid: eidText, root: root, account: nil)
         default:
             logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
             let page = CheckoutPages.outcome(
@@ -697,7 +706,7 @@ extension LedgerRoutes {
         _ refusal: LedgerError,
         eid: String?,
         root: String,
-        account: String
+        account: CheckoutPages.Account?
     ) -> Response {
         let problem = Problem(refusal)
         let (title, message): (String, String)

@@ -1,4 +1,5 @@
 import GotchuAPI
+import GotchuCheckout
 import GotchuCore
 import GotchuQR
 import HTTPTypes

@@ -1,5 +1,6 @@
 import Foundation
 import GotchuAPI
+import GotchuCheckout
 import GotchuCore
 import GotchuLedgerAPI
 import GotchuOIDC

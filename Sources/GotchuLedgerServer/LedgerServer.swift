@@ -1,4 +1,5 @@
 package import Foundation
+public import GotchuCheckout
 public import GotchuOIDC
 public import GotchuWebhooks
 public import Hummingbird

@@ -1,4 +1,5 @@
 public import Foundation
+public import GotchuCheckout
 import GotchuLedgerClient
 public import GotchuOIDC
 import GotchuSystemd

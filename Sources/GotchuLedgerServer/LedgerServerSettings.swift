@@ -1,3 +1,4 @@
+import GotchuCheckout
 import GotchuLedger
 public import GotchuSettings
 import GotchuWebhooks

@@ -1,5 +1,6 @@
 import Foundation
 public import GotchuAPI
+import GotchuCheckout
 public import GotchuCore
 
 /// The address at which payers' phones reach this ledger (`public_url`): the base of every absolute link it hands

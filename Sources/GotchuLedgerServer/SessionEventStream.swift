@@ -27,9 +27,6 @@ struct SessionEventStream<Store: LedgerStore>: Sendable {
     let heartbeat: Duration
     let safetyPoll: Duration
 
-    /// The reconnection delay suggested to clients (`retry:`), in milliseconds.
-    static var retryMilliseconds: Int { 2000 }
-
     /// Writes the stream until the session ends, the watcher is closed, or a write fails (the client went away).
     func run(
         watcher: SessionWatcher,
@@ -44,7 +41,7 @@ struct SessionEventStream<Store: LedgerStore>: Sendable {
         var readAt = clock.now
         var wroteAt = clock.now
         var rotated = false
-        try await writer.write(ByteBuffer(string: "retry: \(Self.retryMilliseconds)\n\n"))
+        try await writer.write(ByteBuffer(string: "retry: \(SessionEventKind.retryMilliseconds)\n\n"))
         while true {
             if view.stateID != sent {
                 let kind = SessionEventKind.reporting(view.session.status, after: previous)

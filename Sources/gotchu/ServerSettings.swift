@@ -1,6 +1,7 @@
 // `stat` resolves to CoreFoundation's declaration once the store and client modules are in the graph.
 import CoreFoundation
 import Foundation
+import GotchuCheckout
 import GotchuLedgerServer
 import GotchuLedgerStores
 import GotchuLogging

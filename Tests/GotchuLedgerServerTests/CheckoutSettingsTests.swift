@@ -1,4 +1,5 @@
 import Foundation
+import GotchuCheckout
 import Testing
 
 @testable import GotchuLedgerServer

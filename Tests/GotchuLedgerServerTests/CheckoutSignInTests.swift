@@ -1,4 +1,5 @@
 import Foundation
+import GotchuCheckout
 import GotchuCore
 import GotchuLedgerSQLite
 import GotchuLedgerServer

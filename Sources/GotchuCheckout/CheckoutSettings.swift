@@ -1,5 +1,5 @@
 import Foundation
-import GotchuCore
+package import GotchuCore
 
 /// How the web checkout (`/p/…`) behaves: how it writes amounts, how long a browser stays signed in, and whether its
 /// cookie needs HTTPS. The tips a page offers are its session's (``GotchuCore/TipPrompt``), not the server's.
@@ -26,7 +26,7 @@ public struct CheckoutSettings: Sendable, Hashable {
 
     /// `cents` written for ``locale`` in `currency` (an ISO 4217 code), exactly: the amount is a decimal, never a
     /// binary floating-point number.
-    func format(_ cents: Cents, currency: String) -> String {
+    package func format(_ cents: Cents, currency: String) -> String {
         let amount = Decimal(cents) / 100
         return amount.formatted(.currency(code: currency).locale(Locale(identifier: locale)))
     }

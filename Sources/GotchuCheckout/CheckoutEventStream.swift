@@ -1,9 +1,10 @@
 import Foundation
-import GotchuAPI
+package import GotchuAPI
 import GotchuCore
+package import GotchuLedger
 import HTTPTypes
-import Hummingbird
-import NIOCore
+package import Hummingbird
+package import NIOCore
 import ServiceLifecycle
 
 /// `GET /p/{eid}/events`: what a payer's checkout page may learn of the session its EID named, as server-sent
@@ -14,14 +15,25 @@ import ServiceLifecycle
 /// It follows the session, not the EID: a rotation (however long ago) does not end it. Like the payee's stream it
 /// watches the session's change notices before its first read, reads it again on each notice, when it expires, and
 /// on a slow safety poll, sends a comment every heartbeat, ends after a final state, and ends at graceful shutdown.
-struct CheckoutEventStream<Store: LedgerStore>: Sendable {
+package struct CheckoutEventStream<Store: LedgerStore>: Sendable {
     /// Reads the session as the page follows it (by its EID, or by its checkout link).
-    let status: @Sendable () async throws -> CheckoutStatus
-    let heartbeat: Duration
-    let safetyPoll: Duration
+    package let status: @Sendable () async throws -> CheckoutStatus
+    package let heartbeat: Duration
+    package let safetyPoll: Duration
+
+    package init(
+        status: @escaping @Sendable () async throws -> CheckoutStatus,
+        heartbeat: Duration,
+        safetyPoll: Duration
+    ) {
+        self.status = status
+        self.heartbeat = heartbeat
+        self.safetyPoll = safetyPoll
+    }
 
     /// Writes the stream until the session ends, the watcher is closed, or a write fails (the client went away).
-    func run(watcher: SessionWatcher, first: CheckoutStatus, writer: inout any ResponseBodyWriter) async throws {
+    package func run(watcher: SessionWatcher, first: CheckoutStatus, writer: inout any ResponseBodyWriter) async throws
+    {
         let clock = ContinuousClock()
         // What the page was told: the status (with the shares paid) and whether the EID was rotated away.
         var told: (status: SessionStatus, sharesPaid: Int)?
@@ -29,7 +41,7 @@ struct CheckoutEventStream<Store: LedgerStore>: Sendable {
         var view = first
         var readAt = clock.now
         var wroteAt = clock.now
-        try await writer.write(ByteBuffer(string: "retry: \(SessionEventStream<Store>.retryMilliseconds)\n\n"))
+        try await writer.write(ByteBuffer(string: "retry: \(SessionEventKind.retryMilliseconds)\n\n"))
         while true {
             if told.map({ $0.status != view.status || $0.sharesPaid != view.sharesPaid }) ?? true {
                 try await writer.write(Self.event(SessionEventKind.reporting(view.status, after: told?.status), view))
@@ -66,7 +78,7 @@ struct CheckoutEventStream<Store: LedgerStore>: Sendable {
 
     /// One event: `event:`, one `data:` line of JSON, a blank line. No `id:`: a page that reconnects is sent the
     /// current state, which is what it shows anyway.
-    static func event(_ kind: SessionEventKind, _ status: CheckoutStatus) -> ByteBuffer {
+    package static func event(_ kind: SessionEventKind, _ status: CheckoutStatus) -> ByteBuffer {
         let data =
             "{\"status\":\"\(status.status.rawValue)\",\"shares\":\(status.shares),\"shares_paid\":\(status.sharesPaid)}"
         return ByteBuffer(string: "event: \(kind.rawValue)\ndata: \(data)\n\n")

@@ -1,28 +1,28 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
-import HTTPTypes
-import Hummingbird
+package import HTTPTypes
+package import Hummingbird
 import NIOCore
 
 /// HTML for the web checkout: escaping, the one page layout every answer under `/p/` shares, and the headers every
 /// such answer carries.
 ///
-/// Text from elsewhere (a payee's name, a message quoted from the ledger) enters a page only through ``text(_:)`` or
-/// ``attribute(_:)``, after ``GotchuCore/DisplayText`` made it safe for a person to read: markup in a name shows as
-/// the characters it is made of, and a bidi override or an invisible character shows as an escape. Pages hold no
+/// Text from elsewhere (a payee's name, a message quoted from the ledger) enters a page only as a template's value,
+/// which the template escapes, after ``GotchuCore/DisplayText`` made it safe for a person to read: markup in a name
+/// shows as the characters it is made of, and a bidi override or an invisible character shows as an escape. Pages hold no
 /// inline script or style (the content security policy forbids both), and every link, form and asset is written
 /// relative to the page, so a ledger served under a path prefix (`https://example.com/pay/p/…`) works unchanged.
-enum CheckoutHTML {
+package enum CheckoutHTML {
     /// The content security policy of every answer under `/p/`: only this origin's scripts, styles, images and event
     /// streams; no inline script or style; not framed; forms post only here.
-    static let contentSecurityPolicy =
+    package static let contentSecurityPolicy =
         "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
     /// The headers every answer under `/p/` carries: the content security policy, no framing (also for browsers
     /// that know `X-Frame-Options` but not `frame-ancestors`), no referrer (the address holds an EID), no caching, no
     /// content sniffing.
-    static let securityHeaders: [(HTTPField.Name, String)] = [
+    package static let securityHeaders: [(HTTPField.Name, String)] = [
         (HTTPField.Name("Content-Security-Policy")!, contentSecurityPolicy),
         (HTTPField.Name("X-Frame-Options")!, "DENY"),
         (HTTPField.Name("Referrer-Policy")!, "no-referrer"),
@@ -32,59 +32,61 @@ enum CheckoutHTML {
 
     /// Strict transport security for a checkout whose public address is `https`: a year, so a phone that once
     /// opened it never again follows an `http` link to it in the clear.
-    static let strictTransportSecurity = (HTTPField.Name("Strict-Transport-Security")!, "max-age=31536000")
+    package static let strictTransportSecurity = (HTTPField.Name("Strict-Transport-Security")!, "max-age=31536000")
 
     /// The media type of the pages.
-    static let mediaType = "text/html; charset=utf-8"
-
-    /// `text` escaped for an element's content.
-    static func text(_ text: String) -> String { DisplayText.html(text) }
-
-    /// `text` escaped for a double-quoted attribute value.
-    static func attribute(_ text: String) -> String { DisplayText.html(text) }
+    package static let mediaType = "text/html; charset=utf-8"
 
     /// One page: the layout (a header with the brand and, when signed in, who and a sign-out button; the page's
-    /// `main`; a footer), its title, and its script when it has one.
-    struct Page {
-        /// The `<title>` and, unless the content has its own, the `h1`.
+    /// `main`; a footer) around one of the templates, with what that template shows.
+    package struct Page {
+        /// The template of the page's `main` (`Templates/NAME.mustache`).
+        var template: String
+        /// The `<title>`.
         var title: String
-        /// The HTML inside `<main>`, escaped already.
-        var main: String
         /// What leads from the page's address to `/p/`: empty for `/p/{eid}`, `../` for `/p/{eid}/…`.
         var root: String
-        /// The header's sign-out form, escaped already; empty when nobody is signed in.
-        var account: String = ""
+        /// Who is signed in, for the header's sign-out form; `nil` when nobody is.
+        var account: CheckoutPages.Account?
         /// Whether the page loads the checkout's script (live status and the countdown).
-        var script: Bool = false
+        var script: Bool
+        /// What the template shows: a value whose stored properties it reads by name.
+        var content: Any
+
+        init(
+            template: String,
+            title: String,
+            root: String,
+            account: CheckoutPages.Account? = nil,
+            script: Bool = false,
+            content: Any
+        ) {
+            self.template = template
+            self.title = title
+            self.root = root
+            self.account = account
+            self.script = script
+            self.content = content
+        }
 
         /// The whole document.
-        var html: String {
-            """
-            <!doctype html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>\(CheckoutHTML.text(title)) · Gotchu</title>
-            <link rel="icon" href="\(root)assets/icon.svg" type="image/svg+xml">
-            <link rel="stylesheet" href="\(root)assets/checkout.css">
-            \(script ? "<script src=\"\(root)assets/checkout.js\" defer></script>\n" : "")</head>
-            <body>
-            <header><p class="brand">Gotchu</p>\(account)</header>
-            <main id="main">
-            \(main)
-            </main>
-            <footer><p>Payments are recorded by this ledger and each one is signed: \
-            <a href="\(root)../.well-known/gotchu-receipt-keys">its receipt keys</a>.</p></footer>
-            </body>
-            </html>
-
-            """
+        package var html: String {
+            // The layout's values first, then the page's own: a template reads either by name.
+            struct Layout {
+                let title: String
+                let root: String
+                let account: CheckoutPages.Account?
+                let script: Bool
+            }
+            return CheckoutTemplates.render(
+                template,
+                [Layout(title: title, root: root, account: account, script: script), content]
+            )
         }
     }
 
     /// An HTML answer with `status`, the page's media type and every security header, plus `headers`.
-    static func response(_ page: Page, status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
+    package static func response(_ page: Page, status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
         var fields = headers
         fields[.contentType] = mediaType
         for (name, value) in securityHeaders { fields[name] = value }
@@ -93,7 +95,7 @@ enum CheckoutHTML {
 
     /// A `303 See Other` to `location` (relative to the request's address), with every security header and
     /// `headers` (a `Set-Cookie`).
-    static func redirect(to location: String, headers: HTTPFields = [:]) -> Response {
+    package static func redirect(to location: String, headers: HTTPFields = [:]) -> Response {
         var fields = headers
         fields[.location] = location
         for (name, value) in securityHeaders { fields[name] = value }

@@ -1,29 +1,29 @@
-import Crypto
+package import Crypto
 import CryptoExtras
 import Foundation
-import GotchuAPI
+package import GotchuAPI
 import GotchuReceipts
 
 /// Turns a session id into its ``GotchuAPI/CheckoutLink`` and back, with no table: the link is the session id's 128
 /// bits through AES under a key derived from the server's secret, so every replica that shares the secret reads
 /// every link, a link reveals nothing of its session id or EIDs to anyone without the key, and a link nobody made
 /// names no session (it decrypts to an id that does not exist, or is not a session id at all).
-struct CheckoutLinks: Sendable {
+package struct CheckoutLinks: Sendable {
     private let key: SymmetricKey
 
     /// What the key is derived for (``TokenAuthority/derivedKey(for:)``).
-    static let keyPurpose = "gotchu checkout link v1"
+    package static let keyPurpose = "gotchu checkout link v1"
 
-    init(key: SymmetricKey) { self.key = key }
+    package init(key: SymmetricKey) { self.key = key }
 
     /// The link of session `sid`; `nil` for a text that is no session id.
-    func link(for sid: String) -> CheckoutLink? {
+    package func link(for sid: String) -> CheckoutLink? {
         guard var block = Self.bytes(ofUUID: sid), (try? AES.permute(&block, key: key)) != nil else { return nil }
         return CheckoutLink(rawValue: Base64URL.encode(block))
     }
 
     /// The session id `link` names, if it names one of the shape this ledger gives (a version 4 UUID).
-    func sid(of link: CheckoutLink) -> String? {
+    package func sid(of link: CheckoutLink) -> String? {
         guard let data = Base64URL.decode(link.rawValue), data.count == 16 else { return nil }
         var block = Array(data)
         guard (try? AES.inversePermute(&block, key: key)) != nil else { return nil }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTypes
-import Hummingbird
+package import Hummingbird
 
 /// The cookie that carries a browser session's secret (``GotchuLedger/BrowserSessions``) on the web checkout.
 ///
@@ -11,27 +11,30 @@ import Hummingbird
 ///
 /// It is read only by the checkout's pages and never as a bearer token, and the API's `Authorization` header is
 /// never read by those pages: the two credentials do not stand in for each other.
-struct BrowserSessionCookie: Sendable {
+package struct BrowserSessionCookie: Sendable {
     /// Whether the cookie is `Secure` and `__Host-` prefixed.
-    var secure: Bool
+    package var secure: Bool
+
+    /// The cookie, `secure` when the checkout is served over HTTPS.
+    package init(secure: Bool) { self.secure = secure }
 
     /// The cookie's name: `__Host-gotchu-session` when secure, else `gotchu-session`.
-    var name: String { secure ? "__Host-gotchu-session" : "gotchu-session" }
+    package var name: String { secure ? "__Host-gotchu-session" : "gotchu-session" }
 
     /// The attributes after the value.
     private var attributes: String { "; Path=/; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "") }
 
     /// The `Set-Cookie` value that gives the browser `token` for `lifetime`.
-    func setting(_ token: String, lifetime: Duration) -> String {
+    package func setting(_ token: String, lifetime: Duration) -> String {
         "\(name)=\(token)\(attributes); Max-Age=\(max(0, lifetime.components.seconds))"
     }
 
     /// The `Set-Cookie` value that makes the browser forget the cookie.
-    var clearing: String { "\(name)=\(attributes); Max-Age=0" }
+    package var clearing: String { "\(name)=\(attributes); Max-Age=0" }
 
     /// The secret the request's cookie carries, if it sends this cookie: the first of that name (a browser sends the
     /// most specific first). Only its shape is checked here; the store says whether it signs anyone in.
-    func token(in request: Request) -> String? {
+    package func token(in request: Request) -> String? {
         for header in request.headers[values: .cookie] {
             for pair in header.split(separator: ";") {
                 let trimmed = pair.drop { $0 == " " }
