@@ -283,7 +283,10 @@ let package = Package(
                 "GotchuSettings",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
+            // The customer display's page, style and script, compiled into the binary.
+            resources: ["display.mustache", "display.css", "display.js"].map { .embedInCode("Display/\($0)") },
             swiftSettings: swiftSettings
         ),
         // The kiosk's command line, shared by `gotchu kiosk` and the kiosk-only `gotchu-kiosk`.

@@ -13,9 +13,10 @@ public import ServiceLifecycle
 ///
 /// - `GET /`: the page, rendered with the current status and then kept current by its script.
 /// - `GET /events`: server-sent events, one `data:` line of ``KioskStatus`` JSON per change (the first is the
-///   current status), and a comment every `keepAliveInterval` so idle connections stay open and a departed
-///   browser is noticed.
+///   current status) with the page's texts for it under `display`, and a comment every `keepAliveInterval` so idle
+///   connections stay open and a departed browser is noticed.
 /// - `GET /status`: the current status as JSON.
+/// - `GET /display.css`, `GET /display.js`: the page's style sheet and script.
 /// - `GET /qr.svg?eid=EID`: while a payer may pay and the ledger has a web checkout, the QR code of that EID's
 ///   checkout as an SVG image, if `EID` is the one on the air; 404 otherwise.
 /// - `GET /metrics`: with ``KioskMetrics``, the kiosk's metrics in the Prometheus text format.
@@ -84,7 +85,7 @@ public struct KioskDisplay: Service {
         let router = Router()
         let paths: Set<String> =
             metrics == nil
-            ? ["/", "/events", "/status", "/qr.svg"] : ["/", "/events", "/status", "/qr.svg", "/metrics"]
+            ? Self.paths : Self.paths.union(["/metrics"])
         router.add(middleware: GetOnlyMiddleware(paths: paths))
         if let metrics {
             router.get("/metrics") { _, _ in
@@ -102,8 +103,21 @@ public struct KioskDisplay: Service {
             var headers = Self.securityHeaders
             headers[.contentType] = "text/html; charset=utf-8"
             headers[.cacheControl] = "no-store"
-            let page = try KioskDisplayPage.html(for: await source.status())
+            let page = KioskDisplayPage.html(for: await source.status())
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+        }
+        for (path, asset) in KioskDisplayPage.assets {
+            router.get(RouterPath(path)) { _, _ in
+                var headers = Self.securityHeaders
+                headers[.contentType] = asset.mediaType
+                // They change only with the kiosk's version; the screen keeps them for an hour.
+                headers[.cacheControl] = "max-age=3600"
+                return Response(
+                    status: .ok,
+                    headers: headers,
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: asset.text))
+                )
+            }
         }
         router.get("/status") { _, _ in
             var headers = Self.securityHeaders
@@ -150,9 +164,15 @@ public struct KioskDisplay: Service {
         return router
     }
 
-    /// The page's script and style are inline and it talks only to this server; the policy allows nothing else.
+    /// The paths the display serves (with ``KioskMetrics``, `/metrics` too).
+    private static let paths: Set<String> = Set(["/", "/events", "/status", "/qr.svg"]).union(
+        KioskDisplayPage.assets.keys
+    )
+
+    /// The page's script and style come from this server and it talks only to this server; the policy allows
+    /// nothing else, no inline script or style among it.
     static let contentSecurityPolicy =
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
         + "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
     private static var securityHeaders: HTTPFields {

@@ -56,8 +56,22 @@ struct KioskEventStream: Sendable {
     /// One event: compact JSON holds no newline, so it fits a single `data:` line.
     static func data(_ status: KioskStatus) throws -> ByteBuffer {
         var buffer = ByteBuffer(string: "data: ")
-        buffer.writeBytes(try APIJSON.encoder().encode(status.forDisplay))
+        buffer.writeBytes(try APIJSON.encoder().encode(Displayed(status: status.forDisplay)))
         buffer.writeString("\n\n")
         return buffer
+    }
+
+    /// A status as the stream sends it: the status's own JSON, and under `display` the texts the page shows for it
+    /// (``KioskDisplayPage/View``), so the page's script shows what the kiosk computed instead of computing it again.
+    private struct Displayed: Encodable {
+        let status: KioskStatus
+
+        enum Key: String, CodingKey { case display }
+
+        func encode(to encoder: any Encoder) throws {
+            try status.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(KioskDisplayPage.View(status), forKey: .display)
+        }
     }
 }

@@ -69,19 +69,17 @@ import Testing
             #expect(page.contains(#"<p id="reference">Reference: &lt;img src=x onerror=alert(1)&gt;</p>"#))
             #expect(!page.contains("<script>alert"))
             #expect(!page.contains("<img"))
-            // Only the page's own two script elements close: the embedded status cannot end its element early.
-            #expect(page.components(separatedBy: "</script>").count == 3)
-
-            // The status embedded for the script is the same status, intact.
-            let start = try #require(page.range(of: #"<script type="application/json" id="initial">"#))
-            let end = try #require(page.range(of: "</script>", range: start.upperBound..<page.endIndex))
-            struct Initial: Decodable { var status: KioskStatus }
-            let initial = try APIJSON.decoder().decode(
-                Initial.self,
-                from: Data(page[start.upperBound..<end.lowerBound].utf8)
-            )
-            #expect(initial.status.payeeName == Self.hostilePayee)
-            #expect(initial.status.charge?.reference == Self.hostileReference)
+            // No inline script or style: the page's own script and style sheet come from the display's server.
+            #expect(page.components(separatedBy: "<script").count == 2 && page.contains(#"<script src="display.js">"#))
+            #expect(!page.contains("<style"))
+            for (path, type) in [("/display.js", "text/javascript"), ("/display.css", "text/css")] {
+                let (assetHead, asset) = try await get(display, path)
+                #expect(
+                    assetHead.status == 200 && assetHead.headers["content-type"]?.hasPrefix(type) == true,
+                    "\(path)"
+                )
+                #expect(asset.utf8.count > 1000, "\(path)")
+            }
         }
     }
 
@@ -196,6 +194,54 @@ import Testing
 
             connection.disconnect()
             #expect(await source.waitUntilNoSubscriptions())
+        }
+    }
+
+    /// The page's script formats and decides nothing: each event carries the texts the kiosk computed for the
+    /// status, which are the texts the kiosk renders into the page for the same status.
+    @Test func eventsCarryThePagesTextsAsThePageShowsThem() async throws {
+        struct Event: Decodable {
+            struct Display: Decodable {
+                var state: String
+                var headline: String
+                var share: String?
+                var progress: String?
+                var fallback: String?
+                var countdown: String?
+                var secondsLeft: Double?
+                var offAir: Bool
+                enum CodingKeys: String, CodingKey {
+                    case state, headline, share, progress, fallback, countdown
+                    case secondsLeft = "seconds_left"
+                    case offAir = "off_air"
+                }
+            }
+            var display: Display
+        }
+        let status = KioskStatus.split(paid: 1)
+        try await withDisplay(SettableStatusSource(status)) { display in
+            let connection = try LoopbackConnection(port: display.port)
+            try connection.send("GET", "/events")
+            _ = try await connection.readHead()
+            let event = try APIJSON.decoder().decode(
+                Event.self,
+                from: Data(try #require(await connection.nextData()).utf8)
+            )
+            let (_, page) = try await get(display, "/")
+            let shown = event.display
+            #expect(shown.state == "advertising" && !shown.offAir)
+            #expect(shown.share == "Your share: $2.51" && shown.progress == "1 of 4 paid")
+            let code = ConfirmationCode.of(sessionID: try #require(status.charge?.sessionID))
+            #expect(shown.fallback?.hasPrefix("Code \(code) · EID ") == true)
+            for (id, text) in [
+                ("headline", shown.headline), ("share", shown.share), ("progress", shown.progress),
+                ("fallback", shown.fallback),
+            ] {
+                #expect(page.contains("<p id=\"\(id)\">\(try #require(text))</p>"), "\(id)")
+            }
+            let seconds = try #require(shown.secondsLeft)
+            #expect(seconds > 0 && seconds <= 300)
+            #expect(page.contains(#"<main data-seconds-left=""#))
         }
     }
 
