@@ -49,16 +49,10 @@ extension LedgerRoutes {
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
         } catch {
-            return oidcTooManyRequests(error, root: "../../", eid: code)
+            return problemPage(error, eid: code, root: "../../", logger: context.logger)
         }
         guard let eid = code else {
-            let page = CheckoutPages.outcome(
-                "Unknown QR code",
-                "This address names no charge. Scan the terminal's QR code again.",
-                root: "../../",
-                eid: nil
-            )
-            return CheckoutHTML.response(page, status: .notFound)
+            return problemPage(CheckoutRefusal.notAnEID, eid: nil, root: "../../", logger: context.logger)
         }
         guard let redirectURI = oidcRedirectURI(request) else {
             context.logger.warning(
@@ -100,7 +94,7 @@ extension LedgerRoutes {
         do {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
         } catch {
-            return oidcTooManyRequests(error, root: "../", eid: nil)
+            return problemPage(error, eid: nil, root: "../", logger: context.logger)
         }
         let secure = oidcRedirectURI(request)?.lowercased().hasPrefix("https:") ?? checkout.cookie.secure
         // The pending sign-in is used once, whatever comes of it.
@@ -251,20 +245,6 @@ extension LedgerRoutes {
             "browser sign-in through the OpenID Connect issuer failed",
             metadata: ["reason": "\(error.reason)", "status": "\(error.status.code)"]
         )
-        let page = CheckoutPages.outcome("Not signed in", error.message, root: root, eid: eid)
-        return CheckoutHTML.response(page, status: error.status)
-    }
-
-    /// The page of a client over the per-address limit.
-    private func oidcTooManyRequests(_ error: any Error, root: String, eid: String?) -> Response {
-        let wait = (error as? RateLimiter.Exceeded)?.retryAfter ?? 1
-        let page = CheckoutPages.outcome(
-            "Too many requests",
-            "Too many requests came from your address. Wait \(wait) seconds, then try again.",
-            root: root,
-            eid: eid,
-            link: "Try again"
-        )
-        return CheckoutHTML.response(page, status: .tooManyRequests, headers: [.retryAfter: "\(wait)"])
+        return problemPage(error, eid: eid, root: root, logger: context.logger)
     }
 }

@@ -4,9 +4,9 @@ import HTTPTypes
 import Hummingbird
 
 /// Gives every answer under `/p/` the checkout's security headers (``CheckoutHTML/securityHeaders``, where the route
-/// set none of its own; HSTS behind an `https` public address), and answers a browser's request for a page that does not exist there (404) or with a method
-/// its path does not serve (405, with `Allow`) with an HTML page instead of problem+json. A client that does not ask
-/// for HTML (an API client, a script) still gets problem+json, with the same headers.
+/// set none of its own; HSTS behind an `https` public address), and answers an error that reaches it (a page that does
+/// not exist, 404; a method its path does not serve, 405 with `Allow`) with the checkout's page for a browser, and
+/// with problem+json for a client that does not ask for HTML (an API client, a script), with the same headers.
 struct CheckoutPageMiddleware: RouterMiddleware {
     typealias Context = LedgerRequestContext
 
@@ -14,6 +14,8 @@ struct CheckoutPageMiddleware: RouterMiddleware {
     var outage = StoreOutage()
     /// Whether answers carry ``CheckoutHTML/strictTransportSecurity``: the checkout's public address is `https`.
     var strictTransport = false
+    /// How long a payer's hold on a session lasts, which the pages of a held session name.
+    var lockLifetime: Duration
 
     func handle(
         _ request: Request,
@@ -37,35 +39,15 @@ struct CheckoutPageMiddleware: RouterMiddleware {
         return response
     }
 
-    /// The answer to an error a route under `/p/` (or the router) threw.
+    /// The answer to an error a route under `/p/` (or the router) threw: the one answer every route group gives,
+    /// as the checkout's page for a browser and as problem+json for any other client.
     private func answer(_ error: any Error, _ request: Request, _ context: Context) -> Response {
-        if acceptsHTML(request) {
-            // Relative, as every page's links are: what leads from this address back to `/p/`.
-            let depth = request.uri.path.split(separator: "/", omittingEmptySubsequences: false).count - 3
-            let root = String(repeating: "../", count: max(0, depth))
-            if let notAllowed = error as? MethodNotAllowed {
-                let page = CheckoutPages.outcome(
-                    "Not here",
-                    "This address does not take that kind of request.",
-                    root: root,
-                    eid: nil
-                )
-                return CheckoutHTML.response(page, status: .methodNotAllowed, headers: [.allow: notAllowed.allowHeader])
-            }
-            if let httpError = error as? HTTPError, httpError.status == .notFound {
-                let page = CheckoutPages.outcome("Not found", "There is nothing here.", root: root, eid: nil)
-                return CheckoutHTML.response(page, status: .notFound)
-            }
-        }
-        if let refusal = error as? LedgerError, StoreOutage.isOutage(refusal) {
-            outage.failed(refusal, logger: context.logger)
-        }
-        do {
-            return try ProblemMiddleware<Context>.answer(for: error, logger: context.logger)
-                .response(from: request, context: context)
-        } catch {
-            return HTTPProblem(Problem(.internalError)).response
-        }
+        let answer = HTTPProblem(answering: error, logger: context.logger, outage: outage)
+        guard acceptsHTML(request) else { return answer.response }
+        // Relative, as every page's links are: what leads from this address back to `/p/`.
+        let depth = request.uri.path.split(separator: "/", omittingEmptySubsequences: false).count - 3
+        let root = String(repeating: "../", count: max(0, depth))
+        return CheckoutProblemPage(answer: answer, lockLifetime: lockLifetime).response(root: root, eid: nil)
     }
 
     /// Whether the client asks for HTML (a browser's navigation does).

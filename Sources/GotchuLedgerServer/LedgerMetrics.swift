@@ -196,7 +196,7 @@ struct LedgerMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             )
             return response
         } catch {
-            let answer = ProblemMiddleware<Context>.answer(for: error, logger: context.logger)
+            let answer = HTTPProblem(answering: error, logger: context.logger)
             metrics.request(
                 route: Self.route(context),
                 method: method,

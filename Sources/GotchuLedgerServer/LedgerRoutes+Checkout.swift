@@ -291,7 +291,7 @@ extension LedgerRoutes {
             if refusal.kind == .sessionAlreadyPaid, let own = try await ownPayment(eid, user: user.id) {
                 return CheckoutHTML.redirect(to: own)
             }
-            return refusalPage(refusal, eid: eid.rawValue, root: "../", account: signedIn)
+            return problemPage(refusal, eid: eid.rawValue, root: "../", account: signedIn, logger: context.logger)
         case .amountChanged(let cents):
             metrics?.payment(outcome: "amount-changed")
             notice =
@@ -468,7 +468,7 @@ extension LedgerRoutes {
             try checkout.pagesPerAddress?.take(clientAddress(request, context))
             return try await body(try await checkoutCode(text))
         } catch {
-            return errorPage(error, eid: path, root: root, logger: context.logger)
+            return problemPage(error, eid: path, root: root, logger: context.logger)
         }
     }
 
@@ -666,123 +666,19 @@ extension LedgerRoutes {
 
     // MARK: Pages for refusals
 
-    /// The page that says why a checkout request ended as it did.
-    private func errorPage(_ error: any Error, eid eidText: String?, root: String, logger: Logger) -> Response {
-        switch error {
-        case let refusal as CheckoutRefusal:
-            let page = CheckoutPages.outcome(refusal.title, refusal.message, root: root, eid: eidText)
-            return CheckoutHTML.response(page, status: refusal.status)
-        case let exceeded as RateLimiter.Exceeded:
-            let page = CheckoutPages.outcome(
-                "Too many requests",
-                "Too many requests came from your address. Wait \(exceeded.retryAfter) seconds, then try again.",
-                root: root,
-                eid: eidText,
-                link: "Try again"
-            )
-            return CheckoutHTML.response(
-                page,
-                status: .tooManyRequests,
-                headers: [.retryAfter: "\(exceeded.retryAfter)"]
-            )
-        case let refusal as LedgerError:
-            if StoreOutage.isOutage(refusal) { outage.failed(refusal, logger: logger) }
-            return refusalPage(refusal, eid: eidText, root: root, account: nil)
-        default:
-            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
-            let page = CheckoutPages.outcome(
-                "Something went wrong",
-                "The ledger failed to answer. Nothing was paid; try again in a moment.",
-                root: root,
-                eid: eidText,
-                link: "Try again"
-            )
-            return CheckoutHTML.response(page, status: .internalServerError)
-        }
-    }
-
-    /// The page of a ledger's refusal, with the status its problem type has.
-    private func refusalPage(
-        _ refusal: LedgerError,
+    /// The page that says why a checkout request ended as it did: the answer the API would give, as the checkout's
+    /// page (``CheckoutProblemPage``).
+    func problemPage(
+        _ error: any Error,
         eid: String?,
         root: String,
-        account: CheckoutPages.Account?
+        account: CheckoutPages.Account? = nil,
+        logger: Logger
     ) -> Response {
-        let problem = Problem(refusal)
-        let (title, message): (String, String)
-        var showLink = eid != nil
-        switch refusal.kind {
-        case .sessionNotFound:
-            (title, message) = (
-                "Unknown QR code",
-                "No charge has this code. Check the address, or ask the terminal for its code again."
-            )
-            showLink = false
-        case .eidRetired:
-            (title, message) = (
-                "This QR code was replaced",
-                "The terminal shows a new QR code now. Scan the terminal's new QR code and pay there."
-            )
-            showLink = false
-        case .sessionExpired:
-            (title, message) = ("Expired", "This charge has expired; nothing was paid. Ask for a new one.")
-            showLink = false
-        case .sessionCancelled:
-            (title, message) = ("Cancelled", "The merchant cancelled this charge. Nothing was paid.")
-            showLink = false
-        case .sessionAlreadyPaid:
-            (title, message) = (
-                "Already paid", "Someone has already paid this charge. Nothing was taken from your wallet."
-            )
-            showLink = false
-        case .noFreeShare:
-            (title, message) = (
-                "Every share is taken",
-                "Every share of this charge is paid, or being paid by someone else right now. Nothing was taken "
-                    + "from your wallet."
-            )
-        case .sessionLocked:
-            (title, message) = (
-                "Someone else is paying",
-                "Another payer is paying this charge right now. If they do not finish, it is free again within "
-                    + "\(store.policy.lockLifetime.components.seconds) seconds: try again then."
-            )
-        case .lockLimitReached:
-            (title, message) = (
-                "Too many payments open",
-                "You are in the middle of too many payments at once. Finish one, or wait "
-                    + "\(store.policy.lockLifetime.components.seconds) seconds, then try again."
-            )
-        case .insufficientFunds:
-            (title, message) = (
-                "Not enough funds", "Your wallet does not hold enough for this payment. Nothing was paid."
-            )
-        case .ownSession:
-            (title, message) = ("This is your own charge", "You cannot pay a charge you asked for.")
-            showLink = false
-        case .idempotencyInFlight:
-            (title, message) = (
-                "Payment under way",
-                "This payment is still being processed. Open the payment again in a moment to see how it ended."
-            )
-        case .lockRequired:
-            (title, message) = ("Try again", "Your hold on this charge lapsed before the payment; nothing was paid.")
-        case .databaseUnavailable, .unavailable, .storageFull:
-            (title, message) = ("The ledger is unavailable", "Nothing was paid. Try again in a few seconds.")
-        default:
-            (title, message) = (problem.title, DisplayText.escaped(refusal.detail))
-        }
-        var headers = HTTPFields()
-        if let seconds = problem.kind?.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
-        let page = CheckoutPages.outcome(
-            title,
-            message,
-            root: root,
-            eid: showLink ? eid : nil,
-            link: "Back to the payment",
-            account: account
-        )
-        return CheckoutHTML.response(page, status: HTTPResponse.Status(code: problem.status), headers: headers)
+        CheckoutProblemPage(
+            answer: HTTPProblem(answering: error, logger: logger, outage: outage),
+            lockLifetime: store.policy.lockLifetime
+        ).response(root: root, eid: eid, account: account)
     }
 }
 
@@ -814,12 +710,13 @@ enum CheckoutRefusal: Error, Sendable {
     /// No payment of the signed-in payer's at this address.
     case noSuchPayment
 
-    var status: HTTPResponse.Status {
+    /// The kind of problem it is, which gives its status.
+    var kind: ProblemKind {
         switch self {
         case .notAnEID, .noSuchPayment: .notFound
         case .forgedForm: .forbidden
-        case .unknownTip: .badRequest
-        case .formTooLarge: .contentTooLarge
+        case .unknownTip: .invalidTip
+        case .formTooLarge: .bodyTooLarge
         }
     }
 

@@ -87,7 +87,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     /// Registers the route table, and the 405 answers for its paths.
     func register(on router: Router<LedgerRequestContext>) {
         let table = self.table
-        router.add(middleware: CheckoutPageMiddleware(outage: outage, strictTransport: publicURL?.isHTTPS == true))
+        router.add(
+            middleware: CheckoutPageMiddleware(
+                outage: outage,
+                strictTransport: publicURL?.isHTTPS == true,
+                lockLifetime: store.policy.lockLifetime
+            )
+        )
         router.add(middleware: MethodNotAllowedMiddleware(paths: table.map { ($0.path, $0.method) }))
         // Lazy: the routes ask for the identity (`context.user(for:)`, `context.principal()`) at the point their
         // order of answers says; see ``LedgerAuthenticator``.

@@ -1,6 +1,8 @@
 import Foundation
 import GotchuAPI
+import GotchuCheckout
 import GotchuLedgerAPI
+import GotchuOIDC
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -12,11 +14,10 @@ import NIOHTTP1
 /// hung up or stalled before its body arrived is logged as abandoned, with the reason, at info level: that is the
 /// client's doing, not a server failure.
 ///
-/// The answers are Hummingbird's `HTTPResponseError`s and render themselves (``HTTPProblem``, a rate limit's
-/// refusal, a 405 with `Allow`); this middleware maps what Hummingbird cannot know: a ``GotchuAPI/Problem`` (whose
-/// module does not know Hummingbird), the ledger's refusals, invalid fields, Hummingbird's own errors (a 404 in our
-/// format), a body that broke off or stalled, and anything unexpected (logged, 500). It answers rather than rethrows, so an auto-generated HEAD endpoint still
-/// strips the body of an error answer.
+/// Every error is answered as ``HTTPProblem/init(answering:logger:outage:)`` maps it, the one mapping the checkout's
+/// pages and the metrics use too; this middleware adds only what concerns the connection: a body that broke off or
+/// stalled. It answers rather than rethrows, so an auto-generated HEAD endpoint still strips the body of an error
+/// answer.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Logs a store outage when it begins and when it ends.
     var outage = StoreOutage()
@@ -51,10 +52,7 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             response = Problem(.badRequest, detail: detail).httpResponse
             response.headers[.connection] = "close"
         } catch {
-            if let refusal = error as? LedgerError, StoreOutage.isOutage(refusal) {
-                outage.failed(refusal, logger: context.logger)
-            }
-            response = try Self.answer(for: error, logger: context.logger).response(from: request, context: context)
+            response = HTTPProblem(answering: error, logger: context.logger, outage: outage).response
         }
         // A write answered (every such route writes to the store): the store takes writes again.
         if request.method != .get, request.method != .head, (200..<300).contains(response.status.code) {
@@ -78,38 +76,15 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         context.logger.info(abandoned == nil ? "request" : "request abandoned", metadata: metadata())
         return response
     }
-
-    /// How the ledger answers `error`: itself if it is one of the ledger's `HTTPResponseError`s, else the problem it
-    /// maps to. An error nobody expected is logged and answered with 500.
-    static func answer(for error: any Error, logger: Logger) -> any HTTPResponseError {
-        switch error {
-        case let httpError as HTTPError:
-            // Hummingbird's own, in its own format: the router's 404, a missing route parameter.
-            switch httpError.status.code {
-            case 404: return HTTPProblem(Problem(.notFound, detail: "no such route"))
-            case 405: return HTTPProblem(Problem(.methodNotAllowed))
-            case 413: return HTTPProblem(Problem(.bodyTooLarge, detail: "request bodies are limited to 16 KiB"))
-            case 400..<500: return HTTPProblem(Problem(.badRequest, detail: httpError.body))
-            default: return HTTPProblem(Problem(.internalError))
-            }
-        case let answer as any HTTPResponseError:
-            return answer
-        case let problem as Problem:
-            return HTTPProblem(problem)
-        case let refusal as LedgerError:
-            return HTTPProblem(Problem(refusal))
-        case let invalid as InvalidField:
-            return HTTPProblem(Problem(invalid.isAmount ? .invalidAmount : .badRequest, detail: invalid.description))
-        default:
-            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
-            return HTTPProblem(Problem(.internalError, detail: "the server failed; the request may be retried"))
-        }
-    }
 }
 
 /// A ``GotchuAPI/Problem`` as Hummingbird answers it: its status, `application/problem+json`, `Retry-After` when its
 /// kind says when to come back, and any headers of its own (`Allow`, a rate limit's `Retry-After`). ``GotchuAPI`` holds
 /// the wire type and must not know Hummingbird, so the conformance is this wrapper's.
+///
+/// It is also how every error becomes an answer, once for every route group (``init(answering:logger:outage:)``):
+/// the API sends it as problem+json, the checkout renders the same problem as its page
+/// (``CheckoutProblemPage``), and the metrics count it under its status.
 struct HTTPProblem: HTTPResponseError {
     var problem: Problem
     /// Headers beyond those of every problem; each replaces a header of the same name.
@@ -118,6 +93,76 @@ struct HTTPProblem: HTTPResponseError {
     init(_ problem: Problem, headers: HTTPFields = [:]) {
         self.problem = problem
         self.headers = headers
+    }
+
+    /// How the ledger answers `error`: the problem it is, with the headers that go with it (`Retry-After`, `Allow`).
+    /// A refusal because the store is down or full is reported to `outage`; an error nobody expected is logged and
+    /// answered with 500.
+    init(answering error: any Error, logger: Logger, outage: StoreOutage? = nil) {
+        switch error {
+        case let answer as HTTPProblem:
+            self = answer
+        case let httpError as HTTPError:
+            // Hummingbird's own, in its own format: the router's 404, a missing route parameter.
+            switch httpError.status.code {
+            case 404: self.init(Problem(.notFound, detail: "no such route"))
+            case 405: self.init(Problem(.methodNotAllowed))
+            case 413: self.init(Problem(.bodyTooLarge, detail: "request bodies are limited to 16 KiB"))
+            case 400..<500: self.init(Problem(.badRequest, detail: httpError.body))
+            default: self.init(Problem(.internalError))
+            }
+        case let problem as Problem:
+            self.init(problem)
+        case let refusal as LedgerError:
+            if StoreOutage.isOutage(refusal) { outage?.failed(refusal, logger: logger) }
+            self.init(Problem(refusal))
+        case let invalid as InvalidField:
+            self.init(Problem(invalid.isAmount ? .invalidAmount : .badRequest, detail: invalid.description))
+        case let exceeded as RateLimiter.Exceeded:
+            self.init(
+                Problem(.rateLimited, detail: "too many requests; retry in \(exceeded.retryAfter) s"),
+                headers: [.retryAfter: String(exceeded.retryAfter)]
+            )
+        case let notAllowed as MethodNotAllowed:
+            self.init(
+                Problem(.methodNotAllowed, detail: "this path serves \(notAllowed.allowHeader) only"),
+                headers: [.allow: notAllowed.allowHeader]
+            )
+        case let refusal as CheckoutRefusal:
+            self.init(
+                Problem(
+                    type: refusal.kind.typeURI,
+                    title: refusal.title,
+                    status: refusal.kind.status,
+                    detail: refusal.message
+                )
+            )
+        case let failure as OIDCSignInError:
+            let kind: ProblemKind =
+                switch failure.status.code {
+                case 400: .badRequest
+                case 403: .forbidden
+                case 404: .notFound
+                case 500...: .unavailable
+                default: .unauthorized
+                }
+            self.init(
+                Problem(
+                    type: kind.typeURI,
+                    title: "Not signed in",
+                    status: failure.status.code,
+                    detail: failure.message
+                )
+            )
+        case let answer as any HTTPResponseError:
+            // Another of Hummingbird's answers: its status, in our format.
+            self.init(
+                Problem(type: ProblemKind.badRequest.typeURI, title: "Refused", status: answer.status.code, detail: nil)
+            )
+        default:
+            logger.error("unexpected error", metadata: ["error": "\(String(reflecting: error))"])
+            self.init(Problem(.internalError, detail: "the server failed; the request may be retried"))
+        }
     }
 
     var status: HTTPResponse.Status { HTTPResponse.Status(code: problem.status) }
@@ -147,10 +192,7 @@ extension RateLimiter.Exceeded: HTTPResponseError {
 
     /// `rate-limited`, with `Retry-After` saying when the limit lets the client through again.
     func response(from request: Request, context: some RequestContext) -> Response {
-        HTTPProblem(
-            Problem(.rateLimited, detail: "too many requests; retry in \(retryAfter) s"),
-            headers: [.retryAfter: String(retryAfter)]
-        ).response
+        HTTPProblem(answering: self, logger: context.logger).response
     }
 }
 
@@ -159,10 +201,7 @@ extension MethodNotAllowed: HTTPResponseError {
 
     /// `method-not-allowed`, with `Allow` naming what the path serves.
     func response(from request: Request, context: some RequestContext) -> Response {
-        HTTPProblem(
-            Problem(.methodNotAllowed, detail: "this path serves \(allowHeader) only"),
-            headers: [.allow: allowHeader]
-        ).response
+        HTTPProblem(answering: self, logger: context.logger).response
     }
 }
 
