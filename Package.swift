@@ -178,7 +178,8 @@ let package = Package(
             name: "GotchuLedgerServer",
             dependencies: [
                 "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuLedger", "GotchuSystemd", "GotchuQR",
-                "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC", "GotchuCheckout",
+                "GotchuLedgerAPI", "GotchuWebhooks", "GotchuOIDC", "GotchuCheckout", "GotchuLedgerStores",
+                "GotchuLogging",
                 // PrivateFile: the generated development secret is written as the client writes its tokens.
                 "GotchuLedgerClient",
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -105,20 +105,18 @@ struct ServerCommand: AsyncParsableCommand {
     func read(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(SettingsError)
-        -> ServerSettings
+        -> LedgerServer.Settings
     {
         let file =
             config
             ?? environment[LedgerServerSettingsSchema.configEnvironmentVariable].flatMap {
                 $0.isEmpty ? nil : $0
             }
-        return try ServerSettings(
-            SettingsResolution(
-                file: file.map { URL(fileURLWithPath: $0) },
-                fileIsExplicit: true,
-                environment: environment,
-                flags: try LedgerServerSettings(flags: self)
-            )
+        return try LedgerServer.Settings.resolve(
+            file: file.map { URL(fileURLWithPath: $0) },
+            fileIsExplicit: true,
+            environment: environment,
+            flags: try LedgerServerSettings(flags: self)
         )
     }
 
@@ -131,7 +129,7 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let settings: ServerSettings
+        let settings: LedgerServer.Settings
         do {
             settings = try read()
         } catch {

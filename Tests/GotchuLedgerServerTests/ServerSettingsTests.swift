@@ -159,4 +159,39 @@ struct ServerConfigFileTests {
         _ = try await server.waitForLine { $0.hasPrefix("listening on http://127.0.0.1:") }
         #expect(try await server.stop(signal: SIGTERM) == 0)
     }
+
+    /// Resolved in the library, as `gotchu server` resolves them: a secret is given as itself or as a file, and the
+    /// higher layer decides; both in one layer is refused, naming both.
+    @Test func aSecretComesFromItselfOrItsFileWhicheverTheHigherLayerNames() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("secret")
+        let fromFile = String(repeating: "f", count: 40)
+        try Data((fromFile + "\n").utf8).write(to: file)
+        #expect(chmod(file.path, 0o600) == 0)
+        let fromVariable = String(repeating: "v", count: 40)
+        func resolve(_ environment: [String: String]) throws(SettingsError) -> LedgerServer.Settings {
+            try LedgerServer.Settings.resolve(
+                file: nil,
+                fileIsExplicit: false,
+                environment: environment,
+                flags: LedgerServerSettings()
+            )
+        }
+        #expect(try resolve(["GOTCHU_SERVER_JWT_SECRET_FILE": file.path]).server.jwtSecret == fromFile)
+        #expect(try resolve(["GOTCHU_SERVER_JWT_SECRET": fromVariable]).server.jwtSecret == fromVariable)
+        let both = ["GOTCHU_SERVER_JWT_SECRET": fromVariable, "GOTCHU_SERVER_JWT_SECRET_FILE": file.path]
+        #expect {
+            try resolve(both)
+        } throws: { error in
+            "\(error)".contains("GOTCHU_SERVER_JWT_SECRET and GOTCHU_SERVER_JWT_SECRET_FILE are set; set only one")
+        }
+        let clientBoth = [
+            "GOTCHU_SERVER_OIDC_CLIENT_SECRET": "s", "GOTCHU_SERVER_OIDC_CLIENT_SECRET_FILE": file.path,
+        ]
+        #expect {
+            try resolve(clientBoth)
+        } throws: { error in
+            "\(error)".contains("set only one")
+        }
+    }
 }
