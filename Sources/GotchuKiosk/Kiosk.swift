@@ -1,8 +1,8 @@
 import Foundation
-public import GotchuAPI
-public import GotchuCore
+package import GotchuAPI
+package import GotchuCore
 import GotchuLedgerClient
-public import Logging
+package import Logging
 
 /// The terminal: takes charges from the point-of-sale, one at a time, and drives each to an end — a ledger session,
 /// its EID on the air, the session's status watched until paid, expired or cancelled.
@@ -14,22 +14,22 @@ public import Logging
 /// The decisions are ``KioskChargeMachine``'s; this actor performs its actions (the store, the ledger, the radio)
 /// and feeds it their results. Time is the radio's: every wait is ``Radio/sleep(for:)`` and every date is read from
 /// ``Radio/now()``, so on a simulated air the kiosk runs on the air's virtual clock.
-public actor Kiosk: KioskStatusSource {
+package actor Kiosk: KioskStatusSource {
     /// How the kiosk behaves.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// The payee's name, shown on the customer display.
-        public var payeeName: String
+        package var payeeName: String
         /// The service UUID advertised.
-        public var serviceUUID: BluetoothUUID
+        package var serviceUUID: BluetoothUUID
         /// How charges behave: lifetimes, status polling, retries, how long an outcome is shown.
-        public var charges: KioskChargeMachine.Configuration
+        package var charges: KioskChargeMachine.Configuration
         /// The terminal's calibration, advertised beside each EID; `nil` for none.
-        public var calibratedRSSI: Int16?
+        package var calibratedRSSI: Int16?
         /// The tips a charge's sessions suggest to payers unless the point-of-sale asks for others (`tip_percents`).
-        public var tipPrompt: TipPrompt
+        package var tipPrompt: TipPrompt
 
         /// Creates options.
-        public init(
+        package init(
             payeeName: String = "Gotchu",
             serviceUUID: BluetoothUUID = .gotchu,
             charges: KioskChargeMachine.Configuration = .init(),
@@ -80,7 +80,7 @@ public actor Kiosk: KioskStatusSource {
     private var ledgerPayeeName: String?
 
     /// Creates a kiosk over its store, ledger and radio; it does nothing until ``run()``.
-    public init(
+    package init(
         store: KioskStore,
         ledger: any KioskLedgerService,
         radio: any Radio,
@@ -100,7 +100,7 @@ public actor Kiosk: KioskStatusSource {
     /// Starts a charge of `amountCents` split into `shares` equal shares (1: one payer pays it whole), whose sessions
     /// suggest the tips of `tipPrompt` to payers (`nil`: the kiosk's, ``Options/tipPrompt``); refused while another
     /// is active.
-    public func charge(
+    package func charge(
         amountCents: Cents,
         reference: String,
         shares: Int = 1,
@@ -125,7 +125,7 @@ public actor Kiosk: KioskStatusSource {
     /// Cancels the active charge: stops advertising at once, then cancels its session on the ledger. Returns the
     /// charge as it ended — `paid` if a payer got there first. Throws ``KioskError/cancelPending(reason:)`` if the
     /// ledger could not confirm; the kiosk keeps trying and reports the end as usual.
-    public func cancel(id: String) async throws(KioskError) -> KioskCharge {
+    package func cancel(id: String) async throws(KioskError) -> KioskCharge {
         guard machine.record?.charge.id == id else {
             let stored = try? store.record(id: id)
             guard let stored else { throw .notFound(id: id) }
@@ -145,7 +145,7 @@ public actor Kiosk: KioskStatusSource {
     /// Refunds `amountCents` of paid charge `id` to its payer (`nil`: whatever is not refunded yet; of a split
     /// charge, every payment's rest, each a refund of its own) and answers once the refund's receipt verifies. An
     /// amount of a split charge must name its payment: ``refund(id:paymentID:amountCents:)``.
-    public func refund(id: String, amountCents: Cents?) async throws(KioskError) -> [RefundResponse] {
+    package func refund(id: String, amountCents: Cents?) async throws(KioskError) -> [RefundResponse] {
         try await refund(id: id, paymentID: nil, amountCents: amountCents)
     }
 
@@ -157,7 +157,7 @@ public actor Kiosk: KioskStatusSource {
     /// starts and before any other refund of its charge, so the ledger makes it exactly once. A request for all that
     /// is left that finds nothing left once those are answered answers them. Refunds run beside the charges, which
     /// they do not change: they are ledger calls, not steps of the charge machine.
-    public func refund(
+    package func refund(
         id: String,
         paymentID: String?,
         amountCents: Cents?
@@ -423,7 +423,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// The charge with this id, active or past, with what was refunded of it: the refunds the ledger made for this
     /// kiosk (and, of a split, what its payments say), beside what a cancelled or expired split returned.
-    public func charge(id: String) throws(KioskError) -> KioskCharge {
+    package func charge(id: String) throws(KioskError) -> KioskCharge {
         do {
             var charge: KioskCharge
             if let record = machine.record, record.charge.id == id {
@@ -444,12 +444,12 @@ public actor Kiosk: KioskStatusSource {
     }
 
     /// The active charge, or the last one.
-    public var currentCharge: KioskCharge? { machine.record.map { shown($0.charge) } }
+    package var currentCharge: KioskCharge? { machine.record.map { shown($0.charge) } }
 
     // MARK: Observing
 
     /// The status now.
-    public func status() async -> KioskStatus {
+    package func status() async -> KioskStatus {
         status(now: await date())
     }
 
@@ -479,7 +479,7 @@ public actor Kiosk: KioskStatusSource {
     }
 
     /// Every status from now on, starting with the current one.
-    public func statusUpdates() async -> AsyncStream<KioskStatus> {
+    package func statusUpdates() async -> AsyncStream<KioskStatus> {
         let (stream, continuation) = AsyncStream.makeStream(of: KioskStatus.self, bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
         statusSubscribers[id] = continuation
@@ -489,7 +489,7 @@ public actor Kiosk: KioskStatusSource {
     }
 
     /// Every event from now on.
-    public func events() -> AsyncStream<KioskEvent> {
+    package func events() -> AsyncStream<KioskEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: KioskEvent.self, bufferingPolicy: .bufferingNewest(64))
         let id = UUID()
         eventSubscribers[id] = continuation
@@ -537,7 +537,7 @@ public actor Kiosk: KioskStatusSource {
 
     /// Drives charges until the calling task is cancelled (the daemon shutting down). Shutting down leaves the active
     /// charge as it is on disk and on the ledger, for the next run to continue; it cancels nothing.
-    public func run() async {
+    package func run() async {
         if let active = machine.record, !active.charge.state.isFinal {
             logger.notice(
                 "continuing charge",

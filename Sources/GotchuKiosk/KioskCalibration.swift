@@ -1,5 +1,5 @@
-public import Foundation
-public import GotchuCore
+package import Foundation
+package import GotchuCore
 
 #if canImport(Glibc)
     import Glibc
@@ -15,18 +15,18 @@ public import GotchuCore
 /// and then, while the terminal scans. The median of what the terminal heard from that phone is its calibration: the
 /// path between the two is the same both ways, so it stands for what the phone hears from the terminal, as long as
 /// the phone transmits about as strongly as the terminal does.
-public enum KioskCalibration {
+package enum KioskCalibration {
     /// What one calibration measured.
-    public struct Measurement: Hashable, Sendable {
+    package struct Measurement: Hashable, Sendable {
         /// The EID the phone advertised.
-        public var eid: EID
+        package var eid: EID
         /// The median RSSI heard from it, in dBm.
-        public var medianRSSI: Int16
+        package var medianRSSI: Int16
         /// How many sightings with RSSI the median is over.
-        public var samples: Int
+        package var samples: Int
 
         /// Creates a measurement.
-        public init(eid: EID, medianRSSI: Int16, samples: Int) {
+        package init(eid: EID, medianRSSI: Int16, samples: Int) {
             self.eid = eid
             self.medianRSSI = medianRSSI
             self.samples = samples
@@ -34,20 +34,20 @@ public enum KioskCalibration {
     }
 
     /// Why a calibration failed.
-    public struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
+    package struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
         /// What went wrong, for the operator.
-        public var description: String
+        package var description: String
 
         /// Creates a failure.
-        public init(_ description: String) { self.description = description }
+        package init(_ description: String) { self.description = description }
     }
 
     /// The fewest sightings a median is taken over.
-    public static let minimumSamples = 10
+    package static let minimumSamples = 10
 
     /// The median RSSI of the advertiser in `sightings`: the one advertising `eid`, or else the one heard most
     /// often. Sightings without RSSI are skipped.
-    public static func measure(_ sightings: [Sighting], eid: EID? = nil) throws(Failure) -> Measurement {
+    package static func measure(_ sightings: [Sighting], eid: EID? = nil) throws(Failure) -> Measurement {
         var byEID: [EID: [Int16]] = [:]
         for sighting in sightings {
             guard let rssi = sighting.rssi else { continue }
@@ -93,7 +93,7 @@ public enum KioskCalibration {
     }
 
     /// Scans on `radio` for `duration` (its own clock) and measures what it heard.
-    public static func scan(
+    package static func scan(
         _ radio: any Radio,
         serviceUUID: BluetoothUUID,
         duration: Duration,
@@ -113,7 +113,7 @@ public enum KioskCalibration {
 
     /// Sets `calibrated_rssi` in the config file at `file` (TOML, or JSON by its `.json` extension), keeping every
     /// other line of a TOML file as it was, and writes it back in place of the old one.
-    public static func write(_ calibratedRSSI: Int16, to file: URL) throws(Failure) {
+    package static func write(_ calibratedRSSI: Int16, to file: URL) throws(Failure) {
         let key = "calibrated_rssi"
         let value = "\"\(calibratedRSSI)\""
         let old: Data

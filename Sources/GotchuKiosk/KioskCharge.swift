@@ -1,8 +1,8 @@
-public import Foundation
-public import GotchuCore
+package import Foundation
+package import GotchuCore
 
 /// Where a charge is. A charge moves forward only: `creating` → `advertising` ⇄ `locked` → one of the final states.
-public enum KioskChargeState: String, Codable, Hashable, Sendable, CaseIterable {
+package enum KioskChargeState: String, Codable, Hashable, Sendable, CaseIterable {
     /// Asking the ledger for a payment session.
     case creating
     /// The session's EID is on the air; waiting for a payer.
@@ -19,7 +19,7 @@ public enum KioskChargeState: String, Codable, Hashable, Sendable, CaseIterable 
     case failed
 
     /// Whether the charge is over; a final charge never changes again.
-    public var isFinal: Bool {
+    package var isFinal: Bool {
         switch self {
         case .creating, .advertising, .locked: false
         case .paid, .expired, .cancelled, .failed: true
@@ -28,53 +28,53 @@ public enum KioskChargeState: String, Codable, Hashable, Sendable, CaseIterable 
 }
 
 /// One amount the point-of-sale asked for, and what became of it.
-public struct KioskCharge: Codable, Hashable, Sendable {
+package struct KioskCharge: Codable, Hashable, Sendable {
     /// The charge id the kiosk chose (a UUID); the point-of-sale refers to the charge by it.
-    public var id: String
+    package var id: String
     /// The amount asked, in cents: the whole amount, however many share it.
-    public var amountCents: Cents
+    package var amountCents: Cents
     /// Into how many shares the amount is split, each paid by a payer of its own (1: one payer pays it whole).
-    public var shares: Int
+    package var shares: Int
     /// How many shares are paid (for a charge that is not split, 1 once it is paid). Of a charge that ended
     /// cancelled or expired, the shares that were paid before the ledger refunded them.
-    public var sharesPaid: Int
+    package var sharesPaid: Int
     /// What the shares paid add up to, in cents, without tips.
-    public var paidCents: Cents
+    package var paidCents: Cents
     /// The tips payers gave on top of their shares, in cents.
-    public var tipCents: Cents
+    package var tipCents: Cents
     /// What the ledger returned to payers, shares and tips, in cents: as stored, what a charge that ended unpaid
     /// with shares paid (cancelled or expired) returned; ``Kiosk/charge(id:)`` adds the refunds the kiosk made.
-    public var refundedCents: Cents
+    package var refundedCents: Cents
     /// The payments of a split charge as the ledger last reported them, oldest first (empty for a charge that is
     /// not split): what a refund of one payer's share names.
-    public var payments: [KioskPayment]
+    package var payments: [KioskPayment]
     /// The point-of-sale's own reference (an order number), kept and reported back; may be empty.
-    public var reference: String
+    package var reference: String
     /// Where the charge is.
-    public var state: KioskChargeState
+    package var state: KioskChargeState
     /// The ledger session advertised for this charge, once created.
-    public var sessionID: String?
+    package var sessionID: String?
     /// The EID of that session.
-    public var eid: EID?
+    package var eid: EID?
     /// The web checkout of that EID, `PUBLIC_URL/p/EID`, as the ledger stated it: what the display's QR code
     /// encodes. `nil` when the ledger has no public URL.
-    public var checkoutURL: String?
+    package var checkoutURL: String?
     /// When the charge stops waiting for a payer if it is not paid: the end of its lifetime, or its session's expiry
     /// when that comes first and no new session will follow.
-    public var expiresAt: Date?
+    package var expiresAt: Date?
     /// What currently keeps the charge from progressing (ledger unreachable, adapter off), while the kiosk retries;
     /// for a `failed` charge, why it failed. `nil` when all is well.
-    public var problem: String?
+    package var problem: String?
     /// When the point-of-sale asked.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When anything above last changed.
-    public var updatedAt: Date
+    package var updatedAt: Date
     /// The tips its sessions suggest to payers, in whole percent of what each pays (``TipPrompt``); empty for none.
     /// Kept in the kiosk's store, not in the charge's JSON.
-    public var tipPercents: [Int] = []
+    package var tipPercents: [Int] = []
 
     /// Creates a charge.
-    public init(
+    package init(
         id: String,
         amountCents: Cents,
         shares: Int = 1,
@@ -127,7 +127,7 @@ public struct KioskCharge: Codable, Hashable, Sendable {
         case updatedAt = "updated_at"
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
         amountCents = try container.decode(Cents.self, forKey: .amountCents)
@@ -150,37 +150,37 @@ public struct KioskCharge: Codable, Hashable, Sendable {
     }
 
     /// Whether the amount is split among several payers.
-    public var isSplit: Bool { shares > 1 }
+    package var isSplit: Bool { shares > 1 }
 
     /// The amount of share `number` (1 is the first), in cents, as the ledger splits it: equal shares, the cents
     /// that do not divide evenly going one each to the first shares (10.01 in 4: 2.51, 2.50, 2.50, 2.50).
-    public func cents(ofShare number: Int) -> Cents {
+    package func cents(ofShare number: Int) -> Cents {
         let count = Cents(max(shares, 1))
         let (base, remainder) = amountCents.quotientAndRemainder(dividingBy: count)
         return base + (Cents(number) <= remainder ? 1 : 0)
     }
 
     /// What the next payer pays for one share: the first unpaid share's amount (the whole amount when not split).
-    public var nextShareCents: Cents { cents(ofShare: min(sharesPaid + 1, max(shares, 1))) }
+    package var nextShareCents: Cents { cents(ofShare: min(sharesPaid + 1, max(shares, 1))) }
 }
 
 /// One payment of a split charge: the shares one payer paid with one send, and its tip, as the ledger reported it.
-public struct KioskPayment: Codable, Hashable, Sendable {
+package struct KioskPayment: Codable, Hashable, Sendable {
     /// The ledger's id of the payment: what a refund of this payer's money names.
-    public var paymentID: String
+    package var paymentID: String
     /// The numbers of the shares it paid (1 is the first).
-    public var shareNumbers: [Int]
+    package var shareNumbers: [Int]
     /// What it paid for those shares, without the tip, in cents.
-    public var amountCents: Cents
+    package var amountCents: Cents
     /// The tip paid with it, in cents.
-    public var tipCents: Cents
+    package var tipCents: Cents
     /// How much of it (shares and tip) was refunded, in cents.
-    public var refundedCents: Cents
+    package var refundedCents: Cents
     /// When it was paid.
-    public var paidAt: Date
+    package var paidAt: Date
 
     /// Creates a payment.
-    public init(
+    package init(
         paymentID: String,
         shareNumbers: [Int],
         amountCents: Cents,
@@ -197,7 +197,7 @@ public struct KioskPayment: Codable, Hashable, Sendable {
     }
 
     /// What is left to refund of it: its amount and tip less what was refunded.
-    public var refundableCents: Cents { max(0, amountCents + tipCents - refundedCents) }
+    package var refundableCents: Cents { max(0, amountCents + tipCents - refundedCents) }
 
     enum CodingKeys: String, CodingKey {
         case paymentID = "payment_id"

@@ -1,6 +1,6 @@
-public import Foundation
+package import Foundation
 import GotchuAPI
-public import GotchuCore
+package import GotchuCore
 
 /// The kiosk's charge flow, without I/O: a charge from the point-of-sale → a ledger session created with a key that
 /// survives a crash → its EID advertised → its status watched → the end recorded; with retries and a cancel that
@@ -21,34 +21,34 @@ public import GotchuCore
 /// one process, keeps nothing on disk and gives up after a bounded number of cancel attempts, where a kiosk charge
 /// outlives restarts and retries until the ledger answers. The receiver would become a driver of this machine once
 /// the machine takes a retry budget (give up and report after N attempts or a patience) and a record kept in memory.
-public struct KioskChargeMachine: Sendable {
+package struct KioskChargeMachine: Sendable {
     /// How charges behave.
-    public struct Configuration: Hashable, Sendable {
+    package struct Configuration: Hashable, Sendable {
         /// How long a charge waits for a payer.
-        public var sessionLifetime: Duration
+        package var sessionLifetime: Duration
         /// When the ledger's session expires before the charge's lifetime is over, advertise a new one.
-        public var renewExpiredSessions: Bool
+        package var renewExpiredSessions: Bool
         /// How often a session's status is asked while all is well, when the ledger has no event streams (or
         /// `liveStatus` is off).
-        public var statusInterval: Duration
+        package var statusInterval: Duration
         /// Wait on the session's event stream for its next status instead of asking at every `statusInterval`.
-        public var liveStatus: Bool
+        package var liveStatus: Bool
         /// The longest wait on the event stream before the status is read anyway.
-        public var safetyInterval: Duration
+        package var safetyInterval: Duration
         /// Delays between retries while the ledger or the radio fails.
-        public var retry: Backoff
+        package var retry: Backoff
         /// How long the end of a charge is shown before the kiosk reads idle again.
-        public var idleAfter: Duration
+        package var idleAfter: Duration
         /// How long one EID stays on the air before the session is given a new one; `nil` never rotates. Checked
         /// whenever the status is due, so a rotation comes at most one ``statusInterval`` late.
-        public var rotateEvery: Duration?
+        package var rotateEvery: Duration?
         /// How long a split charge that ended unpaid with shares paid waits for the ledger to show those shares
         /// refunded (it refunds them automatically, an expired session's within seconds) before it is reported
         /// with what was refunded by then. The status is read every ``statusInterval`` meanwhile.
-        public var refundWait: Duration
+        package var refundWait: Duration
 
         /// Creates a configuration.
-        public init(
+        package init(
             sessionLifetime: Duration = .seconds(300),
             renewExpiredSessions: Bool = true,
             statusInterval: Duration = .milliseconds(500),
@@ -72,20 +72,20 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// A session the ledger created for the charge.
-    public struct Session: Hashable, Sendable {
+    package struct Session: Hashable, Sendable {
         /// The session id.
-        public var sessionID: String
+        package var sessionID: String
         /// The EID to advertise.
-        public var eid: EID
+        package var eid: EID
         /// When the ledger expires it.
-        public var expiresAt: Date
+        package var expiresAt: Date
         /// Into how many shares the ledger split it (1 from a ledger that predates splits, whatever was asked).
-        public var shares: Int
+        package var shares: Int
         /// The EID's web checkout, when the ledger has a public URL.
-        public var checkoutURL: String?
+        package var checkoutURL: String?
 
         /// Creates a session.
-        public init(sessionID: String, eid: EID, expiresAt: Date, shares: Int = 1, checkoutURL: String? = nil) {
+        package init(sessionID: String, eid: EID, expiresAt: Date, shares: Int = 1, checkoutURL: String? = nil) {
             self.sessionID = sessionID
             self.eid = eid
             self.expiresAt = expiresAt
@@ -95,22 +95,22 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// A session's status as the ledger reported it, with the progress of a split.
-    public struct SessionState: Hashable, Sendable {
+    package struct SessionState: Hashable, Sendable {
         /// The ledger's status.
-        public var status: SessionStatus
+        package var status: SessionStatus
         /// How many shares are paid (1 for a paid session that is not split).
-        public var sharesPaid: Int
+        package var sharesPaid: Int
         /// What the shares paid add up to, in cents, without tips.
-        public var paidCents: Cents
+        package var paidCents: Cents
         /// The tips paid on top of the shares, in cents.
-        public var tipCents: Cents
+        package var tipCents: Cents
         /// What the ledger returned to payers, shares and tips, in cents.
-        public var refundedCents: Cents
+        package var refundedCents: Cents
         /// The payments of a split session, oldest first (empty for a session that is not split).
-        public var payments: [KioskPayment]
+        package var payments: [KioskPayment]
 
         /// A session in `status`; nothing paid or refunded unless told otherwise.
-        public init(
+        package init(
             _ status: SessionStatus,
             sharesPaid: Int = 0,
             paidCents: Cents = 0,
@@ -128,7 +128,7 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// What the driver reports.
-    public enum Event: Hashable, Sendable {
+    package enum Event: Hashable, Sendable {
         /// The driver runs: continue the stored active charge. Until then requests are recorded but nothing is sent.
         case start
         /// The point-of-sale asks for a charge of `amountCents` split into `shares` (1: one payer); the driver chose
@@ -168,7 +168,7 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// What the driver must do.
-    public enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Write the record (insert it when new); on failure send ``Event/persistFailed`` and skip the rest.
         case persist(KioskStore.Record, isNew: Bool)
         /// Tell subscribers the charge changed from `from` (nil for a new charge) to `to`.
@@ -259,7 +259,7 @@ public struct KioskChargeMachine: Sendable {
     }
 
     /// The configuration in use.
-    public let configuration: Configuration
+    package let configuration: Configuration
     private var core: Core
     /// The state before the last event that wrote something.
     private var beforeWrite: Core?
@@ -268,19 +268,19 @@ public struct KioskChargeMachine: Sendable {
     private var now = Date(timeIntervalSince1970: 0)
 
     /// Creates a machine over the stored active charge, or the last one.
-    public init(configuration: Configuration, record: KioskStore.Record?) {
+    package init(configuration: Configuration, record: KioskStore.Record?) {
         self.configuration = configuration
         core = Core(record: record, problem: record?.charge.problem.map(KioskProblem.recorded))
     }
 
     /// The active charge, or the last one.
-    public var record: KioskStore.Record? { core.record }
+    package var record: KioskStore.Record? { core.record }
 
     /// What keeps the active charge from progressing, or why the last one failed.
-    public var problem: KioskProblem? { core.problem }
+    package var problem: KioskProblem? { core.problem }
 
     /// Feeds one event at `now` and returns what to do, in order.
-    public mutating func receive(_ event: Event, now: Date) -> [Action] {
+    package mutating func receive(_ event: Event, now: Date) -> [Action] {
         self.now = now
         writes = []
         effects = []

@@ -1,17 +1,17 @@
-public import Foundation
-public import GotchuBlueZ
-public import GotchuCore
-public import GotchuDBus
-public import GotchuSettings
+package import Foundation
+package import GotchuBlueZ
+package import GotchuCore
+package import GotchuDBus
+package import GotchuSettings
 
 /// The kiosk's settings, checked and complete: built-in defaults, overridden by the config file, overridden by the
 /// environment (`GOTCHU_KIOSK_<KEY>`), overridden by the command line.
-public struct KioskConfiguration: Hashable, Sendable {
+package struct KioskConfiguration: Hashable, Sendable {
     /// How the kiosk gets a bearer token for the ledger.
-    public typealias Credentials = KioskLedger.Credentials
+    package typealias Credentials = KioskLedger.Credentials
 
     /// Which radio advertises the charges.
-    public enum RadioKind: String, Hashable, Sendable, CaseIterable {
+    package enum RadioKind: String, Hashable, Sendable, CaseIterable {
         /// The machine's Bluetooth adapter through BlueZ.
         case bluez
         /// The simulated air shared by processes on this machine.
@@ -21,70 +21,70 @@ public struct KioskConfiguration: Hashable, Sendable {
     }
 
     /// Where the customer display's web server listens.
-    public struct DisplayAddress: Hashable, Sendable, CustomStringConvertible {
+    package struct DisplayAddress: Hashable, Sendable, CustomStringConvertible {
         /// A host name or an IP address; an IPv6 address without brackets (`::1`).
-        public var host: String
+        package var host: String
         /// The port, 0–65535; 0 picks a free one.
-        public var port: Int
+        package var port: Int
 
         /// Creates an address.
-        public init(host: String, port: Int) {
+        package init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
 
         /// `host:port`, with an IPv6 address in brackets (`[::1]:8080`).
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
     /// The ledger's base URL.
-    public var server: URL
+    package var server: URL
     /// How to get a token for the ledger.
-    public var credentials: Credentials
+    package var credentials: Credentials
     /// The private CA trusted for an `https` ledger's certificate instead of the system's; `nil` for the system's.
-    public var caFile: URL?
+    package var caFile: URL?
     /// The ledger's receipt keys to verify payments against; `nil` pins those it publishes at first contact.
-    public var receiptKeysFile: URL?
+    package var receiptKeysFile: URL?
     /// The name shown on the customer display.
-    public var payeeName: String
+    package var payeeName: String
     /// Which radio advertises the charges.
-    public var radio: RadioKind
+    package var radio: RadioKind
     /// The bus bluetoothd is reached on, for ``RadioKind/bluez``.
-    public var bluezBus: DBusConnection.Bus
+    package var bluezBus: DBusConnection.Bus
     /// The Bluetooth adapter, such as `hci0`; `nil` for the first powered one.
-    public var adapter: String?
+    package var adapter: String?
     /// How charges are advertised through BlueZ: ``BlueZAdvertisingType/broadcast`` (the default) from a private
     /// address that changes with each EID, or ``BlueZAdvertisingType/peripheral`` from the adapter's public address,
     /// which a fixed terminal may keep.
-    public var advertisingType: BlueZAdvertisingType
+    package var advertisingType: BlueZAdvertisingType
     /// The service UUID the EIDs are advertised under.
-    public var serviceUUID: BluetoothUUID
+    package var serviceUUID: BluetoothUUID
     /// The simulated air's directory, for ``RadioKind/sim``; `nil` for the default one.
-    public var air: URL?
+    package var air: URL?
     /// How long one charge waits for a payer before it is reported expired.
-    public var sessionLifetime: Duration
+    package var sessionLifetime: Duration
     /// Whether a charge whose ledger session expires before ``sessionLifetime`` is over gets a new session.
-    public var renewExpiredSessions: Bool
+    package var renewExpiredSessions: Bool
     /// How long one EID stays on the air before the session gets a new one; `nil` never rotates.
-    public var rotateEvery: Duration?
+    package var rotateEvery: Duration?
     /// Where the kiosk keeps its state.
-    public var stateDirectory: URL
+    package var stateDirectory: URL
     /// Where the customer display is served; `nil` when it is off.
-    public var display: DisplayAddress?
+    package var display: DisplayAddress?
     /// The bus on which the kiosk owns `io.gotchu.Kiosk1`.
-    public var controlBus: DBusConnection.Bus
+    package var controlBus: DBusConnection.Bus
     /// Where a listener of its own serves `GET /metrics` (the display serves them too); `nil` when it is off.
-    public var metrics: DisplayAddress?
+    package var metrics: DisplayAddress?
     /// The config file that was read; `nil` when the default one does not exist.
-    public var file: URL?
+    package var file: URL?
     /// The terminal's calibration, advertised beside each EID (``Advertisement/calibratedRSSI``); `nil` for none.
-    public var calibratedRSSI: Int16?
+    package var calibratedRSSI: Int16?
     /// The tips each charge's session suggests to payers; ``TipPrompt/none`` by default.
-    public var tipPrompt: TipPrompt
+    package var tipPrompt: TipPrompt
 
     /// Creates a configuration directly, without layers (for tests and embedding); every setting left out has its
     /// built-in value (``builtIn``).
-    public init(
+    package init(
         server: URL,
         credentials: Credentials,
         caFile: URL? = builtIn.caFile,
@@ -131,17 +131,17 @@ public struct KioskConfiguration: Hashable, Sendable {
     }
 
     /// The config file read when none is named: `/etc/gotchu/kiosk.toml`.
-    public static let defaultFile = URL(fileURLWithPath: "/etc/gotchu/kiosk.toml")
+    package static let defaultFile = URL(fileURLWithPath: "/etc/gotchu/kiosk.toml")
 
     /// The longest ``sessionLifetime`` allowed, in seconds.
-    public static let maximumSessionLifetimeSeconds = 3600
+    package static let maximumSessionLifetimeSeconds = 3600
 
     /// The built-in layer, below all others: each setting's built-in value, as ``KioskSettingsSchema`` declares it.
-    public static var defaults: KioskSettings { .builtIn }
+    package static var defaults: KioskSettings { .builtIn }
 
     /// Every setting at its built-in value, read as a configured one is. The server and the credentials have none:
     /// they are placeholders here, and must be set.
-    public static let builtIn: KioskConfiguration = {
+    package static let builtIn: KioskConfiguration = {
         let defaults = SettingsResolution<KioskSettingsSchema>(layers: [.init(origin: .defaults, settings: .builtIn)])
         do {
             return try Resolver(settings: defaults, file: defaultFile).resolve(
@@ -168,7 +168,7 @@ public struct KioskConfiguration: Hashable, Sendable {
     ///   - environment: The process environment; only `GOTCHU_KIOSK_*` variables are read.
     ///   - flags: The command line's layer.
     /// - Throws: ``KioskConfigurationError`` naming the file, variable or flag of the first bad setting.
-    public static func resolve(
+    package static func resolve(
         file: URL,
         fileIsExplicit: Bool,
         environment: [String: String],
@@ -185,7 +185,7 @@ public struct KioskConfiguration: Hashable, Sendable {
 }
 
 /// A setting the kiosk cannot run with, said for the operator: which file, variable or flag, and what is wrong.
-public typealias KioskConfigurationError = SettingsError
+package typealias KioskConfigurationError = SettingsError
 
 // MARK: - Reading the layers
 

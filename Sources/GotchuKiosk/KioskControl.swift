@@ -1,26 +1,26 @@
 import Foundation
 import GotchuAPI
 import GotchuCore
-public import GotchuDBus
-public import GotchuKioskClient
+package import GotchuDBus
+package import GotchuKioskClient
 
 /// The kiosk's control interface for the point-of-sale, as ``KioskInterface`` names it: `io.gotchu.Kiosk1` at
 /// `/io/gotchu/Kiosk1`. Its `State` property is a ``KioskStatus/State``; its charges are ``dictionary(_:)``s.
-public enum KioskControl {
+package enum KioskControl {
     /// The well-known bus name the kiosk owns (``KioskInterface/busName``).
-    public static var busName: String { KioskInterface.busName }
+    package static var busName: String { KioskInterface.busName }
     /// The interface name (``KioskInterface/name``).
-    public static var interface: String { KioskInterface.name }
+    package static var interface: String { KioskInterface.name }
     /// The object's path (``KioskInterface/path``).
-    public static var path: DBusObjectPath { KioskInterface.path }
+    package static var path: DBusObjectPath { KioskInterface.path }
 
     /// The D-Bus errors the methods reply with, besides `org.freedesktop.DBus.Error.InvalidArgs`.
-    public typealias ErrorName = KioskInterface.ErrorName
+    package typealias ErrorName = KioskInterface.ErrorName
 
     /// Serves the interface on `connection` until the calling task is cancelled: exports the object, owns
     /// ``busName`` (then calls `onServing`), and mirrors the kiosk's status and events as properties and signals.
     /// - Parameter metrics: counts the method calls by method and outcome; none when `nil`.
-    public static func serve(
+    package static func serve(
         _ kiosk: Kiosk,
         on connection: DBusConnection,
         metrics: KioskMetrics? = nil,
@@ -101,7 +101,7 @@ public enum KioskControl {
 
     /// A charge as a D-Bus dictionary, keyed by ``KioskInterface/ChargeKey``; empty for no charge. Absent fields are
     /// left out.
-    public static func dictionary(_ charge: KioskCharge?) -> [String: DBusVariant] {
+    package static func dictionary(_ charge: KioskCharge?) -> [String: DBusVariant] {
         guard let charge else { return [:] }
         var entries: [Key: DBusValue] = [
             .id: .string(charge.id),
@@ -145,7 +145,7 @@ public enum KioskControl {
 
     /// The `CheckoutURL` property: the web checkout of the EID on the air while the charge waits for payers; empty
     /// otherwise.
-    public static func checkoutURL(_ status: KioskStatus) -> String {
+    package static func checkoutURL(_ status: KioskStatus) -> String {
         guard status.state == .advertising || status.state == .locked else { return "" }
         return status.charge?.checkoutURL ?? ""
     }

@@ -1,11 +1,11 @@
-public import Foundation
+import Foundation
 import GotchuBlueZ
-public import GotchuCore
+package import GotchuCore
 import GotchuDBus
 import GotchuLedgerClient
 import GotchuSimulatedRadio
 import GotchuSystemd
-public import Logging
+package import Logging
 import ServiceLifecycle
 import UnixSignals
 
@@ -13,14 +13,14 @@ import UnixSignals
 /// status and watchdog, composed in one service group that stops gracefully on SIGTERM or SIGINT.
 ///
 /// `gotchu kiosk` and `gotchu-kiosk` are this, after reading their configuration.
-public enum KioskDaemon {
+package enum KioskDaemon {
     /// Why the daemon could not start or stopped with an error; its description is one line for the operator.
-    public struct Failure: Error, CustomStringConvertible {
+    package struct Failure: Error, CustomStringConvertible {
         /// What went wrong and, where it helps, what to do.
-        public let description: String
+        package let description: String
 
         /// Creates a failure with its one-line explanation.
-        public init(_ description: String) { self.description = description }
+        package init(_ description: String) { self.description = description }
     }
 
     /// Runs the kiosk described by `settings` until SIGTERM or SIGINT.
@@ -30,7 +30,7 @@ public enum KioskDaemon {
     ///   - logger: Where the daemon logs.
     ///   - output: Receives the lines that tell a person or a supervising process where things are ("kiosk ready",
     ///     the display's address); standard output by default.
-    public static func run(
+    package static func run(
         _ settings: KioskConfiguration,
         logger: Logger,
         output: @escaping @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
@@ -204,7 +204,7 @@ public enum KioskDaemon {
     }
 
     /// The radio the settings name: the shared simulated air or BlueZ (its calls told to `metrics`, if any).
-    public static func makeRadio(_ settings: KioskConfiguration, metrics: KioskMetrics? = nil) async throws -> any Radio
+    package static func makeRadio(_ settings: KioskConfiguration, metrics: KioskMetrics? = nil) async throws -> any Radio
     {
         switch settings.radio {
         case .none:
@@ -240,7 +240,7 @@ public enum KioskDaemon {
     }
 
     /// One line for `systemctl status`.
-    public static func describe(_ status: KioskStatus) -> String {
+    package static func describe(_ status: KioskStatus) -> String {
         guard let charge = status.charge else { return status.state.rawValue }
         var text = "\(status.state.rawValue): charge \(charge.id) \(Money.format(charge.amountCents))"
         if charge.isSplit { text += ", \(charge.sharesPaid) of \(charge.shares) shares paid" }

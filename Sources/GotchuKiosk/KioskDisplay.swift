@@ -4,9 +4,9 @@ import GotchuCore
 import GotchuQR
 import HTTPTypes
 import Hummingbird
-public import Logging
+package import Logging
 import NIOCore
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// The customer display: a small web server for the screen facing the customer, which a browser in kiosk mode
 /// shows full screen.
@@ -23,7 +23,7 @@ public import ServiceLifecycle
 ///
 /// Other paths answer 404, other methods 405. Run it on its own or in a `ServiceGroup`; a graceful shutdown ends
 /// the open event streams so the server can stop.
-public struct KioskDisplay: Service {
+package struct KioskDisplay: Service {
     private let source: any KioskStatusSource
     private let host: String
     private let port: Int
@@ -41,7 +41,7 @@ public struct KioskDisplay: Service {
     ///   - metrics: follows the status into these metrics and serves them at `GET /metrics`; none when `nil`.
     ///   - logger: where the server logs.
     ///   - onListening: called with the bound port once the server accepts connections.
-    public init(
+    package init(
         source: any KioskStatusSource,
         host: String,
         port: Int,
@@ -60,7 +60,7 @@ public struct KioskDisplay: Service {
     }
 
     /// Serves until cancelled or shut down gracefully.
-    public func run() async throws {
+    package func run() async throws {
         let port = self.port
         let onListening = self.onListening
         let application = Application(

@@ -1,7 +1,7 @@
-public import GotchuCore
+package import GotchuCore
 
 /// Why the kiosk refused a request from the point-of-sale.
-public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Another charge is active; only one runs at a time.
     case busy(activeID: String)
     /// The amount is not a positive number of cents the ledger could take.
@@ -33,9 +33,9 @@ public enum KioskError: Error, Hashable, Sendable, CustomStringConvertible {
     case paymentRequired(chargeID: String, known: [String])
 
     /// The most shares a charge may be split into (the ledger's limit).
-    public static let maximumShares = 50
+    package static let maximumShares = 50
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .busy(let id): "charge \(id) is still active; cancel it or wait until it ends"
         case .invalidAmount(let cents): "the amount must be a positive number of cents, not \(cents)"

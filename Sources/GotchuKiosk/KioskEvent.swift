@@ -1,9 +1,9 @@
-public import GotchuCore
+package import GotchuCore
 
 /// Something that happened to a charge, in the order it happened; the point-of-sale hears each as a D-Bus signal.
-public struct KioskEvent: Hashable, Sendable {
+package struct KioskEvent: Hashable, Sendable {
     /// What happened.
-    public enum Kind: Hashable, Sendable {
+    package enum Kind: Hashable, Sendable {
         /// The charge's EID is on the air (again, or for a new session).
         case advertising
         /// A payer holds the session.
@@ -26,12 +26,12 @@ public struct KioskEvent: Hashable, Sendable {
     }
 
     /// What happened.
-    public var kind: Kind
+    package var kind: Kind
     /// The charge right after it happened.
-    public var charge: KioskCharge
+    package var charge: KioskCharge
 
     /// Creates an event.
-    public init(_ kind: Kind, _ charge: KioskCharge) {
+    package init(_ kind: Kind, _ charge: KioskCharge) {
         self.kind = kind
         self.charge = charge
     }

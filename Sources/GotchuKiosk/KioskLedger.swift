@@ -1,12 +1,12 @@
-public import Foundation
-public import GotchuAPI
-public import GotchuCore
-public import GotchuLedgerClient
+package import Foundation
+package import GotchuAPI
+package import GotchuCore
+package import GotchuLedgerClient
 import GotchuReceipts
 
 /// The ledger calls a kiosk makes, on behalf of its payee. ``KioskLedger`` makes them over HTTP; tests may
 /// answer them in memory.
-public protocol KioskLedgerService: Sendable {
+package protocol KioskLedgerService: Sendable {
     /// Creates a payment session of `amountCents` split into `shares` (1: one payer) that suggests the tips of
     /// `tipPercents` to payers (whole percents; empty for none) under the order `reference` (`nil` for none), or
     /// finds again the one created earlier under the same key. A ledger that predates splits answers one share
@@ -52,7 +52,7 @@ public protocol KioskLedgerService: Sendable {
 
 extension KioskLedgerService {
     /// Creates a session that suggests no tip (see ``createSession(amountCents:shares:tipPercents:reference:idempotencyKey:)``).
-    public func createSession(
+    package func createSession(
         amountCents: Cents,
         shares: Int,
         idempotencyKey: String
@@ -67,7 +67,7 @@ extension KioskLedgerService {
     }
 
     /// Creates a session for one payer that suggests no tip.
-    public func createSession(
+    package func createSession(
         amountCents: Cents,
         idempotencyKey: String
     ) async throws(LedgerClientError) -> CreateSessionResponse {
@@ -81,12 +81,12 @@ extension KioskLedgerService {
     }
 
     /// The session's status alone (see ``sessionState(sid:)``).
-    public func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
+    package func sessionStatus(sid: String) async throws(LedgerClientError) -> SessionStatus {
         try await sessionState(sid: sid).status
     }
 
     /// A service without event streams: the kiosk polls ``sessionState(sid:)`` instead.
-    public func nextState(
+    package func nextState(
         sid: String,
         after: KioskChargeMachine.SessionState
     ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
@@ -94,7 +94,7 @@ extension KioskLedgerService {
     }
 
     /// A ledger that cannot refund.
-    public func refund(
+    package func refund(
         sid: String,
         amountCents: Cents?,
         idempotencyKey: String
@@ -103,7 +103,7 @@ extension KioskLedgerService {
     }
 
     /// A ledger that refunds sessions that are not split, through ``refund(sid:amountCents:idempotencyKey:)``.
-    public func refund(
+    package func refund(
         sid: String,
         paymentID: String?,
         amountCents: Cents,
@@ -116,15 +116,15 @@ extension KioskLedgerService {
     }
 
     /// A ledger that cannot rotate: the kiosk keeps advertising the EID it has.
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
+    package func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         throw .problem(Problem(.notFound, detail: "this ledger does not rotate EIDs"))
     }
 }
 
 /// The kiosk's way to the ledger: a client logged in as the payee that logs in again when its token is rejected.
-public actor KioskLedger: KioskLedgerService {
+package actor KioskLedger: KioskLedgerService {
     /// How the kiosk proves who it is.
-    public enum Credentials: Hashable, Sendable {
+    package enum Credentials: Hashable, Sendable {
         /// Log in as this e-mail (the ledger's development login), again whenever the token expires.
         case email(String)
         /// Read the bearer token from this file, again whenever the ledger rejects it (so an operator can rotate it).
@@ -135,7 +135,7 @@ public actor KioskLedger: KioskLedgerService {
     }
 
     /// The server's base URL.
-    public nonisolated let baseURL: URL
+    package nonisolated let baseURL: URL
     private let credentials: Credentials
     private var client: LedgerClient
     private let receiptTrust: ReceiptTrust?
@@ -144,7 +144,7 @@ public actor KioskLedger: KioskLedgerService {
     /// - Parameter trust: a private CA for an `https` ledger whose certificate it signed.
     /// - Parameter receiptTrust: the keys a paid session's receipt must verify against before the session counts
     ///   as paid; `nil` believes the ledger's status as it is.
-    public init(
+    package init(
         baseURL: URL,
         credentials: Credentials,
         timeout: TimeInterval = 10,
@@ -159,7 +159,7 @@ public actor KioskLedger: KioskLedgerService {
 
     /// Runs `call` with a logged-in client. If the ledger rejects the token, logs in (or re-reads the token file)
     /// once and runs `call` again; a token that does not change is not retried.
-    public func perform<Output: Sendable>(
+    package func perform<Output: Sendable>(
         _ call: @Sendable (LedgerClient) async throws(LedgerClientError) -> Output
     ) async throws(LedgerClientError) -> Output {
         if client.token == nil { try await renewToken() }
@@ -211,7 +211,7 @@ public actor KioskLedger: KioskLedgerService {
         return credential
     }
 
-    public func createSession(
+    package func createSession(
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
@@ -237,23 +237,23 @@ public actor KioskLedger: KioskLedgerService {
     /// a split session's every payment has its own. A receipt that does not verify is reported as a failed status
     /// read, so the charge keeps waiting and says why instead of reporting a payment the ledger's signature does
     /// not back.
-    public func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
+    package func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         let session = try await perform { client throws(LedgerClientError) in try await client.session(sid: sid) }
         try await verify(session, sid: sid)
         return Self.state(session)
     }
 
-    public func cancelSession(sid: String) async throws(LedgerClientError) {
+    package func cancelSession(sid: String) async throws(LedgerClientError) {
         try await perform { client throws(LedgerClientError) in try await client.cancel(sid: sid) }
     }
 
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
+    package func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         try await perform { client throws(LedgerClientError) in try await client.rotateEID(sid: sid) }
     }
 
     /// The session's next state other than `after` from its event stream, opened for the call: the first event is
     /// the current state, so a change made before the call is seen at once. Verified as ``sessionState(sid:)`` is.
-    public func nextState(
+    package func nextState(
         sid: String,
         after: KioskChargeMachine.SessionState
     ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
@@ -341,7 +341,7 @@ extension KioskLedger {
     /// Refunds `amountCents` of the paid session (`nil`: all of the amount paid not refunded yet, read from the
     /// ledger) through ``perform(_:)``; where receipts are checked, the answer counts only once its refund receipt
     /// verifies.
-    public func refund(
+    package func refund(
         sid: String,
         amountCents: Cents?,
         idempotencyKey: String
@@ -368,7 +368,7 @@ extension KioskLedger {
 
     /// Refunds `amountCents` of payment `paymentID` of the paid split session (`nil`: of the session, not split)
     /// through ``perform(_:)``; where receipts are checked, the answer counts only once its refund receipt verifies.
-    public func refund(
+    package func refund(
         sid: String,
         paymentID: String?,
         amountCents cents: Cents,

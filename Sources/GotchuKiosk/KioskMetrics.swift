@@ -1,8 +1,8 @@
 import CoreMetrics
 import GotchuAPI
-public import GotchuBlueZ
+package import GotchuBlueZ
 import GotchuLedgerClient
-public import Prometheus
+package import Prometheus
 import Synchronization
 
 /// The kiosk's metrics for Prometheus, served by the customer display at `GET /metrics`, recorded through
@@ -24,15 +24,15 @@ import Synchronization
 ///   (`RegisterAdvertisement`, `StartDiscovery`, …), `ok` or `error`.
 /// - `gotchu_kiosk_bluez_reregistrations_total{reason}`: advertisements registered again with bluetoothd: on an EID
 ///   `rotation`, after a bluetoothd `restart`, or when it `released` one.
-public final class KioskMetrics: BlueZRadioObserver {
+package final class KioskMetrics: BlueZRadioObserver {
     /// The registry the metrics are written to.
-    public let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
     /// The last state seen, and the last charge counted as ended.
     private let seen = Mutex<(state: KioskStatus.State?, endedCharge: String?)>((nil, nil))
 
     /// Creates the metrics over `registry` (a fresh one by default).
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         self.factory = PrometheusMetricsFactory(registry: registry)
         // Listed from the start at 0, so a dashboard finds each family before its first event.
@@ -52,7 +52,7 @@ public final class KioskMetrics: BlueZRadioObserver {
     private static let controlCalls = "gotchu_kiosk_dbus_calls_total"
     private static let ledgerErrors = "gotchu_kiosk_ledger_errors_total"
 
-    public func called(_ method: String, succeeded: Bool) {
+    package func called(_ method: String, succeeded: Bool) {
         Counter(
             label: Self.bluezCalls,
             dimensions: [("method", method), ("outcome", succeeded ? "ok" : "error")],
@@ -60,7 +60,7 @@ public final class KioskMetrics: BlueZRadioObserver {
         ).increment()
     }
 
-    public func registeredAgain(_ reason: BlueZReregistration) {
+    package func registeredAgain(_ reason: BlueZReregistration) {
         Counter(label: Self.reregistrations, dimensions: [("reason", reason.rawValue)], factory: factory).increment()
     }
 
@@ -87,10 +87,10 @@ public final class KioskMetrics: BlueZRadioObserver {
     }
 
     /// The Prometheus text exposition format (version 0.0.4) of every metric.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    package func exposition() -> [UInt8] { registry.emitToBuffer() }
 
     /// The media type of ``exposition()``.
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// Follows `source` until its updates end.
     func observe(_ source: any KioskStatusSource) async {

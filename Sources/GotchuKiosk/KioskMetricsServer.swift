@@ -1,12 +1,12 @@
 import HTTPTypes
 import Hummingbird
-public import Logging
+package import Logging
 import NIOCore
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// A listener of its own for the kiosk's metrics, `GET /metrics` and nothing else, so they can be scraped with the
 /// customer display off (the `metrics` setting).
-public struct KioskMetricsServer: Service {
+package struct KioskMetricsServer: Service {
     private let metrics: KioskMetrics
     private let source: (any KioskStatusSource)?
     private let host: String
@@ -23,7 +23,7 @@ public struct KioskMetricsServer: Service {
     ///   - port: the port to listen on; 0 picks a free one (see `onListening`).
     ///   - logger: where the server logs.
     ///   - onListening: called with the bound port once the server accepts connections.
-    public init(
+    package init(
         metrics: KioskMetrics,
         source: (any KioskStatusSource)?,
         host: String,
@@ -40,7 +40,7 @@ public struct KioskMetricsServer: Service {
     }
 
     /// Serves until cancelled or shut down gracefully.
-    public func run() async throws {
+    package func run() async throws {
         let metrics = self.metrics
         let router = Router()
         router.add(middleware: GetOnlyMiddleware(paths: ["/metrics"]))

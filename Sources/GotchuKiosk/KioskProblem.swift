@@ -1,6 +1,6 @@
 /// What keeps a charge from progressing while the kiosk retries, or why a charge failed. The kiosk decides by the
 /// case; people read ``description``, which is what the D-Bus interface and the display show.
-public enum KioskProblem: Hashable, Sendable, CustomStringConvertible {
+package enum KioskProblem: Hashable, Sendable, CustomStringConvertible {
     /// The radio could not advertise (adapter gone or off, advertising refused).
     case radio(String)
     /// The ledger could not be reached or did not answer in time.
@@ -20,7 +20,7 @@ public enum KioskProblem: Hashable, Sendable, CustomStringConvertible {
     /// A problem an earlier run of the kiosk recorded, known only by its text.
     case recorded(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .radio(let reason): "Bluetooth: \(reason)"
         case .ledgerUnreachable(let reason): "cannot reach the ledger: \(reason)"

@@ -1,12 +1,12 @@
-public import Foundation
-public import GotchuCore
+package import Foundation
+package import GotchuCore
 
 /// One refund the kiosk asks the ledger for, written to the ``KioskStore`` before it is sent, under the idempotency
 /// key it is sent with: a refund interrupted by a crash is sent again with the same key after the restart, so the
 /// ledger makes it once (a replay answers the refund it made).
-public struct KioskRefund: Hashable, Sendable {
+package struct KioskRefund: Hashable, Sendable {
     /// Where the refund is.
-    public enum State: String, Hashable, Sendable {
+    package enum State: String, Hashable, Sendable {
         /// Written, not yet answered by the ledger (or answered with a receipt that did not verify): sent again,
         /// with the same key, until it is answered.
         case pending
@@ -17,28 +17,28 @@ public struct KioskRefund: Hashable, Sendable {
     }
 
     /// The idempotency key it is sent with; unique.
-    public var key: String
+    package var key: String
     /// The kiosk charge refunded.
-    public var chargeID: String
+    package var chargeID: String
     /// That charge's ledger session.
-    public var sessionID: String
+    package var sessionID: String
     /// The payment refunded, of a split charge; `nil` otherwise.
-    public var paymentID: String?
+    package var paymentID: String?
     /// How much, in cents.
-    public var amountCents: Cents
+    package var amountCents: Cents
     /// Where it is.
-    public var state: State
+    package var state: State
     /// The ledger's id of the refund, once made.
-    public var refundID: String?
+    package var refundID: String?
     /// Why the ledger refused it, or why it is still pending.
-    public var problem: String?
+    package var problem: String?
     /// When it was asked.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When it last changed.
-    public var updatedAt: Date
+    package var updatedAt: Date
 
     /// Creates a pending refund under a new key.
-    public init(
+    package init(
         chargeID: String,
         sessionID: String,
         paymentID: String?,
@@ -58,9 +58,9 @@ public struct KioskRefund: Hashable, Sendable {
 }
 
 /// What a refund request of the point-of-sale becomes: the refunds to send, one for each payment it covers.
-public enum KioskRefundPlan {
+package enum KioskRefundPlan {
     /// Why a request cannot be planned.
-    public enum Refusal: Error, Hashable, Sendable {
+    package enum Refusal: Error, Hashable, Sendable {
         /// The charge has no payment with this id.
         case unknownPayment(String, known: [String])
         /// A charge that is not split is refunded without naming a payment.
@@ -75,7 +75,7 @@ public enum KioskRefundPlan {
     /// of the whole charge) of a paid charge with `payments` (empty for a charge that is not split) and, when it is
     /// not split, `refundableCents` left. All that is left of a split charge is every payment's rest, each a refund
     /// of its own. Returns (payment id, cents) pairs.
-    public static func refunds(
+    package static func refunds(
         paymentID: String?,
         amountCents: Cents?,
         split: Bool,

@@ -1,9 +1,9 @@
-public import Foundation
+package import Foundation
 
 /// The kiosk as the customer display and the point-of-sale see it at one moment.
-public struct KioskStatus: Codable, Hashable, Sendable {
+package struct KioskStatus: Codable, Hashable, Sendable {
     /// The kiosk's state in one word, as the D-Bus `State` property reports it.
-    public enum State: String, Codable, Hashable, Sendable, CaseIterable {
+    package enum State: String, Codable, Hashable, Sendable, CaseIterable {
         /// No charge, or the last one ended a while ago (``KioskChargeMachine/Configuration/idleAfter``); ``KioskStatus/charge`` may
         /// still hold it.
         case idle
@@ -26,21 +26,21 @@ public struct KioskStatus: Codable, Hashable, Sendable {
     }
 
     /// The state in one word.
-    public var state: State
+    package var state: State
     /// The payee's name, shown to customers: the name payers' phones show, as the ledger last answered it, else
     /// the configured one.
-    public var payeeName: String
+    package var payeeName: String
     /// The current charge, or the last one (so the display can keep showing "paid").
-    public var charge: KioskCharge?
+    package var charge: KioskCharge?
     /// What is wrong, for a person, when ``state`` is ``State/error`` or ``State/failed``.
-    public var problem: String?
+    package var problem: String?
     /// The kiosk's clock when this status was taken, so a display can count down without trusting its own clock.
-    public var now: Date
+    package var now: Date
     /// Whether charges go on the air; `false` for a kiosk with no radio, whose QR code is the only way to pay.
-    public var onAir: Bool
+    package var onAir: Bool
 
     /// Creates a status.
-    public init(
+    package init(
         state: State,
         payeeName: String,
         charge: KioskCharge?,
@@ -65,7 +65,7 @@ public struct KioskStatus: Codable, Hashable, Sendable {
         case onAir = "on_air"
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.state = try container.decode(State.self, forKey: .state)
         self.payeeName = try container.decode(String.self, forKey: .payeeName)
@@ -78,7 +78,7 @@ public struct KioskStatus: Codable, Hashable, Sendable {
 }
 
 /// Something that knows the kiosk's status and tells of every change: the kiosk itself, or a stand-in.
-public protocol KioskStatusSource: Sendable {
+package protocol KioskStatusSource: Sendable {
     /// The status now.
     func status() async -> KioskStatus
     /// Every status from now on, starting with the current one. The stream ends when the kiosk stops.

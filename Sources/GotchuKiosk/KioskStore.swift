@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import GRDB
 import GotchuCore
 
@@ -6,18 +6,18 @@ import GotchuCore
 ///
 /// At most one charge is active (not final) at a time, and the database itself enforces it: an active charge holds
 /// the single value of a unique column. Every change is written before the kiosk acts on it or reports it.
-public final class KioskStore: Sendable {
+package final class KioskStore: Sendable {
     /// A stored charge and the kiosk's private bookkeeping about it.
-    public struct Record: Hashable, Sendable {
+    package struct Record: Hashable, Sendable {
         /// The charge as reported.
-        public var charge: KioskCharge
+        package var charge: KioskCharge
         /// How many ledger sessions were created for the charge; names the idempotency key of the next one.
-        public var sessionNumber: Int
+        package var sessionNumber: Int
         /// The point-of-sale asked to cancel; the kiosk has not yet heard the ledger confirm it.
-        public var cancelRequested: Bool
+        package var cancelRequested: Bool
 
         /// Creates a record.
-        public init(charge: KioskCharge, sessionNumber: Int = 0, cancelRequested: Bool = false) {
+        package init(charge: KioskCharge, sessionNumber: Int = 0, cancelRequested: Bool = false) {
             self.charge = charge
             self.sessionNumber = sessionNumber
             self.cancelRequested = cancelRequested
@@ -25,11 +25,11 @@ public final class KioskStore: Sendable {
     }
 
     /// Why the store refused a write.
-    public enum StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         /// Another charge is still active.
         case busy(activeID: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .busy(let id): "another charge is active: \(id)"
             }
@@ -37,12 +37,12 @@ public final class KioskStore: Sendable {
     }
 
     /// Final charges older than this are deleted when the store opens.
-    public static let retention: TimeInterval = 90 * 24 * 3600
+    package static let retention: TimeInterval = 90 * 24 * 3600
 
     private let database: DatabaseQueue
 
     /// Opens (creating if needed) the store in `directory`: the directory is made 0700 and the database 0600.
-    public init(directory: URL) throws {
+    package init(directory: URL) throws {
         try FileManager.default.createDirectory(
             at: directory,
             withIntermediateDirectories: true,
@@ -137,7 +137,7 @@ public final class KioskStore: Sendable {
     }
 
     /// Adds a new charge; throws ``StoreError/busy(activeID:)`` if another charge is active.
-    public func insert(_ record: Record) throws {
+    package func insert(_ record: Record) throws {
         try database.write { db in
             if let active = try String.fetchOne(db, sql: "SELECT id FROM charges WHERE active = 1") {
                 throw StoreError.busy(activeID: active)
@@ -155,7 +155,7 @@ public final class KioskStore: Sendable {
     }
 
     /// Writes `record` over the stored charge with the same id. A final charge is never changed again.
-    public func update(_ record: Record) throws {
+    package func update(_ record: Record) throws {
         try database.write { db in
             var arguments = Self.arguments(record, leadingID: false)
             _ = arguments.append(contentsOf: [record.charge.id])
@@ -173,21 +173,21 @@ public final class KioskStore: Sendable {
     }
 
     /// The charge with this id.
-    public func record(id: String) throws -> Record? {
+    package func record(id: String) throws -> Record? {
         try database.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM charges WHERE id = ?", arguments: [id]).map(Self.record)
         }
     }
 
     /// The active charge, if any.
-    public func active() throws -> Record? {
+    package func active() throws -> Record? {
         try database.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM charges WHERE active = 1").map(Self.record)
         }
     }
 
     /// The most recent charge, active or not.
-    public func latest() throws -> Record? {
+    package func latest() throws -> Record? {
         try database.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM charges ORDER BY created_at DESC, rowid DESC LIMIT 1")
                 .map(Self.record)
@@ -244,7 +244,7 @@ public final class KioskStore: Sendable {
     // MARK: Payments and refunds
 
     /// Writes the payments of charge `id` as the ledger last reported them; the one change a final charge takes.
-    public func updatePayments(chargeID id: String, _ payments: [KioskPayment]) throws {
+    package func updatePayments(chargeID id: String, _ payments: [KioskPayment]) throws {
         try database.write { db in
             try db.execute(
                 sql: "UPDATE charges SET payments = ? WHERE id = ?",
@@ -254,7 +254,7 @@ public final class KioskStore: Sendable {
     }
 
     /// Adds refunds about to be sent, all or none.
-    public func insert(_ refunds: [KioskRefund]) throws {
+    package func insert(_ refunds: [KioskRefund]) throws {
         try database.write { db in
             for refund in refunds {
                 try db.execute(
@@ -274,7 +274,7 @@ public final class KioskStore: Sendable {
     }
 
     /// Records how a refund went; a refund that is no longer pending never changes again.
-    public func update(_ refund: KioskRefund) throws {
+    package func update(_ refund: KioskRefund) throws {
         try database.write { db in
             try db.execute(
                 sql: """
@@ -290,7 +290,7 @@ public final class KioskStore: Sendable {
     }
 
     /// The refunds of charge `id`, oldest first.
-    public func refunds(chargeID id: String) throws -> [KioskRefund] {
+    package func refunds(chargeID id: String) throws -> [KioskRefund] {
         try database.read { db in
             try Row.fetchAll(
                 db,
@@ -301,7 +301,7 @@ public final class KioskStore: Sendable {
     }
 
     /// Every refund not yet answered by the ledger, oldest first.
-    public func pendingRefunds() throws -> [KioskRefund] {
+    package func pendingRefunds() throws -> [KioskRefund] {
         try database.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM refunds WHERE state = 'pending' ORDER BY created_at, rowid")
                 .map(Self.refund)

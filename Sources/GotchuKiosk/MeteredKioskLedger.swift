@@ -1,23 +1,23 @@
-public import GotchuAPI
-public import GotchuCore
-public import GotchuLedgerClient
+package import GotchuAPI
+package import GotchuCore
+package import GotchuLedgerClient
 
 /// A ledger service that counts its failed calls in ``KioskMetrics`` (`gotchu_kiosk_ledger_errors_total{kind}`).
 /// It forwards every requirement of ``KioskLedgerService``, those with a default implementation too: a call that
 /// fell to a default would answer as if the wrapped service could not do it.
-public struct MeteredKioskLedger: KioskLedgerService {
+package struct MeteredKioskLedger: KioskLedgerService {
     /// The service that makes the calls.
-    public let base: any KioskLedgerService
+    package let base: any KioskLedgerService
     /// Where the failures are counted.
-    public let metrics: KioskMetrics
+    package let metrics: KioskMetrics
 
     /// Counts the failures of `base` in `metrics`.
-    public init(_ base: any KioskLedgerService, metrics: KioskMetrics) {
+    package init(_ base: any KioskLedgerService, metrics: KioskMetrics) {
         self.base = base
         self.metrics = metrics
     }
 
-    public func createSession(
+    package func createSession(
         amountCents: Cents,
         shares: Int,
         tipPercents: [Int],
@@ -37,19 +37,19 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
-    public func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
+    package func sessionState(sid: String) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {
         try await counted { () throws(LedgerClientError) in try await base.sessionState(sid: sid) }
     }
 
-    public func cancelSession(sid: String) async throws(LedgerClientError) {
+    package func cancelSession(sid: String) async throws(LedgerClientError) {
         try await counted { () throws(LedgerClientError) in try await base.cancelSession(sid: sid) }
     }
 
-    public func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
+    package func rotateEID(sid: String) async throws(LedgerClientError) -> EIDRotationResponse {
         try await counted { () throws(LedgerClientError) in try await base.rotateEID(sid: sid) }
     }
 
-    public func refund(
+    package func refund(
         sid: String,
         amountCents: Cents?,
         idempotencyKey: String
@@ -59,7 +59,7 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
-    public func refund(
+    package func refund(
         sid: String,
         paymentID: String?,
         amountCents: Cents,
@@ -75,7 +75,7 @@ public struct MeteredKioskLedger: KioskLedgerService {
         }
     }
 
-    public func nextState(
+    package func nextState(
         sid: String,
         after: KioskChargeMachine.SessionState
     ) async throws(LedgerClientError) -> KioskChargeMachine.SessionState {

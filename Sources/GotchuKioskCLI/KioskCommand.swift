@@ -1,4 +1,4 @@
-public import ArgumentParser
+package import ArgumentParser
 import Foundation
 import GotchuCore
 import GotchuKiosk
@@ -7,9 +7,9 @@ import GotchuSettings
 import Logging
 
 /// `gotchu kiosk`: the payment terminal daemon.
-public struct KioskCommand: AsyncParsableCommand {
+package struct KioskCommand: AsyncParsableCommand {
     /// The command's name, summary and help text, and its `calibrate` subcommand.
-    public static let configuration = CommandConfiguration(
+    package static let configuration = CommandConfiguration(
         commandName: "kiosk",
         abstract: KioskOptions.abstract,
         discussion: KioskOptions.discussion(command: "gotchu kiosk"),
@@ -19,20 +19,20 @@ public struct KioskCommand: AsyncParsableCommand {
     @OptionGroup var options: KioskOptions
 
     /// Creates the command with every option unset.
-    public init() {}
+    package init() {}
 
     /// Resolves the settings (flags, environment, file) and runs the daemon until SIGTERM or SIGINT.
-    public func run() async throws { try await options.run() }
+    package func run() async throws { try await options.run() }
 }
 
 /// The kiosk's options and how they become a running daemon; the same for `gotchu kiosk` and `gotchu-kiosk`.
-public struct KioskOptions: ParsableArguments {
+package struct KioskOptions: ParsableArguments {
     /// What the kiosk is, in one line.
-    public static let abstract =
+    package static let abstract =
         "Run the payment terminal: charges for a point-of-sale over D-Bus, a customer display, all day."
 
     /// The longer help, with examples spelled for `command`.
-    public static func discussion(command: String) -> String {
+    package static func discussion(command: String) -> String {
         """
         The point-of-sale asks for a charge over D-Bus (io.gotchu.Kiosk1; `gotchu charge 12.50` does it from \
         a shell). The kiosk creates a ledger session, advertises its EID until a payer pays, and tells the \
@@ -115,7 +115,7 @@ public struct KioskOptions: ParsableArguments {
     var logFormat: LogFormat = .text
 
     /// Creates the options with every value unset.
-    public init() {}
+    package init() {}
 
     private static let settings = KioskSettingsSchema()
 
@@ -134,7 +134,7 @@ public struct KioskOptions: ParsableArguments {
     }
 
     /// Resolves the configuration (file, environment, these options) and runs the daemon until SIGTERM or SIGINT.
-    public func run() async throws {
+    package func run() async throws {
         logFormat.bootstrap(level: logLevel)
         let settings = try resolve()
         try await KioskDaemon.run(settings, logger: Logger(label: "gotchu.kiosk"))
@@ -142,9 +142,9 @@ public struct KioskOptions: ParsableArguments {
 }
 
 /// `gotchu kiosk calibrate`: measures the terminal's RSSI 1 m from a phone and writes it into the config file.
-public struct KioskCalibrateCommand: AsyncParsableCommand {
+package struct KioskCalibrateCommand: AsyncParsableCommand {
     /// The subcommand's name, summary and how to hold the phone.
-    public static let configuration = CommandConfiguration(
+    package static let configuration = CommandConfiguration(
         commandName: "calibrate",
         abstract: "Measure the terminal's signal 1 m from a phone and keep it as calibrated_rssi in the config file.",
         discussion: """
@@ -171,10 +171,10 @@ public struct KioskCalibrateCommand: AsyncParsableCommand {
     var dryRun = false
 
     /// Creates the command with every option unset.
-    public init() {}
+    package init() {}
 
     /// Refuses a scan time outside 5 to 300 seconds and an EID that is not 10 hex digits.
-    public func validate() throws {
+    package func validate() throws {
         guard (5...300).contains(seconds) else { throw ValidationError("--seconds must be from 5 to 300") }
         if let eid, EID(typed: eid) == nil {
             throw ValidationError("--eid must be 10 hex digits, such as a1b2c3d4e5")
@@ -182,7 +182,7 @@ public struct KioskCalibrateCommand: AsyncParsableCommand {
     }
 
     /// Scans, prints the median RSSI heard and, unless `--dry-run`, writes it to the config file.
-    public func run() async throws {
+    package func run() async throws {
         let settings = try options.resolve()
         guard dryRun || settings.file != nil else {
             throw KioskDaemon.Failure("no config file to write calibrated_rssi to: name one with --config")

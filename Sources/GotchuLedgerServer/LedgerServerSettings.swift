@@ -1,11 +1,11 @@
 import GotchuCheckout
 import GotchuLedger
-public import GotchuSettings
+package import GotchuSettings
 import GotchuWebhooks
 
 /// One layer of `gotchu server`'s settings: the built-in values, the config file, the environment or the command
 /// line. Each setting reads as a property, `nil` when the layer says nothing (`layer.port = 0`).
-public typealias LedgerServerSettings = SettingsLayer<LedgerServerSettingsSchema>
+package typealias LedgerServerSettings = SettingsLayer<LedgerServerSettingsSchema>
 
 /// Every setting of `gotchu server`, declared once: its key in the config file (snake_case), what its value must be,
 /// its built-in value and its help. Its environment variable is `GOTCHU_SERVER_` and the key in upper case, its flag
@@ -16,15 +16,15 @@ public typealias LedgerServerSettings = SettingsLayer<LedgerServerSettingsSchema
 /// The JWT secret is never read from a config file: it comes from `--jwt-secret`, `GOTCHU_SERVER_JWT_SECRET` (or the
 /// older `GOTCHU_JWT_SECRET`), or the file `jwt_secret_file` names. Nor is the OpenID Connect client's secret
 /// (`oidc_client_secret`, or the file `oidc_client_secret_file` names).
-public struct LedgerServerSettingsSchema: SettingsSchema {
+package struct LedgerServerSettingsSchema: SettingsSchema {
     /// `GOTCHU_SERVER_`.
-    public static let environmentPrefix = "GOTCHU_SERVER_"
+    package static let environmentPrefix = "GOTCHU_SERVER_"
     /// "server".
-    public static let subject = "server"
+    package static let subject = "server"
     /// `GOTCHU_SERVER_CONFIG`, the config file's own variable.
-    public static let otherEnvironmentVariables: Set<String> = [configEnvironmentVariable]
+    package static let otherEnvironmentVariables: Set<String> = [configEnvironmentVariable]
     /// The variable naming the config file, as `--config` does.
-    public static let configEnvironmentVariable = "GOTCHU_SERVER_CONFIG"
+    package static let configEnvironmentVariable = "GOTCHU_SERVER_CONFIG"
 
     private static let policy = LedgerPolicy()
     private static let limits = LedgerLimits()
@@ -33,29 +33,29 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Listening
 
     /// `host`.
-    public let host = Setting<String>("host", default: "127.0.0.1", summary: "Address to listen on.", valueName: "host")
+    package let host = Setting<String>("host", default: "127.0.0.1", summary: "Address to listen on.", valueName: "host")
     /// `port`.
-    public let port = Setting<Int>(
+    package let port = Setting<Int>(
         "port",
         default: 8080,
         in: 0...65535,
         summary: "Port to listen on; 0 picks a free one."
     )
     /// `tls_cert`.
-    public let tlsCert = Setting<String>(
+    package let tlsCert = Setting<String>(
         "tls_cert",
         summary:
             "Serve HTTPS with this PEM certificate chain (the server's certificate first); needs the key, tls_key.",
         valueName: "path"
     )
     /// `tls_key`.
-    public let tlsKey = Setting<String>(
+    package let tlsKey = Setting<String>(
         "tls_key",
         summary: "The PEM private key of the certificate, tls_cert.",
         valueName: "path"
     )
     /// `public_url`.
-    public let publicURL = Setting<String>(
+    package let publicURL = Setting<String>(
         "public_url",
         summary: "The address payers' phones reach this ledger at (https://pay.example.com/, a path allowed; behind a "
             + "proxy, the proxy's): the base of the web checkout, PUBLIC_URL/p/EID, that QR codes "
@@ -67,14 +67,14 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: The database
 
     /// `database`.
-    public let database = Setting<String>(
+    package let database = Setting<String>(
         "database",
         summary: "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or "
             + "postgres://USER@HOST:PORT/DB URL.",
         valueName: "path-or-url"
     )
     /// `max_connections`.
-    public let maxConnections = Setting<Int>(
+    package let maxConnections = Setting<Int>(
         "max_connections",
         default: 20,
         in: 1...10_000,
@@ -82,7 +82,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "count"
     )
     /// `db_connection_wait`.
-    public let dbConnectionWait = Setting<Int>(
+    package let dbConnectionWait = Setting<Int>(
         "db_connection_wait",
         default: 3,
         in: 1...60,
@@ -95,14 +95,14 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Accounts and tokens
 
     /// `dev`.
-    public let dev = Setting<Bool>(
+    package let dev = Setting<Bool>(
         "dev",
         default: false,
         summary: "Development mode: enables POST /auth/dev-login and POST /dev/fund, and keeps a generated JWT secret "
             + "beside the database."
     )
     /// `registration`.
-    public let registration = Setting<String>(
+    package let registration = Setting<String>(
         "registration",
         default: Registration.closed.rawValue,
         oneOf: Registration.allCases.map(\.rawValue),
@@ -110,7 +110,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
             + "POST /auth/register)."
     )
     /// `mail_command`.
-    public let mailCommand = Setting<String>(
+    package let mailCommand = Setting<String>(
         "mail_command",
         summary: "With registration open: a sendmail-compatible program (/usr/sbin/sendmail, msmtp, ...) that mails "
             + "each registrant the code confirming their address, run as PATH -i -- ADDRESS with an RFC 5322 message "
@@ -119,13 +119,13 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "path"
     )
     /// `mail_from`.
-    public let mailFrom = Setting<String>(
+    package let mailFrom = Setting<String>(
         "mail_from",
         summary: "The From: of registration mails (default: Gotchu ledger <gotchu@THIS-HOST>).",
         valueName: "address"
     )
     /// `bcrypt_cost`.
-    public let bcryptCost = Setting<Int>(
+    package let bcryptCost = Setting<Int>(
         "bcrypt_cost",
         default: Self.policy.passwordCost,
         in: Passwords.allowedCosts,
@@ -133,7 +133,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "cost"
     )
     /// `min_password_length`.
-    public let minPasswordLength = Setting<Int>(
+    package let minPasswordLength = Setting<Int>(
         "min_password_length",
         default: Self.policy.minimumPasswordLength,
         in: 8...72,
@@ -141,7 +141,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "count"
     )
     /// `access_token_lifetime`.
-    public let accessTokenLifetime = Setting<Int>(
+    package let accessTokenLifetime = Setting<Int>(
         "access_token_lifetime",
         default: 900,
         in: 60...86_400,
@@ -149,7 +149,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "How long an access token is valid, in seconds; clients refresh it with their refresh token."
     )
     /// `refresh_token_lifetime`.
-    public let refreshTokenLifetime = Setting<Int>(
+    package let refreshTokenLifetime = Setting<Int>(
         "refresh_token_lifetime",
         default: Self.seconds(policy.refreshTokenLifetime),
         in: 3_600...(365 * 86_400),
@@ -157,7 +157,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "How long an unused refresh token stays valid, in seconds."
     )
     /// `jwt_secret`: never in a config file.
-    public let jwtSecret = Setting<String>(
+    package let jwtSecret = Setting<String>(
         "jwt_secret",
         expected: "at least 32 bytes",
         summary: "HS256 secret for tokens, at least 32 bytes; never in the config file. Required without dev, or "
@@ -168,7 +168,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         isAllowed: { $0.utf8.count >= 32 }
     )
     /// `jwt_secret_file`.
-    public let jwtSecretFile = Setting<String>(
+    package let jwtSecretFile = Setting<String>(
         "jwt_secret_file",
         summary: "A file holding the HS256 secret (such as a systemd credential), readable by no one but its owner "
             + "and group.",
@@ -178,33 +178,33 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: External identities
 
     /// `oidc_issuer`.
-    public let oidcIssuer = Setting<String>(
+    package let oidcIssuer = Setting<String>(
         "oidc_issuer",
         summary: "Also accept the access tokens of this external OpenID Connect issuer (https; http only on "
             + "loopback), its users provisioned on first use.",
         valueName: "url"
     )
     /// `oidc_audience`.
-    public let oidcAudience = Setting<String>(
+    package let oidcAudience = Setting<String>(
         "oidc_audience",
         summary: "The audience (aud) the issuer's tokens must name.",
         valueName: "audience"
     )
     /// `oidc_jwks_url`.
-    public let oidcJWKSURL = Setting<String>(
+    package let oidcJWKSURL = Setting<String>(
         "oidc_jwks_url",
         summary: "Where the issuer publishes its keys (default: jwks_uri of ISSUER/.well-known/openid-configuration).",
         valueName: "url"
     )
     /// `oidc_client_id`.
-    public let oidcClientID = Setting<String>(
+    package let oidcClientID = Setting<String>(
         "oidc_client_id",
         summary: "The client id of sign-in on the web checkout through the issuer (the authorization code flow with "
             + "PKCE), registered there with the redirect URI PUBLIC_URL/p/oidc/callback (default: oidc_audience).",
         valueName: "id"
     )
     /// `oidc_client_secret`: never in a config file.
-    public let oidcClientSecret = Setting<String>(
+    package let oidcClientSecret = Setting<String>(
         "oidc_client_secret",
         summary: "The client's secret at the issuer, for a confidential client (none: a public client, PKCE alone); "
             + "never in the config file. Or oidc_client_secret_file.",
@@ -212,7 +212,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         isSecret: true
     )
     /// `oidc_client_secret_file`.
-    public let oidcClientSecretFile = Setting<String>(
+    package let oidcClientSecretFile = Setting<String>(
         "oidc_client_secret_file",
         summary: "A file holding the client's secret at the issuer (such as a systemd credential), readable by no one "
             + "but its owner and group.",
@@ -222,7 +222,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Payments
 
     /// `session_lifetime`.
-    public let sessionLifetime = Setting<Int>(
+    package let sessionLifetime = Setting<Int>(
         "session_lifetime",
         default: Self.seconds(policy.sessionLifetime),
         in: 1...86_400,
@@ -230,7 +230,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "How long a session stays payable, in seconds."
     )
     /// `lock_lifetime`.
-    public let lockLifetime = Setting<Int>(
+    package let lockLifetime = Setting<Int>(
         "lock_lifetime",
         default: Self.seconds(policy.lockLifetime),
         in: 1...3_600,
@@ -238,7 +238,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "How long a lock holds unless paid, in seconds."
     )
     /// `in_flight_timeout`.
-    public let inFlightTimeout = Setting<Int>(
+    package let inFlightTimeout = Setting<Int>(
         "in_flight_timeout",
         default: Self.seconds(policy.inFlightTimeout),
         in: 1...3_600,
@@ -247,7 +247,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
             + "seconds."
     )
     /// `max_amount`.
-    public let maxAmount = Setting<Int>(
+    package let maxAmount = Setting<Int>(
         "max_amount",
         default: Int(Self.policy.maximumAmount),
         expected: "a whole number of cents, 1 or more",
@@ -257,7 +257,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         isAllowed: { $0 >= 1 }
     )
     /// `max_locks_per_payer`.
-    public let maxLocksPerPayer = Setting<Int>(
+    package let maxLocksPerPayer = Setting<Int>(
         "max_locks_per_payer",
         default: Self.policy.maximumLocksPerPayer,
         in: 1...1_000,
@@ -265,7 +265,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "count"
     )
     /// `resolve`.
-    public let resolve = Setting<String>(
+    package let resolve = Setting<String>(
         "resolve",
         default: Self.limits.resolveAccess.rawValue,
         oneOf: ResolveAccess.allCases.map(\.rawValue),
@@ -273,7 +273,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
             + "protocol)."
     )
     /// `eid_grace`.
-    public let eidGrace = Setting<Int>(
+    package let eidGrace = Setting<Int>(
         "eid_grace",
         default: Self.seconds(policy.eidGrace),
         in: 0...3_600,
@@ -286,7 +286,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     private static let checkout = CheckoutSettings()
 
     /// `locale`.
-    public let locale = Setting<String>(
+    package let locale = Setting<String>(
         "locale",
         default: Self.checkout.locale,
         expected: "a locale such as en_US or de_DE",
@@ -296,7 +296,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         isAllowed: { CheckoutSettings.isKnownLocale($0) }
     )
     /// `browser_session_lifetime`.
-    public let browserSessionLifetime = Setting<Int>(
+    package let browserSessionLifetime = Setting<Int>(
         "browser_session_lifetime",
         default: Self.seconds(checkout.browserSessionLifetime),
         in: CheckoutSettings.allowedBrowserSessionLifetimes,
@@ -307,7 +307,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Connections
 
     /// `max_open_connections`.
-    public let maxOpenConnections = Setting<Int>(
+    package let maxOpenConnections = Setting<Int>(
         "max_open_connections",
         default: Self.limits.maximumOpenConnections,
         in: LedgerLimits.allowedOpenConnections,
@@ -316,7 +316,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "count"
     )
     /// `idle_timeout`.
-    public let idleTimeout = Setting<Int>(
+    package let idleTimeout = Setting<Int>(
         "idle_timeout",
         default: Self.seconds(limits.idleTimeout),
         in: 1...3_600,
@@ -324,7 +324,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "Seconds a kept-alive connection may wait for its next request before it is closed."
     )
     /// `read_timeout`.
-    public let readTimeout = Setting<Int>(
+    package let readTimeout = Setting<Int>(
         "read_timeout",
         default: Self.seconds(limits.readTimeout),
         in: 1...3_600,
@@ -332,7 +332,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         summary: "Seconds a request's head and body may take to arrive, from its first byte; a slower one is dropped."
     )
     /// `max_event_streams`.
-    public let maxEventStreams = Setting<Int>(
+    package let maxEventStreams = Setting<Int>(
         "max_event_streams",
         default: Self.limits.eventStreamsPerUser,
         in: 1...1_000,
@@ -341,7 +341,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "count"
     )
     /// `trust_forwarded_for`.
-    public let trustForwardedFor = Setting<Bool>(
+    package let trustForwardedFor = Setting<Bool>(
         "trust_forwarded_for",
         default: Self.limits.trustForwardedFor,
         summary: "Count rate limits against the last X-Forwarded-For address, not the peer. Only behind a proxy that "
@@ -351,33 +351,33 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Request rates
 
     /// `resolve_rate`.
-    public let resolveRate = Self.rate(
+    package let resolveRate = Self.rate(
         "resolve",
         Self.limits.resolvePerAddress,
         "POST /sessions/resolve per client address"
     )
     /// `resolve_burst`.
-    public let resolveBurst = Self.burst(
+    package let resolveBurst = Self.burst(
         "resolve",
         Self.limits.resolvePerAddress,
         "POST /sessions/resolve per client address"
     )
     /// `lock_rate`.
-    public let lockRate = Self.rate("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
+    package let lockRate = Self.rate("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
     /// `lock_burst`.
-    public let lockBurst = Self.burst("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
+    package let lockBurst = Self.burst("lock", Self.limits.lockPerAddress, "POST /sessions/lock per client address")
     /// `user_lock_rate`.
-    public let userLockRate = Self.rate("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
+    package let userLockRate = Self.rate("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
     /// `user_lock_burst`.
-    public let userLockBurst = Self.burst("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
+    package let userLockBurst = Self.burst("user_lock", Self.limits.lockPerUser, "POST /sessions/lock per user")
     /// `send_rate`.
-    public let sendRate = Self.rate("send", Self.limits.sendPerUser, "POST /wallet/send per user")
+    package let sendRate = Self.rate("send", Self.limits.sendPerUser, "POST /wallet/send per user")
     /// `send_burst`.
-    public let sendBurst = Self.burst("send", Self.limits.sendPerUser, "POST /wallet/send per user")
+    package let sendBurst = Self.burst("send", Self.limits.sendPerUser, "POST /wallet/send per user")
     /// `payout_rate`.
-    public let payoutRate = Self.rate("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
+    package let payoutRate = Self.rate("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
     /// `payout_burst`.
-    public let payoutBurst = Self.burst("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
+    package let payoutBurst = Self.burst("payout", Self.limits.payoutPerUser, "POST /wallet/payouts per user")
 
     private static func rate(_ name: String, _ limit: RateLimit?, _ what: String) -> Setting<Double> {
         Setting<Double>(
@@ -405,7 +405,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     private static let webhooks = WebhookOptions()
 
     /// `webhook_retry_base`.
-    public let webhookRetryBase = Setting<Int>(
+    package let webhookRetryBase = Setting<Int>(
         "webhook_retry_base",
         default: Self.seconds(webhooks.retryBase),
         in: 1...86_400,
@@ -414,7 +414,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
             + "twice as long as the one before (with jitter), for up to 3 days, after which the delivery is failed."
     )
     /// `webhook_allow_hosts`.
-    public let webhookAllowHosts = Setting<String>(
+    package let webhookAllowHosts = Setting<String>(
         "webhook_allow_hosts",
         summary: "Hosts (names or addresses, separated by commas) that webhook endpoints may reach over plain http "
             + "and at any address, even loopback or private ones: a deployment's own receivers. Every other endpoint "
@@ -422,7 +422,7 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
         valueName: "hosts"
     )
     /// `webhook_concurrency`.
-    public let webhookConcurrency = Setting<Int>(
+    package let webhookConcurrency = Setting<Int>(
         "webhook_concurrency",
         default: Self.webhooks.concurrencyPerEndpoint,
         in: 1...64,
@@ -434,14 +434,14 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Logging
 
     /// `log_level`.
-    public let logLevel = Setting<String>(
+    package let logLevel = Setting<String>(
         "log_level",
         default: "info",
         oneOf: ["trace", "debug", "info", "notice", "warning", "error", "critical"],
         summary: "Log level."
     )
     /// `log_format`.
-    public let logFormat = Setting<String>(
+    package let logFormat = Setting<String>(
         "log_format",
         default: "text",
         oneOf: ["text", "json"],
@@ -449,5 +449,5 @@ public struct LedgerServerSettingsSchema: SettingsSchema {
     )
 
     /// The schema.
-    public init() {}
+    package init() {}
 }

@@ -1,7 +1,7 @@
 extension QRCode {
     /// A QR code's error correction level: how much of the symbol may be lost and the text still be read, paid for
     /// in size.
-    public enum ErrorCorrection: Sendable, Hashable, CaseIterable {
+    package enum ErrorCorrection: Sendable, Hashable, CaseIterable {
         /// About 7 % of the codewords may be restored.
         case low
         /// About 15 %: the usual choice for a code shown on a screen.

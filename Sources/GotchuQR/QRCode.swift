@@ -11,22 +11,22 @@
 /// let code = try QRCode(encoding: "https://pay.example.com/p/0123456789", correction: .medium)
 /// let image = code.svg()  // an SVG document, for a page or an HTTP response
 /// ```
-public struct QRCode: Sendable, Hashable {
+package struct QRCode: Sendable, Hashable {
     /// The text encoded.
-    public let text: String
+    package let text: String
     /// The symbol's version, 1–40: version `v` is `4v + 17` modules on a side.
-    public let version: Int
+    package let version: Int
     /// The share of the symbol that may be damaged or missing and still be read.
-    public let correction: ErrorCorrection
+    package let correction: ErrorCorrection
     /// The data mask applied, 0–7 (the standard's mask pattern reference).
-    public let mask: Int
+    package let mask: Int
     /// The encoding mode of the text's one segment.
-    public let mode: EncodingMode
+    package let mode: EncodingMode
     /// The modules row by row, top to bottom, each row left to right; `true` is dark.
     private let modules: [Bool]
 
     /// The number of modules on a side, without the quiet zone: `4 * version + 17`, 21 to 177.
-    public var size: Int { Self.size(ofVersion: version) }
+    package var size: Int { Self.size(ofVersion: version) }
 
     /// Encodes `text` as UTF-8 in the smallest symbol from `minimumVersion` on that holds it at `correction`.
     ///
@@ -40,7 +40,7 @@ public struct QRCode: Sendable, Hashable {
     ///   `correction` (at `.medium`: 2,331 bytes of UTF-8, 3,391 alphanumeric characters or 5,596 digits);
     ///   ``QRCodeError/versionOutOfRange(_:)`` or ``QRCodeError/maskOutOfRange(_:)`` for arguments outside their
     ///   ranges.
-    public init(
+    package init(
         encoding text: String,
         correction: ErrorCorrection = .medium,
         minimumVersion: Int = 1,
@@ -80,7 +80,7 @@ public struct QRCode: Sendable, Hashable {
     /// Whether the module in column `x` and row `y` is dark; `(0, 0)` is the top left, within the finder pattern.
     ///
     /// - Precondition: `0 <= x < size` and `0 <= y < size`; the quiet zone around the symbol is not part of it.
-    public subscript(x: Int, y: Int) -> Bool {
+    package subscript(x: Int, y: Int) -> Bool {
         precondition(x >= 0 && x < size && y >= 0 && y < size, "module (\(x), \(y)) is outside a \(size)-module symbol")
         return modules[y * size + x]
     }
@@ -90,7 +90,7 @@ public struct QRCode: Sendable, Hashable {
 }
 
 /// Why a text could not be made into a QR code.
-public enum QRCodeError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum QRCodeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The encoded text needs `bits` bits (mode, length and data), more than the `capacity` bits version 40 holds at
     /// the error correction level asked for.
     case dataTooLong(bits: Int, capacity: Int)
@@ -99,7 +99,7 @@ public enum QRCodeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A mask outside 0–7 was asked for.
     case maskOutOfRange(Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .dataTooLong(let bits, let capacity):
             return "the text needs \(bits) bits, more than the \(capacity) a version 40 QR code holds at this level"

@@ -1,6 +1,6 @@
 extension QRCode {
     /// The light margin around the symbol that readers need to find it, in modules (the standard's minimum).
-    public static let quietZone = 4
+    package static let quietZone = 4
 
     /// The symbol as a standalone SVG document: a white square of `size + 8` units (the symbol and its quiet zone of
     /// ``quietZone`` modules on each side), one unit a module, with the dark modules drawn as one black `<path>`.
@@ -14,7 +14,7 @@ extension QRCode {
     ///   ``text``. Characters that XML 1.0 cannot carry (most control characters) become U+FFFD.
     /// - Returns: The document, UTF-8 text without an XML declaration, ready to be served as `image/svg+xml` or
     ///   put inline in an HTML page.
-    public func svg(title: String? = nil) -> String {
+    package func svg(title: String? = nil) -> String {
         let side = size + 2 * Self.quietZone
         var output = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 \(side) \(side)\""
         output += " shape-rendering=\"crispEdges\" role=\"img\"><title>"

@@ -1,6 +1,6 @@
 extension QRCode {
     /// How a QR code's segment encodes its characters.
-    public enum EncodingMode: Sendable, Hashable {
+    package enum EncodingMode: Sendable, Hashable {
         /// The digits 0–9, three in 10 bits.
         case numeric
         /// The 45 characters `0–9 A–Z space $ % * + - . / :`, two in 11 bits.

@@ -12,7 +12,7 @@ extension QRCode {
     /// - Parameter colors: Whether to set the colours with ANSI escape sequences: for a terminal, not for a file or
     ///   a pipe (nor when `NO_COLOR` is set).
     /// - Returns: `(size + 8 + 1) / 2` lines of `size + 8` characters, each ending in a line feed.
-    public func terminalText(colors: Bool = false) -> String {
+    package func terminalText(colors: Bool = false) -> String {
         let side = size + 2 * Self.quietZone
         /// Whether the module at (`x`, `y`) of the symbol with its quiet zone is light; beyond it, light too.
         func isLight(_ x: Int, _ y: Int) -> Bool {

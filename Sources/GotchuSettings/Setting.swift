@@ -2,7 +2,7 @@ import Foundation
 
 /// A setting's value as one layer holds it: what a config file wrote, or what the environment or a flag said, read
 /// as the setting's kind.
-public enum SettingValue: Hashable, Sendable, CustomStringConvertible {
+package enum SettingValue: Hashable, Sendable, CustomStringConvertible {
     /// A string.
     case text(String)
     /// A whole number.
@@ -15,7 +15,7 @@ public enum SettingValue: Hashable, Sendable, CustomStringConvertible {
     case integers([Int])
 
     /// The value as an operator would write it in an error message: strings quoted, everything else bare.
-    public var description: String {
+    package var description: String {
         switch self {
         case .text(let text): String(text.prefix(64)).debugDescription
         case .integer(let integer): String(integer)
@@ -28,7 +28,7 @@ public enum SettingValue: Hashable, Sendable, CustomStringConvertible {
 
 /// How a setting is written: in a config file, its type; in the environment or on the command line, how its text
 /// is read.
-public enum SettingKind: Hashable, Sendable {
+package enum SettingKind: Hashable, Sendable {
     /// Text (a URL, a path, a name…), taken as written.
     case text
     /// A whole number (seconds, a count, a port).
@@ -43,7 +43,7 @@ public enum SettingKind: Hashable, Sendable {
     case integers
 
     /// Reads the text of an environment variable or a flag; `nil` when it is not of this kind.
-    public func parse(_ text: String) -> SettingValue? {
+    package func parse(_ text: String) -> SettingValue? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         switch self {
         case .text:
@@ -71,7 +71,7 @@ public enum SettingKind: Hashable, Sendable {
 }
 
 /// A Swift type a setting can hold: `String`, `Int`, `Double` or `Bool`.
-public protocol SettingValueType: Hashable, Sendable {
+package protocol SettingValueType: Hashable, Sendable {
     /// How values of this type are written.
     static var settingKind: SettingKind { get }
     /// The value `value` holds, or `nil` when it is of another kind.
@@ -82,33 +82,33 @@ public protocol SettingValueType: Hashable, Sendable {
 
 extension String: SettingValueType {
     /// Text.
-    public static var settingKind: SettingKind { .text }
+    package static var settingKind: SettingKind { .text }
     /// The text `value` holds.
-    public init?(_ value: SettingValue) {
+    package init?(_ value: SettingValue) {
         guard case .text(let text) = value else { return nil }
         self = text
     }
     /// `.text(self)`.
-    public var settingValue: SettingValue { .text(self) }
+    package var settingValue: SettingValue { .text(self) }
 }
 
 extension Int: SettingValueType {
     /// A whole number.
-    public static var settingKind: SettingKind { .integer }
+    package static var settingKind: SettingKind { .integer }
     /// The whole number `value` holds.
-    public init?(_ value: SettingValue) {
+    package init?(_ value: SettingValue) {
         guard case .integer(let integer) = value else { return nil }
         self = integer
     }
     /// `.integer(self)`.
-    public var settingValue: SettingValue { .integer(self) }
+    package var settingValue: SettingValue { .integer(self) }
 }
 
 extension Double: SettingValueType {
     /// A number.
-    public static var settingKind: SettingKind { .number }
+    package static var settingKind: SettingKind { .number }
     /// The number `value` holds, a whole one too.
-    public init?(_ value: SettingValue) {
+    package init?(_ value: SettingValue) {
         switch value {
         case .number(let number): self = number
         case .integer(let integer): self = Double(integer)
@@ -116,31 +116,31 @@ extension Double: SettingValueType {
         }
     }
     /// `.number(self)`.
-    public var settingValue: SettingValue { .number(self) }
+    package var settingValue: SettingValue { .number(self) }
 }
 
 extension Array: SettingValueType where Element == Int {
     /// A list of whole numbers.
-    public static var settingKind: SettingKind { .integers }
+    package static var settingKind: SettingKind { .integers }
     /// The list `value` holds.
-    public init?(_ value: SettingValue) {
+    package init?(_ value: SettingValue) {
         guard case .integers(let integers) = value else { return nil }
         self = integers
     }
     /// `.integers(self)`.
-    public var settingValue: SettingValue { .integers(self) }
+    package var settingValue: SettingValue { .integers(self) }
 }
 
 extension Bool: SettingValueType {
     /// Yes or no.
-    public static var settingKind: SettingKind { .flag }
+    package static var settingKind: SettingKind { .flag }
     /// The flag `value` holds.
-    public init?(_ value: SettingValue) {
+    package init?(_ value: SettingValue) {
         guard case .flag(let flag) = value else { return nil }
         self = flag
     }
     /// `.flag(self)`.
-    public var settingValue: SettingValue { .flag(self) }
+    package var settingValue: SettingValue { .flag(self) }
 }
 
 /// One setting, declared once: its key in the config file, its built-in value, what its value must be, and its help.
@@ -149,25 +149,25 @@ extension Bool: SettingValueType {
 ///
 /// A schema (``SettingsSchema``) holds its settings as stored properties, such as
 /// `let sessionLifetime = Setting<Int>("session_lifetime", default: 300, in: 1...3600, unit: "seconds", summary: "…")`.
-public struct Setting<Value: SettingValueType>: Sendable {
+package struct Setting<Value: SettingValueType>: Sendable {
     /// The config file's key, snake_case, such as `session_lifetime`.
-    public let key: String
+    package let key: String
     /// The value when no layer sets one; `nil` for none.
-    public let defaultValue: Value?
+    package let defaultValue: Value?
     /// What a value must be, as errors say it after "must be": "a whole number of seconds from 1 to 3600".
-    public let expected: String
+    package let expected: String
     /// One line of help for `--help` and the example config.
-    public let summary: String
+    package let summary: String
     /// The bounds as `--help` says them, such as "1 to 3600"; `nil` when the summary says enough.
-    public let bounds: String?
+    package let bounds: String?
     /// The placeholder of the value in `--help`, such as `seconds`.
-    public let valueName: String
+    package let valueName: String
     /// Whether the value is a secret: never read from a config file, never repeated in an error.
-    public let isSecret: Bool
+    package let isSecret: Bool
     /// Further environment variables read when the setting's own is unset, such as an older name.
-    public let environmentAliases: [String]
+    package let environmentAliases: [String]
     /// Whether a value is allowed (its bounds).
-    public let isAllowed: @Sendable (Value) -> Bool
+    package let isAllowed: @Sendable (Value) -> Bool
 
     /// Declares a setting.
     ///
@@ -181,7 +181,7 @@ public struct Setting<Value: SettingValueType>: Sendable {
     ///   - isSecret: Whether the value is a secret (kept out of config files and error messages).
     ///   - environmentAliases: Older environment variables, read when the setting's own is unset.
     ///   - isAllowed: The bounds of a value.
-    public init(
+    package init(
         _ key: String,
         default defaultValue: Value? = nil,
         expected: String? = nil,
@@ -206,7 +206,7 @@ public struct Setting<Value: SettingValueType>: Sendable {
 
 extension Setting where Value == Int {
     /// Declares a whole number within `range`, such as seconds (`unit: "seconds"`) or a count.
-    public init(
+    package init(
         _ key: String,
         default defaultValue: Int?,
         in range: ClosedRange<Int>,
@@ -228,7 +228,7 @@ extension Setting where Value == Int {
 
 extension Setting where Value == Double {
     /// Declares a number within `range`, or 0 when `zero` says what 0 means (such as "no limit").
-    public init(
+    package init(
         _ key: String,
         default defaultValue: Double?,
         in range: ClosedRange<Double>,
@@ -252,7 +252,7 @@ extension Setting where Value == Double {
 
 extension Setting where Value == String {
     /// Declares a choice among `choices`.
-    public init(_ key: String, default defaultValue: String?, oneOf choices: [String], summary: String) {
+    package init(_ key: String, default defaultValue: String?, oneOf choices: [String], summary: String) {
         self.init(
             key,
             default: defaultValue,
@@ -292,31 +292,31 @@ extension SettingKind {
 }
 
 /// One setting without its Swift type: what the environment, the command line and the config file need to know.
-public struct SettingDeclaration: Sendable {
+package struct SettingDeclaration: Sendable {
     /// The config file's key, such as `session_lifetime`.
-    public let key: String
+    package let key: String
     /// How a value is written.
-    public let kind: SettingKind
+    package let kind: SettingKind
     /// What a value must be, as errors say it.
-    public let expected: String
+    package let expected: String
     /// One line of help.
-    public let summary: String
+    package let summary: String
     /// The value's placeholder in `--help`.
-    public let valueName: String
+    package let valueName: String
     /// The built-in value; `nil` for none.
-    public let defaultValue: SettingValue?
+    package let defaultValue: SettingValue?
     /// Whether the value is a secret.
-    public let isSecret: Bool
+    package let isSecret: Bool
     /// The environment variable, such as `GOTCHU_KIOSK_SESSION_LIFETIME`.
-    public let environmentVariable: String
+    package let environmentVariable: String
     /// Older environment variables, read when ``environmentVariable`` is unset.
-    public let environmentAliases: [String]
+    package let environmentAliases: [String]
     /// The name of the schema's property, which a command-line option of the same name binds to.
     let property: String
     let isAllowed: @Sendable (SettingValue) -> Bool
 
     /// The command-line flag, such as `--session-lifetime`.
-    public var flag: String { "--" + key.replacingOccurrences(of: "_", with: "-") }
+    package var flag: String { "--" + key.replacingOccurrences(of: "_", with: "-") }
 }
 
 /// A ``Setting`` of any type, so that a schema's properties can be listed.

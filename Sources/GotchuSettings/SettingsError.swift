@@ -1,30 +1,30 @@
-public import Foundation
+package import Foundation
 
 /// A setting a program cannot run with, said for the operator: which file, variable or flag, and what is wrong, such
 /// as `GOTCHU_KIOSK_ROTATE_EVERY: must be a whole number of seconds, 0 (never) or 5 to 3600, got "x"`.
-public struct SettingsError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct SettingsError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The whole message.
-    public var description: String
+    package var description: String
 
     /// Creates an error with its message.
-    public init(_ description: String) {
+    package init(_ description: String) {
         self.description = description
     }
 }
 
 /// What is wrong with one value, before it is known where it came from: "must be …, got …".
-public struct SettingProblem: Error, Hashable, Sendable {
+package struct SettingProblem: Error, Hashable, Sendable {
     /// The text after the setting's name.
-    public var text: String
+    package var text: String
 
     /// Creates a problem with its text.
-    public init(_ text: String) {
+    package init(_ text: String) {
         self.text = text
     }
 }
 
 /// Where a setting's value came from: the layers, highest precedence first.
-public enum SettingOrigin: Hashable, Sendable {
+package enum SettingOrigin: Hashable, Sendable {
     /// The command line.
     case flags
     /// The environment.
@@ -36,7 +36,7 @@ public enum SettingOrigin: Hashable, Sendable {
 
     /// The setting as the operator wrote it in this layer: `--session-lifetime`, `GOTCHU_KIOSK_SESSION_LIFETIME`,
     /// `session_lifetime in /etc/gotchu/kiosk.toml` or `the default session_lifetime`.
-    public func name(of declaration: SettingDeclaration) -> String {
+    package func name(of declaration: SettingDeclaration) -> String {
         switch self {
         case .flags: declaration.flag
         case .environment: declaration.environmentVariable
@@ -46,7 +46,7 @@ public enum SettingOrigin: Hashable, Sendable {
     }
 
     /// The directory a relative path is taken from: a config file's own directory, else the working directory.
-    public var baseDirectory: URL {
+    package var baseDirectory: URL {
         if case .file(let file) = self { return file.deletingLastPathComponent() }
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
     }

@@ -1,8 +1,8 @@
-public import ArgumentParser
+package import ArgumentParser
 
 extension Setting {
     /// The setting's help for its command-line option: its summary, its built-in value and its value's name.
-    public var help: ArgumentHelp {
+    package var help: ArgumentHelp {
         var notes: [String] = bounds.map { [$0] } ?? []
         switch defaultValue?.settingValue {
         case .text(let text)?: notes.append("default: \(text)")
@@ -22,7 +22,7 @@ extension SettingsLayer {
     /// A setting's option is `@Option(help: Schema().sessionLifetime.help) var sessionLifetime: String?`, or for a yes or no
     /// `@Flag(inversion: .prefixedNo, help: …) var renewExpiredSessions: Bool?`: optional, so that an option left out
     /// leaves the layers below to speak, and text, so that a bad value is reported as a bad file value or variable is.
-    public init(flags options: some ParsableArguments) throws(SettingsError) {
+    package init(flags options: some ParsableArguments) throws(SettingsError) {
         self.init()
         let declarations = Dictionary(uniqueKeysWithValues: Schema.declarations.map { ($0.property, $0) })
         try read(options, declarations)

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import TOMLKit
 
 #if canImport(Glibc)
@@ -14,39 +14,39 @@ import TOMLKit
 /// ``SettingsResolution`` checks the value that wins and names the layer it came from. Each setting reads as a
 /// property of the layer, by its name in the schema (`layer.sessionLifetime = 30`).
 @dynamicMemberLookup
-public struct SettingsLayer<Schema: SettingsSchema>: Hashable, Sendable {
+package struct SettingsLayer<Schema: SettingsSchema>: Hashable, Sendable {
     /// The values set, by key.
-    public private(set) var values: [String: SettingValue] = [:]
+    package private(set) var values: [String: SettingValue] = [:]
     /// For a value read from an environment variable other than the setting's own (an alias), that variable.
     var variables: [String: String] = [:]
 
     /// An empty layer.
-    public init() {}
+    package init() {}
 
     /// A layer with the values `build` sets: `KioskSettings { $0.server = "https://…"; $0.sessionLifetime = 30 }`.
-    public init(_ build: (inout Self) -> Void) {
+    package init(_ build: (inout Self) -> Void) {
         build(&self)
     }
 
     /// The value of a setting, by its property in the schema.
-    public subscript<Value>(dynamicMember setting: KeyPath<Schema, Setting<Value>>) -> Value? {
+    package subscript<Value>(dynamicMember setting: KeyPath<Schema, Setting<Value>>) -> Value? {
         get { values[Schema()[keyPath: setting].key].flatMap(Value.init) }
         set { values[Schema()[keyPath: setting].key] = newValue?.settingValue }
     }
 
     /// The value of a setting, by its key.
-    public subscript(key: String) -> SettingValue? {
+    package subscript(key: String) -> SettingValue? {
         values[key]
     }
 
     /// Every setting, in the order of the schema.
-    public static var declarations: [SettingDeclaration] { Schema.declarations }
+    package static var declarations: [SettingDeclaration] { Schema.declarations }
 
     /// The config file's keys, in the order of the schema.
-    public static var keys: [String] { declarations.map(\.key) }
+    package static var keys: [String] { declarations.map(\.key) }
 
     /// The built-in layer, below all others: the built-in value of every setting that has one.
-    public static var builtIn: Self {
+    package static var builtIn: Self {
         var layer = Self()
         for declaration in declarations {
             layer.values[declaration.key] = declaration.defaultValue
@@ -68,7 +68,7 @@ extension SettingsLayer {
     /// An empty variable counts as unset, as in `GOTCHU_KIOSK_ADAPTER= gotchu kiosk`. A variable with the prefix
     /// that names no setting is an error, as an unknown key in a file is, and so is a value that does not read as
     /// its setting's kind (a whole number; `true`/`false`, `yes`/`no`, `on`/`off` or `1`/`0`).
-    public init(environment: [String: String]) throws(SettingsError) {
+    package init(environment: [String: String]) throws(SettingsError) {
         self.init()
         let declarations = Schema.declarations
         let known = Set(declarations.map(\.environmentVariable)).union(Schema.otherEnvironmentVariables)
@@ -110,7 +110,7 @@ extension SettingsLayer: Codable {
 
     /// Decodes a config file's layer, refusing unknown keys, secrets and values of the wrong kind, with the key in
     /// the coding path.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: AnyKey.self)
         let declarations = Schema.declarations
         let keys = declarations.map(\.key)
@@ -141,7 +141,7 @@ extension SettingsLayer: Codable {
     }
 
     /// Encodes the settings that are set, under the config file's keys.
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: AnyKey.self)
         for declaration in Schema.declarations {
             let key = AnyKey(stringValue: declaration.key)
@@ -193,7 +193,7 @@ extension SettingsLayer: Codable {
     /// - Returns: The file's layer, or `nil` when the file does not exist and `isExplicit` is false.
     /// - Throws: ``SettingsError`` for a named file that does not exist, a file that cannot be read or parsed, an
     ///   unknown key, a secret or a value of the wrong kind; the message names the file and the key.
-    public static func load(file: URL, isExplicit: Bool) throws(SettingsError) -> Self? {
+    package static func load(file: URL, isExplicit: Bool) throws(SettingsError) -> Self? {
         let path = file.path
         var status = stat()
         if stat(path, &status) != 0 {
@@ -217,7 +217,7 @@ extension SettingsLayer: Codable {
     }
 
     /// Parses a config file's contents; `file` names the format (by its extension) and the file in errors.
-    public static func decode(_ data: Data, file: URL) throws(SettingsError) -> Self {
+    package static func decode(_ data: Data, file: URL) throws(SettingsError) -> Self {
         let path = file.path
         switch file.pathExtension.lowercased() {
         case "toml":

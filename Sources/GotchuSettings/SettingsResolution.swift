@@ -1,30 +1,30 @@
-public import Foundation
+package import Foundation
 
 /// A program's settings from every layer, highest precedence first: flags over the environment over the config file
 /// over the built-in values. A setting's value is the highest layer's; only that value is checked, and an error
 /// names the flag, variable or file key it came from.
-public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
+package struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     /// One layer and where it came from.
-    public struct Layer: Sendable {
+    package struct Layer: Sendable {
         /// Where the layer's values came from.
-        public var origin: SettingOrigin
+        package var origin: SettingOrigin
         /// The values.
-        public var settings: SettingsLayer<Schema>
+        package var settings: SettingsLayer<Schema>
 
         /// Creates a layer.
-        public init(origin: SettingOrigin, settings: SettingsLayer<Schema>) {
+        package init(origin: SettingOrigin, settings: SettingsLayer<Schema>) {
             self.origin = origin
             self.settings = settings
         }
     }
 
     /// The layers, highest precedence first.
-    public var layers: [Layer]
+    package var layers: [Layer]
     /// The config file that was read; `nil` when none was.
-    public var file: URL?
+    package var file: URL?
 
     /// Lays the given layers over each other, highest precedence first.
-    public init(layers: [Layer], file: URL? = nil) {
+    package init(layers: [Layer], file: URL? = nil) {
         self.layers = layers
         self.file = file
     }
@@ -37,7 +37,7 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     ///   - environment: The process environment; only the schema's variables are read.
     ///   - flags: The command line's layer.
     /// - Throws: ``SettingsError`` naming the file, variable or flag of the first value that cannot be read.
-    public init(
+    package init(
         file: URL?,
         fileIsExplicit: Bool,
         environment: [String: String],
@@ -56,7 +56,7 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     }
 
     /// The declaration of the setting at `setting`.
-    public static func declaration<Value>(_ setting: KeyPath<Schema, Setting<Value>>) -> SettingDeclaration {
+    package static func declaration<Value>(_ setting: KeyPath<Schema, Setting<Value>>) -> SettingDeclaration {
         let key = Schema()[keyPath: setting].key
         guard let declaration = Schema.declaration(for: key) else {
             preconditionFailure("\(key) is not a stored property of \(Schema.self)")
@@ -65,13 +65,13 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     }
 
     /// The highest layer that sets `setting`.
-    public func layer<Value>(of setting: KeyPath<Schema, Setting<Value>>) -> Layer? {
+    package func layer<Value>(of setting: KeyPath<Schema, Setting<Value>>) -> Layer? {
         layers.first { $0.settings[dynamicMember: setting] != nil }
     }
 
     /// The setting as the operator wrote it in `layer`: `--session-lifetime`, `GOTCHU_KIOSK_SESSION_LIFETIME`,
     /// `session_lifetime in /etc/gotchu/kiosk.toml`.
-    public func name<Value>(of setting: KeyPath<Schema, Setting<Value>>, in layer: Layer) -> String {
+    package func name<Value>(of setting: KeyPath<Schema, Setting<Value>>, in layer: Layer) -> String {
         let declaration = Self.declaration(setting)
         if layer.origin == .environment { return layer.settings.variable(for: declaration) }
         return layer.origin.name(of: declaration)
@@ -79,20 +79,20 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
 
     /// Everywhere `setting` can be set, for an error that says it is missing: "session_lifetime in FILE,
     /// GOTCHU_KIOSK_SESSION_LIFETIME or --session-lifetime".
-    public func whereToSet<Value>(_ setting: KeyPath<Schema, Setting<Value>>, file: URL?) -> String {
+    package func whereToSet<Value>(_ setting: KeyPath<Schema, Setting<Value>>, file: URL?) -> String {
         let declaration = Self.declaration(setting)
         let inFile = declaration.isSecret ? [] : [file.map { "\(declaration.key) in \($0.path)" } ?? declaration.key]
         return Setting<String>.list(inFile + [declaration.environmentVariable, declaration.flag], or: "or")
     }
 
     /// The value of `setting`: the highest layer's, within its bounds; `nil` when no layer sets it.
-    public func value<Value>(_ setting: KeyPath<Schema, Setting<Value>>) throws(SettingsError) -> Value? {
+    package func value<Value>(_ setting: KeyPath<Schema, Setting<Value>>) throws(SettingsError) -> Value? {
         try value(setting) { value, _ throws(SettingProblem) in value }
     }
 
     /// The value of `setting` read by `parse`, which is told the layer it came from (to take a relative path from a
     /// config file's directory); `nil` when no layer sets it.
-    public func value<Value, Parsed>(
+    package func value<Value, Parsed>(
         _ setting: KeyPath<Schema, Setting<Value>>,
         _ parse: (Value, SettingOrigin) throws(SettingProblem) -> Parsed
     ) throws(SettingsError) -> Parsed? {
@@ -110,7 +110,7 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     }
 
     /// As ``value(_:_:)``, for a parser that does not care where the value came from.
-    public func value<Value, Parsed>(
+    package func value<Value, Parsed>(
         _ setting: KeyPath<Schema, Setting<Value>>,
         _ parse: (Value) throws(SettingProblem) -> Parsed
     ) throws(SettingsError) -> Parsed? {
@@ -120,12 +120,12 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     /// The value of a setting that has a built-in value, or that must be set.
     ///
     /// - Throws: ``SettingsError`` when no layer sets it, saying where to set it.
-    public func required<Value>(_ setting: KeyPath<Schema, Setting<Value>>) throws(SettingsError) -> Value {
+    package func required<Value>(_ setting: KeyPath<Schema, Setting<Value>>) throws(SettingsError) -> Value {
         try required(setting) { value, _ throws(SettingProblem) in value }
     }
 
     /// As ``required(_:)``, read by `parse`.
-    public func required<Value, Parsed>(
+    package func required<Value, Parsed>(
         _ setting: KeyPath<Schema, Setting<Value>>,
         _ parse: (Value, SettingOrigin) throws(SettingProblem) -> Parsed
     ) throws(SettingsError) -> Parsed {
@@ -136,7 +136,7 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
     }
 
     /// As ``required(_:)``, read by a parser that does not care where the value came from.
-    public func required<Value, Parsed>(
+    package func required<Value, Parsed>(
         _ setting: KeyPath<Schema, Setting<Value>>,
         _ parse: (Value) throws(SettingProblem) -> Parsed
     ) throws(SettingsError) -> Parsed {
@@ -146,7 +146,7 @@ public struct SettingsResolution<Schema: SettingsSchema>: Sendable {
 
 extension SettingOrigin {
     /// A path: absolute, or relative to this layer's directory (a config file's, else the working directory).
-    public func path(_ text: String) throws(SettingProblem) -> URL {
+    package func path(_ text: String) throws(SettingProblem) -> URL {
         guard !text.isEmpty else { throw SettingProblem("must be a path, not empty") }
         guard !text.contains("\0") else { throw SettingProblem("must not contain a NUL character") }
         if text.hasPrefix("/") { return URL(fileURLWithPath: text).standardizedFileURL }

@@ -28,7 +28,7 @@
 ///
 /// A command-line option with the same name as a property (`@Option var sessionLifetime: String?`) is that setting's
 /// flag; ``SettingsLayer/init(flags:)`` reads it.
-public protocol SettingsSchema: Sendable {
+package protocol SettingsSchema: Sendable {
     /// The schema with every setting declared.
     init()
     /// The prefix of the environment variables, such as `GOTCHU_KIOSK_`: the variable of `session_lifetime` is
@@ -43,10 +43,10 @@ public protocol SettingsSchema: Sendable {
 
 extension SettingsSchema {
     /// None.
-    public static var otherEnvironmentVariables: Set<String> { [] }
+    package static var otherEnvironmentVariables: Set<String> { [] }
 
     /// Every setting, in the order of the schema's properties.
-    public static var declarations: [SettingDeclaration] {
+    package static var declarations: [SettingDeclaration] {
         Mirror(reflecting: Self()).children.compactMap { child in
             guard let label = child.label, let setting = child.value as? any AnySetting else { return nil }
             return setting.declaration(property: label, environmentPrefix: environmentPrefix)
