@@ -204,8 +204,10 @@ package enum KioskDaemon {
     }
 
     /// The radio the settings name: the shared simulated air or BlueZ (its calls told to `metrics`, if any).
-    package static func makeRadio(_ settings: KioskConfiguration, metrics: KioskMetrics? = nil) async throws -> any Radio
-    {
+    package static func makeRadio(
+        _ settings: KioskConfiguration,
+        metrics: KioskMetrics? = nil
+    ) async throws -> any Radio {
         switch settings.radio {
         case .none:
             return NoRadio()

@@ -170,14 +170,14 @@ public protocol CheckoutStore: Sendable {
 }
 
 /// The browser-session reads a ``LedgerBackend`` serves outside transactions.
-public protocol BrowserSessionBackend: Sendable {
+package protocol BrowserSessionBackend: Sendable {
     /// The browser session with this digest with its user, and the store's time of the read; `nil` when there is
     /// none (its user always exists: sessions reference users).
     func browserSession(digest: String) async throws -> (session: BrowserSessionRow, user: LedgerUser, now: Int64)?
 }
 
 /// The browser-session writes of a ``LedgerTransaction``.
-public protocol BrowserSessionTransaction {
+package protocol BrowserSessionTransaction {
     /// Inserts a browser session.
     func insert(browserSession: BrowserSessionRow) async throws
 

@@ -1,12 +1,12 @@
-public import Foundation
-public import GotchuCore
-public import GotchuReceipts
+package import Foundation
+package import GotchuCore
+package import GotchuReceipts
 
 /// The database under a ``LedgerEngine``: transactions and the row reads and writes the engine's rules are made of,
 /// and nothing else. The rules (what is checked, in which order, what is written) live once in the engine; a
 /// backend contributes its SQL dialect, its schema and migrations, and the few places where the databases differ
 /// (row locks, advisory locks, how an interrupted request's idempotency key is recovered).
-public protocol LedgerBackend: BrowserSessionBackend, Sendable {
+package protocol LedgerBackend: BrowserSessionBackend, Sendable {
     /// One transaction's access to the database.
     associatedtype Transaction: LedgerTransaction
 
@@ -148,14 +148,14 @@ public protocol LedgerBackend: BrowserSessionBackend, Sendable {
 
 extension LedgerBackend {
     /// A backend whose database no other server writes: there is nothing to relay, so it returns at once.
-    public func relayChanges(to changes: SessionChanges) async throws {}
+    package func relayChanges(to changes: SessionChanges) async throws {}
 
     /// A backend that does not report its connections.
-    public func poolUsage() async -> LedgerPoolUsage? { nil }
+    package func poolUsage() async -> LedgerPoolUsage? { nil }
 }
 
 /// One transaction's primitives. Times are the transaction's ``now``.
-public protocol LedgerTransaction: BrowserSessionTransaction {
+package protocol LedgerTransaction: BrowserSessionTransaction {
     /// The store's time at the start of the transaction, in milliseconds since 1970.
     var now: Int64 { get }
 
@@ -484,16 +484,16 @@ public protocol LedgerTransaction: BrowserSessionTransaction {
 
 extension LedgerTransaction {
     /// A transaction whose database no other server reads: nobody to tell, so it does nothing.
-    public func announce(sid: String, _ notice: SessionNotice) async throws {}
+    package func announce(sid: String, _ notice: SessionNotice) async throws {}
 
     /// Inserts a user with a confirmed address; `false` if the address, or one that looks the same, is taken.
-    public func insert(user: LedgerUser, email: String) async throws -> Bool {
+    package func insert(user: LedgerUser, email: String) async throws -> Bool {
         try await insert(user: user, email: email, skeleton: ConfusableText.skeleton(email), confirmed: true)
     }
 }
 
 /// A change of an API key's stored state, at the transaction's time.
-public enum APIKeyChange: Sendable, Hashable {
+package enum APIKeyChange: Sendable, Hashable {
     /// It authenticated a request.
     case used
     /// It was revoked (kept only when not revoked already).
@@ -501,19 +501,19 @@ public enum APIKeyChange: Sendable, Hashable {
 }
 
 /// A session found by one of its EIDs.
-public struct EIDSession: Sendable, Hashable {
+package struct EIDSession: Sendable, Hashable {
     /// The session.
-    public var session: SessionRow
+    package var session: SessionRow
     /// Its payee as payers are shown it.
-    public var payee: PayeeRow
+    package var payee: PayeeRow
     /// When the EID was rotated away; `nil` while current.
-    public var retiredAt: Int64?
+    package var retiredAt: Int64?
     /// The store's time when the row was read, which a resolve judges expiry by: where that clock is the database's,
     /// it comes with the row, in one round trip.
-    public var readAt: Int64
+    package var readAt: Int64
 
     /// A row as read from the database at `readAt`.
-    public init(session: SessionRow, payee: PayeeRow, retiredAt: Int64?, readAt: Int64) {
+    package init(session: SessionRow, payee: PayeeRow, retiredAt: Int64?, readAt: Int64) {
         self.session = session
         self.payee = payee
         self.retiredAt = retiredAt
@@ -522,35 +522,35 @@ public struct EIDSession: Sendable, Hashable {
 }
 
 /// A `session_eids` row.
-public struct SessionEID: Sendable, Hashable {
+package struct SessionEID: Sendable, Hashable {
     /// The EID.
-    public var eid: String
+    package var eid: String
     /// When it was rotated away; `nil` while current.
-    public var retiredAt: Int64?
+    package var retiredAt: Int64?
 
     /// A row as read from the database.
-    public init(eid: String, retiredAt: Int64?) {
+    package init(eid: String, retiredAt: Int64?) {
         self.eid = eid
         self.retiredAt = retiredAt
     }
 }
 
 /// A `receipt_keys` row.
-public struct ReceiptKeyRow: Sendable, Hashable {
+package struct ReceiptKeyRow: Sendable, Hashable {
     /// The key id (``ReceiptPublicKey/keyID(rawPublicKey:)``).
-    public var id: String
+    package var id: String
     /// The raw public key, base64url.
-    public var publicKey: String
+    package var publicKey: String
     /// The raw private key, base64url; `nil` once the key is retired.
-    public var privateKey: String?
+    package var privateKey: String?
     /// When the key was made: milliseconds since 1970 on the store's clock.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// When a newer key replaced it for signing, in milliseconds since 1970 on the store's clock; `nil` for the key
     /// that signs now.
-    public var retiredAt: Int64?
+    package var retiredAt: Int64?
 
     /// A row as read from the database.
-    public init(id: String, publicKey: String, privateKey: String?, createdAt: Int64, retiredAt: Int64?) {
+    package init(id: String, publicKey: String, privateKey: String?, createdAt: Int64, retiredAt: Int64?) {
         self.id = id
         self.publicKey = publicKey
         self.privateKey = privateKey
@@ -559,16 +559,16 @@ public struct ReceiptKeyRow: Sendable, Hashable {
     }
 
     /// The published half.
-    public var published: ReceiptPublicKey {
+    package var published: ReceiptPublicKey {
         ReceiptPublicKey(rawPublicKey: Base64URL.decode(publicKey) ?? Data(), keyID: id)
     }
 }
 
 /// The ledger's system accounts, which every schema creates.
-public enum LedgerAccounts {
+package enum LedgerAccounts {
     /// The system account money enters from when `/dev/fund` credits a wallet; it alone may go below zero, so the
     /// sum over all accounts stays zero.
-    public static let fundingWalletID = "system:funding"
+    package static let fundingWalletID = "system:funding"
 }
 
 /// A wallet named by its owner, or a system account by its id.
@@ -601,19 +601,19 @@ enum WalletOwner: Sendable, Hashable {
 }
 
 /// A `wallet_accounts` row.
-public struct WalletRow: Sendable, Hashable {
+package struct WalletRow: Sendable, Hashable {
     /// The wallet's id: a UUID for a user's wallet, a name such as ``LedgerAccounts/fundingWalletID`` for a system
     /// account.
-    public var id: String
+    package var id: String
     /// The owner; `nil` for a system account.
-    public var userID: String?
+    package var userID: String?
     /// The balance, in cents: the sum of its credits less its debits, never below zero for a user's wallet.
-    public var balance: Cents
+    package var balance: Cents
     /// Whether a user or the system owns it.
-    public var kind: WalletKind
+    package var kind: WalletKind
 
     /// A row as read from the database.
-    public init(id: String, userID: String?, balance: Cents, kind: WalletKind) {
+    package init(id: String, userID: String?, balance: Cents, kind: WalletKind) {
         self.id = id
         self.userID = userID
         self.balance = balance
@@ -622,48 +622,48 @@ public struct WalletRow: Sendable, Hashable {
 }
 
 /// A `ledger_entries` row to insert: one side of a transfer.
-public struct EntryRow: Sendable, Hashable, ChainedFields {
-    public var id: String
-    public var transferID: String
-    public var walletID: String
-    public var direction: EntryDirection
-    public var amount: Cents
-    public var type: String
-    public var refType: String
-    public var refID: String
+package struct EntryRow: Sendable, Hashable, ChainedFields {
+    package var id: String
+    package var transferID: String
+    package var walletID: String
+    package var direction: EntryDirection
+    package var amount: Cents
+    package var type: String
+    package var refType: String
+    package var refID: String
     /// When it is written: the transaction's ``LedgerTransaction/now``.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// Its chain hash (``LedgerChain``).
-    public var hash: String
+    package var hash: String
 }
 
 /// A `refunds` row: money a payee returned to the payer of a paid session, under the payee's idempotency key.
-public struct RefundRow: Sendable, Hashable {
+package struct RefundRow: Sendable, Hashable {
     /// The refund's id (a UUID).
-    public var id: String
+    package var id: String
     /// The paid session refunded.
-    public var sessionID: String
+    package var sessionID: String
     /// The amount returned to the payer, in cents, positive.
-    public var amount: Cents
+    package var amount: Cents
     /// The user the refund was made as (the session's payee, through its token or one of its keys).
-    public var requestedBy: String
+    package var requestedBy: String
     /// The `Idempotency-Key` of the request, unique per requester: a retry gets this refund again.
-    public var idempotencyKey: String
+    package var idempotencyKey: String
     /// The transfer that moved the money back.
-    public var transferID: String
+    package var transferID: String
     /// The id of its signed receipt; `nil` where the ledger signs none.
-    public var receiptID: String?
+    package var receiptID: String?
     /// The receipt's JSON (``StoredReceipt/body``), read with the row; not a column of `refunds`.
-    public var receiptBody: String?
+    package var receiptBody: String?
     /// The session's refunded total once this refund was made.
-    public var refundedTotal: Cents
+    package var refundedTotal: Cents
     /// Milliseconds since 1970 on the store's clock.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// The payment of a split session it returned (part of); `nil` for a session of one share.
-    public var paymentID: String?
+    package var paymentID: String?
 
     /// A row as read from the database, or about to be inserted.
-    public init(
+    package init(
         id: String,
         sessionID: String,
         amount: Cents,
@@ -691,7 +691,7 @@ public struct RefundRow: Sendable, Hashable {
 }
 
 /// A change of a session's stored state.
-public enum SessionChange: Sendable, Hashable {
+package enum SessionChange: Sendable, Hashable {
     /// Locked by `payerID` until `until`.
     case lock(payerID: String, until: Int64)
     /// The lock released at ``LedgerTransaction/now``; the holder stays in `locked_by`, so a retried unlock is still

@@ -2,14 +2,14 @@ import Foundation
 
 extension LedgerEngine {
     /// The longest API key name, in characters.
-    public static var maximumKeyNameLength: Int { 100 }
+    package static var maximumKeyNameLength: Int { 100 }
 
     /// Creates an API key for the user with the address `email`, named `name` (trimmed; 1 to
     /// ``maximumKeyNameLength`` characters, no control characters), with `scopes`, as `actor`, and records it in the
     /// audit log. Returns the key and its secret, which is shown this once: only its hash is stored.
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address, no scopes or a bad name;
     ///   ``LedgerError/Kind/unknownUser`` when no user has the address.
-    public func createAPIKey(
+    package func createAPIKey(
         email: String,
         name: String,
         scopes: Set<APIKeyScope>,
@@ -56,7 +56,7 @@ extension LedgerEngine {
     /// included.
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address; ``LedgerError/Kind/unknownUser`` when no
     ///   user has it.
-    public func apiKeys(email: String?) async throws -> [APIKey] {
+    package func apiKeys(email: String?) async throws -> [APIKey] {
         guard let email else { return try await backend.apiKeys(userID: nil) }
         let (normalized, _) = try LedgerUser.normalize(email: email)
         let user = try await measuredTransaction { transaction in try await transaction.user(email: normalized) }
@@ -67,7 +67,7 @@ extension LedgerEngine {
     /// Revokes the API key with this id at the store's time, as `actor`, and records it in the audit log; revoking a
     /// revoked key keeps its first revocation time. Returns the key as it is now.
     /// - Throws: ``LedgerError/Kind/invalidInput`` when no key has the id.
-    public func revokeAPIKey(id: String, actor: String) async throws -> APIKey {
+    package func revokeAPIKey(id: String, actor: String) async throws -> APIKey {
         try await measuredTransaction { transaction in
             guard var key = try await transaction.apiKey(id: id) else {
                 throw LedgerError(.invalidInput, detail: "no API key has the id \(id)")
@@ -84,7 +84,7 @@ extension LedgerEngine {
     /// The principal an API key's secret authenticates: `nil` for a malformed secret (never looked up), an unknown
     /// or revoked key, or a disabled user. Records the key's use at most once per ``APIKeySecret/lastUsedResolution``,
     /// best effort: a failure to record does not refuse the request.
-    public func principal(apiKey secret: String) async throws -> LedgerPrincipal? {
+    package func principal(apiKey secret: String) async throws -> LedgerPrincipal? {
         // Malformed secrets never reach the database.
         guard APIKeySecret.isWellFormed(secret),
             let (key, now) = try await backend.apiKey(hash: APIKeySecret.hash(secret)),
@@ -100,7 +100,7 @@ extension LedgerEngine {
     /// The user provisioned for the external identity `subject` at `issuer` (an OpenID Connect login), created on
     /// its first use with `displayName`, a wallet and no password; two first uses at once end with one user.
     /// - Throws: ``LedgerError/Kind/unavailable`` if the identity could not be linked in three tries.
-    public func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser {
+    package func user(issuer: String, subject: String, displayName: String) async throws -> LedgerUser {
         // Two first requests with one identity race on its primary key: the loser rolls back its user and reads the
         // winner's.
         for _ in 0..<3 {
@@ -137,7 +137,7 @@ extension LedgerEngine {
     /// key (with ``APIKeyScope/sessionsRead``) sees only its payee's sessions.
     /// - Throws: ``LedgerError/Kind/forbidden`` for a key without the scope; ``LedgerError/Kind/sessionNotFound`` for
     ///   a session that does not exist or is another payee's.
-    public func session(sid: String, principal: LedgerPrincipal) async throws -> SessionView {
+    package func session(sid: String, principal: LedgerPrincipal) async throws -> SessionView {
         let viewerID = try principal.user(for: .readSession)
         guard case .apiKey = principal else { return try await session(sid: sid, viewerID: viewerID) }
         let now = try await backend.now()

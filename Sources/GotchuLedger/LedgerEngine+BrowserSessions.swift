@@ -1,11 +1,11 @@
 import Foundation
-public import GotchuCore
+package import GotchuCore
 
 // The web checkout's browser sessions and its view of a session, written once over the backend primitives.
 extension LedgerEngine {
     /// The user is read in the same transaction as the session is written, so a session is never started for a user
     /// disabled before it.
-    public func startBrowserSession(userID: String, lifetime: Duration) async throws -> BrowserSession {
+    package func startBrowserSession(userID: String, lifetime: Duration) async throws -> BrowserSession {
         let token = BrowserSessions.make()
         let lifetime = LedgerTime.milliseconds(lifetime)
         let expiresAt = try await measuredTransaction { transaction in
@@ -24,7 +24,7 @@ extension LedgerEngine {
     }
 
     /// One read outside a transaction, the session and its user together; judged by the store's time of that read.
-    public func browserSessionUser(token: String) async throws -> LedgerUser? {
+    package func browserSessionUser(token: String) async throws -> LedgerUser? {
         guard BrowserSessions.isWellFormed(token),
             let (session, user, now) = try await backend.browserSession(digest: BrowserSessions.digest(token))
         else { return nil }
@@ -35,7 +35,7 @@ extension LedgerEngine {
     }
 
     /// One delete by digest.
-    public func endBrowserSession(token: String) async throws {
+    package func endBrowserSession(token: String) async throws {
         guard BrowserSessions.isWellFormed(token) else { return }
         try await measuredTransaction { transaction in
             try await transaction.deleteBrowserSession(digest: BrowserSessions.digest(token))
@@ -43,7 +43,7 @@ extension LedgerEngine {
     }
 
     /// Deletes those whose end has come by the store's time, in one transaction.
-    public func pruneBrowserSessions() async throws -> Int {
+    package func pruneBrowserSessions() async throws -> Int {
         try await measuredTransaction { transaction in
             try await transaction.deleteBrowserSessions(endedBy: transaction.now)
         }
@@ -51,7 +51,7 @@ extension LedgerEngine {
 
     /// One read outside a transaction, by the EID's row, retired or not: a page keeps following the session its
     /// payer saw across the payee's rotations.
-    public func checkoutStatus(eid: EID) async throws -> CheckoutStatus {
+    package func checkoutStatus(eid: EID) async throws -> CheckoutStatus {
         guard let found = try await backend.session(eid: eid) else {
             throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
         }
@@ -69,7 +69,7 @@ extension LedgerEngine {
 
     /// One read of the session's EIDs outside a transaction: the newest is the one on the air (a rotation retires
     /// all the others).
-    public func currentEID(sid: String) async throws -> EID {
+    package func currentEID(sid: String) async throws -> EID {
         let eids = try await backend.eids(sessionID: sid)
         guard let newest = eids.last(where: { $0.retiredAt == nil }) ?? eids.last, let eid = EID(rawValue: newest.eid)
         else {

@@ -8,7 +8,7 @@ extension LedgerEngine {
     /// ``LedgerPolicy/passwordCost`` differs from the stored hash's, stores a new hash at that cost (unless the password
     /// was reset meanwhile). An unconfirmed address is refused ``LedgerError/Kind/emailUnconfirmed`` once the password is
     /// right.
-    public func login(email: String, password: String) async throws -> LedgerUser {
+    package func login(email: String, password: String) async throws -> LedgerUser {
         // A malformed address is refused like a wrong one, after the same work, so the answer tells nothing.
         var credentials: UserCredentials?
         if let normalized = try? LedgerUser.normalize(email: email).email {
@@ -37,7 +37,7 @@ extension LedgerEngine {
 
     /// Hashes the password and makes the code before the transaction, then decides in one transaction; a concurrent
     /// registration of the same new address finds the winner's account and treats it as unconfirmed.
-    public func register(email: String, password: String) async throws -> RegistrationOutcome {
+    package func register(email: String, password: String) async throws -> RegistrationOutcome {
         let (normalized, nameFromEmail) = try LedgerUser.normalize(email: email)
         try Self.checkNewAddress(normalized)
         try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
@@ -88,7 +88,7 @@ extension LedgerEngine {
     /// The password is checked with bcrypt before the transaction; the code's digest is compared inside it, and a
     /// refusal's spent attempt commits before the refusal is thrown. The last attempt, or an expired code, deletes the
     /// code.
-    public func confirmRegistration(email: String, code: String, password: String) async throws -> LedgerUser {
+    package func confirmRegistration(email: String, code: String, password: String) async throws -> LedgerUser {
         var credentials: UserCredentials?
         if let normalized = try? LedgerUser.normalize(email: email).email {
             credentials = try await backend.credentials(email: normalized)
@@ -127,7 +127,7 @@ extension LedgerEngine {
     }
 
     /// Valid for ``LedgerPolicy/refreshTokenLifetime`` from the store's time.
-    public func issueRefreshToken(userID: String) async throws -> String {
+    package func issueRefreshToken(userID: String) async throws -> String {
         let token = RefreshTokens.make()
         let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
         try await measuredTransaction { transaction in
@@ -145,7 +145,7 @@ extension LedgerEngine {
 
     /// A reused token also revokes the user's access tokens (``LedgerUser/tokensNotBefore``); the next token is
     /// valid for ``LedgerPolicy/refreshTokenLifetime`` from the store's time.
-    public func refresh(token: String) async throws -> (user: LedgerUser, refreshToken: String) {
+    package func refresh(token: String) async throws -> (user: LedgerUser, refreshToken: String) {
         let next = RefreshTokens.make()
         let lifetime = LedgerTime.milliseconds(policy.refreshTokenLifetime)
         let decision: RefreshDecision = try await measuredTransaction { transaction in
@@ -185,14 +185,14 @@ extension LedgerEngine {
     }
 
     /// Deletes those that expired before the store's time, in one transaction.
-    public func pruneRefreshTokens() async throws -> Int {
+    package func pruneRefreshTokens() async throws -> Int {
         try await measuredTransaction { transaction in
             try await transaction.deleteRefreshTokens(expiredBefore: transaction.now)
         }
     }
 
     /// Revokes the user's access tokens too, so the login ends now; the user's other logins refresh theirs.
-    public func logout(refreshToken: String) async throws {
+    package func logout(refreshToken: String) async throws {
         try await measuredTransaction { transaction in
             guard let row = try await transaction.refreshToken(digest: RefreshTokens.digest(refreshToken)) else {
                 return
@@ -210,7 +210,7 @@ extension LedgerEngine {
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address, one that mixes scripts, looks like another
     ///   account's or holds compatibility forms, or a password the policy refuses; ``LedgerError/Kind/accountExists``
     ///   when an account has the address.
-    public func addUser(
+    package func addUser(
         email: String,
         displayName: String?,
         password: String,
@@ -227,12 +227,12 @@ extension LedgerEngine {
     }
 
     /// Read outside a transaction.
-    public func users() async throws -> [UserSummary] { try await backend.users() }
+    package func users() async throws -> [UserSummary] { try await backend.users() }
 
     /// A user disabled already stays so (its refresh tokens revoked again); the audit log records the request either
     /// way.
     /// - Throws: ``LedgerError/Kind/unknownUser`` when no user has the address.
-    public func disableUser(email: String, actor: String) async throws {
+    package func disableUser(email: String, actor: String) async throws {
         let normalized = try LedgerUser.normalize(email: email).email
         try await recordingAudit(actor: actor, action: "user.disable", subject: normalized) { transaction in
             let user = try await Self.existingUser(normalized, transaction)
@@ -244,7 +244,7 @@ extension LedgerEngine {
     /// Also revokes the user's access tokens: whoever knew the old password loses any session with it.
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a password the policy refuses; ``LedgerError/Kind/unknownUser``
     ///   when no user has the address.
-    public func resetPassword(email: String, password: String, actor: String) async throws {
+    package func resetPassword(email: String, password: String, actor: String) async throws {
         let normalized = try LedgerUser.normalize(email: email).email
         try Passwords.validate(password, minimumLength: policy.minimumPasswordLength)
         let hash = await Passwords.hash(password, cost: policy.passwordCost)
@@ -258,7 +258,7 @@ extension LedgerEngine {
     }
 
     /// - Throws: ``LedgerError/Kind/unknownUser`` when no user has the address.
-    public func verifyMerchant(email: String, name: String, actor: String) async throws {
+    package func verifyMerchant(email: String, name: String, actor: String) async throws {
         let normalized = try LedgerUser.normalize(email: email).email
         try await recordingAudit(actor: actor, action: "merchant.verify", subject: normalized, detail: "name: \(name)")
         {
@@ -269,11 +269,11 @@ extension LedgerEngine {
     }
 
     /// Read outside a transaction.
-    public func auditLog(limit: Int) async throws -> [AuditEntry] { try await backend.auditLog(limit: limit) }
+    package func auditLog(limit: Int) async throws -> [AuditEntry] { try await backend.auditLog(limit: limit) }
 
     /// Runs `body` in one transaction with an audit entry of `actor` doing `action` to `subject`, so the change and
     /// its record commit together or not at all. Every operator's change goes through here.
-    public func recordingAudit<T: Sendable>(
+    package func recordingAudit<T: Sendable>(
         actor: String,
         action: String,
         subject: String,

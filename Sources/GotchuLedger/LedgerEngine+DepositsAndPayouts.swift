@@ -1,5 +1,5 @@
 import Foundation
-public import GotchuCore
+package import GotchuCore
 
 // Money in (an operator's deposit) and out (a user's payout, settled or failed by the operator), each a transfer
 // between a wallet and a system account written once over the backend primitives. Lock order, as everywhere: the
@@ -11,7 +11,7 @@ extension LedgerEngine {
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed address or reference; an amount the policy refuses;
     ///   ``LedgerError/Kind/unknownUser`` when no user has the address; ``LedgerError/Kind/emailUnconfirmed`` for an
     ///   unconfirmed address; ``LedgerError/Kind/idempotencyKeyReused`` for a reference used for another deposit.
-    public func deposit(
+    package func deposit(
         email: String,
         amountCents: Cents,
         reference: String,
@@ -106,7 +106,7 @@ extension LedgerEngine {
     /// - Throws: an amount the policy refuses; ``LedgerError/Kind/insufficientFunds`` when the balance less the locked
     ///   amounts does not cover it; ``LedgerError/Kind/idempotencyKeyReused`` for a key used for another amount;
     ///   ``LedgerError/Kind/unknownUser`` for a user without a wallet.
-    public func requestPayout(
+    package func requestPayout(
         userID: String,
         amountCents: Cents,
         idempotencyKey: String
@@ -158,7 +158,7 @@ extension LedgerEngine {
 
     /// The payouts in `status` (every one when `nil`), oldest first, at most `limit`, with their users' addresses;
     /// read outside a transaction.
-    public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
+    package func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await backend.payouts(status: status, limit: limit)
     }
 
@@ -167,7 +167,7 @@ extension LedgerEngine {
     /// payout as settled.
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed reference; ``LedgerError/Kind/notFound`` for an
     ///   unknown id; ``LedgerError/Kind/payoutNotPending`` for a payout settled or failed already.
-    public func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow {
+    package func settlePayout(id: String, reference: String, actor: String) async throws -> PayoutRow {
         let reference = try OperatorText.reference(reference)
         return try await resolvePayout(id: id, to: .settled, actor: actor) { transaction, payout in
             let moved = try await Self.transfer(
@@ -186,7 +186,7 @@ extension LedgerEngine {
     /// and the audit log records it. Returns the payout as failed.
     /// - Throws: ``LedgerError/Kind/invalidInput`` for a malformed reason; ``LedgerError/Kind/notFound`` for an unknown
     ///   id; ``LedgerError/Kind/payoutNotPending`` for a payout settled or failed already.
-    public func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow {
+    package func failPayout(id: String, reason: String, actor: String) async throws -> PayoutRow {
         let reason = try OperatorText.reason(reason)
         return try await resolvePayout(id: id, to: .failed, actor: actor) { transaction, payout in
             let moved = try await Self.transfer(

@@ -9,24 +9,24 @@ import GotchuReceipts
 /// Its token is opaque to clients: base64url of `v1 <seq> <entry id>`. The id is checked against the wallet's
 /// entry at that position, so a made-up or another wallet's token is refused rather than quietly paging from
 /// wherever it points.
-public struct EntryCursor: Sendable, Hashable {
+package struct EntryCursor: Sendable, Hashable {
     /// The entry's position in the ledger (`ledger_entries.seq`).
-    public var seq: Int64
+    package var seq: Int64
     /// The entry's id.
-    public var entryID: String
+    package var entryID: String
 
     /// The longest token accepted (an id of 64 characters and a 19-digit position fit well within it).
-    public static let maximumTokenLength = 160
+    package static let maximumTokenLength = 160
 
     /// A cursor at an entry.
-    public init(seq: Int64, entryID: String) {
+    package init(seq: Int64, entryID: String) {
         self.seq = seq
         self.entryID = entryID
     }
 
     /// The cursor a client sent back. Throws ``LedgerError/Kind/invalidInput`` for a token of a length no cursor
     /// has, ``LedgerError/Kind/notFound`` for any other this server did not make: no page starts there.
-    public init(token: String) throws(LedgerError) {
+    package init(token: String) throws(LedgerError) {
         guard !token.isEmpty, token.utf8.count <= Self.maximumTokenLength else {
             throw LedgerError(
                 .invalidInput,
@@ -47,7 +47,7 @@ public struct EntryCursor: Sendable, Hashable {
     static let unknown = LedgerError(.notFound, detail: "no page starts at this cursor; start again without it")
 
     /// The token a client sends back.
-    public var token: String { Base64URL.encode(Data("v1 \(seq) \(entryID)".utf8)) }
+    package var token: String { Base64URL.encode(Data("v1 \(seq) \(entryID)".utf8)) }
 
     /// Entry ids are UUIDs; anything else in that place was not written by this server.
     static func isEntryID(_ text: Substring) -> Bool {
@@ -60,19 +60,19 @@ public struct EntryCursor: Sendable, Hashable {
 
 /// One entry of a wallet's history as the stores read it: the entry, and the wallet on the other side of its
 /// transfer with that wallet's owner.
-public struct HistoryEntryRow: Sendable, Hashable {
+package struct HistoryEntryRow: Sendable, Hashable {
     /// The entry's position in the ledger (`ledger_entries.seq`), increasing with each insert: the
     /// order of the history and its cursor.
-    public var seq: Int64
+    package var seq: Int64
     /// The entry, its counterparty not yet set.
-    public var entry: WalletEntry
+    package var entry: WalletEntry
     /// The other side's wallet, `nil` if the transfer has no other entry.
-    public var counterpartyWalletID: String?
+    package var counterpartyWalletID: String?
     /// The other side's owner, `nil` for a system account.
-    public var counterpartyUser: PayeeRow?
+    package var counterpartyUser: PayeeRow?
 
     /// A row as read from the database.
-    public init(seq: Int64, entry: WalletEntry, counterpartyWalletID: String?, counterpartyUser: PayeeRow?) {
+    package init(seq: Int64, entry: WalletEntry, counterpartyWalletID: String?, counterpartyUser: PayeeRow?) {
         self.seq = seq
         self.entry = entry
         self.counterpartyWalletID = counterpartyWalletID
@@ -93,14 +93,14 @@ public struct HistoryEntryRow: Sendable, Hashable {
 }
 
 /// A page of a wallet's history as a backend reads it.
-public struct EntryHistoryPage: Sendable, Hashable {
+package struct EntryHistoryPage: Sendable, Hashable {
     /// The entries, newest first.
-    public var entries: [HistoryEntryRow]
+    package var entries: [HistoryEntryRow]
     /// Whether the cursor asked from names an entry of this wallet (`true` when none was asked from).
-    public var cursorFound: Bool
+    package var cursorFound: Bool
 
     /// A page as read from the database.
-    public init(entries: [HistoryEntryRow], cursorFound: Bool) {
+    package init(entries: [HistoryEntryRow], cursorFound: Bool) {
         self.entries = entries
         self.cursorFound = cursorFound
     }
@@ -109,7 +109,7 @@ public struct EntryHistoryPage: Sendable, Hashable {
 extension LedgerEngine {
     /// One page of the user's entries, newest first, from `cursor` (a token of an earlier page's `next_cursor`) or
     /// from the newest.
-    public func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesPage {
+    package func entries(userID: String, cursor: String?, limit: Int) async throws -> WalletEntriesPage {
         guard (1...EntryPageSize.maximum).contains(limit) else {
             throw LedgerError(.invalidInput, detail: "limit must be 1 to \(EntryPageSize.maximum), got \(limit)")
         }

@@ -103,7 +103,7 @@ extension LedgerEngine {
     /// Each refund is a refund of the payee's under the key `auto-refund:PAYMENT`, so however many servers sweep
     /// at once, and however often one is killed mid-sweep and restarted, each payment is returned once: the second
     /// finds the first's row under the session's lock. A payment refunded by hand in part is returned the rest.
-    public func returnSharePayments(sid: String) async throws -> Int {
+    package func returnSharePayments(sid: String) async throws -> Int {
         var refunded = 0
         while true {
             let returned: Bool = try await signingSession(sid) { transaction, loaded in
@@ -144,7 +144,7 @@ extension LedgerEngine {
     ///
     /// A session that cannot be returned now (its payee's balance is short) does not hold back the others: each is
     /// tried, and the first failure is thrown once all were.
-    public func returnDueSharePayments(limit: Int = 100) async throws -> Int {
+    package func returnDueSharePayments(limit: Int = 100) async throws -> Int {
         let now = try await backend.now()
         var refunded = 0
         var failure: (any Error)?

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import GotchuCore
 import GotchuReceipts
 
@@ -48,7 +48,7 @@ extension LedgerEngine {
     /// Notes up to `limit` sessions whose expiry passed unpaid and uncancelled, each with its `session.expired`
     /// event, in one transaction (none when a read outside one finds no expiry due); returns how many, and wakes the
     /// outbox when there were any.
-    public func markExpiredSessions(limit: Int) async throws -> Int {
+    package func markExpiredSessions(limit: Int) async throws -> Int {
         guard limit > 0, try await backend.sessionExpiriesDue(now: try await backend.now()) else { return 0 }
         let count = try await measuredTransaction { transaction in
             let sessions = try await transaction.expiredSessionsForUpdate(limit: limit)
@@ -72,7 +72,7 @@ extension LedgerEngine {
     /// Checks the URL and event types, then, under the user's lock (so two creates at once cannot both find room under
     /// ``LedgerPolicy/maximumWebhookEndpoints``), inserts the endpoint with a new secret, returned here and nowhere
     /// else. `invalidInput` for a malformed URL or event type or past the cap; `unknownUser` for an unknown user.
-    public func createWebhookEndpoint(
+    package func createWebhookEndpoint(
         userID: String,
         url: String,
         events: [String]
@@ -113,13 +113,13 @@ extension LedgerEngine {
     }
 
     /// One read outside a transaction: the endpoints of `userID`, oldest first, without their secrets.
-    public func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint] {
+    package func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint] {
         try await backend.webhookEndpoints(userID: userID).map(\.endpoint)
     }
 
     /// For an operator, one read outside a transaction: the endpoints of the user with this address (normalized
     /// first), or of every user when `nil`, oldest first. `unknownUser` when no user has the address.
-    public func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint] {
+    package func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint] {
         guard let email else { return try await backend.webhookEndpoints(userID: nil).map(\.endpoint) }
         let normalized = try LedgerUser.normalize(email: email).email
         guard let user = try await backend.credentials(email: normalized)?.user else {
@@ -131,7 +131,7 @@ extension LedgerEngine {
     /// Deletes an endpoint of `userID` in one transaction: its pending deliveries fail first ("the endpoint was
     /// deleted"), then it is marked deleted and its subscriptions go. `notFound` for an id that is unknown, deleted
     /// or another user's.
-    public func deleteWebhookEndpoint(id: String, userID: String) async throws {
+    package func deleteWebhookEndpoint(id: String, userID: String) async throws {
         try await measuredTransaction { transaction in
             // Read unlocked: the deliveries go first (a delivery's row before its endpoint's, the one order).
             _ = try await Self.ownEndpoint(id, userID: userID, forUpdate: false, transaction)
@@ -142,7 +142,7 @@ extension LedgerEngine {
 
     /// Gives an endpoint of `userID` a new secret under the endpoint's lock, returned here and nowhere else; the one
     /// it replaces is still signed with for ``WebhookSecrets/rotationOverlap``. `notFound` as for a delete.
-    public func rotateWebhookSecret(
+    package func rotateWebhookSecret(
         id: String,
         userID: String
     ) async throws -> (endpoint: WebhookEndpoint, secret: String) {
@@ -175,7 +175,7 @@ extension LedgerEngine {
 
     /// One read outside a transaction: what deliveries to the endpoint are signed with at the store's time.
     /// `notFound` for an unknown or deleted endpoint.
-    public func webhookSecrets(endpointID: String) async throws -> WebhookSigningSecrets {
+    package func webhookSecrets(endpointID: String) async throws -> WebhookSigningSecrets {
         guard let row = try await backend.webhookEndpoint(id: endpointID), row.deletedAt == nil else {
             throw Self.noEndpoint(endpointID)
         }
@@ -185,7 +185,7 @@ extension LedgerEngine {
     /// Disables an endpoint under its lock, as `actor`, for `reason` (`invalidInput` for one
     /// ``OperatorText/reason(_:)`` refuses), with an audit entry; one disabled already is returned as it is.
     /// `notFound` for an unknown or deleted endpoint.
-    public func disableWebhookEndpoint(id: String, actor: String, reason: String) async throws -> WebhookEndpoint {
+    package func disableWebhookEndpoint(id: String, actor: String, reason: String) async throws -> WebhookEndpoint {
         let reason = try OperatorText.reason(reason)
         return try await measuredTransaction { transaction in
             guard var row = try await transaction.webhookEndpoint(id: id, forUpdate: true), row.deletedAt == nil else {
@@ -211,7 +211,7 @@ extension LedgerEngine {
     /// Enables a disabled endpoint under its lock, its failing time forgotten, as `actor`, with an audit entry (one
     /// enabled already is returned as it is), and wakes the outbox so its pending deliveries resume. `notFound` for
     /// an unknown or deleted endpoint.
-    public func enableWebhookEndpoint(id: String, actor: String) async throws -> WebhookEndpoint {
+    package func enableWebhookEndpoint(id: String, actor: String) async throws -> WebhookEndpoint {
         let endpoint = try await measuredTransaction { transaction in
             guard var row = try await transaction.webhookEndpoint(id: id, forUpdate: true), row.deletedAt == nil else {
                 throw Self.noEndpoint(id)
@@ -258,7 +258,7 @@ extension LedgerEngine {
     /// Two reads outside a transaction: up to `limit` (kept within 1...1000) deliveries to the endpoint, newest first;
     /// of `userID`'s endpoints only (`nil`: an operator's look at any, deleted ones too). `notFound` for an endpoint
     /// that is unknown, deleted or another user's.
-    public func webhookDeliveries(endpointID: String, userID: String?, limit: Int) async throws -> [WebhookDelivery] {
+    package func webhookDeliveries(endpointID: String, userID: String?, limit: Int) async throws -> [WebhookDelivery] {
         guard let row = try await backend.webhookEndpoint(id: endpointID),
             userID == nil || (row.endpoint.userID == userID && row.deletedAt == nil)
         else { throw Self.noEndpoint(endpointID) }
@@ -268,7 +268,7 @@ extension LedgerEngine {
     /// Makes a delivery pending again and due now under its lock, voiding any lease, and wakes the outbox; of
     /// `userID`'s endpoints only (`nil`: an operator). `notFound` for an unknown delivery or another user's;
     /// `invalidInput` when its endpoint is deleted.
-    public func retryWebhookDelivery(id: String, userID: String?) async throws -> WebhookDelivery {
+    package func retryWebhookDelivery(id: String, userID: String?) async throws -> WebhookDelivery {
         let delivery = try await measuredTransaction { transaction in
             let noDelivery = LedgerError(.notFound, detail: "no webhook delivery \(DisplayText.quoted(id))")
             guard var row = try await transaction.webhookDelivery(id: id, forUpdate: true) else { throw noDelivery }
@@ -303,7 +303,7 @@ extension LedgerEngine {
     /// `limit` due deliveries as candidates (so one endpoint's backlog leaves room for the others'), locks their
     /// endpoints, counts each one's live leases under that lock, and leases up to `limit` of them to active endpoints,
     /// at most `perEndpoint` in flight per endpoint, under one token until `lease` from now.
-    public func claimWebhookDeliveries(
+    package func claimWebhookDeliveries(
         limit: Int,
         perEndpoint: Int,
         lease: Duration
@@ -370,7 +370,7 @@ extension LedgerEngine {
     /// delivery's and it is pending (otherwise nothing is recorded). A success ends the endpoint's failing time; a
     /// failure starts or continues it, and one past ``LedgerPolicy/webhookDisableAfter`` disables an active endpoint,
     /// with an audit entry by `gotchu`.
-    public func recordWebhookAttempt(
+    package func recordWebhookAttempt(
         deliveryID: String,
         leaseToken: String,
         outcome: WebhookAttemptOutcome
@@ -436,7 +436,7 @@ extension LedgerEngine {
     /// Reads outside a transaction the event and the row it names: the session as its payee sees it now (with the
     /// payment's receipt for `payment.succeeded`), the refund, the payout or the deposit (a development funding's
     /// taken from the event). `notFound` for an unknown event; `inconsistent` when the row it names is missing.
-    public func webhookEvent(id: String) async throws -> WebhookEventDetail {
+    package func webhookEvent(id: String) async throws -> WebhookEventDetail {
         guard let event = try await backend.webhookEvent(id: id) else {
             throw LedgerError(.notFound, detail: "no webhook event \(DisplayText.quoted(id))")
         }
@@ -487,7 +487,7 @@ extension LedgerEngine {
 
     /// Stores the body every delivery of the event sends, in a transaction of its own, unless one is stored already;
     /// returns the one stored. `notFound` for an unknown event.
-    public func pinWebhookBody(eventID: String, body: Data) async throws -> Data {
+    package func pinWebhookBody(eventID: String, body: Data) async throws -> Data {
         guard
             let stored = try await measuredTransaction({ transaction in
                 try await transaction.pinWebhookBody(eventID: eventID, body: body)

@@ -1,6 +1,6 @@
 import Foundation
-public import GotchuCore
-public import GotchuReceipts
+package import GotchuCore
+package import GotchuReceipts
 import Synchronization
 
 /// The ledger's operations, each written once: what is read, what is checked in which order, and what is written,
@@ -10,12 +10,12 @@ import Synchronization
 /// Every mutation is one backend transaction; expiry and lock lapses are judged by the transaction's time. Rows a
 /// decision depends on are read `forUpdate` in one global order (idempotency key, session, wallets by id), so on a
 /// database with row locks each check holds at commit and no two transactions wait on each other in a cycle.
-public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
-    public let policy: LedgerPolicy
+package struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
+    package let policy: LedgerPolicy
     /// The database primitives.
-    public let backend: Backend
+    package let backend: Backend
     /// Where the changes this engine commits are published, for the event streams of this server.
-    public let changes: SessionChanges
+    package let changes: SessionChanges
     /// The signing key last loaded, so a payment reads no key.
     private let signerCache = SignerCache()
     /// Payment receipts by session id, as committed. A stored receipt never changes, so the copy answers for the
@@ -27,10 +27,10 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// Told of every transaction, where the server keeps metrics.
     private let observerBox = ObserverBox()
     /// Woken once a transaction that wrote webhook events commits, for this server's delivery workers.
-    public let webhookOutbox = WebhookOutboxSignal()
+    package let webhookOutbox = WebhookOutboxSignal()
 
     /// The engine over `backend`, enforcing `policy`.
-    public init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
+    package init(backend: Backend, policy: LedgerPolicy = LedgerPolicy()) {
         self.backend = backend
         self.policy = policy
         self.changes = SessionChanges()
@@ -38,11 +38,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     /// Tells `observer` how long each transaction takes, by the operation that ran it. Copies of this engine share
     /// it.
-    public func observe(_ observer: any LedgerStoreObserver) {
+    package func observe(_ observer: any LedgerStoreObserver) {
         observerBox.value.withLock { $0 = observer }
     }
 
-    public func poolUsage() async -> LedgerPoolUsage? { await backend.poolUsage() }
+    package func poolUsage() async -> LedgerPoolUsage? { await backend.poolUsage() }
 
     /// Runs `body` in one backend transaction, timed for the observer under the name of the operation calling it.
     func measuredTransaction<T: Sendable>(
@@ -63,11 +63,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func relayChanges() async throws {
+    package func relayChanges() async throws {
         try await backend.relayChanges(to: changes)
     }
 
-    public func migrate() async throws {
+    package func migrate() async throws {
         try await backend.migrate()
         try await fillEmailSkeletons()
         try await chainUnchainedEntries()
@@ -98,7 +98,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     // MARK: Users and wallets
 
-    public func login(email: String) async throws -> LedgerUser {
+    package func login(email: String) async throws -> LedgerUser {
         let (normalized, displayName) = try LedgerUser.normalize(email: email)
         return try await measuredTransaction { transaction in
             // Two first logins with one address race on the unique e-mail: the loser reads the winner's row.
@@ -121,18 +121,18 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func user(id: String) async throws -> LedgerUser? {
+    package func user(id: String) async throws -> LedgerUser? {
         try await backend.user(id: id)
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet {
+    package func wallet(userID: String, recentLimit: Int) async throws -> Wallet {
         guard let wallet = try await backend.wallet(userID: userID, recentLimit: recentLimit) else {
             throw Self.unknownUser
         }
         return wallet
     }
 
-    public func fund(userID: String, amountCents: Cents) async throws -> Cents {
+    package func fund(userID: String, amountCents: Cents) async throws -> Cents {
         try policy.validate(amount: amountCents)
         let balance = try await measuredTransaction { transaction in
             guard try await transaction.emailConfirmed(userID: userID) != false else { throw Self.emailUnconfirmed }
@@ -182,7 +182,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     // MARK: Sessions
 
-    public func createSession(
+    package func createSession(
         payeeID: String,
         amountCents: Cents,
         shares: Int,
@@ -264,7 +264,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         throw LedgerError(.unavailable, detail: "could not allocate a unique EID; try again")
     }
 
-    public func resolve(eid: EID) async throws -> ResolvedSession {
+    package func resolve(eid: EID) async throws -> ResolvedSession {
         guard let found = try await backend.session(eid: eid) else {
             throw LedgerError(.sessionNotFound, detail: "no session advertises EID \(eid)")
         }
@@ -293,7 +293,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         )
     }
 
-    public func rotateEID(sid: String, payeeID: String) async throws -> EIDRotation {
+    package func rotateEID(sid: String, payeeID: String) async throws -> EIDRotation {
         let grace = LedgerTime.milliseconds(policy.eidGrace)
         let maximum = policy.maximumEIDsPerSession
         return try await changingSession(sid, .eidRotated) { transaction in
@@ -323,7 +323,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func lock(sid: String, payerID: String, shares count: Int) async throws -> LockedShares {
+    package func lock(sid: String, payerID: String, shares count: Int) async throws -> LockedShares {
         let lockLifetime = LedgerTime.milliseconds(policy.lockLifetime)
         let maximumLocks = policy.maximumLocksPerPayer
         guard (1...SessionSplit.maximumShares).contains(count) else {
@@ -373,7 +373,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func unlock(sid: String, payerID: String) async throws {
+    package func unlock(sid: String, payerID: String) async throws {
         try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             if session.isSplit {
@@ -396,7 +396,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         }
     }
 
-    public func session(sid: String, viewerID: String) async throws -> SessionView {
+    package func session(sid: String, viewerID: String) async throws -> SessionView {
         let now = try await backend.now()
         guard let session = try await backend.session(id: sid) else { throw Self.noSession(sid) }
         let shares = session.isSplit ? try await backend.shares(sessionID: sid) : []
@@ -449,7 +449,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return view
     }
 
-    public func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession {
+    package func watchedSession(sid: String, payeeID: String) async throws -> WatchedSession {
         let now = try await backend.now()
         guard let session = try await backend.session(id: sid), session.payeeID == payeeID else {
             throw LedgerError(.sessionNotFound, detail: "no session \(sid) of yours")
@@ -470,7 +470,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         )
     }
 
-    public func cancel(sid: String, payeeID: String) async throws {
+    package func cancel(sid: String, payeeID: String) async throws {
         let sharesPaid = try await changingSession(sid) { transaction in
             let session = try await Self.session(sid, forUpdate: true, transaction)
             guard session.payeeID == payeeID else {
@@ -501,7 +501,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// waiting out the in-flight timeout, and recording which server owns a key needs a way to tell a dead server from
     /// a slow one, which the database already has for its own connections.) Keys committed in flight by
     /// ``beginSend(sid:payerID:idempotencyKey:)`` keep the in-flight timeout.
-    public func send(
+    package func send(
         sid: String,
         payerID: String,
         idempotencyKey: String,
@@ -519,7 +519,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     /// Pays what a page showed in one transaction (``ShownPayment``): the key is claimed (waiting for a request
     /// running under it, whose outcome is then replayed), the session or one free share of the amount shown is
     /// taken, and the payment is made, all or nothing; what it paid is read back from the caches the payment filled.
-    public func pay(shown payment: ShownPayment) async throws -> ShownPaymentOutcome {
+    package func pay(shown payment: ShownPayment) async throws -> ShownPaymentOutcome {
         let outcome: SendOutcome
         let replayed: Bool
         do {
@@ -884,7 +884,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return signer
     }
 
-    public func receipt(sessionID: String) async throws -> Receipt? {
+    package func receipt(sessionID: String) async throws -> Receipt? {
         if let known = paymentReceipts[sessionID] { return known }
         guard let receipt = try await backend.receipt(sessionID: sessionID, kind: .payment)?.receipt() else {
             return nil
@@ -894,7 +894,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
     }
 
     /// The receipt of split payment `paymentID` (its receipt has the payment's id), if the ledger signed one.
-    public func receipt(paymentID: String) async throws -> Receipt? {
+    package func receipt(paymentID: String) async throws -> Receipt? {
         let key = Self.paymentKey(paymentID)
         if let known = paymentReceipts[key] { return known }
         guard let receipt = try await backend.receipt(id: paymentID)?.receipt() else { return nil }
@@ -902,7 +902,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return receipt
     }
 
-    public func sentPayment(
+    package func sentPayment(
         sid: String,
         payerID: String,
         idempotencyKey: String
@@ -916,11 +916,11 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     private static func paymentKey(_ paymentID: String) -> String { "payment " + paymentID }
 
-    public func receiptKeys() async throws -> ReceiptKeySet {
+    package func receiptKeys() async throws -> ReceiptKeySet {
         ReceiptKeySet(keys: try await backend.receiptKeys().map(\.published))
     }
 
-    public func rotateReceiptKey() async throws -> ReceiptPublicKey {
+    package func rotateReceiptKey() async throws -> ReceiptPublicKey {
         let signer = try await measuredTransaction { transaction in
             try await transaction.lockReceiptKeys()
             let signer = try await Self.insertNewKey(transaction)
@@ -931,7 +931,7 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         return signer.publicKey
     }
 
-    public func verify() async throws -> LedgerVerification {
+    package func verify() async throws -> LedgerVerification {
         LedgerVerifier.verify(try await backend.snapshot())
     }
 
@@ -1004,18 +1004,18 @@ public struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
 
     // MARK: Maintenance
 
-    public func pruneIdempotencyKeys() async throws -> Int {
+    package func pruneIdempotencyKeys() async throws -> Int {
         let retention = LedgerTime.milliseconds(policy.idempotencyRetention)
         return try await measuredTransaction { transaction in
             try await transaction.deleteKeys(createdBefore: transaction.now - retention)
         }
     }
 
-    public func audit() async throws -> LedgerAudit { try await backend.audit() }
+    package func audit() async throws -> LedgerAudit { try await backend.audit() }
 
-    public func ping() async throws { try await backend.ping() }
+    package func ping() async throws { try await backend.ping() }
 
-    public func checkWritable() async throws { try await backend.checkWritable() }
+    package func checkWritable() async throws { try await backend.checkWritable() }
 
     // MARK: Internals
 
@@ -1111,7 +1111,7 @@ extension LedgerEngine {
     /// split, what one payer gets back is also held to what that payer paid, by its own entries. The payee's wallet
     /// must cover the amount. The refund, its transfer, its receipt and its key commit together, so a request that
     /// dies leaves nothing and its retry refunds once.
-    public func refund(
+    package func refund(
         sid: String,
         payeeID: String,
         amountCents: Cents,

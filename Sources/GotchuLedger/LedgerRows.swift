@@ -1,5 +1,5 @@
 package import Foundation
-public import GotchuCore
+package import GotchuCore
 
 /// Times in the stores: milliseconds since 1970 on the store's clock.
 package enum LedgerTime {
@@ -41,7 +41,7 @@ extension LedgerUser {
 
 /// A session's status as stored (`payment_sessions.status`). Expiry is not stored: it is judged from `exp_at` at the
 /// time of asking, as is the lapse of a lock.
-public enum StoredSessionStatus: String, CaseIterable, Sendable {
+package enum StoredSessionStatus: String, CaseIterable, Sendable {
     /// Made, not yet advertised (not written by this version).
     case created = "CREATED"
     /// Waiting for a payer.
@@ -54,10 +54,10 @@ public enum StoredSessionStatus: String, CaseIterable, Sendable {
     case cancelled = "CANCELLED"
 
     /// The stored statuses of a session that may still be paid (unless it expired).
-    public static let live: [StoredSessionStatus] = [.advertising, .locked]
+    package static let live: [StoredSessionStatus] = [.advertising, .locked]
 
     /// A status read from the database; a value no version writes is refused rather than guessed at.
-    public init(stored: String) throws(LedgerError) {
+    package init(stored: String) throws(LedgerError) {
         guard let status = Self(rawValue: stored) else {
             throw LedgerError(.inconsistent, detail: "a session has the unknown status \(stored)")
         }
@@ -67,7 +67,7 @@ public enum StoredSessionStatus: String, CaseIterable, Sendable {
 
 /// Who owns a wallet (`wallet_accounts.kind`): a user, or the system (the funding account, which alone may go below
 /// zero).
-public enum WalletKind: String, Sendable, Hashable {
+package enum WalletKind: String, Sendable, Hashable {
     /// A user's wallet, never below zero.
     case user = "USER"
     /// A system account.
@@ -75,7 +75,7 @@ public enum WalletKind: String, Sendable, Hashable {
 }
 
 /// Where an idempotency key's request stands (`idempotency_keys.state`).
-public enum IdempotencyState: String, Sendable {
+package enum IdempotencyState: String, Sendable {
     /// Admitted, not finished: no outcome yet.
     case inFlight = "IN_FLIGHT"
     /// Finished: the outcome is stored with the key.
@@ -83,45 +83,45 @@ public enum IdempotencyState: String, Sendable {
 }
 
 /// A `payment_sessions` row and the rules read from it; both stores judge sessions with these same rules.
-public struct SessionRow: Sendable, Hashable {
+package struct SessionRow: Sendable, Hashable {
     /// The session id (`sid`).
-    public var id: String
+    package var id: String
     /// The user the session's money goes to.
-    public var payeeID: String
+    package var payeeID: String
     /// The amount to pay, in cents, positive.
-    public var amount: Cents
+    package var amount: Cents
     /// The status as stored; ``status(now:)`` adds expiry and lock lapses.
-    public var storedStatus: StoredSessionStatus
+    package var storedStatus: StoredSessionStatus
     /// When it stops taking payments: milliseconds since 1970 on the store's clock.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// The payer that holds or last held its lock; kept after an unlock, so a retried unlock is told
     /// apart from a stranger's. `nil` if it was never locked.
-    public var lockedBy: String?
+    package var lockedBy: String?
     /// When the lock lapses or lapsed, in milliseconds since 1970 on the store's clock (an unlock sets it to the
     /// time of the unlock); `nil` if it was never locked.
-    public var lockExpiresAt: Int64?
+    package var lockExpiresAt: Int64?
     /// The payer that paid it; `nil` until paid.
-    public var paidBy: String?
+    package var paidBy: String?
     /// When it was paid, in milliseconds since 1970 on the store's clock; `nil` until paid.
-    public var paidAt: Int64?
+    package var paidAt: Int64?
     /// Into how many shares it is split: 1 for one payer, who locks and pays the session itself; more, and each
     /// share is a ``ShareRow`` locked and paid on its own (and the session is never stored locked).
-    public var shares: Int
+    package var shares: Int
     /// How many shares are paid (1 once a session of one share is paid).
-    public var sharesPaid: Int
+    package var sharesPaid: Int
     /// What the paid shares add up to, without tips, in cents.
-    public var paidCents: Cents
+    package var paidCents: Cents
     /// The tips paid on top of the shares, in cents.
-    public var tip: Cents
+    package var tip: Cents
     /// When every payment of a cancelled or expired split was returned; `nil` until then.
-    public var refundsSweptAt: Int64?
+    package var refundsSweptAt: Int64?
     /// The tips its terminal suggests to payers; ``TipPrompt/none`` when it asks for none.
-    public var tipPrompt: TipPrompt
+    package var tipPrompt: TipPrompt
     /// The payee's order reference (``OrderReference``); `nil` when it gave none.
-    public var reference: String?
+    package var reference: String?
 
     /// A row as read from the database (or about to be inserted: no lock, unpaid).
-    public init(
+    package init(
         id: String,
         payeeID: String,
         amount: Cents,
@@ -254,24 +254,24 @@ public struct SessionRow: Sendable, Hashable {
 
 /// The session a payee made earlier under an `Idempotency-Key` of `POST /sessions/create` (its `create_key`), with
 /// its current EID (the newest, once rotated).
-public struct KeyedSession: Sendable, Hashable {
+package struct KeyedSession: Sendable, Hashable {
     /// The session id.
-    public var sid: String
+    package var sid: String
     /// The session's current EID, as stored (hex).
-    public var eid: String
+    package var eid: String
     /// The amount the session was created for, in cents.
-    public var amount: Cents
+    package var amount: Cents
     /// When the session expires: milliseconds since 1970 on the store's clock.
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// Into how many shares it was split.
-    public var shares: Int
+    package var shares: Int
     /// The tips it suggests to payers.
-    public var tipPrompt: TipPrompt
+    package var tipPrompt: TipPrompt
     /// Its order reference; `nil` when it has none.
-    public var reference: String?
+    package var reference: String?
 
     /// A row as read from the database.
-    public init(
+    package init(
         sid: String,
         eid: String,
         amount: Cents,
@@ -332,17 +332,17 @@ public struct KeyedSession: Sendable, Hashable {
 }
 
 /// An `idempotency_keys` row.
-public struct IdempotencyRecord: Sendable, Hashable {
+package struct IdempotencyRecord: Sendable, Hashable {
     /// The session the key's payment is for; a key reused for another session is refused.
-    public var sid: String
+    package var sid: String
     /// When the key was admitted or last taken up again, in milliseconds since 1970 on the store's
     /// clock: an in-flight key older than ``LedgerPolicy/inFlightTimeout`` is abandoned.
-    public var updatedAt: Int64
+    package var updatedAt: Int64
     /// The payment's outcome, replayed to a retry; `nil` while in flight.
-    public var outcome: SendOutcome?
+    package var outcome: SendOutcome?
 
     /// A row as read from the database.
-    public init(
+    package init(
         sid: String,
         state: String,
         updatedAt: Int64,
@@ -371,7 +371,7 @@ public struct IdempotencyRecord: Sendable, Hashable {
     }
 
     /// The columns an outcome is stored in: the new balance, or the refusal's kind and detail.
-    public static func columns(
+    package static func columns(
         for outcome: SendOutcome
     ) -> (balance: Int64?, refusalKind: String?, refusalDetail: String?) {
         switch outcome {

@@ -3,35 +3,35 @@ import GotchuCore
 public import GotchuReceipts
 
 /// Everything `gotchu ledger verify` reads, from one snapshot of the database.
-public struct LedgerSnapshot: Sendable {
+package struct LedgerSnapshot: Sendable {
     /// Every wallet and system account.
-    public var wallets: [WalletRow]
+    package var wallets: [WalletRow]
     /// Every entry, in the order they were written (`seq`).
-    public var entries: [StoredEntry]
+    package var entries: [StoredEntry]
     /// The chain's head as stored.
-    public var chainHead: ChainHead
+    package var chainHead: ChainHead
     /// Every session.
-    public var sessions: [SessionRow]
+    package var sessions: [SessionRow]
     /// Every receipt.
-    public var receipts: [StoredReceipt]
-    /// Every receipt key ever used, public halves, with when each was made.
-    public var receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
+    package var receipts: [StoredReceipt]
+    /// Every receipt key ever used, package halves, with when each was made.
+    package var receiptKeys: [(key: ReceiptPublicKey, createdAt: Int64)]
     /// Every deposit.
-    public var deposits: [DepositRow]
+    package var deposits: [DepositRow]
     /// Every payout.
-    public var payouts: [PayoutRow]
+    package var payouts: [PayoutRow]
     /// Every refund (the `refunds` table; ``RefundRow/receiptBody`` is not read).
-    public var refunds: [RefundRow]
+    package var refunds: [RefundRow]
     /// Every share of every split session, by session and number.
-    public var shares: [ShareRow]
+    package var shares: [ShareRow]
     /// Every webhook event, oldest first, without its body.
-    public var webhookEvents: [WebhookEvent]
+    package var webhookEvents: [WebhookEvent]
     /// The `seq` of the first entry written with the webhook outbox in place: every money movement from it on has its
     /// event. `nil` where the ledger has no outbox.
-    public var webhookOutboxStart: Int64?
+    package var webhookOutboxStart: Int64?
 
     /// A snapshot as a backend read it.
-    public init(
+    package init(
         wallets: [WalletRow],
         entries: [StoredEntry],
         chainHead: ChainHead,
@@ -111,7 +111,7 @@ public enum LedgerVerifier {
     static let refundTypes = (debit: "REFUND_OUT", credit: "REFUND_IN")
 
     /// Checks `snapshot`.
-    public static func verify(_ snapshot: LedgerSnapshot) -> LedgerVerification {
+    package static func verify(_ snapshot: LedgerSnapshot) -> LedgerVerification {
         var result = LedgerVerification(passed: [], failure: nil)
         do {
             try verify(snapshot, into: &result)

@@ -1,11 +1,11 @@
 import Foundation
-public import GotchuLedger
+package import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement reads the session, its user and the database's `clock_timestamp()`; an injected clock replaces
     /// the latter.
-    public func browserSession(
+    package func browserSession(
         digest: String
     ) async throws -> (session: BrowserSessionRow, user: LedgerUser, now: Int64)? {
         let row = try await read { connection in
@@ -29,7 +29,7 @@ extension PostgresLedgerBackend {
 
 extension PostgresLedgerBackend.Transaction {
     /// One `INSERT` on the transaction's connection.
-    public func insert(browserSession row: BrowserSessionRow) async throws {
+    package func insert(browserSession row: BrowserSessionRow) async throws {
         try await connection.execute(
             """
             INSERT INTO browser_sessions (token_hash, user_id, created_at, expires_at)
@@ -39,12 +39,12 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Does nothing when there is no such session.
-    public func deleteBrowserSession(digest: String) async throws {
+    package func deleteBrowserSession(digest: String) async throws {
         try await connection.execute("DELETE FROM browser_sessions WHERE token_hash = \(digest)")
     }
 
     /// Served by the index on `expires_at`.
-    public func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
+    package func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
         let count = try await connection.value(
             """
             WITH pruned AS (DELETE FROM browser_sessions WHERE expires_at <= \(time) RETURNING 1)

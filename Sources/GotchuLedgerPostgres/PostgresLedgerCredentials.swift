@@ -1,10 +1,10 @@
 import Foundation
-public import GotchuLedger
+package import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement reads the key and the database's `clock_timestamp()`; an injected clock replaces the latter.
-    public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
+    package func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
         // The database's clock in the same statement, so a key costs one round trip.
         let row = try await read { connection in
             try await connection.rows(
@@ -33,7 +33,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, outside a transaction.
-    public func apiKeys(userID: String?) async throws -> [APIKey] {
+    package func apiKeys(userID: String?) async throws -> [APIKey] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -45,7 +45,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, outside a transaction.
-    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+    package func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await read { connection in try await connection.user(issuer: issuer, subject: subject) }
     }
 }
@@ -69,7 +69,7 @@ extension PostgresLedgerBackend.Connection {
 
 extension PostgresLedgerBackend.Transaction {
     /// One `INSERT` on the transaction's connection.
-    public func insert(apiKey key: APIKey, hash: String) async throws {
+    package func insert(apiKey key: APIKey, hash: String) async throws {
         try await connection.execute(
             """
             INSERT INTO api_keys (id, user_id, name, secret_hash, hint, scopes, created_at)
@@ -80,14 +80,14 @@ extension PostgresLedgerBackend.Transaction {
 
     /// The key's row is locked until the transaction ends (`FOR UPDATE OF k`), so two revocations run one after the
     /// other.
-    public func apiKey(id: String) async throws -> APIKey? {
+    package func apiKey(id: String) async throws -> APIKey? {
         try await connection.rows(
             "SELECT \(unescaped: PostgresLedgerBackend.Connection.apiKeyColumns) WHERE k.id = \(id) FOR UPDATE OF k"
         ).first.map(APIKey.init)
     }
 
     /// A revocation of a revoked key keeps its first time (`revoked_at IS NULL`).
-    public func update(apiKey id: String, _ change: APIKeyChange) async throws {
+    package func update(apiKey id: String, _ change: APIKeyChange) async throws {
         switch change {
         case .used:
             try await connection.execute("UPDATE api_keys SET last_used_at = \(now) WHERE id = \(id)")
@@ -99,13 +99,13 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Read on the transaction's connection, so it sees the identities this transaction linked.
-    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+    package func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await connection.user(issuer: issuer, subject: subject)
     }
 
     /// `INSERT … ON CONFLICT (issuer, subject) DO NOTHING`: a concurrent first use waits on the primary key until the
     /// other transaction ends, then inserts nothing if it committed.
-    public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
+    package func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
         try await !connection.rows(
             """
             INSERT INTO user_identities (issuer, subject, user_id, created_at)
@@ -140,7 +140,7 @@ extension APIKey {
 extension PostgresLedgerBackend.Transaction {
     /// `INSERT … ON CONFLICT DO NOTHING`: any unique index (the address or its skeleton) refuses the row; a concurrent
     /// insert of either waits for the other transaction, then inserts nothing if it committed.
-    public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
+    package func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
         let confirmedAt: Int64? = confirmed ? now : nil
         // Any unique index refuses it: the address, or its skeleton (a concurrent insert of either waits for the
         // other transaction, then inserts nothing if that one committed).
@@ -154,7 +154,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// An unlocked read on the transaction's connection.
-    public func emailConfirmed(userID: String) async throws -> Bool? {
+    package func emailConfirmed(userID: String) async throws -> Bool? {
         try await connection.first(
             "SELECT email_confirmed_at IS NOT NULL FROM users WHERE id = \(userID)",
             as: Bool.self
@@ -162,7 +162,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One statement: the confirmation and the names payers are shown, from the user's row.
-    public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
+    package func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
         try await connection.first(
             """
             SELECT email_confirmed_at IS NOT NULL, display_name, email, verified_name FROM users WHERE id = \(userID)
@@ -172,7 +172,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
-    public func confirmEmail(userID: String) async throws {
+    package func confirmEmail(userID: String) async throws {
         try await connection.execute(
             "UPDATE users SET email_confirmed_at = \(now) WHERE id = \(userID) AND email_confirmed_at IS NULL"
         )
@@ -180,7 +180,7 @@ extension PostgresLedgerBackend.Transaction {
 
     /// The row is locked (`FOR UPDATE`): two confirmations of one account run one after the other, so each spends its
     /// own attempt.
-    public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
+    package func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
         try await connection.first(
             """
             SELECT code_hash, expires_at, attempts_left FROM email_confirmations WHERE user_id = \(userID) FOR UPDATE
@@ -190,7 +190,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// An upsert on `user_id`.
-    public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
+    package func replace(emailConfirmation row: EmailConfirmationRow) async throws {
         try await connection.execute(
             """
             INSERT INTO email_confirmations (user_id, code_hash, expires_at, attempts_left)
@@ -202,7 +202,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Does nothing when the user has no pending confirmation.
-    public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
+    package func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
         try await connection.execute(
             """
             UPDATE email_confirmations SET attempts_left = \(Int32(clamping: attemptsLeft)) WHERE user_id = \(userID)
@@ -211,12 +211,12 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Does nothing when the user has no pending confirmation.
-    public func deleteEmailConfirmation(userID: String) async throws {
+    package func deleteEmailConfirmation(userID: String) async throws {
         try await connection.execute("DELETE FROM email_confirmations WHERE user_id = \(userID)")
     }
 
     /// Ordered by `created_at`, then id.
-    public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
+    package func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
         try await connection.rows(
             """
             SELECT id, email FROM users WHERE email_skeleton IS NULL ORDER BY created_at, id LIMIT \(Int64(limit))
@@ -228,7 +228,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One `UPDATE … WHERE NOT EXISTS`; the unique index on the skeleton refuses a concurrent equal one.
-    public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
+    package func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
         try await !connection.rows(
             """
             UPDATE users SET email_skeleton = \(skeleton) WHERE id = \(userID)

@@ -1,10 +1,10 @@
 import Foundation
-public import GotchuLedger
+package import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement on a pooled connection, outside a transaction.
-    public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
+    package func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -30,7 +30,7 @@ extension PostgresLedgerBackend.Connection {
 
 extension PostgresLedgerBackend.Transaction {
     /// An unlocked read on the transaction's connection.
-    public func deposit(reference: String) async throws -> DepositRow? {
+    package func deposit(reference: String) async throws -> DepositRow? {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.depositColumns) FROM deposits
@@ -40,7 +40,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// A concurrent insert of the same reference waits here until the other transaction ends.
-    public func insert(deposit: DepositRow) async throws -> Bool {
+    package func insert(deposit: DepositRow) async throws -> Bool {
         try await !connection.rows(
             """
             INSERT INTO deposits (id, reference, user_id, amount_cents, actor, created_at)
@@ -51,7 +51,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// An unlocked read: the caller holds the user's wallet locked, so the user's payout requests run one at a time.
-    public func payout(userID: String, key: String) async throws -> PayoutRow? {
+    package func payout(userID: String, key: String) async throws -> PayoutRow? {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.payoutColumns) FROM payouts p
@@ -62,7 +62,7 @@ extension PostgresLedgerBackend.Transaction {
 
     /// The row locked when `forUpdate`: of two operators settling or failing one payout, the second waits here and
     /// then reads the first's outcome.
-    public func payout(id: String, forUpdate: Bool) async throws -> PayoutRow? {
+    package func payout(id: String, forUpdate: Bool) async throws -> PayoutRow? {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.payoutColumns) FROM payouts p WHERE p.id = \(id)
@@ -72,7 +72,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// A second payout under the user's key breaks the unique index `payouts_key` and throws the database's error.
-    public func insert(payout: PayoutRow) async throws {
+    package func insert(payout: PayoutRow) async throws {
         try await connection.execute(
             """
             INSERT INTO payouts (id, user_id, idempotency_key, amount_cents, balance_after_cents, status, created_at)
@@ -83,7 +83,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Changes only a row still pending (`status = 'PENDING'`).
-    public func resolve(
+    package func resolve(
         payout id: String,
         status: PayoutStatus,
         reference: String?,

@@ -1,10 +1,10 @@
 import GotchuCore
-public import GotchuLedger
+package import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement on a pooled connection, outside a transaction.
-    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
+    package func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
         try await read { connection in
             try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
         }
@@ -51,7 +51,7 @@ extension PostgresLedgerBackend.Connection {
 
 extension PostgresLedgerBackend.Transaction {
     /// An unlocked read, its receipt's body joined.
-    public func refund(requestedBy: String, key: String) async throws -> RefundRow? {
+    package func refund(requestedBy: String, key: String) async throws -> RefundRow? {
         try await connection.first(
             """
             SELECT \(unescaped: RefundRow.joinedColumns)
@@ -62,12 +62,12 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Read on the transaction's connection, so it counts this transaction's own entries.
-    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
+    package func debitedCents(refType: String, refID: String, entryType: String) async throws -> Int64 {
         try await connection.debitedCents(refType: refType, refID: refID, entryType: entryType)
     }
 
     /// A concurrent first use of the key waits on the unique index until the other commits (then inserts nothing).
-    public func insert(refund: RefundRow) async throws -> Bool {
+    package func insert(refund: RefundRow) async throws -> Bool {
         try await !connection.rows(
             """
             INSERT INTO refunds (id, session_id, amount_cents, requested_by, idempotency_key, transfer_id, receipt_id,

@@ -1,15 +1,15 @@
-public import GotchuCore
-public import GotchuLedger
+package import GotchuCore
+package import GotchuLedger
 import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement on a pooled connection, outside a transaction.
-    public func shares(sessionID: String) async throws -> [ShareRow] {
+    package func shares(sessionID: String) async throws -> [ShareRow] {
         try await read { connection in try await connection.shares(sessionID: sessionID) }
     }
 
     /// The split sessions cancelled, or expired by `now`, whose payments are not all returned yet.
-    public func sessionsOwedRefunds(now: Int64, limit: Int) async throws -> [String] {
+    package func sessionsOwedRefunds(now: Int64, limit: Int) async throws -> [String] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -22,7 +22,7 @@ extension PostgresLedgerBackend {
     }
 
     /// The split payment a send made under this key, if any.
-    public func paymentID(userID: String, key: String) async throws -> String? {
+    package func paymentID(userID: String, key: String) async throws -> String? {
         try await read { connection in
             let row = try await connection.rows(
                 "SELECT payment_id FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)"
@@ -32,7 +32,7 @@ extension PostgresLedgerBackend {
     }
 
     /// The stored receipt with this id, if any.
-    public func receipt(id: String) async throws -> StoredReceipt? {
+    package func receipt(id: String) async throws -> StoredReceipt? {
         try await read { connection in
             try await connection.first(
                 "SELECT id, kind, session_id, body FROM receipts WHERE id = \(id)",
@@ -42,7 +42,7 @@ extension PostgresLedgerBackend {
     }
 
     /// What the refunds of each payment of a split session returned, by payment id.
-    public func refundedCentsByPayment(sessionID: String) async throws -> [String: Cents] {
+    package func refundedCentsByPayment(sessionID: String) async throws -> [String: Cents] {
         try await read { connection in
             let rows = try await connection.rows(
                 """
@@ -92,7 +92,7 @@ extension ShareRow {
 
 extension PostgresLedgerBackend.Transaction {
     /// Inserts the shares of a new split session.
-    public func insert(shares: [ShareRow]) async throws {
+    package func insert(shares: [ShareRow]) async throws {
         guard let sessionID = shares.first?.sessionID else { return }
         let numbers = shares.map { Int64($0.number) }
         let amounts = shares.map(\.amount)
@@ -107,12 +107,12 @@ extension PostgresLedgerBackend.Transaction {
 
     /// Read on the transaction's connection, under the session's row lock, which every change of its shares takes
     /// first.
-    public func shares(sessionID: String) async throws -> [ShareRow] {
+    package func shares(sessionID: String) async throws -> [ShareRow] {
         try await connection.shares(sessionID: sessionID)
     }
 
     /// Writes a change of some shares of a split session.
-    public func update(shares numbers: [Int], sessionID: String, _ change: ShareChange) async throws {
+    package func update(shares numbers: [Int], sessionID: String, _ change: ShareChange) async throws {
         let list = numbers.map(Int64.init)
         let statement: SQLFragment =
             switch change {
@@ -133,7 +133,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// What the refunds of a split payment returned so far, by its refund rows.
-    public func refundedCents(paymentID: String) async throws -> Cents {
+    package func refundedCents(paymentID: String) async throws -> Cents {
         try await connection.value(
             "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM refunds WHERE payment_id = \(paymentID)",
             as: Int64.self
@@ -141,7 +141,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// What the entries of one type referencing a row add up to on one user's wallet.
-    public func entryCents(refType: String, refID: String, entryType: String, userID: String) async throws -> Cents {
+    package func entryCents(refType: String, refID: String, entryType: String, userID: String) async throws -> Cents {
         try await connection.value(
             """
             SELECT COALESCE(SUM(e.amount_cents), 0)::BIGINT FROM ledger_entries e

@@ -1,18 +1,18 @@
-public import Foundation
-public import GotchuCore
-public import GotchuLedger
-public import GotchuReceipts
-public import Logging
-public import PostgresNIO
+package import Foundation
+package import GotchuCore
+package import GotchuLedger
+package import GotchuReceipts
+package import Logging
+package import PostgresNIO
 import Synchronization
 
 /// The ledger store on PostgreSQL, for one or more servers sharing a database: the ``LedgerEngine`` over a
 /// ``PostgresLedgerBackend``.
-public typealias PostgresLedgerStore = LedgerEngine<PostgresLedgerBackend>
+package typealias PostgresLedgerStore = LedgerEngine<PostgresLedgerBackend>
 
 extension LedgerEngine where Backend == PostgresLedgerBackend {
     /// The connection pool; it must be running while the store is used (it is a `Service`).
-    public var client: PostgresClient { backend.client }
+    package var client: PostgresClient { backend.client }
 
     /// A store over the database at `url` (which also says whether statements are prepared).
     /// - Parameters:
@@ -20,7 +20,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     ///   - maximumConnections: the pool's size.
     ///   - connectionWait: how long a request waits for a connection before it is refused as
     ///     ``LedgerError/Kind/databaseUnavailable`` (the database down, restarting, or every connection busy).
-    public init(
+    package init(
         url: PostgresURL,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
@@ -49,7 +49,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
     ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
     ///   - connectionWait: how long a request waits for a connection before it is refused as unavailable.
-    public init(
+    package init(
         client: PostgresClient,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: (@Sendable () -> Date)? = nil,
@@ -94,9 +94,9 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
 /// The backend keeps no state of its own: idempotency, locks and expiry live in the database, so several servers on
 /// one database behave as one; keys are held in flight by the transaction
 /// (``LedgerTransaction/claimKey(userID:key:wait:)``).
-public struct PostgresLedgerBackend: LedgerBackend {
+package struct PostgresLedgerBackend: LedgerBackend {
     /// The connection pool; it must be running while the backend is used.
-    public let client: PostgresClient
+    package let client: PostgresClient
     let clock: (@Sendable () -> Date)?
     private let logger: Logger
 
@@ -117,7 +117,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     /// How long a request waits for a connection by default: long enough to ride out a busy moment, short enough
     /// that a client (and a load balancer's health check) learns of an outage in seconds, not after the minute
     /// postgres-nio's pool would keep it waiting while it retries the database.
-    public static let defaultConnectionWait: Duration = .seconds(3)
+    package static let defaultConnectionWait: Duration = .seconds(3)
 
     /// A backend over `client`, with `clock` replacing the database clock when given.
     /// - Parameters:
@@ -125,7 +125,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
     ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
     ///   - connectionWait: how long a request waits for a connection before it is refused as
     ///     ``LedgerError/Kind/databaseUnavailable``.
-    public init(
+    package init(
         client: PostgresClient,
         clock: (@Sendable () -> Date)?,
         maximumConnections: Int = 20,
@@ -141,7 +141,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         self.logger = logger
     }
 
-    public func poolUsage() async -> LedgerPoolUsage? {
+    package func poolUsage() async -> LedgerPoolUsage? {
         let (inUse, waiting) = leases.usage()
         return LedgerPoolUsage(inUse: inUse, waiting: waiting, maximum: maximumConnections)
     }
@@ -243,7 +243,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func migrate() async throws {
+    package func migrate() async throws {
         try await transaction { transaction in
             let connection = transaction.connection
             try await connection.execute("SELECT pg_advisory_xact_lock(\(PostgresLedgerSchema.migrationLockKey))")
@@ -267,7 +267,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
 
     /// Runs `body` in a transaction with the store's time read at its start; commits if it returns, rolls back and
     /// rethrows the original error if it throws.
-    public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+    package func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
         try await transaction(isolation: "READ COMMITTED") { connection in
             try await body(Transaction(connection: connection, now: try await now(connection.connection)))
         }
@@ -321,7 +321,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func now() async throws -> Int64 {
+    package func now() async throws -> Int64 {
         if let clock { return LedgerTime.milliseconds(clock()) }
         return try await withConnection { connection in try await now(connection) }
     }
@@ -337,11 +337,11 @@ public struct PostgresLedgerBackend: LedgerBackend {
         ) ?? 0
     }
 
-    public func user(id: String) async throws -> LedgerUser? {
+    package func user(id: String) async throws -> LedgerUser? {
         try await read { connection in try await connection.user(id: id) }
     }
 
-    public func credentials(email: String) async throws -> UserCredentials? {
+    package func credentials(email: String) async throws -> UserCredentials? {
         try await read { connection in
             try await connection.first(
                 """
@@ -359,7 +359,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func users() async throws -> [UserSummary] {
+    package func users() async throws -> [UserSummary] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -383,7 +383,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func auditLog(limit: Int) async throws -> [AuditEntry] {
+    package func auditLog(limit: Int) async throws -> [AuditEntry] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -397,7 +397,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
+    package func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
         // One snapshot for the balance and the entries, so they agree.
         try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
             guard let wallet = try await connection.wallet(userID: userID, forUpdate: false) else { return nil }
@@ -424,7 +424,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
+    package func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
         // One snapshot for the cursor's check and the page.
         try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
             guard let wallet = try await connection.wallet(userID: userID, forUpdate: false) else { return nil }
@@ -489,7 +489,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(eid: EID) async throws -> EIDSession? {
+    package func session(eid: EID) async throws -> EIDSession? {
         try await read { connection in
             // The database's clock in the same statement: a resolve takes one round trip.
             guard
@@ -517,15 +517,15 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(id: String) async throws -> SessionRow? {
+    package func session(id: String) async throws -> SessionRow? {
         try await read { connection in try await connection.session(id: id, forUpdate: false) }
     }
 
-    public func eids(sessionID: String) async throws -> [SessionEID] {
+    package func eids(sessionID: String) async throws -> [SessionEID] {
         try await read { connection in try await connection.eids(sessionID: sessionID) }
     }
 
-    public func audit() async throws -> LedgerAudit {
+    package func audit() async throws -> LedgerAudit {
         // One statement, so one snapshot for every sum: concurrent payments cannot make a healthy ledger look
         // broken. Sums are numeric in PostgreSQL; the cast back to bigint fails loudly rather than wrap.
         try await read { connection in
@@ -568,7 +568,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func snapshot() async throws -> LedgerSnapshot {
+    package func snapshot() async throws -> LedgerSnapshot {
         // One snapshot for every table, so concurrent payments cannot make a sound ledger look broken.
         try await transaction(isolation: "REPEATABLE READ READ ONLY") { connection in
             let wallets = try await connection.rows(
@@ -607,7 +607,7 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
+    package func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
         try await read { connection in
             try await connection.first(
                 """
@@ -619,15 +619,15 @@ public struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    public func receiptKeys() async throws -> [ReceiptKeyRow] {
+    package func receiptKeys() async throws -> [ReceiptKeyRow] {
         try await read { connection in try await connection.receiptKeys() }
     }
 
-    public func ping() async throws {
+    package func ping() async throws {
         try await read { connection in try await connection.execute("SELECT 1") }
     }
 
-    public func checkWritable() async throws {
+    package func checkWritable() async throws {
         try await read { connection in
             try await connection.execute(
                 """
@@ -639,12 +639,12 @@ public struct PostgresLedgerBackend: LedgerBackend {
     }
 
     /// The notification channel session changes are announced on.
-    public static let changeChannel = "gotchu_session_changes"
+    package static let changeChannel = "gotchu_session_changes"
 
     /// `LISTEN`s on ``changeChannel`` over one connection of the pool, held for as long as it lasts, and publishes each
     /// notice; reconnects with backoff when the connection fails. Every time listening (re)starts, every watcher is
     /// woken to re-read, since changes committed while nobody listened were not heard.
-    public func relayChanges(to changes: SessionChanges) async throws {
+    package func relayChanges(to changes: SessionChanges) async throws {
         var failures = 0
         while !Task.isCancelled {
             let started = ContinuousClock.now
@@ -829,40 +829,40 @@ extension PostgresLedgerBackend {
     }
 
     /// A READ COMMITTED transaction: rows read `forUpdate` stay locked until it ends.
-    public struct Transaction: LedgerTransaction {
+    package struct Transaction: LedgerTransaction {
         let connection: Connection
-        public let now: Int64
+        package let now: Int64
 
-        public func user(email: String) async throws -> LedgerUser? {
+        package func user(email: String) async throws -> LedgerUser? {
             try await connection.first(
                 "SELECT id, display_name, disabled_at, tokens_not_before FROM users WHERE email = \(email)",
                 as: (String, String, Int64?, Int64?).self
             ).map { LedgerUser(id: $0.0, displayName: $0.1, disabled: $0.2 != nil, tokensNotBefore: $0.3) }
         }
 
-        public func user(id: String) async throws -> LedgerUser? {
+        package func user(id: String) async throws -> LedgerUser? {
             try await connection.user(id: id)
         }
 
-        public func setPassword(userID: String, hash: String) async throws {
+        package func setPassword(userID: String, hash: String) async throws {
             try await connection.execute("UPDATE users SET password_hash = \(hash) WHERE id = \(userID)")
         }
 
-        public func replacePassword(userID: String, hash old: String, with new: String) async throws {
+        package func replacePassword(userID: String, hash old: String, with new: String) async throws {
             try await connection.execute(
                 "UPDATE users SET password_hash = \(new) WHERE id = \(userID) AND password_hash = \(old)"
             )
         }
 
-        public func disable(userID: String) async throws {
+        package func disable(userID: String) async throws {
             try await connection.execute("UPDATE users SET disabled_at = \(now) WHERE id = \(userID)")
         }
 
-        public func setVerifiedName(userID: String, name: String) async throws {
+        package func setVerifiedName(userID: String, name: String) async throws {
             try await connection.execute("UPDATE users SET verified_name = \(name) WHERE id = \(userID)")
         }
 
-        public func insert(refreshToken row: RefreshTokenRow) async throws {
+        package func insert(refreshToken row: RefreshTokenRow) async throws {
             try await connection.execute(
                 """
                 INSERT INTO refresh_tokens (token_hash, family_id, user_id, created_at, expires_at)
@@ -873,7 +873,7 @@ extension PostgresLedgerBackend {
 
         /// The token's row, locked until the transaction ends: two refreshes with one token are serialized, so the
         /// second sees it used.
-        public func refreshToken(digest: String) async throws -> RefreshTokenRow? {
+        package func refreshToken(digest: String) async throws -> RefreshTokenRow? {
             try await connection.first(
                 """
                 SELECT token_hash, family_id, user_id, expires_at, used_at, revoked_at FROM refresh_tokens
@@ -892,11 +892,11 @@ extension PostgresLedgerBackend {
             }
         }
 
-        public func markUsed(refreshToken digest: String) async throws {
+        package func markUsed(refreshToken digest: String) async throws {
             try await connection.execute("UPDATE refresh_tokens SET used_at = \(now) WHERE token_hash = \(digest)")
         }
 
-        public func revokeRefreshTokens(familyID: String) async throws {
+        package func revokeRefreshTokens(familyID: String) async throws {
             try await connection.execute(
                 """
                 UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(familyID) AND revoked_at IS NULL
@@ -904,17 +904,17 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func revokeRefreshTokens(userID: String) async throws {
+        package func revokeRefreshTokens(userID: String) async throws {
             try await connection.execute(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(userID) AND revoked_at IS NULL"
             )
         }
 
-        public func revokeAccessTokens(userID: String) async throws {
+        package func revokeAccessTokens(userID: String) async throws {
             try await connection.execute("UPDATE users SET tokens_not_before = \(now) WHERE id = \(userID)")
         }
 
-        public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
+        package func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
             let count = try await connection.value(
                 """
                 WITH pruned AS (DELETE FROM refresh_tokens WHERE expires_at < \(time) RETURNING 1)
@@ -925,7 +925,7 @@ extension PostgresLedgerBackend {
             return Int(count ?? 0)
         }
 
-        public func insert(audit entry: AuditEntry) async throws {
+        package func insert(audit entry: AuditEntry) async throws {
             try await connection.execute(
                 """
                 INSERT INTO admin_audit (actor, action, subject, detail, created_at)
@@ -934,7 +934,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func insertWallet(id: String, userID: String) async throws {
+        package func insertWallet(id: String, userID: String) async throws {
             try await connection.execute(
                 """
                 INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at)
@@ -943,11 +943,11 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func wallet(userID: String) async throws -> WalletRow? {
+        package func wallet(userID: String) async throws -> WalletRow? {
             try await connection.wallet(userID: userID, forUpdate: false)
         }
 
-        public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
+        package func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
             try await connection.rows(
                 """
                 SELECT id, user_id, available_cents, kind FROM wallet_accounts
@@ -956,7 +956,7 @@ extension PostgresLedgerBackend {
             ).map { try WalletRow($0) }
         }
 
-        public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
+        package func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
             // One statement; the rows are already locked, so the order it updates them in does not matter.
             try await connection.write(
                 """
@@ -968,7 +968,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func insert(entries: [EntryRow]) async throws {
+        package func insert(entries: [EntryRow]) async throws {
             try await connection.write(
                 """
                 INSERT INTO ledger_entries (id, transfer_id, wallet_id, direction, amount_cents, type, ref_type, ref_id,
@@ -983,11 +983,11 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+        package func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
             try await connection.session(id: id, forUpdate: forUpdate)
         }
 
-        public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
+        package func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
             try await connection.first(
                 """
                 SELECT s.id, e.eid, s.amount_cents, s.exp_at, s.shares::BIGINT, s.tip_percents, s.reference
@@ -1011,28 +1011,28 @@ extension PostgresLedgerBackend {
         }
 
         /// Two servers drawing the same EID at once: the second waits, then sees the first's session.
-        public func lockEID(_ eid: EID) async throws {
+        package func lockEID(_ eid: EID) async throws {
             try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(eid.rawValue), 0))")
         }
 
-        public func isAllocated(eid: EID) async throws -> Bool {
+        package func isAllocated(eid: EID) async throws -> Bool {
             try await connection.value(
                 "SELECT EXISTS (SELECT 1 FROM session_eids WHERE eid = \(eid.rawValue))",
                 as: Bool.self
             ) ?? true
         }
 
-        public func eids(sessionID: String) async throws -> [SessionEID] {
+        package func eids(sessionID: String) async throws -> [SessionEID] {
             try await connection.eids(sessionID: sessionID)
         }
 
-        public func retireEIDs(sessionID: String) async throws {
+        package func retireEIDs(sessionID: String) async throws {
             try await connection.execute(
                 "UPDATE session_eids SET retired_at = \(now) WHERE session_id = \(sessionID) AND retired_at IS NULL"
             )
         }
 
-        public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
+        package func insert(session: SessionRow, createKey: String?) async throws -> Bool {
             try await !connection.rows(
                 """
                 INSERT INTO payment_sessions (
@@ -1046,7 +1046,7 @@ extension PostgresLedgerBackend {
             ).isEmpty
         }
 
-        public func insert(eid: EID, sessionID: String) async throws {
+        package func insert(eid: EID, sessionID: String) async throws {
             try await connection.write(
                 "INSERT INTO session_eids (eid, session_id, created_at) VALUES (\(eid.rawValue), \(sessionID), \(now))",
                 to: "session_eids"
@@ -1054,11 +1054,11 @@ extension PostgresLedgerBackend {
         }
 
         /// Serializes one payer's locks. Nothing else takes this lock, so it cannot deadlock with the row locks.
-        public func lockPayer(_ payerID: String) async throws {
+        package func lockPayer(_ payerID: String) async throws {
             try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\(payerID)))")
         }
 
-        public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
+        package func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
             // SUM over bigint is numeric; the cast back fails loudly rather than wrap.
             let (count, amount) =
                 try await connection.first(
@@ -1078,7 +1078,7 @@ extension PostgresLedgerBackend {
             return (Int(count), amount)
         }
 
-        public func update(session sid: String, _ change: SessionChange) async throws {
+        package func update(session sid: String, _ change: SessionChange) async throws {
             let statement: SQLFragment
             switch change {
             case .lock(let payerID, let until):
@@ -1120,7 +1120,7 @@ extension PostgresLedgerBackend {
 
         /// The keys' own number space (seed 1), apart from the EID locks (seed 0). A collision of two keys' hashes
         /// can only answer one of them 409, which its retry gets past.
-        public func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool {
+        package func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool {
             // A key is scoped to its user; a newline appears in neither part.
             let name = userID + "\n" + key
             if wait {
@@ -1134,7 +1134,7 @@ extension PostgresLedgerBackend {
         }
 
         /// The key's row, locked until the transaction ends.
-        public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
+        package func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
             guard
                 let (sid, state, updatedAt, balance, kind, detail) = try await connection.first(
                     """
@@ -1154,7 +1154,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
+        package func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
             try await !connection.rows(
                 """
                 INSERT INTO idempotency_keys (user_id, key, sid, state, created_at, updated_at)
@@ -1164,17 +1164,17 @@ extension PostgresLedgerBackend {
             ).isEmpty
         }
 
-        public func touch(userID: String, key: String) async throws {
+        package func touch(userID: String, key: String) async throws {
             try await connection.execute(
                 "UPDATE idempotency_keys SET updated_at = \(now) WHERE user_id = \(userID) AND key = \(key)"
             )
         }
 
-        public func delete(userID: String, key: String) async throws {
+        package func delete(userID: String, key: String) async throws {
             try await connection.execute("DELETE FROM idempotency_keys WHERE user_id = \(userID) AND key = \(key)")
         }
 
-        public func record(
+        package func record(
             outcome: SendOutcome,
             paymentID: String?,
             userID: String,
@@ -1198,18 +1198,18 @@ extension PostgresLedgerBackend {
 
         /// The head row locked until commit: a concurrent transfer waits here (after its wallets, the last lock it
         /// takes) and then reads the head this one committed, so each transfer chains on the one before it.
-        public func chainHeadForUpdate() async throws -> ChainHead {
+        package func chainHeadForUpdate() async throws -> ChainHead {
             try await connection.chainHead(forUpdate: true)
         }
 
-        public func setChainHead(_ head: ChainHead) async throws {
+        package func setChainHead(_ head: ChainHead) async throws {
             try await connection.write(
                 "UPDATE ledger_chain SET head_hash = \(head.hash), entry_count = \(head.count) WHERE id = 1",
                 to: "ledger_chain"
             )
         }
 
-        public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
+        package func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
             try await connection.rows(
                 """
                 SELECT \(unescaped: Connection.entryColumns) FROM ledger_entries WHERE hash IS NULL ORDER BY seq
@@ -1218,7 +1218,7 @@ extension PostgresLedgerBackend {
             ).map { try StoredEntry($0) }
         }
 
-        public func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
+        package func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
             try await connection.execute(
                 """
                 UPDATE ledger_entries e SET hash = h.hash FROM UNNEST(\(hashes.map(\.seq)), \(hashes.map(\.hash)))
@@ -1228,15 +1228,15 @@ extension PostgresLedgerBackend {
         }
 
         /// Servers starting together on a new database make one key between them.
-        public func lockReceiptKeys() async throws {
+        package func lockReceiptKeys() async throws {
             try await connection.execute("SELECT pg_advisory_xact_lock(\(PostgresLedgerSchema.receiptKeyLockKey))")
         }
 
-        public func receiptKeys() async throws -> [ReceiptKeyRow] {
+        package func receiptKeys() async throws -> [ReceiptKeyRow] {
             try await connection.receiptKeys()
         }
 
-        public func insert(receiptKey: ReceiptKeyRow) async throws {
+        package func insert(receiptKey: ReceiptKeyRow) async throws {
             try await connection.execute(
                 """
                 INSERT INTO receipt_keys (id, public_key, private_key, created_at, retired_at) VALUES (\(receiptKey.id),
@@ -1245,7 +1245,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func retireReceiptKeys(except keyID: String) async throws {
+        package func retireReceiptKeys(except keyID: String) async throws {
             try await connection.execute(
                 """
                 UPDATE receipt_keys SET retired_at = COALESCE(retired_at, \(now)), private_key = NULL
@@ -1254,7 +1254,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func insert(receipt: StoredReceipt) async throws {
+        package func insert(receipt: StoredReceipt) async throws {
             try await connection.write(
                 """
                 INSERT INTO receipts (id, kind, session_id, body, created_at) VALUES (\(receipt.id), \(receipt.kind),
@@ -1264,7 +1264,7 @@ extension PostgresLedgerBackend {
             )
         }
 
-        public func deleteKeys(createdBefore time: Int64) async throws -> Int {
+        package func deleteKeys(createdBefore time: Int64) async throws -> Int {
             let count = try await connection.value(
                 """
                 WITH pruned AS (DELETE FROM idempotency_keys WHERE created_at < \(time) RETURNING 1)
@@ -1277,7 +1277,7 @@ extension PostgresLedgerBackend {
 
         /// `pg_notify` inside the transaction: PostgreSQL delivers it to every listener when, and only if, the
         /// transaction commits.
-        public func announce(sid: String, _ notice: SessionNotice) async throws {
+        package func announce(sid: String, _ notice: SessionNotice) async throws {
             let payload = SessionNotice.payload(sid: sid, notice)
             try await connection.write("SELECT pg_notify(\(PostgresLedgerBackend.changeChannel), \(payload))", to: nil)
         }

@@ -1,6 +1,6 @@
-public import Foundation
+package import Foundation
 import GotchuCore
-public import GotchuLedger
+package import GotchuLedger
 import PostgresNIO
 
 // Webhooks on PostgreSQL. A claim locks the due deliveries it takes and their endpoints with `SKIP LOCKED`, so
@@ -9,7 +9,7 @@ import PostgresNIO
 
 extension PostgresLedgerBackend {
     /// One statement on a pooled connection, outside a transaction.
-    public func webhookEndpoint(id: String) async throws -> WebhookEndpointRow? {
+    package func webhookEndpoint(id: String) async throws -> WebhookEndpointRow? {
         try await read { connection in
             try await connection.rows(
                 """
@@ -21,7 +21,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection.
-    public func webhookEndpoints(userID: String?) async throws -> [WebhookEndpointRow] {
+    package func webhookEndpoints(userID: String?) async throws -> [WebhookEndpointRow] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -34,7 +34,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, by the index on `(endpoint_id, seq)`.
-    public func webhookDeliveries(endpointID: String, limit: Int) async throws -> [WebhookDelivery] {
+    package func webhookDeliveries(endpointID: String, limit: Int) async throws -> [WebhookDelivery] {
         try await read { connection in
             try await connection.rows(
                 """
@@ -47,7 +47,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection.
-    public func webhookEvent(id: String) async throws -> WebhookEvent? {
+    package func webhookEvent(id: String) async throws -> WebhookEvent? {
         try await read { connection in
             try await connection.rows(
                 "SELECT \(unescaped: Connection.eventColumns) FROM webhook_events WHERE id = \(id)"
@@ -56,7 +56,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, by the index of pending deliveries on `next_attempt_at`.
-    public func webhookDeliveriesDue(now: Int64) async throws -> Bool {
+    package func webhookDeliveriesDue(now: Int64) async throws -> Bool {
         try await read { connection in
             try await connection.value(
                 """
@@ -69,7 +69,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, by the partial index of sessions whose expiry is not noted yet.
-    public func sessionExpiriesDue(now: Int64) async throws -> Bool {
+    package func sessionExpiriesDue(now: Int64) async throws -> Bool {
         try await read { connection in
             try await connection.value(
                 """
@@ -82,7 +82,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection, its receipt's body joined.
-    public func refund(id: String) async throws -> RefundRow? {
+    package func refund(id: String) async throws -> RefundRow? {
         try await read { connection in
             try await connection.first(
                 "SELECT \(unescaped: RefundRow.joinedColumns) WHERE r.id = \(id)",
@@ -92,7 +92,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection.
-    public func payout(id: String) async throws -> PayoutRow? {
+    package func payout(id: String) async throws -> PayoutRow? {
         try await read { connection in
             try await connection.rows(
                 "SELECT \(unescaped: Connection.payoutColumns) FROM payouts p WHERE p.id = \(id)"
@@ -101,7 +101,7 @@ extension PostgresLedgerBackend {
     }
 
     /// One statement on a pooled connection.
-    public func deposit(id: String) async throws -> DepositRow? {
+    package func deposit(id: String) async throws -> DepositRow? {
         try await read { connection in
             try await connection.rows(
                 "SELECT \(unescaped: Connection.depositColumns) FROM deposits WHERE id = \(id)"
@@ -146,7 +146,7 @@ extension PostgresLedgerBackend.Transaction {
     /// Two writes held back (``DeferredWrites``): they go with the transaction's next statement or its COMMIT, as
     /// clauses of one statement, so the outbox adds no round trip. The deliveries' reference to the event is checked
     /// at the statement's end, when both rows exist.
-    public func insert(webhookEvent event: WebhookEvent) async throws {
+    package func insert(webhookEvent event: WebhookEvent) async throws {
         try await connection.write(
             """
             INSERT INTO webhook_events (id, user_id, type, created_at, session_id, payment_id, refund_id, payout_id,
@@ -170,7 +170,7 @@ extension PostgresLedgerBackend.Transaction {
 
     /// By the partial index of sessions whose expiry is not noted yet; rows locked elsewhere (a payment under way,
     /// another server's sweep) are skipped.
-    public func expiredSessionsForUpdate(limit: Int) async throws -> [SessionRow] {
+    package func expiredSessionsForUpdate(limit: Int) async throws -> [SessionRow] {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.sessionColumns) FROM payment_sessions s
@@ -181,7 +181,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One `COUNT(*)` of the user's endpoints that are not deleted.
-    public func webhookEndpointCount(userID: String) async throws -> Int {
+    package func webhookEndpointCount(userID: String) async throws -> Int {
         Int(
             try await connection.value(
                 "SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = \(userID) AND deleted_at IS NULL",
@@ -191,7 +191,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Two statements: the endpoint's row, created at ``now``, then one subscription row per event type.
-    public func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
+    package func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
         let endpoint = row.endpoint
         try await connection.execute(
             """
@@ -208,7 +208,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Locked `FOR NO KEY UPDATE` when `forUpdate`: deliveries referencing it are still inserted meanwhile.
-    public func webhookEndpoint(id: String, forUpdate: Bool) async throws -> WebhookEndpointRow? {
+    package func webhookEndpoint(id: String, forUpdate: Bool) async throws -> WebhookEndpointRow? {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.endpointColumns) FROM webhook_endpoints e
@@ -219,7 +219,7 @@ extension PostgresLedgerBackend.Transaction {
 
     /// One statement per change, and for a delete a second that drops the endpoint's subscriptions, so no event fans
     /// out to it again; a second delete keeps the first one's time.
-    public func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
+    package func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
         switch change {
         case .deleted:
             try await connection.execute(
@@ -253,7 +253,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One statement: every pending delivery to the endpoint failed, its lease voided, `reason` its last error.
-    public func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
+    package func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
         try await connection.execute(
             """
             UPDATE webhook_deliveries SET status = 'FAILED', next_attempt_at = NULL, lease_token = NULL,
@@ -263,7 +263,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// Locked `FOR UPDATE OF d` when `forUpdate`; its event's type joined.
-    public func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow? {
+    package func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow? {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.deliveryColumns) FROM webhook_deliveries d
@@ -274,7 +274,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// `FOR UPDATE OF d SKIP LOCKED`: deliveries another server is claiming (or recording) are left to it.
-    public func dueWebhookDeliveries(limit: Int, perEndpoint: Int) async throws -> [WebhookDeliveryRow] {
+    package func dueWebhookDeliveries(limit: Int, perEndpoint: Int) async throws -> [WebhookDeliveryRow] {
         try await connection.rows(
             """
             SELECT \(unescaped: PostgresLedgerBackend.Connection.deliveryColumns) FROM webhook_deliveries d
@@ -289,7 +289,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// `FOR NO KEY UPDATE OF e SKIP LOCKED`, in id order.
-    public func lockWebhookEndpoints(ids: [String]) async throws -> [WebhookEndpointRow] {
+    package func lockWebhookEndpoints(ids: [String]) async throws -> [WebhookEndpointRow] {
         guard !ids.isEmpty else { return [] }
         return try await connection.rows(
             """
@@ -300,7 +300,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// A statement of its own, after the endpoints' locks: it sees every claim committed before they were taken.
-    public func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int] {
+    package func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int] {
         guard !endpointIDs.isEmpty else { return [:] }
         let rows = try await connection.rows(
             """
@@ -318,7 +318,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One statement for all of them (`id = ANY(…)`); none for no ids.
-    public func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
+    package func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
         guard !ids.isEmpty else { return }
         let statement: SQLFragment
         switch change {
@@ -356,7 +356,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// One statement (`id = ANY(…)`), bodies included; none for no ids.
-    public func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
+    package func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
         guard !ids.isEmpty else { return [] }
         return try await connection.rows(
             """
@@ -367,7 +367,7 @@ extension PostgresLedgerBackend.Transaction {
     }
 
     /// An update where the body is still `NULL`, then a read of the body stored; `nil` for an unknown event.
-    public func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
+    package func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
         try await connection.execute(
             "UPDATE webhook_events SET body = \(body) WHERE id = \(eventID) AND body IS NULL"
         )

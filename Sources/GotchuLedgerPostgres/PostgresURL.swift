@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 import NIOSSL
-public import PostgresNIO
+package import PostgresNIO
 
 /// A `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE][&prepared_statements=on|off]` connection URL.
 ///
@@ -9,29 +9,29 @@ public import PostgresNIO
 /// certificate checked against the system's trust roots and the host name). `prepared_statements=off` has the
 /// database parse every statement on every run instead of once per connection, for a pooler that cannot keep
 /// prepared statements (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`).
-public struct PostgresURL: Sendable, Hashable {
+package struct PostgresURL: Sendable, Hashable {
     /// Host name or address.
-    public var host: String
+    package var host: String
     /// TCP port (5432 unless given).
-    public var port: Int
+    package var port: Int
     /// Role to connect as.
-    public var username: String
+    package var username: String
     /// Password from the URL, else `PGPASSWORD`, else none (trust or peer authentication).
-    public var password: String?
+    package var password: String?
     /// Database name.
-    public var database: String
+    package var database: String
     /// `disable`, `prefer` (the default), `require` or `verify-full`.
-    public var sslMode: String
+    package var sslMode: String
     /// Whether the ledger prepares each statement once per connection (`prepared_statements`, on by default).
-    public var preparesStatements: Bool
+    package var preparesStatements: Bool
 
     /// Whether `text` names a PostgreSQL database rather than a file.
-    public static func isPostgresURL(_ text: String) -> Bool {
+    package static func isPostgresURL(_ text: String) -> Bool {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
     /// Parses `text`, taking the password from `environment["PGPASSWORD"]` when the URL has none.
-    public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    package init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         guard Self.isPostgresURL(text), let components = URLComponents(string: text), let host = components.host,
             !host.isEmpty
         else {
@@ -62,14 +62,14 @@ public struct PostgresURL: Sendable, Hashable {
     }
 
     /// The same server and credentials with another database.
-    public func with(database: String) -> PostgresURL {
+    package func with(database: String) -> PostgresURL {
         var copy = self
         copy.database = database
         return copy
     }
 
     /// The client configuration for this URL.
-    public var configuration: PostgresClient.Configuration {
+    package var configuration: PostgresClient.Configuration {
         var unverified = TLSConfiguration.makeClientConfiguration()
         unverified.certificateVerification = .none
         let tls: PostgresClient.Configuration.TLS =
@@ -90,13 +90,13 @@ public struct PostgresURL: Sendable, Hashable {
     }
 
     /// The URL without its password, for logs.
-    public var redacted: String { "postgres://\(username)@\(host):\(port)/\(database)" }
+    package var redacted: String { "postgres://\(username)@\(host):\(port)/\(database)" }
 }
 
 /// A connection URL that cannot be used, with the reason.
-public struct PostgresURLError: Error, CustomStringConvertible {
+package struct PostgresURLError: Error, CustomStringConvertible {
     /// What is wrong with the URL.
-    public let description: String
+    package let description: String
 
     init(_ description: String) { self.description = description }
 }

@@ -1,11 +1,11 @@
 import Foundation
 import GRDB
-public import GotchuLedger
+package import GotchuLedger
 
 extension SQLiteLedgerBackend {
     /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer; the time is the store's
     /// clock, read after it.
-    public func browserSession(
+    package func browserSession(
         digest: String
     ) async throws -> (session: BrowserSessionRow, user: LedgerUser, now: Int64)? {
         let found = try await lookup { db in
@@ -39,7 +39,7 @@ extension SQLiteLedgerBackend {
 
 extension SQLiteLedgerBackend.Transaction {
     /// Runs on the writer connection, in the request's savepoint.
-    public func insert(browserSession row: BrowserSessionRow) async throws {
+    package func insert(browserSession row: BrowserSessionRow) async throws {
         try sync { db in
             try db.execute(
                 cached:
@@ -50,14 +50,14 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Does nothing when there is no such session.
-    public func deleteBrowserSession(digest: String) async throws {
+    package func deleteBrowserSession(digest: String) async throws {
         try sync { db in
             try db.execute(cached: "DELETE FROM browser_sessions WHERE token_hash = ?", arguments: [digest])
         }
     }
 
     /// Served by the index on `expires_at`.
-    public func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
+    package func deleteBrowserSessions(endedBy time: Int64) async throws -> Int {
         try sync { db in
             try db.execute(cached: "DELETE FROM browser_sessions WHERE expires_at <= ?", arguments: [time])
             return db.changesCount

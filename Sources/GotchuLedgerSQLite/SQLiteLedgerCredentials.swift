@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import GotchuLedger
+package import GotchuLedger
 
 extension SQLiteLedgerBackend {
     static let apiKeyColumns = """
@@ -10,7 +10,7 @@ extension SQLiteLedgerBackend {
 
     /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer; the time is the store's
     /// clock, read after it.
-    public func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
+    package func apiKey(hash: String) async throws -> (key: APIKey, now: Int64)? {
         let key = try await lookup { db in
             try Row.fetchOne(
                 cached: db,
@@ -22,7 +22,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// One asynchronous read of the pool, in one snapshot.
-    public func apiKeys(userID: String?) async throws -> [APIKey] {
+    package func apiKeys(userID: String?) async throws -> [APIKey] {
         try await database.read { db in
             try Row.fetchAll(
                 cached: db,
@@ -33,7 +33,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer.
-    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+    package func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try await lookup { db in try Self.user(issuer: issuer, subject: subject, db) }
     }
 
@@ -57,7 +57,7 @@ extension SQLiteLedgerBackend {
 
 extension SQLiteLedgerBackend.Transaction {
     /// Runs on the writer connection, in the request's savepoint.
-    public func insert(apiKey key: APIKey, hash: String) async throws {
+    package func insert(apiKey key: APIKey, hash: String) async throws {
         let now = self.now
         try sync { db in
             try db.execute(
@@ -72,7 +72,7 @@ extension SQLiteLedgerBackend.Transaction {
 
     /// A plain read on the writer connection: the write lock keeps every other writer out until the batch commits, so
     /// the key cannot change meanwhile.
-    public func apiKey(id: String) async throws -> APIKey? {
+    package func apiKey(id: String) async throws -> APIKey? {
         try sync { db in
             try Row.fetchOne(
                 cached: db,
@@ -83,7 +83,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// A revocation of a revoked key keeps its first time (`revoked_at IS NULL`).
-    public func update(apiKey id: String, _ change: APIKeyChange) async throws {
+    package func update(apiKey id: String, _ change: APIKeyChange) async throws {
         let now = self.now
         let sql =
             switch change {
@@ -94,7 +94,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Read on the writer connection, so it sees the identities this transaction linked.
-    public func user(issuer: String, subject: String) async throws -> LedgerUser? {
+    package func user(issuer: String, subject: String) async throws -> LedgerUser? {
         try sync { db in
             try SQLiteLedgerBackend.user(issuer: issuer, subject: subject, db)
         }
@@ -102,7 +102,7 @@ extension SQLiteLedgerBackend.Transaction {
 
     /// `INSERT … ON CONFLICT (issuer, subject) DO NOTHING`: with one writer, a concurrent first use committed before
     /// this runs.
-    public func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
+    package func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool {
         let now = self.now
         return try sync { db in
             try db.execute(
@@ -139,7 +139,7 @@ extension APIKey {
 extension SQLiteLedgerBackend.Transaction {
     /// `INSERT … ON CONFLICT DO NOTHING`: any unique index (the address or its skeleton) refuses the row; with one
     /// writer, a concurrent insert committed before this runs.
-    public func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
+    package func insert(user: LedgerUser, email: String, skeleton: String, confirmed: Bool) async throws -> Bool {
         let now = self.now
         return try sync { db in
             // Any unique index refuses it: the address, or its skeleton.
@@ -155,7 +155,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Read on the writer connection, in the request's savepoint.
-    public func emailConfirmed(userID: String) async throws -> Bool? {
+    package func emailConfirmed(userID: String) async throws -> Bool? {
         try sync { db in
             try Bool.fetchOne(
                 db,
@@ -166,7 +166,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One statement: the confirmation and the names payers are shown, from the user's row.
-    public func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
+    package func payee(userID: String) async throws -> (confirmed: Bool, payee: PayeeRow)? {
         try sync { db in
             try Row.fetchOne(
                 cached: db,
@@ -185,7 +185,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// An address confirmed already keeps its first time (`email_confirmed_at IS NULL`).
-    public func confirmEmail(userID: String) async throws {
+    package func confirmEmail(userID: String) async throws {
         let now = self.now
         try sync { db in
             try db.execute(
@@ -196,7 +196,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// A plain read: the write lock keeps every other writer out until the batch commits, so no row lock is needed.
-    public func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
+    package func emailConfirmation(userID: String) async throws -> EmailConfirmationRow? {
         try sync { db in
             try Row.fetchOne(
                 cached: db,
@@ -214,7 +214,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// An upsert on `user_id`.
-    public func replace(emailConfirmation row: EmailConfirmationRow) async throws {
+    package func replace(emailConfirmation row: EmailConfirmationRow) async throws {
         try sync { db in
             try db.execute(
                 cached: """
@@ -228,7 +228,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Does nothing when the user has no pending confirmation.
-    public func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
+    package func setConfirmationAttempts(_ attemptsLeft: Int, userID: String) async throws {
         try sync { db in
             try db.execute(
                 cached: "UPDATE email_confirmations SET attempts_left = ? WHERE user_id = ?",
@@ -238,14 +238,14 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Does nothing when the user has no pending confirmation.
-    public func deleteEmailConfirmation(userID: String) async throws {
+    package func deleteEmailConfirmation(userID: String) async throws {
         try sync { db in
             try db.execute(cached: "DELETE FROM email_confirmations WHERE user_id = ?", arguments: [userID])
         }
     }
 
     /// Ordered by `created_at`, then id.
-    public func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
+    package func usersWithoutSkeleton(limit: Int) async throws -> [(id: String, email: String)] {
         try sync { db in
             try Row.fetchAll(
                 db,
@@ -256,7 +256,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One `UPDATE … WHERE NOT EXISTS`, atomic under the write lock.
-    public func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
+    package func setSkeleton(_ skeleton: String, userID: String) async throws -> Bool {
         try sync { db in
             try db.execute(
                 sql: """

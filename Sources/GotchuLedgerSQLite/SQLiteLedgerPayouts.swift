@@ -1,10 +1,10 @@
 import Foundation
 import GRDB
-public import GotchuLedger
+package import GotchuLedger
 
 extension SQLiteLedgerBackend {
     /// One asynchronous read of the pool, in one snapshot.
-    public func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
+    package func payouts(status: PayoutStatus?, limit: Int) async throws -> [PayoutListing] {
         try await database.read { db in
             try Row.fetchAll(
                 db,
@@ -21,7 +21,7 @@ extension SQLiteLedgerBackend {
 // The write lock serializes every transaction, so "for update" reads are plain reads here.
 extension SQLiteLedgerBackend.Transaction {
     /// Through the pool's writer access (a thread hop), inside the request's savepoint.
-    public func deposit(reference: String) async throws -> DepositRow? {
+    package func deposit(reference: String) async throws -> DepositRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(db, sql: "SELECT * FROM deposits WHERE reference = ?", arguments: [reference])
                 .map(DepositRow.init)
@@ -30,7 +30,7 @@ extension SQLiteLedgerBackend.Transaction {
 
     /// `INSERT … ON CONFLICT (reference) DO NOTHING`: with one writer, a concurrent deposit with the reference
     /// committed before this runs, so nothing waits here.
-    public func insert(deposit: DepositRow) async throws -> Bool {
+    package func insert(deposit: DepositRow) async throws -> Bool {
         try await database.writeWithoutTransaction { db in
             try db.execute(
                 sql: """
@@ -46,7 +46,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Through the pool's writer access (a thread hop), inside the request's savepoint.
-    public func payout(userID: String, key: String) async throws -> PayoutRow? {
+    package func payout(userID: String, key: String) async throws -> PayoutRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(
                 db,
@@ -58,14 +58,14 @@ extension SQLiteLedgerBackend.Transaction {
 
     /// `forUpdate` changes nothing here: the write lock serializes every transaction, so of two operators resolving one
     /// payout the second runs after the first and reads its outcome.
-    public func payout(id: String, forUpdate: Bool) async throws -> PayoutRow? {
+    package func payout(id: String, forUpdate: Bool) async throws -> PayoutRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(db, sql: "SELECT * FROM payouts WHERE id = ?", arguments: [id]).map { try PayoutRow($0) }
         }
     }
 
     /// A second payout under the user's key breaks the unique index `payouts_key` and throws the database's error.
-    public func insert(payout: PayoutRow) async throws {
+    package func insert(payout: PayoutRow) async throws {
         try await database.writeWithoutTransaction { db in
             try db.execute(
                 sql: """
@@ -81,7 +81,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Changes only a row still pending (`status = 'PENDING'`).
-    public func resolve(
+    package func resolve(
         payout id: String,
         status: PayoutStatus,
         reference: String?,

@@ -1,10 +1,10 @@
 import GRDB
-public import GotchuCore
-public import GotchuLedger
+package import GotchuCore
+package import GotchuLedger
 
 extension SQLiteLedgerBackend {
     /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer.
-    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
+    package func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
         try await lookup { db in try Self.debitedCents(refType, refID, entryType, db) }
     }
 
@@ -67,7 +67,7 @@ extension SQLiteLedgerBackend {
 
 extension SQLiteLedgerBackend.Transaction {
     /// A plain read, its receipt's body joined: the write lock already serializes every transaction.
-    public func refund(requestedBy: String, key: String) async throws -> RefundRow? {
+    package func refund(requestedBy: String, key: String) async throws -> RefundRow? {
         try await database.writeWithoutTransaction { db in
             try Row.fetchOne(
                 cached: db,
@@ -82,7 +82,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Read through the pool's writer access, so it counts this transaction's own entries.
-    public func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
+    package func debitedCents(refType: String, refID: String, entryType: String) async throws -> Cents {
         try await database.writeWithoutTransaction { db in
             try SQLiteLedgerBackend.debitedCents(refType, refID, entryType, db)
         }
@@ -90,7 +90,7 @@ extension SQLiteLedgerBackend.Transaction {
 
     /// `INSERT … ON CONFLICT (requested_by, idempotency_key) DO NOTHING`: with one writer, a concurrent first use
     /// committed before this runs.
-    public func insert(refund: RefundRow) async throws -> Bool {
+    package func insert(refund: RefundRow) async throws -> Bool {
         try await database.writeWithoutTransaction { db in
             try db.execute(
                 sql: """

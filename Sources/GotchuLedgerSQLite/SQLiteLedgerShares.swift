@@ -1,10 +1,10 @@
 import GRDB
-public import GotchuCore
-public import GotchuLedger
+package import GotchuCore
+package import GotchuLedger
 
 extension SQLiteLedgerBackend {
     /// A lookup on a reader connection (`lookup(_:)`), which never waits for the writer.
-    public func shares(sessionID: String) async throws -> [ShareRow] {
+    package func shares(sessionID: String) async throws -> [ShareRow] {
         try await lookup { db in try Self.shares(sessionID, db) }
     }
 
@@ -13,7 +13,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// The split sessions cancelled, or expired by `now`, whose payments are not all returned yet.
-    public func sessionsOwedRefunds(now: Int64, limit: Int) async throws -> [String] {
+    package func sessionsOwedRefunds(now: Int64, limit: Int) async throws -> [String] {
         try await lookup { db in
             try String.fetchAll(
                 cached: db,
@@ -28,7 +28,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// The split payment a send made under this key, if any.
-    public func paymentID(userID: String, key: String) async throws -> String? {
+    package func paymentID(userID: String, key: String) async throws -> String? {
         try await lookup { db in
             try String.fetchOne(
                 cached: db,
@@ -39,7 +39,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// The stored receipt with this id, if any.
-    public func receipt(id: String) async throws -> StoredReceipt? {
+    package func receipt(id: String) async throws -> StoredReceipt? {
         try await lookup { db in
             try db.fetchOne(
                 cached: "SELECT \(StoredReceipt.columns) FROM receipts WHERE id = ?",
@@ -49,7 +49,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// What the refunds of each payment of a split session returned, by payment id.
-    public func refundedCentsByPayment(sessionID: String) async throws -> [String: Cents] {
+    package func refundedCentsByPayment(sessionID: String) async throws -> [String: Cents] {
         try await lookup { db in
             let rows = try Row.fetchAll(
                 cached: db,
@@ -66,7 +66,7 @@ extension SQLiteLedgerBackend {
 
 extension SQLiteLedgerBackend.Transaction {
     /// Inserts the shares of a new split session.
-    public func insert(shares: [ShareRow]) async throws {
+    package func insert(shares: [ShareRow]) async throws {
         try sync { db in
             for share in shares {
                 try db.execute(
@@ -78,12 +78,12 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// The shares of a split session, the first first (none for a session of one share).
-    public func shares(sessionID: String) async throws -> [ShareRow] {
+    package func shares(sessionID: String) async throws -> [ShareRow] {
         try sync { db in try SQLiteLedgerBackend.shares(sessionID, db) }
     }
 
     /// Writes a change of some shares of a split session.
-    public func update(shares numbers: [Int], sessionID: String, _ change: ShareChange) async throws {
+    package func update(shares numbers: [Int], sessionID: String, _ change: ShareChange) async throws {
         let placeholders = Array(repeating: "?", count: numbers.count).joined(separator: ", ")
         let (assignments, values): (String, [(any DatabaseValueConvertible)?]) =
             switch change {
@@ -101,7 +101,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// What the refunds of a split payment returned so far, by its refund rows.
-    public func refundedCents(paymentID: String) async throws -> Cents {
+    package func refundedCents(paymentID: String) async throws -> Cents {
         try sync { db in
             try Cents.fetchOne(
                 cached: db,
@@ -112,7 +112,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// What the entries of one type referencing a row add up to on one user's wallet.
-    public func entryCents(refType: String, refID: String, entryType: String, userID: String) async throws -> Cents {
+    package func entryCents(refType: String, refID: String, entryType: String, userID: String) async throws -> Cents {
         try sync { db in
             try Cents.fetchOne(
                 cached: db,

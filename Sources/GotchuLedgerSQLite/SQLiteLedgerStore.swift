@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 import GRDB
-public import GotchuCore
-public import GotchuLedger
-public import GotchuReceipts
+package import GotchuCore
+package import GotchuLedger
+package import GotchuReceipts
 
 /// The embedded ledger store: the ``LedgerEngine`` over one SQLite file.
-public typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>
+package typealias SQLiteLedgerStore = LedgerEngine<SQLiteLedgerBackend>
 
 extension LedgerEngine where Backend == SQLiteLedgerBackend {
     /// Opens (or creates) the database at `path`.
@@ -13,7 +13,7 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
     ///   - clock: the store's clock; expiry and lock lapses are judged by it inside each transaction.
     ///   - busyTimeout: how long a transaction waits for another connection's write lock on the file (another
     ///     process's, such as `gotchu admin` beside the server) before it fails with "database is locked".
-    public init(
+    package init(
         path: String,
         policy: LedgerPolicy = LedgerPolicy(),
         clock: @escaping @Sendable () -> Date = Date.init,
@@ -34,7 +34,7 @@ extension LedgerEngine where Backend == SQLiteLedgerBackend {
 /// savepoint of its own, with `synchronous=FULL`. One writer makes row locks and the allocation locks moot
 /// here; the wallets are still touched in id order so the statements match the PostgreSQL backend's. The file is
 /// one process's, so a key committed in flight that is still there at start is released.
-public final class SQLiteLedgerBackend: LedgerBackend {
+package final class SQLiteLedgerBackend: LedgerBackend {
     let database: DatabasePool
     let clock: @Sendable () -> Date
     let writer: SQLiteWriter
@@ -42,7 +42,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     /// Opens (or creates) the database at `path`, with `clock` as the store's clock, waiting at most `busyTimeout`
     /// for another connection's write lock.
-    public init(path: String, clock: @escaping @Sendable () -> Date, busyTimeout: Duration = .seconds(10)) throws {
+    package init(path: String, clock: @escaping @Sendable () -> Date, busyTimeout: Duration = .seconds(10)) throws {
         // The ledger is private: create the file owner-only; SQLite gives its -wal and -shm files the same mode.
         if !FileManager.default.fileExists(atPath: path) {
             _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -75,7 +75,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
     /// commit. Operators read them in the metrics (``poolUsage()``); this is for the benchmarks and the tests.
     package var groupCommitStatistics: (transactions: Int, commits: Int) { writer.statistics }
 
-    public func migrate() async throws {
+    package func migrate() async throws {
         try await writer.exclusively {
             try SQLiteLedgerSchema.migrator.migrate(database)
             // A payment commits its key with its outcome, but a key committed in flight (by an earlier version, which
@@ -94,7 +94,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 
     /// Runs `body` in a savepoint of the writer's current batch, and returns once the batch is committed
     /// (``SQLiteWriter``): concurrent transactions share one commit, and a refusal undoes only its own writes.
-    public func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+    package func transaction<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
         do {
             return try await writer.transaction {
                 try await body(Transaction(database: database, writer: writer, now: LedgerTime.milliseconds(clock())))
@@ -116,11 +116,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
+    package func now() async throws -> Int64 { LedgerTime.milliseconds(clock()) }
 
     /// The writer as the one connection transactions take turns at: whether a transaction holds it, and how many
     /// wait for it; and the transactions it ran and the commits it made since the store opened.
-    public func poolUsage() async -> LedgerPoolUsage? {
+    package func poolUsage() async -> LedgerPoolUsage? {
         let usage = writer.usage
         let statistics = writer.statistics
         return LedgerPoolUsage(
@@ -143,11 +143,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         return try await database.read(body)
     }
 
-    public func user(id: String) async throws -> LedgerUser? {
+    package func user(id: String) async throws -> LedgerUser? {
         try await lookup { db in try Self.user(.id, id, db) }
     }
 
-    public func credentials(email: String) async throws -> UserCredentials? {
+    package func credentials(email: String) async throws -> UserCredentials? {
         try await lookup { db in
             try db.fetchOne(
                 cached: """
@@ -165,7 +165,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func users() async throws -> [UserSummary] {
+    package func users() async throws -> [UserSummary] {
         try await database.read { db in
             try Row.fetchAll(
                 cached: db,
@@ -187,7 +187,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func auditLog(limit: Int) async throws -> [AuditEntry] {
+    package func auditLog(limit: Int) async throws -> [AuditEntry] {
         try await database.read { db in
             try Row.fetchAll(
                 cached: db,
@@ -205,7 +205,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
+    package func wallet(userID: String, recentLimit: Int) async throws -> Wallet? {
         try await database.read { db in
             guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
             let entries = try Row.fetchAll(
@@ -230,7 +230,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
+    package func entries(userID: String, before: EntryCursor?, limit: Int) async throws -> EntryHistoryPage? {
         try await database.read { db in
             guard let wallet = try Self.wallet(userID: userID, db) else { return nil }
             if let before {
@@ -287,7 +287,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(eid: EID) async throws -> EIDSession? {
+    package func session(eid: EID) async throws -> EIDSession? {
         let now = LedgerTime.milliseconds(clock())
         return try await lookup { db in
             try db.fetchOne(cached: SQLiteLedgerStatements.sessionByEID, arguments: [eid.rawValue]) { row in
@@ -306,11 +306,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func session(id: String) async throws -> SessionRow? {
+    package func session(id: String) async throws -> SessionRow? {
         try await lookup { db in try Self.session(id, db) }
     }
 
-    public func eids(sessionID: String) async throws -> [SessionEID] {
+    package func eids(sessionID: String) async throws -> [SessionEID] {
         try await lookup { db in try Self.eids(sessionID, db) }
     }
 
@@ -323,7 +323,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         ).map { SessionEID(eid: $0["eid"], retiredAt: $0["retired_at"]) }
     }
 
-    public func audit() async throws -> LedgerAudit {
+    package func audit() async throws -> LedgerAudit {
         try await database.read { db in
             LedgerAudit(
                 totalBalanceCents: try Int64.fetchOne(
@@ -369,7 +369,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func snapshot() async throws -> LedgerSnapshot {
+    package func snapshot() async throws -> LedgerSnapshot {
         // One read transaction: one snapshot of every table.
         try await database.read { db in
             let webhooks = try Self.webhookEvents(db)
@@ -403,7 +403,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
+    package func receipt(sessionID: String, kind: ReceiptKind) async throws -> StoredReceipt? {
         try await lookup { db in
             try db.fetchOne(
                 cached: """
@@ -415,7 +415,7 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         }
     }
 
-    public func receiptKeys() async throws -> [ReceiptKeyRow] {
+    package func receiptKeys() async throws -> [ReceiptKeyRow] {
         try await database.read { db in try Self.receiptKeys(db) }
     }
 
@@ -446,11 +446,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
         return head
     }
 
-    public func ping() async throws {
+    package func ping() async throws {
         _ = try await lookup { db in try Int.fetchOne(cached: db, sql: "SELECT 1") }
     }
 
-    public func checkWritable() async throws {
+    package func checkWritable() async throws {
         try await transaction { transaction in
             try writer.sync { db in
                 try db.execute(
@@ -491,11 +491,11 @@ public final class SQLiteLedgerBackend: LedgerBackend {
 extension SQLiteLedgerBackend {
     /// A request's savepoint on the writer connection: each primitive runs its statements, prepared once per
     /// connection, on the requesting thread (``sync(_:)``), inside the batch the writer opened.
-    public struct Transaction: LedgerTransaction {
+    package struct Transaction: LedgerTransaction {
         /// The pool; its asynchronous accesses work too, but each costs a thread hop.
         let database: DatabasePool
         let writer: SQLiteWriter
-        public let now: Int64
+        package let now: Int64
 
         /// Runs `body` on the writer connection on this thread.
         func sync<T>(_ body: (Database) throws -> T) throws -> T {
@@ -514,34 +514,34 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func user(email: String) async throws -> LedgerUser? {
+        package func user(email: String) async throws -> LedgerUser? {
             try sync { db in try SQLiteLedgerBackend.user(.email, email, db) }
         }
 
-        public func user(id: String) async throws -> LedgerUser? {
+        package func user(id: String) async throws -> LedgerUser? {
             try sync { db in try SQLiteLedgerBackend.user(.id, id, db) }
         }
 
-        public func setPassword(userID: String, hash: String) async throws {
+        package func setPassword(userID: String, hash: String) async throws {
             try execute("UPDATE users SET password_hash = ? WHERE id = ?", [hash, userID])
         }
 
-        public func replacePassword(userID: String, hash old: String, with new: String) async throws {
+        package func replacePassword(userID: String, hash old: String, with new: String) async throws {
             try execute(
                 "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?",
                 [new, userID, old]
             )
         }
 
-        public func disable(userID: String) async throws {
+        package func disable(userID: String) async throws {
             try execute("UPDATE users SET disabled_at = ? WHERE id = ?", [now, userID])
         }
 
-        public func setVerifiedName(userID: String, name: String) async throws {
+        package func setVerifiedName(userID: String, name: String) async throws {
             try execute("UPDATE users SET verified_name = ? WHERE id = ?", [name, userID])
         }
 
-        public func insert(refreshToken row: RefreshTokenRow) async throws {
+        package func insert(refreshToken row: RefreshTokenRow) async throws {
             try execute(
                 """
                 INSERT INTO refresh_tokens (token_hash, family_id, user_id, created_at, expires_at)
@@ -551,7 +551,7 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func refreshToken(digest: String) async throws -> RefreshTokenRow? {
+        package func refreshToken(digest: String) async throws -> RefreshTokenRow? {
             try sync { db in
                 try Row.fetchOne(
                     cached: db,
@@ -571,61 +571,61 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func markUsed(refreshToken digest: String) async throws {
+        package func markUsed(refreshToken digest: String) async throws {
             try execute("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", [now, digest])
         }
 
-        public func revokeRefreshTokens(familyID: String) async throws {
+        package func revokeRefreshTokens(familyID: String) async throws {
             try execute(
                 "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL",
                 [now, familyID]
             )
         }
 
-        public func revokeRefreshTokens(userID: String) async throws {
+        package func revokeRefreshTokens(userID: String) async throws {
             try execute(
                 "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 [now, userID]
             )
         }
 
-        public func revokeAccessTokens(userID: String) async throws {
+        package func revokeAccessTokens(userID: String) async throws {
             try execute("UPDATE users SET tokens_not_before = ? WHERE id = ?", [now, userID])
         }
 
-        public func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
+        package func deleteRefreshTokens(expiredBefore time: Int64) async throws -> Int {
             try sync { db in
                 try db.execute(cached: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [time])
                 return db.changesCount
             }
         }
 
-        public func insert(audit entry: AuditEntry) async throws {
+        package func insert(audit entry: AuditEntry) async throws {
             try execute(
                 "INSERT INTO admin_audit (actor, action, subject, detail, created_at) VALUES (?, ?, ?, ?, ?)",
                 [entry.actor, entry.action, entry.subject, entry.detail, entry.at]
             )
         }
 
-        public func insertWallet(id: String, userID: String) async throws {
+        package func insertWallet(id: String, userID: String) async throws {
             try execute(
                 "INSERT INTO wallet_accounts (id, user_id, kind, available_cents, created_at) VALUES (?, ?, ?, 0, ?)",
                 [id, userID, WalletKind.user.rawValue, now]
             )
         }
 
-        public func wallet(userID: String) async throws -> WalletRow? {
+        package func wallet(userID: String) async throws -> WalletRow? {
             try sync { db in try SQLiteLedgerBackend.wallet(userID: userID, db) }
         }
 
-        public func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
+        package func walletsForUpdate(accountIDs: [String], userIDs: [String]) async throws -> [WalletRow] {
             let sql = SQLiteLedgerStatements.walletsForUpdate(accounts: accountIDs.count, users: userIDs.count)
             let arguments = StatementArguments(accountIDs + userIDs)
             return try sync { db in try db.fetchAll(cached: sql, arguments: arguments) { try WalletRow($0) } }
         }
 
         /// One statement for the transfer's balances.
-        public func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
+        package func setBalances(_ balances: [(walletID: String, balance: Cents)]) async throws {
             guard !balances.isEmpty else { return }
             var arguments: [(any DatabaseValueConvertible)?] = []
             for (id, balance) in balances {
@@ -637,7 +637,7 @@ extension SQLiteLedgerBackend {
         }
 
         /// One statement for the transfer's entries.
-        public func insert(entries: [EntryRow]) async throws {
+        package func insert(entries: [EntryRow]) async throws {
             guard !entries.isEmpty else { return }
             var arguments: [(any DatabaseValueConvertible)?] = []
             for entry in entries {
@@ -649,11 +649,11 @@ extension SQLiteLedgerBackend {
             try execute(SQLiteLedgerStatements.insertEntries(count: entries.count), StatementArguments(arguments))
         }
 
-        public func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
+        package func session(id: String, forUpdate: Bool) async throws -> SessionRow? {
             try sync { db in try SQLiteLedgerBackend.session(id, db) }
         }
 
-        public func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
+        package func keyedSession(payeeID: String, key: String) async throws -> KeyedSession? {
             try sync { db in
                 try Row.fetchOne(
                     cached: db,
@@ -680,9 +680,9 @@ extension SQLiteLedgerBackend {
         }
 
         /// The write lock already serializes every allocation.
-        public func lockEID(_ eid: EID) async throws {}
+        package func lockEID(_ eid: EID) async throws {}
 
-        public func isAllocated(eid: EID) async throws -> Bool {
+        package func isAllocated(eid: EID) async throws -> Bool {
             try sync { db in
                 try Bool.fetchOne(
                     cached: db,
@@ -692,18 +692,18 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func eids(sessionID: String) async throws -> [SessionEID] {
+        package func eids(sessionID: String) async throws -> [SessionEID] {
             try sync { db in try SQLiteLedgerBackend.eids(sessionID, db) }
         }
 
-        public func retireEIDs(sessionID: String) async throws {
+        package func retireEIDs(sessionID: String) async throws {
             try execute(
                 "UPDATE session_eids SET retired_at = ? WHERE session_id = ? AND retired_at IS NULL",
                 [now, sessionID]
             )
         }
 
-        public func insert(session: SessionRow, createKey: String?) async throws -> Bool {
+        package func insert(session: SessionRow, createKey: String?) async throws -> Bool {
             try changes(
                 SQLiteLedgerStatements.insertSession,
                 [
@@ -713,14 +713,14 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func insert(eid: EID, sessionID: String) async throws {
+        package func insert(eid: EID, sessionID: String) async throws {
             try execute(SQLiteLedgerStatements.insertEID, [eid.rawValue, sessionID, now])
         }
 
         /// The write lock already serializes every lock.
-        public func lockPayer(_ payerID: String) async throws {}
+        package func lockPayer(_ payerID: String) async throws {}
 
-        public func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
+        package func locksHeld(by payerID: String, excluding sid: String) async throws -> (count: Int, amount: Cents) {
             let now = self.now
             return try sync { db in
                 try db.fetchOne(
@@ -730,7 +730,7 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func update(session sid: String, _ change: SessionChange) async throws {
+        package func update(session sid: String, _ change: SessionChange) async throws {
             switch change {
             case .lock(let payerID, let until):
                 try execute(
@@ -771,9 +771,9 @@ extension SQLiteLedgerBackend {
         /// No other transaction can hold a key: the writer runs one request's savepoint at a time (a second request
         /// with the key runs after the first and reads its outcome), and SQLite's write lock keeps every other
         /// connection's transaction out until this one's batch commits.
-        public func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool { true }
+        package func claimKey(userID: String, key: String, wait: Bool) async throws -> Bool { true }
 
-        public func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
+        package func idempotencyRecord(userID: String, key: String) async throws -> IdempotencyRecord? {
             try sync { db in
                 try db.fetchOne(
                     cached: SQLiteLedgerStatements.idempotencyRecord,
@@ -791,25 +791,25 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
+        package func insertInFlight(userID: String, key: String, sid: String) async throws -> Bool {
             try changes(
                 SQLiteLedgerStatements.insertInFlight,
                 [userID, key, sid, IdempotencyState.inFlight.rawValue, now, now]
             )
         }
 
-        public func touch(userID: String, key: String) async throws {
+        package func touch(userID: String, key: String) async throws {
             try execute(
                 "UPDATE idempotency_keys SET updated_at = ? WHERE user_id = ? AND key = ?",
                 [now, userID, key]
             )
         }
 
-        public func delete(userID: String, key: String) async throws {
+        package func delete(userID: String, key: String) async throws {
             try execute("DELETE FROM idempotency_keys WHERE user_id = ? AND key = ?", [userID, key])
         }
 
-        public func record(
+        package func record(
             outcome: SendOutcome,
             paymentID: String?,
             userID: String,
@@ -826,7 +826,7 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func deleteKeys(createdBefore time: Int64) async throws -> Int {
+        package func deleteKeys(createdBefore time: Int64) async throws -> Int {
             try sync { db in
                 try db.execute(cached: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [time])
                 return db.changesCount
@@ -834,15 +834,15 @@ extension SQLiteLedgerBackend {
         }
 
         /// The write lock already serializes every transfer: the head read here cannot move before commit.
-        public func chainHeadForUpdate() async throws -> ChainHead {
+        package func chainHeadForUpdate() async throws -> ChainHead {
             try sync { db in try SQLiteLedgerBackend.chainHead(db) }
         }
 
-        public func setChainHead(_ head: ChainHead) async throws {
+        package func setChainHead(_ head: ChainHead) async throws {
             try execute(SQLiteLedgerStatements.setChainHead, [head.hash, head.count])
         }
 
-        public func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
+        package func unchainedEntries(limit: Int) async throws -> [StoredEntry] {
             try sync { db in
                 try Row.fetchAll(
                     cached: db,
@@ -852,7 +852,7 @@ extension SQLiteLedgerBackend {
             }
         }
 
-        public func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
+        package func setHashes(_ hashes: [(seq: Int64, hash: String)]) async throws {
             try sync { db in
                 for (seq, hash) in hashes {
                     try db.execute(cached: "UPDATE ledger_entries SET hash = ? WHERE seq = ?", arguments: [hash, seq])
@@ -861,13 +861,13 @@ extension SQLiteLedgerBackend {
         }
 
         /// The write lock already serializes key creation.
-        public func lockReceiptKeys() async throws {}
+        package func lockReceiptKeys() async throws {}
 
-        public func receiptKeys() async throws -> [ReceiptKeyRow] {
+        package func receiptKeys() async throws -> [ReceiptKeyRow] {
             try sync { db in try SQLiteLedgerBackend.receiptKeys(db) }
         }
 
-        public func insert(receiptKey: ReceiptKeyRow) async throws {
+        package func insert(receiptKey: ReceiptKeyRow) async throws {
             try execute(
                 "INSERT INTO receipt_keys (id, public_key, private_key, created_at, retired_at) VALUES (?, ?, ?, ?, ?)",
                 [
@@ -877,7 +877,7 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func retireReceiptKeys(except keyID: String) async throws {
+        package func retireReceiptKeys(except keyID: String) async throws {
             try execute(
                 """
                 UPDATE receipt_keys SET retired_at = COALESCE(retired_at, ?), private_key = NULL WHERE id <> ?
@@ -886,7 +886,7 @@ extension SQLiteLedgerBackend {
             )
         }
 
-        public func insert(receipt: StoredReceipt) async throws {
+        package func insert(receipt: StoredReceipt) async throws {
             try execute(
                 SQLiteLedgerStatements.insertReceipt,
                 [receipt.id, receipt.kind, receipt.sessionID, receipt.body, now]

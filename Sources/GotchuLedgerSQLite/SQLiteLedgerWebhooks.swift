@@ -1,14 +1,14 @@
-public import Foundation
+package import Foundation
 import GRDB
 import GotchuCore
-public import GotchuLedger
+package import GotchuLedger
 
 // Webhooks on SQLite. One writer serializes every transaction, so rows read "for update" are plain reads, and a claim
 // skips nothing: no other transaction can hold a row meanwhile.
 
 extension SQLiteLedgerBackend {
     /// A lookup on a reader connection, which never waits for the writer.
-    public func webhookEndpoint(id: String) async throws -> WebhookEndpointRow? {
+    package func webhookEndpoint(id: String) async throws -> WebhookEndpointRow? {
         try await lookup { db in try Self.webhookEndpoint(id, db) }
     }
 
@@ -24,7 +24,7 @@ extension SQLiteLedgerBackend {
     static let endpointColumns = "e.*, u.email AS user_email"
 
     /// One asynchronous read of the pool.
-    public func webhookEndpoints(userID: String?) async throws -> [WebhookEndpointRow] {
+    package func webhookEndpoints(userID: String?) async throws -> [WebhookEndpointRow] {
         try await database.read { db in
             let select = "SELECT \(Self.endpointColumns) FROM webhook_endpoints e JOIN users u ON u.id = e.user_id"
             guard let userID else {
@@ -42,7 +42,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// One asynchronous read of the pool, by the index on `(endpoint_id, seq)`.
-    public func webhookDeliveries(endpointID: String, limit: Int) async throws -> [WebhookDelivery] {
+    package func webhookDeliveries(endpointID: String, limit: Int) async throws -> [WebhookDelivery] {
         try await database.read { db in
             try Row.fetchAll(
                 cached: db,
@@ -59,7 +59,7 @@ extension SQLiteLedgerBackend {
     static let deliveryColumns = "d.*, v.type AS event_type"
 
     /// A lookup on a reader connection.
-    public func webhookEvent(id: String) async throws -> WebhookEvent? {
+    package func webhookEvent(id: String) async throws -> WebhookEvent? {
         try await lookup { db in
             try Row.fetchOne(cached: db, sql: "SELECT * FROM webhook_events WHERE id = ?", arguments: [id])
                 .map { try WebhookEvent($0) }
@@ -67,7 +67,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection, by the index of pending deliveries on `next_attempt_at`.
-    public func webhookDeliveriesDue(now: Int64) async throws -> Bool {
+    package func webhookDeliveriesDue(now: Int64) async throws -> Bool {
         try await lookup { db in
             try Bool.fetchOne(
                 cached: db,
@@ -81,7 +81,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection, by the partial index of sessions whose expiry is not noted yet.
-    public func sessionExpiriesDue(now: Int64) async throws -> Bool {
+    package func sessionExpiriesDue(now: Int64) async throws -> Bool {
         try await lookup { db in
             try Bool.fetchOne(
                 cached: db,
@@ -95,7 +95,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection, its receipt's body joined.
-    public func refund(id: String) async throws -> RefundRow? {
+    package func refund(id: String) async throws -> RefundRow? {
         try await lookup { db in
             try Row.fetchOne(
                 cached: db,
@@ -109,7 +109,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection.
-    public func payout(id: String) async throws -> PayoutRow? {
+    package func payout(id: String) async throws -> PayoutRow? {
         try await lookup { db in
             try Row.fetchOne(cached: db, sql: "SELECT * FROM payouts WHERE id = ?", arguments: [id])
                 .map { try PayoutRow($0) }
@@ -117,7 +117,7 @@ extension SQLiteLedgerBackend {
     }
 
     /// A lookup on a reader connection.
-    public func deposit(id: String) async throws -> DepositRow? {
+    package func deposit(id: String) async throws -> DepositRow? {
         try await lookup { db in
             try Row.fetchOne(cached: db, sql: "SELECT * FROM deposits WHERE id = ?", arguments: [id])
                 .map(DepositRow.init)
@@ -142,7 +142,7 @@ extension SQLiteLedgerBackend {
 extension SQLiteLedgerBackend.Transaction {
     /// Two statements on the writer connection, on this thread: the event, then its deliveries (found by the
     /// subscriptions' primary key, user and type first: with no endpoint, one probe that finds nothing).
-    public func insert(webhookEvent event: WebhookEvent) async throws {
+    package func insert(webhookEvent event: WebhookEvent) async throws {
         let now = self.now
         try sync { db in
             try db.execute(
@@ -168,7 +168,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// By the partial index of sessions whose expiry is not noted yet.
-    public func expiredSessionsForUpdate(limit: Int) async throws -> [SessionRow] {
+    package func expiredSessionsForUpdate(limit: Int) async throws -> [SessionRow] {
         let now = self.now
         return try sync { db in
             try db.fetchAll(
@@ -183,7 +183,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One `COUNT(*)` of the user's endpoints that are not deleted.
-    public func webhookEndpointCount(userID: String) async throws -> Int {
+    package func webhookEndpointCount(userID: String) async throws -> Int {
         try sync { db in
             try Int.fetchOne(
                 cached: db,
@@ -194,7 +194,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// The endpoint's row, created at ``now``, then one subscription row per event type, on the writer connection.
-    public func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
+    package func insert(webhookEndpoint row: WebhookEndpointRow) async throws {
         let now = self.now
         try sync { db in
             let endpoint = row.endpoint
@@ -218,13 +218,13 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// A plain read: the write lock already serializes every transaction.
-    public func webhookEndpoint(id: String, forUpdate: Bool) async throws -> WebhookEndpointRow? {
+    package func webhookEndpoint(id: String, forUpdate: Bool) async throws -> WebhookEndpointRow? {
         try sync { db in try SQLiteLedgerBackend.webhookEndpoint(id, db) }
     }
 
     /// One statement per change, and for a delete a second that drops the endpoint's subscriptions, so no event fans
     /// out to it again; a second delete keeps the first one's time.
-    public func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
+    package func update(webhookEndpoint id: String, _ change: WebhookEndpointChange) async throws {
         let now = self.now
         try sync { db in
             switch change {
@@ -266,7 +266,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One statement: every pending delivery to the endpoint failed, its lease voided, `reason` its last error.
-    public func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
+    package func abandonWebhookDeliveries(endpointID: String, reason: String) async throws {
         try sync { db in
             try db.execute(
                 cached: """
@@ -279,7 +279,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// A plain read: the write lock already serializes every transaction.
-    public func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow? {
+    package func webhookDelivery(id: String, forUpdate: Bool) async throws -> WebhookDeliveryRow? {
         try sync { db in
             try Row.fetchOne(
                 cached: db,
@@ -293,7 +293,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// By the index of pending deliveries on `next_attempt_at`; each endpoint's live leases by their own index.
-    public func dueWebhookDeliveries(limit: Int, perEndpoint: Int) async throws -> [WebhookDeliveryRow] {
+    package func dueWebhookDeliveries(limit: Int, perEndpoint: Int) async throws -> [WebhookDeliveryRow] {
         let now = self.now
         return try sync { db in
             try Row.fetchAll(
@@ -313,7 +313,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// Every one of them: no other transaction can hold one.
-    public func lockWebhookEndpoints(ids: [String]) async throws -> [WebhookEndpointRow] {
+    package func lockWebhookEndpoints(ids: [String]) async throws -> [WebhookEndpointRow] {
         guard !ids.isEmpty else { return [] }
         let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
         return try sync { db in
@@ -329,7 +329,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One grouped count of the live leases: the write lock already keeps any other claim out meanwhile.
-    public func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int] {
+    package func leasedWebhookDeliveries(endpointIDs: [String]) async throws -> [String: Int] {
         guard !endpointIDs.isEmpty else { return [:] }
         let placeholders = Array(repeating: "?", count: endpointIDs.count).joined(separator: ", ")
         let now = self.now
@@ -348,7 +348,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One statement for all of them (`id IN (…)`); none for no ids.
-    public func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
+    package func update(webhookDeliveries ids: [String], _ change: WebhookDeliveryChange) async throws {
         guard !ids.isEmpty else { return }
         let now = self.now
         let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
@@ -400,7 +400,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// One statement (`id IN (…)`), bodies included; none for no ids.
-    public func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
+    package func webhookEvents(ids: [String]) async throws -> [WebhookEvent] {
         guard !ids.isEmpty else { return [] }
         let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
         return try sync { db in
@@ -413,7 +413,7 @@ extension SQLiteLedgerBackend.Transaction {
     }
 
     /// An update where the body is still `NULL`, then a read of the body stored; `nil` for an unknown event.
-    public func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
+    package func pinWebhookBody(eventID: String, body: Data) async throws -> Data? {
         try sync { db in
             try db.execute(
                 cached: "UPDATE webhook_events SET body = ? WHERE id = ? AND body IS NULL",

@@ -33,7 +33,12 @@ package struct LedgerServerSettingsSchema: SettingsSchema {
     // MARK: Listening
 
     /// `host`.
-    package let host = Setting<String>("host", default: "127.0.0.1", summary: "Address to listen on.", valueName: "host")
+    package let host = Setting<String>(
+        "host",
+        default: "127.0.0.1",
+        summary: "Address to listen on.",
+        valueName: "host"
+    )
     /// `port`.
     package let port = Setting<Int>(
         "port",
