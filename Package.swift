@@ -340,7 +340,10 @@ let package = Package(
         // The kiosk alone, for a terminal: no ledger server, no PostgreSQL.
         .executableTarget(name: "gotchu-kiosk", dependencies: ["GotchuKioskCLI"], swiftSettings: swiftSettings),
         // The benchmarks, run from a checkout (`swift run -c release gotchu-bench …`): built with the rest, never
-        // shipped (scripts/build-deb packages `gotchu` and `gotchu-kiosk` only).
+        // shipped (scripts/build-deb packages `gotchu` and `gotchu-kiosk` only). They stay in this package because
+        // they measure what only package access reaches: the stores' own statements against raw SQL, and servers
+        // started in process (`LedgerServer.withRunning`). A package of their own could link only the public
+        // products, and would build every dependency a second time in CI.
         .executableTarget(
             name: "gotchu-bench",
             dependencies: [

@@ -1,5 +1,3 @@
-// `stat` resolves to CoreFoundation's declaration once the store and client modules are in the graph.
-import CoreFoundation
 package import Foundation
 import GotchuCheckout
 package import GotchuLedger
@@ -9,12 +7,6 @@ import GotchuOIDC
 package import GotchuSettings
 import GotchuWebhooks
 package import Logging
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 extension LedgerServer {
     /// `gotchu server`'s settings, read from the config file, the environment and the command line
@@ -245,11 +237,15 @@ extension LedgerServer {
         /// The secret a file holds, without its final line break, of at least `minimumBytes`; refused when every user may
         /// read the file.
         private static func readSecret(_ file: URL, minimumBytes: Int) throws(Problem) -> String {
-            var status = stat()
-            guard stat(file.path, &status) == 0 else {
-                throw Problem("cannot read \(file.path): \(String(cString: strerror(errno)))")
+            let permissions: Int
+            do {
+                let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+                permissions = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+            } catch {
+                throw Problem("cannot read \(file.path): \(error.localizedDescription)")
             }
-            guard status.st_mode & mode_t(S_IROTH) == 0 else {
+            // Others' read bit (o+r).
+            guard permissions & 0o004 == 0 else {
                 throw Problem("\(file.path) is readable by every user: keep a secret readable by its owner (chmod o-r)")
             }
             let text: String

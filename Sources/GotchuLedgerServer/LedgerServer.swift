@@ -1,11 +1,11 @@
 package import Foundation
-public import GotchuCheckout
-public import GotchuOIDC
-public import GotchuWebhooks
-public import Hummingbird
+package import GotchuCheckout
+package import GotchuOIDC
+package import GotchuWebhooks
+package import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
-public import Logging
+package import Logging
 public import NIOSSL
 public import ServiceLifecycle
 import Synchronization
@@ -35,7 +35,7 @@ public enum LedgerServer {
     ///     signed in; its cookie is `Secure` when this server serves TLS or its public URL is https, unless the
     ///     settings say otherwise.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
-    public static func application<Store: LedgerStore>(
+    package static func application<Store: LedgerStore>(
         store: Store,
         tokens: TokenAuthority,
         identities: OIDCVerifier? = nil,
