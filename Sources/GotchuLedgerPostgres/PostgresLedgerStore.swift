@@ -11,8 +11,13 @@ import Synchronization
 package typealias PostgresLedgerStore = LedgerEngine<PostgresLedgerBackend>
 
 extension LedgerEngine where Backend == PostgresLedgerBackend {
-    /// The connection pool; it must be running while the store is used (it is a `Service`).
+    /// The first host's connection pool, the only one of a one-host URL; it must be running while the store is used
+    /// (it is a `Service`).
     package var client: PostgresClient { backend.client }
+
+    /// Every host's pool and the choice of the primary among them; run it while the store is used (it is a
+    /// `Service`, and runs the pools).
+    package var primary: PostgresPrimary { backend.primary }
 
     /// A store over the database at `url` (which also says whether statements are prepared).
     /// - Parameters:
@@ -28,19 +33,22 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
         connectionWait: Duration = PostgresLedgerBackend.defaultConnectionWait,
         logger: Logger
     ) {
-        var configuration = url.configuration
-        configuration.options.maximumConnections = maximumConnections
-        // Kept open even when idle: postgres-nio arms an idle-timeout timer (a task) each time it takes back a
-        // connection above the minimum, which cost about 3 % of the CPU of a lone payer's payments.
-        configuration.options.minimumConnections = min(2, maximumConnections)
+        let primary = PostgresPrimary(url: url, logger: logger) { configuration in
+            configuration.options.maximumConnections = maximumConnections
+            // Kept open even when idle: postgres-nio arms an idle-timeout timer (a task) each time it takes back a
+            // connection above the minimum, which cost about 3 % of the CPU of a lone payer's payments.
+            configuration.options.minimumConnections = min(2, maximumConnections)
+        }
         self.init(
-            client: PostgresClient(configuration: configuration, backgroundLogger: logger),
-            policy: policy,
-            clock: clock,
-            maximumConnections: maximumConnections,
-            preparesStatements: url.preparesStatements,
-            connectionWait: connectionWait,
-            logger: logger
+            backend: PostgresLedgerBackend(
+                primary: primary,
+                clock: clock,
+                maximumConnections: maximumConnections,
+                preparesStatements: url.preparesStatements,
+                connectionWait: connectionWait,
+                logger: logger
+            ),
+            policy: policy
         )
     }
 
@@ -60,7 +68,7 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
     ) {
         self.init(
             backend: PostgresLedgerBackend(
-                client: client,
+                primary: PostgresPrimary(client: client, logger: logger),
                 clock: clock,
                 maximumConnections: maximumConnections,
                 preparesStatements: preparesStatements,
@@ -95,8 +103,11 @@ extension LedgerEngine where Backend == PostgresLedgerBackend {
 /// one database behave as one; keys are held in flight by the transaction
 /// (``LedgerTransaction/claimKey(userID:key:wait:)``).
 package struct PostgresLedgerBackend: LedgerBackend {
-    /// The connection pool; it must be running while the backend is used.
-    package let client: PostgresClient
+    /// The pools of the database's hosts and the choice of the primary; they must be running while the backend is
+    /// used.
+    package let primary: PostgresPrimary
+    /// The first host's pool, the only one of a one-host URL.
+    package var client: PostgresClient { primary.clients[0] }
     let clock: (@Sendable () -> Date)?
     private let logger: Logger
 
@@ -119,21 +130,21 @@ package struct PostgresLedgerBackend: LedgerBackend {
     /// postgres-nio's pool would keep it waiting while it retries the database.
     package static let defaultConnectionWait: Duration = .seconds(3)
 
-    /// A backend over `client`, with `clock` replacing the database clock when given.
+    /// A backend over `primary`'s pools, with `clock` replacing the database clock when given.
     /// - Parameters:
     ///   - maximumConnections: the client's pool size, as reported in ``poolUsage()``.
     ///   - preparesStatements: whether each statement is prepared once per connection (see ``PostgresURL``).
     ///   - connectionWait: how long a request waits for a connection before it is refused as
     ///     ``LedgerError/Kind/databaseUnavailable``.
     package init(
-        client: PostgresClient,
+        primary: PostgresPrimary,
         clock: (@Sendable () -> Date)?,
         maximumConnections: Int = 20,
         preparesStatements: Bool = true,
         connectionWait: Duration = Self.defaultConnectionWait,
         logger: Logger
     ) {
-        self.client = client
+        self.primary = primary
         self.clock = clock
         self.maximumConnections = maximumConnections
         self.preparesStatements = preparesStatements
@@ -153,6 +164,8 @@ package struct PostgresLedgerBackend: LedgerBackend {
     func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let lease = leases.ask()
         defer { lease.end() }
+        // The host writes go to now; a failure that may mean it is no longer the primary makes the ledger look again.
+        let (host, client) = primary.current
         do {
             return try await Self.leasing(lease, within: connectionWait, from: client) { connection in
                 do {
@@ -171,7 +184,12 @@ package struct PostgresLedgerBackend: LedgerBackend {
                 }
             }
         } catch let error as PSQLError {
-            throw Self.outage(error) ?? error
+            guard let outage = Self.outage(error) else { throw error }
+            primary.suspect(host)
+            throw outage
+        } catch let error as LedgerError where error.kind == .databaseUnavailable {
+            primary.suspect(host)
+            throw error
         }
     }
 
@@ -230,6 +248,14 @@ package struct PostgresLedgerBackend: LedgerBackend {
             // resource limits (too many connections, out of memory).
             if state == "53100" {
                 return LedgerError(.storageFull, detail: "the database's disk is full; writes resume once it has room")
+            }
+            // 25006 read_only_sql_transaction: the host is a standby now (the primary moved).
+            if state == "25006" {
+                return LedgerError(
+                    .databaseUnavailable,
+                    detail:
+                        "the database host is read-only (a standby); the ledger is finding the primary, retry shortly"
+                )
             }
             if state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") {
                 return LedgerError(

@@ -140,7 +140,7 @@ public enum LedgerDatabase: Sendable, Hashable, CustomStringConvertible {
                 connectionWait: options.connectionWait ?? PostgresLedgerBackend.defaultConnectionWait,
                 logger: options.logger
             )
-            return OpenedStore(database: self, store: store, services: [store.client])
+            return OpenedStore(database: self, store: store, services: [store.primary])
         }
     }
 

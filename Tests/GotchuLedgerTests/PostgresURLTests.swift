@@ -22,6 +22,19 @@ struct PostgresURLTests {
         #expect(!unprepared.preparesStatements && unprepared.sslMode == "disable")
     }
 
+    @Test("Several hosts, libpq's way: each with its port, IPv6 in brackets, the first one first")
+    func parsesSeveralHosts() throws {
+        let url = try PostgresURL(
+            "postgres://ledger:pw@db1.internal:5433,[::1],10.0.0.2:6000/gotchu?target_session_attrs=read-write",
+            environment: [:]
+        )
+        #expect(url.hosts.map(\.description) == ["db1.internal:5433", "[::1]:5432", "10.0.0.2:6000"])
+        #expect(url.host == "db1.internal" && url.port == 5433)
+        #expect(url.username == "ledger" && url.password == "pw" && url.database == "gotchu")
+        #expect(url.redacted == "postgres://ledger@db1.internal:5433,[::1]:5432,10.0.0.2:6000/gotchu")
+        #expect(try PostgresURL("postgres://a@h1,h2/d?target_session_attrs=primary", environment: [:]).hosts.count == 2)
+    }
+
     @Test(
         "Missing parts, unknown sslmodes and prepared_statements values are refused with a message",
         arguments: [
@@ -31,6 +44,12 @@ struct PostgresURLTests {
             ("postgres://user@host/", "names no database"),
             ("postgres://user@host/db?sslmode=verify-ca", "sslmode must be"),
             ("postgres://user@host/db?prepared_statements=false", "prepared_statements must be on or off"),
+            ("postgres://user@a,,b/db", "every host needs a name"),
+            ("postgres://user@a:0/db", "a port must be 1 to 65535"),
+            ("postgres://user@a:5432,b:x/db", "a port must be 1 to 65535"),
+            ("postgres://user@[::1/db", "closing ']'"),
+            ("postgres://user@a,b/db?target_session_attrs=any", "target_session_attrs must be read-write"),
+            ("postgres://user@a/db?target_session_attrs=standby", "target_session_attrs must be read-write"),
         ]
     )
     func refuses(text: String, message: String) {
