@@ -50,6 +50,8 @@ struct PostgresPair {
     }
 
     func killPrimary() async throws { try await Self.run("kill-primary", directory) }
+    func stopStandby() async throws { try await Self.run("stop-standby", directory) }
+    func startStandby() async throws { try await Self.run("start-standby", directory) }
     func promote() async throws { try await Self.run("promote", directory) }
     func stop() async { _ = try? await Self.run("stop", directory) }
 
@@ -80,6 +82,68 @@ struct FailoverTests {
             throw error
         }
         await pair.stop()
+    }
+
+    @Test(
+        "The synchronous standby away: a write is refused as unavailable after the connection wait, not held; with the standby back, its retry under the same key finds the one write"
+    )
+    func standbyAway() async throws {
+        let pair = try await PostgresPair.start()
+        do {
+            try await Self.writeWhileTheStandbyIsAway(pair)
+        } catch {
+            await pair.stop()
+            throw error
+        }
+        await pair.stop()
+    }
+
+    static func writeWhileTheStandbyIsAway(_ pair: PostgresPair) async throws {
+        let logger = Logger(label: "standby-away") { _ in SwiftLogNoOpLogHandler() }
+        let store = PostgresLedgerStore(
+            url: try pair.url(),
+            maximumConnections: 2,
+            connectionWait: .seconds(2),
+            logger: logger
+        )
+        try await withServices([store.primary]) {
+            try await store.migrate()
+            let payee = try await store.login(email: "payee@standby.example")
+            try await pair.stopStandby()
+            // The commit waits for the standby; the store gives up on it after its wait.
+            let refused = await #expect(throws: LedgerError.self) {
+                try await store.createSession(payeeID: payee.id, amountCents: 300, idempotencyKey: "away-1")
+            }
+            #expect(refused?.kind == .databaseUnavailable, "\(String(describing: refused))")
+            #expect(refused?.detail.contains("did not confirm the commit") == true, "\(String(describing: refused))")
+            try await pair.startStandby()
+            // Committed on the primary while the answer was lost: the retry finds that session, and there is one.
+            let (first, firstReplayed) = try await Self.retrying {
+                try await store.createSession(payeeID: payee.id, amountCents: 300, idempotencyKey: "away-1")
+            }
+            let (again, replayed) = try await store.createSession(
+                payeeID: payee.id,
+                amountCents: 300,
+                idempotencyKey: "away-1"
+            )
+            #expect(firstReplayed, "the refused write had committed on the primary")
+            #expect(again.sid == first.sid && replayed)
+            let wallet = try await store.wallet(userID: payee.id, recentLimit: 10)
+            #expect(wallet.balance == 0)
+            let verification = try await store.verify()
+            #expect(verification.failure == nil, "\(verification)")
+        }
+    }
+
+    /// `body` again while the database is unavailable (the primary catching up with its standby).
+    static func retrying<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        while true {
+            do {
+                return try await body()
+            } catch let error as LedgerError where error.kind == .databaseUnavailable {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
     }
 
     static func payThroughFailover(_ pair: PostgresPair) async throws {
