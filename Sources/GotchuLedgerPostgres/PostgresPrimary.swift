@@ -1,4 +1,5 @@
 import Foundation
+import GotchuCore
 package import Logging
 package import PostgresNIO
 import ServiceLifecycle
@@ -141,6 +142,104 @@ package final class PostgresPrimary: Service, Sendable {
             let first = await group.next() ?? nil
             group.cancelAll()
             return first ?? false
+        }
+    }
+}
+
+extension PostgresPrimary {
+    /// What one host says of itself and of its replication, for `gotchu ledger check-replication`.
+    package struct HostStatus: Sendable {
+        /// A standby that streams from a primary, as the primary sees it.
+        package struct Standby: Sendable {
+            package var name: String
+            package var state: String
+            /// `sync`, `quorum`, `potential` or `async`.
+            package var syncState: String
+            /// How far its replay is behind, in seconds.
+            package var replayLag: Double
+        }
+
+        package var host: PostgresURL.Host
+        /// Why the host did not answer; `nil` when it did.
+        package var unreachable: String?
+        /// Whether it takes writes (not in recovery).
+        package var isPrimary = false
+        /// `synchronous_standby_names` and `synchronous_commit` as it runs with them.
+        package var synchronousStandbyNames = ""
+        package var synchronousCommit = ""
+        /// A primary's standbys.
+        package var standbys: [Standby] = []
+        /// A standby's WAL receiver: `streaming`, or what it is doing instead; `nil` on a primary.
+        package var receiver: String?
+    }
+
+    /// Asks every host, within `wait` each, what it is and how it replicates.
+    package func status(within wait: Duration = .seconds(3)) async -> [HostStatus] {
+        var statuses: [HostStatus] = []
+        for (index, client) in clients.enumerated() {
+            let host = hosts.isEmpty ? PostgresURL.Host(name: "?", port: 0) : hosts[index]
+            statuses.append(await Self.status(of: client, host: host, within: wait, logger: logger))
+        }
+        return statuses
+    }
+
+    private static func status(
+        of client: PostgresClient,
+        host: PostgresURL.Host,
+        within wait: Duration,
+        logger: Logger
+    ) async -> HostStatus {
+        await withTaskGroup(of: HostStatus?.self) { group in
+            group.addTask {
+                do {
+                    return try await client.withConnection { connection in
+                        var status = HostStatus(host: host)
+                        let settings = try await connection.query(
+                            """
+                            SELECT NOT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
+                            current_setting('synchronous_commit')
+                            """,
+                            logger: logger
+                        )
+                        for try await (primary, names, commit) in settings.decode((Bool, String, String).self) {
+                            status.isPrimary = primary
+                            status.synchronousStandbyNames = names
+                            status.synchronousCommit = commit
+                        }
+                        if status.isPrimary {
+                            let standbys = try await connection.query(
+                                """
+                                SELECT application_name, coalesce(state, ''), coalesce(sync_state, ''),
+                                coalesce(extract(epoch FROM replay_lag), 0)::float8 FROM pg_stat_replication
+                                ORDER BY application_name
+                                """,
+                                logger: logger
+                            )
+                            for try await (name, state, sync, lag) in standbys.decode(
+                                (String, String, String, Double).self
+                            ) {
+                                status.standbys.append(.init(name: name, state: state, syncState: sync, replayLag: lag))
+                            }
+                        } else {
+                            let receiver = try await connection.query(
+                                "SELECT coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), 'not receiving')",
+                                logger: logger
+                            )
+                            for try await state in receiver.decode(String.self) { status.receiver = state }
+                        }
+                        return status
+                    }
+                } catch {
+                    return HostStatus(host: host, unreachable: "\(error)")
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: wait)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? HostStatus(host: host, unreachable: "no answer within \(wait.seconds) s")
         }
     }
 }

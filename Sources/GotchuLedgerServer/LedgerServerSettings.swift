@@ -75,7 +75,8 @@ package struct LedgerServerSettingsSchema: SettingsSchema {
     package let database = Setting<String>(
         "database",
         summary: "SQLite database file (default: $XDG_DATA_HOME/gotchu/ledger.sqlite) or "
-            + "postgres://USER@HOST:PORT/DB URL.",
+            + "postgres://USER@HOST:PORT/DB URL; several hosts (HOST1:PORT,HOST2:PORT) name a primary and its "
+            + "standbys, and the server writes to whichever is the primary.",
         valueName: "path-or-url"
     )
     /// `max_connections`.
@@ -92,7 +93,8 @@ package struct LedgerServerSettingsSchema: SettingsSchema {
         default: 3,
         in: 1...60,
         unit: "seconds",
-        summary: "PostgreSQL only: how long a request waits for a database connection before it is refused with 503 "
+        summary: "PostgreSQL only: how long a request waits for a database connection, or for its commit to be "
+            + "confirmed (a primary waiting for its synchronous standby), before it is refused with 503 "
             + "database-unavailable and Retry-After. Short, so that clients and load balancers learn of an outage in "
             + "seconds instead of hanging while the pool retries the database."
     )

@@ -1,15 +1,19 @@
 import ArgumentParser
 import Foundation
 import GotchuAPI
+import GotchuCore
+import GotchuLedgerPostgres
 import GotchuLedgerServer
 import GotchuLedgerStores
 import GotchuReceipts
+import Logging
+import PostgresNIO
 
 struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
-        abstract: "Audit a ledger database, and rotate its receipt signing key.",
-        subcommands: [LedgerVerifyCommand.self, LedgerRotateKeyCommand.self]
+        abstract: "Audit a ledger database, rotate its receipt signing key, check its replication.",
+        subcommands: [LedgerVerifyCommand.self, LedgerRotateKeyCommand.self, LedgerCheckReplicationCommand.self]
     )
 }
 
@@ -114,5 +118,117 @@ struct LedgerRotateKeyCommand: AsyncParsableCommand {
     func run() async throws {
         let key = try await options.withStore { store in try await store.rotateReceiptKey() }
         print("new receipt key \(key.keyID)")
+    }
+}
+
+struct LedgerCheckReplicationCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-replication",
+        abstract: "Report which PostgreSQL host is the primary, its standbys, and whether commits wait for one.",
+        discussion: """
+            Asks every host of --database (postgres://USER@HOST1:PORT,HOST2:PORT/DB) what it is: the primary \
+            (it takes writes), or a standby and whether its WAL receiver streams; the primary's standbys \
+            with their state, sync_state and replay lag; and synchronous_standby_names and \
+            synchronous_commit. It writes nothing.
+
+            It exits 1 when no host or more than one takes writes, or when the primary names synchronous \
+            standbys but none streams (then every commit waits for one, and the server refuses writes after \
+            --db-connection-wait). A primary that acknowledges commits without a synchronous standby is \
+            reported as a warning: losing its machine loses what the standbys had not received.
+
+            Examples:
+              gotchu ledger check-replication --database postgres://gotchu@db1:5432,db2:5432/gotchu
+            """
+    )
+
+    @OptionGroup var options: LedgerDatabaseOptions
+
+    func run() async throws {
+        guard case .postgres(let text) = try LedgerDatabase.option(options.database) else {
+            throw CLIError(
+                "check-replication is for a PostgreSQL ledger (--database postgres://…): an SQLite ledger is one file"
+            )
+        }
+        let url: PostgresURL
+        do {
+            url = try PostgresURL(text)
+        } catch {
+            throw CLIError("--database: \(error)")
+        }
+        let logger = Logger(label: "gotchu.replication") { _ in SwiftLogNoOpLogHandler() }
+        let primary = PostgresPrimary(url: url, logger: logger) { configuration in
+            configuration.options.maximumConnections = 1
+            configuration.options.minimumConnections = 0
+        }
+        let statuses = await withTaskGroup(of: [PostgresPrimary.HostStatus]?.self) { group in
+            group.addTask {
+                try? await primary.run()
+                return nil
+            }
+            group.addTask { await primary.status() }
+            var result: [PostgresPrimary.HostStatus] = []
+            while let next = await group.next() {
+                if let next {
+                    result = next
+                    group.cancelAll()
+                }
+            }
+            return result
+        }
+        var failed = false
+        for status in statuses {
+            let host = Console.safe(status.host.description)
+            if let reason = status.unreachable {
+                print("\(host)  unreachable: \(Console.safe(reason))")
+                continue
+            }
+            guard status.isPrimary else {
+                print("\(host)  standby  receiver \(Console.safe(status.receiver ?? "unknown"))")
+                continue
+            }
+            print(
+                "\(host)  primary  synchronous_standby_names=\(DisplayText.quoted(status.synchronousStandbyNames)) "
+                    + "synchronous_commit=\(Console.safe(status.synchronousCommit))"
+            )
+            for standby in status.standbys {
+                print(
+                    "  standby \(DisplayText.quoted(standby.name))  \(Console.safe(standby.state))  "
+                        + "\(Console.safe(standby.syncState))  "
+                        + String(format: "replay lag %.2f s", standby.replayLag)
+                )
+            }
+        }
+        let primaries = statuses.filter { $0.unreachable == nil && $0.isPrimary }
+        switch primaries.count {
+        case 0:
+            print("FAIL  no host takes writes: the ledger refuses every payment until a standby is promoted")
+            failed = true
+        case 1:
+            let primary = primaries[0]
+            let synchronous = primary.standbys.filter {
+                $0.state == "streaming" && ($0.syncState == "sync" || $0.syncState == "quorum")
+            }
+            if primary.synchronousStandbyNames.isEmpty || ["off", "local"].contains(primary.synchronousCommit) {
+                print(
+                    "WARN  commits are acknowledged once the primary alone holds them: losing its machine loses "
+                        + "what the standbys had not received (set synchronous_standby_names and synchronous_commit = on)"
+                )
+            } else if synchronous.isEmpty {
+                print(
+                    "FAIL  the primary waits for a synchronous standby and none streams: every commit waits, and "
+                        + "the server refuses writes after --db-connection-wait"
+                )
+                failed = true
+            } else {
+                let names = synchronous.map { DisplayText.quoted($0.name) }.joined(separator: ", ")
+                print(
+                    "ok    one primary; each commit is acknowledged once a synchronous standby holds it too (\(names))"
+                )
+            }
+        default:
+            print("FAIL  \(primaries.count) hosts take writes: stop all but one before any server writes to them")
+            failed = true
+        }
+        if failed { throw ExitCode.failure }
     }
 }

@@ -135,6 +135,66 @@ struct FailoverTests {
         }
     }
 
+    @Test(
+        "gotchu ledger check-replication: the primary and its synchronous standby; the standby away; the standby promoted"
+    )
+    func checkReplication() async throws {
+        let pair = try await PostgresPair.start()
+        do {
+            let url = try pair.url().redacted
+            func check() async throws -> (status: Int32, lines: [String]) {
+                let process = try RunningCommand(
+                    try BuiltProducts.gotchu,
+                    ["ledger", "check-replication", "--database", url]
+                )
+                let status = try await process.waitForExit()
+                return (status, process.lines)
+            }
+            let healthy = try await check()
+            #expect(healthy.status == 0, "\(healthy.lines)")
+            #expect(
+                healthy.lines.contains { $0.hasPrefix("127.0.0.1:\(pair.primaryPort)  primary") },
+                "\(healthy.lines)"
+            )
+            #expect(
+                healthy.lines.contains { $0.contains("standby \"standby1\"") && $0.contains("sync") },
+                "\(healthy.lines)"
+            )
+            #expect(
+                healthy.lines.contains("127.0.0.1:\(pair.standbyPort)  standby  receiver streaming"),
+                "\(healthy.lines)"
+            )
+            #expect(healthy.lines.last?.hasPrefix("ok    one primary") == true, "\(healthy.lines)")
+
+            try await pair.stopStandby()
+            let away = try await check()
+            #expect(away.status == 1, "\(away.lines)")
+            #expect(away.lines.contains { $0.hasPrefix("127.0.0.1:\(pair.standbyPort)  unreachable") }, "\(away.lines)")
+            #expect(
+                away.lines.last?.hasPrefix("FAIL  the primary waits for a synchronous standby") == true,
+                "\(away.lines)"
+            )
+
+            try await pair.startStandby()
+            try await pair.killPrimary()
+            try await pair.promote()
+            let promoted = try await check()
+            #expect(promoted.status == 0, "\(promoted.lines)")
+            #expect(
+                promoted.lines.contains { $0.hasPrefix("127.0.0.1:\(pair.standbyPort)  primary") },
+                "\(promoted.lines)"
+            )
+            #expect(
+                promoted.lines.last?.hasPrefix("WARN  commits are acknowledged once the primary alone") == true,
+                "\(promoted.lines)"
+            )
+        } catch {
+            await pair.stop()
+            throw error
+        }
+        await pair.stop()
+    }
+
     /// `body` again while the database is unavailable (the primary catching up with its standby).
     static func retrying<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         while true {
