@@ -307,12 +307,13 @@ package struct PostgresLedgerBackend: LedgerBackend {
         var attempt = 0
         while true {
             do {
-                return try await withConnection { raw in
-                    let connection = bind(raw, deferring: DeferredWrites())
+                return try await withConnection { connection in
+                    let connection = bind(connection, deferring: DeferredWrites())
                     try await connection.execute("BEGIN ISOLATION LEVEL \(unescaped: isolation)")
                     do {
                         let result = try await body(connection)
-                        try await commit(connection, closing: raw)
+                        // Sends the writes still held back first.
+                        try await connection.execute("COMMIT")
                         return result
                     } catch {
                         connection.deferred?.discard()
@@ -325,31 +326,6 @@ package struct PostgresLedgerBackend: LedgerBackend {
                 attempt += 1
                 logger.debug("retrying transaction", metadata: ["sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
             }
-        }
-    }
-
-    /// Commits (sending the writes still held back first), or refuses the request as the database being unavailable
-    /// once ``connectionWait`` has passed without an answer. A primary whose synchronous standby is away holds every
-    /// commit until the standby is back; the request is answered then (503) instead of hanging, its connection
-    /// closed. The transaction may have committed on the primary meanwhile: a client's retry under the same
-    /// idempotency key finds it.
-    private func commit(_ connection: Connection, closing raw: PostgresConnection) async throws {
-        let expired = Mutex(false)
-        let wait = connectionWait
-        let deadline = Task {
-            try await Task.sleep(for: wait)
-            expired.withLock { $0 = true }
-            try? await raw.close()
-        }
-        defer { deadline.cancel() }
-        do {
-            try await connection.execute("COMMIT")
-        } catch  where expired.withLock({ $0 }) {
-            throw LedgerError(
-                .databaseUnavailable,
-                detail: "the database did not confirm the commit within \(wait.seconds) s (is its synchronous standby "
-                    + "away?); it may have committed: retry with the same idempotency key"
-            )
         }
     }
 

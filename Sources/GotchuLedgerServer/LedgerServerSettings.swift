@@ -93,8 +93,7 @@ package struct LedgerServerSettingsSchema: SettingsSchema {
         default: 3,
         in: 1...60,
         unit: "seconds",
-        summary: "PostgreSQL only: how long a request waits for a database connection, or for its commit to be "
-            + "confirmed (a primary waiting for its synchronous standby), before it is refused with 503 "
+        summary: "PostgreSQL only: how long a request waits for a database connection before it is refused with 503 "
             + "database-unavailable and Retry-After. Short, so that clients and load balancers learn of an outage in "
             + "seconds instead of hanging while the pool retries the database."
     )

@@ -132,8 +132,8 @@ struct LedgerCheckReplicationCommand: AsyncParsableCommand {
             synchronous_commit. It writes nothing.
 
             It exits 1 when no host or more than one takes writes, or when the primary names synchronous \
-            standbys but none streams (then every commit waits for one, and the server refuses writes after \
-            --db-connection-wait). A primary that acknowledges commits without a synchronous standby is \
+            standbys but none streams (then every commit waits until one is back). A primary that \
+            acknowledges commits without a synchronous standby is \
             reported as a warning: losing its machine loses what the standbys had not received.
 
             Examples:
@@ -215,8 +215,8 @@ struct LedgerCheckReplicationCommand: AsyncParsableCommand {
                 )
             } else if synchronous.isEmpty {
                 print(
-                    "FAIL  the primary waits for a synchronous standby and none streams: every commit waits, and "
-                        + "the server refuses writes after --db-connection-wait"
+                    "FAIL  the primary waits for a synchronous standby and none streams: every commit waits until "
+                        + "one is back"
                 )
                 failed = true
             } else {

@@ -19,48 +19,6 @@ final class Acknowledged: Sendable {
     var problems: [String] { failures.withLock { $0 } }
 }
 
-/// A primary and its synchronous standby started by `scripts/postgres-pair`, deleted by ``stop()``.
-struct PostgresPair {
-    static let script = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("scripts/postgres-pair")
-
-    let directory: URL
-    let primaryPort: Int
-    let standbyPort: Int
-
-    static func start() async throws -> PostgresPair {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gotchu-pair-\(UUID())")
-        let output = try await run("start", directory)
-        func port(_ name: String) throws -> Int {
-            let line = output.first { $0.hasPrefix(name + " ") }
-            return try #require(line.flatMap { Int($0.dropFirst(name.count + 1)) }, "\(output)")
-        }
-        return PostgresPair(directory: directory, primaryPort: try port("primary"), standbyPort: try port("standby"))
-    }
-
-    @discardableResult
-    static func run(_ command: String, _ directory: URL) async throws -> [String] {
-        let process = try RunningCommand(script, [command, directory.path])
-        let status = try await process.waitForExit(timeout: .seconds(300))
-        guard status == 0 else {
-            throw TestPostgresError("postgres-pair \(command) failed (\(status)): \(process.standardError)")
-        }
-        return process.lines
-    }
-
-    func killPrimary() async throws { try await Self.run("kill-primary", directory) }
-    func stopStandby() async throws { try await Self.run("stop-standby", directory) }
-    func startStandby() async throws { try await Self.run("start-standby", directory) }
-    func promote() async throws { try await Self.run("promote", directory) }
-    func stop() async { _ = try? await Self.run("stop", directory) }
-
-    /// `postgres://gotchu@PRIMARY,STANDBY/DATABASE`, the primary first.
-    func url(database: String = "postgres") throws -> PostgresURL {
-        try PostgresURL("postgres://gotchu@127.0.0.1:\(primaryPort),127.0.0.1:\(standbyPort)/\(database)")
-    }
-}
-
 /// The ledger on a primary with a synchronous standby, through one multi-host URL: the primary's machine dies
 /// (SIGKILL) while two stores pay, the standby is promoted, and the stores find it by themselves.
 @Suite(
@@ -74,73 +32,14 @@ struct FailoverTests {
         "SIGKILL the primary under load, promote the standby: the stores write to it without a restart, every payment acknowledged is there exactly once, and the ledger verifies"
     )
     func primaryKilledUnderLoad() async throws {
-        let pair = try await PostgresPair.start()
-        do {
-            try await Self.payThroughFailover(pair)
-        } catch {
-            await pair.stop()
-            throw error
-        }
-        await pair.stop()
-    }
-
-    @Test(
-        "The synchronous standby away: a write is refused as unavailable after the connection wait, not held; with the standby back, its retry under the same key finds the one write"
-    )
-    func standbyAway() async throws {
-        let pair = try await PostgresPair.start()
-        do {
-            try await Self.writeWhileTheStandbyIsAway(pair)
-        } catch {
-            await pair.stop()
-            throw error
-        }
-        await pair.stop()
-    }
-
-    static func writeWhileTheStandbyIsAway(_ pair: PostgresPair) async throws {
-        let logger = Logger(label: "standby-away") { _ in SwiftLogNoOpLogHandler() }
-        let store = PostgresLedgerStore(
-            url: try pair.url(),
-            maximumConnections: 2,
-            connectionWait: .seconds(2),
-            logger: logger
-        )
-        try await withServices([store.primary]) {
-            try await store.migrate()
-            let payee = try await store.login(email: "payee@standby.example")
-            try await pair.stopStandby()
-            // The commit waits for the standby; the store gives up on it after its wait.
-            let refused = await #expect(throws: LedgerError.self) {
-                try await store.createSession(payeeID: payee.id, amountCents: 300, idempotencyKey: "away-1")
-            }
-            #expect(refused?.kind == .databaseUnavailable, "\(String(describing: refused))")
-            #expect(refused?.detail.contains("did not confirm the commit") == true, "\(String(describing: refused))")
-            try await pair.startStandby()
-            // Committed on the primary while the answer was lost: the retry finds that session, and there is one.
-            let (first, firstReplayed) = try await Self.retrying {
-                try await store.createSession(payeeID: payee.id, amountCents: 300, idempotencyKey: "away-1")
-            }
-            let (again, replayed) = try await store.createSession(
-                payeeID: payee.id,
-                amountCents: 300,
-                idempotencyKey: "away-1"
-            )
-            #expect(firstReplayed, "the refused write had committed on the primary")
-            #expect(again.sid == first.sid && replayed)
-            let wallet = try await store.wallet(userID: payee.id, recentLimit: 10)
-            #expect(wallet.balance == 0)
-            let verification = try await store.verify()
-            #expect(verification.failure == nil, "\(verification)")
-        }
+        try await PostgresPair.with { pair in try await Self.payThroughFailover(pair) }
     }
 
     @Test(
         "gotchu ledger check-replication: the primary and its synchronous standby; the standby away; the standby promoted"
     )
     func checkReplication() async throws {
-        let pair = try await PostgresPair.start()
-        do {
+        try await PostgresPair.with { pair in
             let url = try pair.url().redacted
             func check() async throws -> (status: Int32, lines: [String]) {
                 let process = try RunningCommand(
@@ -188,21 +87,6 @@ struct FailoverTests {
                 promoted.lines.last?.hasPrefix("WARN  commits are acknowledged once the primary alone") == true,
                 "\(promoted.lines)"
             )
-        } catch {
-            await pair.stop()
-            throw error
-        }
-        await pair.stop()
-    }
-
-    /// `body` again while the database is unavailable (the primary catching up with its standby).
-    static func retrying<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-        while true {
-            do {
-                return try await body()
-            } catch let error as LedgerError where error.kind == .databaseUnavailable {
-                try await Task.sleep(for: .milliseconds(50))
-            }
         }
     }
 
