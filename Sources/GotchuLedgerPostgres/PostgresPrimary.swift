@@ -121,18 +121,30 @@ package final class PostgresPrimary: Service, Sendable {
     /// Whether `client`'s host answers, within `wait`, that it is not in recovery: a primary.
     private func isPrimary(_ client: PostgresClient, within wait: Duration) async -> Bool {
         let logger = self.logger
-        return await withTaskGroup(of: Bool?.self) { group in
+        let answer = await Self.ask(client, within: wait) { connection -> Bool in
+            for try await inRecovery in try await connection.query("SELECT pg_is_in_recovery()", logger: logger)
+                .decode(Bool.self)
+            {
+                return !inRecovery
+            }
+            return false
+        }
+        return (try? answer?.get()) ?? false
+    }
+
+    /// What `body` reads with a connection of `client`'s pool, or its failure; `nil` when no answer came within
+    /// `wait` (a host that does not answer must not hold up the others).
+    static func ask<T: Sendable>(
+        _ client: PostgresClient,
+        within wait: Duration,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async -> Result<T, any Error>? {
+        await withTaskGroup(of: Result<T, any Error>?.self) { group in
             group.addTask {
                 do {
-                    return try await client.withConnection { connection in
-                        let rows = try await connection.query("SELECT pg_is_in_recovery()", logger: logger)
-                        for try await inRecovery in rows.decode(Bool.self) {
-                            return !inRecovery
-                        }
-                        return false
-                    }
+                    return .success(try await client.withConnection { connection in try await body(connection) })
                 } catch {
-                    return false
+                    return .failure(error)
                 }
             }
             group.addTask {
@@ -141,7 +153,7 @@ package final class PostgresPrimary: Service, Sendable {
             }
             let first = await group.next() ?? nil
             group.cancelAll()
-            return first ?? false
+            return first
         }
     }
 }
@@ -189,57 +201,47 @@ extension PostgresPrimary {
         within wait: Duration,
         logger: Logger
     ) async -> HostStatus {
-        await withTaskGroup(of: HostStatus?.self) { group in
-            group.addTask {
-                do {
-                    return try await client.withConnection { connection in
-                        var status = HostStatus(host: host)
-                        let settings = try await connection.query(
-                            """
-                            SELECT NOT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
-                            current_setting('synchronous_commit')
-                            """,
-                            logger: logger
-                        )
-                        for try await (primary, names, commit) in settings.decode((Bool, String, String).self) {
-                            status.isPrimary = primary
-                            status.synchronousStandbyNames = names
-                            status.synchronousCommit = commit
-                        }
-                        if status.isPrimary {
-                            let standbys = try await connection.query(
-                                """
-                                SELECT application_name, coalesce(state, ''), coalesce(sync_state, ''),
-                                coalesce(extract(epoch FROM replay_lag), 0)::float8 FROM pg_stat_replication
-                                ORDER BY application_name
-                                """,
-                                logger: logger
-                            )
-                            for try await (name, state, sync, lag) in standbys.decode(
-                                (String, String, String, Double).self
-                            ) {
-                                status.standbys.append(.init(name: name, state: state, syncState: sync, replayLag: lag))
-                            }
-                        } else {
-                            let receiver = try await connection.query(
-                                "SELECT coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), 'not receiving')",
-                                logger: logger
-                            )
-                            for try await state in receiver.decode(String.self) { status.receiver = state }
-                        }
-                        return status
-                    }
-                } catch {
-                    return HostStatus(host: host, unreachable: "\(error)")
+        let answer = await ask(client, within: wait) { connection -> HostStatus in
+            var status = HostStatus(host: host)
+            let settings = try await connection.query(
+                """
+                SELECT NOT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
+                current_setting('synchronous_commit')
+                """,
+                logger: logger
+            )
+            for try await (primary, names, commit) in settings.decode((Bool, String, String).self) {
+                status.isPrimary = primary
+                status.synchronousStandbyNames = names
+                status.synchronousCommit = commit
+            }
+            if status.isPrimary {
+                let standbys = try await connection.query(
+                    """
+                    SELECT application_name, coalesce(state, ''), coalesce(sync_state, ''),
+                    coalesce(extract(epoch FROM replay_lag), 0)::float8 FROM pg_stat_replication
+                    ORDER BY application_name
+                    """,
+                    logger: logger
+                )
+                for try await (name, state, sync, lag) in standbys.decode(
+                    (String, String, String, Double).self
+                ) {
+                    status.standbys.append(.init(name: name, state: state, syncState: sync, replayLag: lag))
                 }
+            } else {
+                let receiver = try await connection.query(
+                    "SELECT coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), 'not receiving')",
+                    logger: logger
+                )
+                for try await state in receiver.decode(String.self) { status.receiver = state }
             }
-            group.addTask {
-                try? await Task.sleep(for: wait)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? HostStatus(host: host, unreachable: "no answer within \(wait.seconds) s")
+            return status
+        }
+        switch answer {
+        case .success(let status): return status
+        case .failure(let error): return HostStatus(host: host, unreachable: "\(error)")
+        case nil: return HostStatus(host: host, unreachable: "no answer within \(wait.seconds) s")
         }
     }
 }
