@@ -68,7 +68,8 @@ struct BenchAuthCommand: AsyncParsableCommand {
                 idempotencyKey: nil
             )
             let token = try await tokens.issue(userID: payee.id)
-            try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
+            try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens) { $0.developmentMode = false })
+            { url in
                 let credentials = [(Self.keyLabel, secret), (Self.tokenLabel, token)]
                 for round in 0..<rounds {
                     // The order alternates, so neither credential always runs on a warmer (or busier) machine.

@@ -73,8 +73,7 @@ struct BenchCheckoutCommand: AsyncParsableCommand {
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
         let (timings, weights) = try await LedgerServer.withRunning(
             store: store,
-            tokens: tokens,
-            developmentMode: false
+            .inProcess(tokens: tokens) { $0.developmentMode = false }
         ) { url in
             let port = url.port ?? 0
             var timings: [CheckoutTimings] = []

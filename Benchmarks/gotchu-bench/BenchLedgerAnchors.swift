@@ -308,7 +308,10 @@ enum WrkAnchor {
         )
         try (table + luaScript).write(to: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: script) }
-        return try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
+        return try await LedgerServer.withRunning(
+            store: store,
+            .inProcess(tokens: tokens) { $0.developmentMode = false }
+        ) { url in
             let cpu = BenchCPU.now()
             let result = try await BenchProcess.runDetached(
                 "wrk",

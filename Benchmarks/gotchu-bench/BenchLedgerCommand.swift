@@ -233,8 +233,7 @@ struct BenchLedgerCommand: AsyncParsableCommand {
         // The stores' pools are run by the caller, so the servers get none of their own.
         return try await LedgerServer.withRunning(
             stores.stores.map { LedgerServer.Replica(store: $0) },
-            tokens: tokens,
-            developmentMode: false
+            .inProcess(tokens: tokens) { $0.developmentMode = false }
         ) { servers in
             var clients: [(LedgerClient, LedgerClient)] = []
             for (index, (payer, payee)) in users.enumerated() {

@@ -76,7 +76,10 @@ struct BenchLoginCommand: AsyncParsableCommand {
             )
         )
         let tokens = try await TokenAuthority(secret: UUID().uuidString + UUID().uuidString)
-        let seconds = try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: false) { url in
+        let seconds = try await LedgerServer.withRunning(
+            store: store,
+            .inProcess(tokens: tokens) { $0.developmentMode = false }
+        ) { url in
             let start = ContinuousClock.now
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for client in 0..<clients {

@@ -126,8 +126,7 @@ struct BenchNotifyCommand: AsyncParsableCommand {
         // The stores' pools are run by the caller, so the servers get none of their own.
         return try await LedgerServer.withRunning(
             stores.map { LedgerServer.Replica(store: $0) },
-            tokens: tokens,
-            developmentMode: false
+            .inProcess(tokens: tokens) { $0.developmentMode = false }
         ) { [payerTokens] urls in
             let terminal = LedgerClient(baseURL: urls[0], token: payeeToken)
             let payers = payerTokens.map { LedgerClient(baseURL: urls[urls.count - 1], token: $0) }

@@ -185,8 +185,7 @@ struct BenchSplitsCommand: AsyncParsableCommand {
                 // The store's pool is run by the caller, so the server gets none of its own.
                 measured = try await LedgerServer.withRunning(
                     [LedgerServer.Replica(store: store)],
-                    tokens: tokens,
-                    developmentMode: false
+                    .inProcess(tokens: tokens) { $0.developmentMode = false }
                 ) { [payeeTokens, payerTokens] urls in
                     let connections = payeeTokens.count + payerTokens.count
                     func client(_ token: String) -> LedgerClient {

@@ -88,9 +88,10 @@ struct BenchWebhooksCommand: AsyncParsableCommand {
                 // (1) and (2), with the server running.
                 try await LedgerServer.withRunning(
                     [LedgerServer.Replica(store: store)],
-                    tokens: tokens,
-                    developmentMode: false,
-                    webhooks: options
+                    .inProcess(tokens: tokens) {
+                        $0.developmentMode = false
+                        $0.webhooks = options
+                    }
                 ) { urls in
                     let terminal = LedgerClient(baseURL: urls[0], token: shopToken)
                     let paying = LedgerClient(baseURL: urls[0], token: payerToken)
@@ -128,9 +129,10 @@ struct BenchWebhooksCommand: AsyncParsableCommand {
                 let start = ContinuousClock.now
                 try await LedgerServer.withRunning(
                     [LedgerServer.Replica(store: store)],
-                    tokens: tokens,
-                    developmentMode: false,
-                    webhooks: options
+                    .inProcess(tokens: tokens) {
+                        $0.developmentMode = false
+                        $0.webhooks = options
+                    }
                 ) { _ in
                     try await receiver.waitFor(count: before + backlog)
                 }

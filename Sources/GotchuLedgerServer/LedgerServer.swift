@@ -1,65 +1,56 @@
 package import Foundation
-package import GotchuCheckout
-package import GotchuOIDC
-package import GotchuWebhooks
+import GotchuCheckout
+import GotchuOIDC
+import GotchuWebhooks
 package import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 package import Logging
 public import NIOSSL
-public import ServiceLifecycle
+package import ServiceLifecycle
 import Synchronization
 
 /// The ledger server: the HTTP API over a store, plus the housekeeping that runs beside it.
 public enum LedgerServer {
-    /// Builds the application over a store, which it migrates before it accepts connections. Run it with
-    /// `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
+    /// Builds the server `configuration` describes over a store, which it migrates before it accepts connections.
+    /// Run it with `runService()` (graceful shutdown on SIGTERM/SIGINT) or inside a `ServiceGroup`.
     /// - Parameters:
-    ///   - developmentMode: enables `/auth/dev-login` and `/dev/fund`.
-    ///   - registration: whether anyone may create an account (`POST /auth/register`).
-    ///   - mailer: sends the confirmation codes of open registration; required when `registration` is open.
-    ///   - limits: the rate limits of resolve and lock, kept in this process's memory, and the limits on connections
-    ///     (how many at once, how long idle, how long a request may take to arrive).
     ///   - services: what the store needs running (a PostgreSQL connection pool); started before the server and
     ///     stopped after it.
-    ///   - metrics: counts requests, payments, refusals and connections, and serves them at `GET /metrics` in the
-    ///     Prometheus text format; no metrics and no such route when `nil`.
-    ///   - tls: serves HTTPS with this configuration (see ``tlsConfiguration(certificateFile:keyFile:)``); plain
-    ///     HTTP when `nil`. The connection limits hold either way.
-    ///   - identities: also accepts the access tokens of this external issuer, its users provisioned on first use.
-    ///   - webhooks: how webhook endpoints are checked and their events delivered (the delivery worker runs beside
-    ///     the server unless ``WebhookOptions/delivers`` is off).
-    ///   - publicURL: the address payers' phones reach the server at: the base of the web checkout's links, of the
-    ///     QR codes (`GET /p/{eid}/qr.svg`) and of the `checkout_url` of new EIDs; none of them when `nil`.
-    ///   - checkout: how the web checkout (`/p/…`) writes amounts, which tips it offers, how long a browser stays
-    ///     signed in; its cookie is `Secure` when this server serves TLS or its public URL is https, unless the
-    ///     settings say otherwise.
     ///   - onListening: called with the bound port once the server accepts connections (useful with port 0).
+    /// - Throws: ``SetupError`` when the secret, the certificate or the key cannot be used.
     package static func application<Store: LedgerStore>(
         store: Store,
-        tokens: TokenAuthority,
-        identities: OIDCVerifier? = nil,
-        host: String = "127.0.0.1",
-        port: Int = 8080,
-        developmentMode: Bool = false,
-        registration: Registration = .closed,
-        mailer: (any RegistrationMailer)? = nil,
-        limits: LedgerLimits = LedgerLimits(),
-        metrics: LedgerMetrics? = nil,
-        tls: TLSConfiguration? = nil,
-        webhooks: WebhookOptions = WebhookOptions(),
-        publicURL: PublicURL? = nil,
-        checkout: CheckoutSettings = CheckoutSettings(),
+        _ configuration: Configuration,
         services: [any Service] = [],
         logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
-        precondition(registration == .closed || mailer != nil, "open registration needs a mailer for its codes")
-        precondition(limits.idleTimeout > .zero && limits.readTimeout > .zero, "connection timeouts must be positive")
-        precondition(
-            limits.eventStreamsPerUser >= 1 && limits.eventHeartbeat > .zero && limits.eventSafetyPoll > .zero,
-            "event streams need room for one per user and positive heartbeat and safety-poll intervals"
+    ) async throws(SetupError) -> some ApplicationProtocol {
+        application(
+            store: store,
+            configuration,
+            try await Assembled(configuration, logger: logger),
+            services: services,
+            logger: logger,
+            onListening: onListening
         )
+    }
+
+    private static func application<Store: LedgerStore>(
+        store: Store,
+        _ configuration: Configuration,
+        _ parts: Assembled,
+        services: [any Service],
+        logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void
+    ) -> some ApplicationProtocol {
+        let limits = configuration.limits
+        let registration = configuration.registration
+        let metrics = parts.metrics
+        let tls = parts.tls
+        let publicURL = configuration.publicURL
+        let webhooks = configuration.webhooks
+        precondition(registration == .closed || parts.mailer != nil, "open registration needs a mailer for its codes")
         // HEAD is answered as GET without the body.
         let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
         if let metrics {
@@ -71,18 +62,18 @@ public enum LedgerServer {
         router.add(middleware: ProblemMiddleware(outage: outage))
         LedgerRoutes(
             store: store,
-            tokens: tokens,
-            identities: identities,
-            developmentMode: developmentMode,
+            tokens: parts.tokens,
+            identities: parts.identities,
+            developmentMode: configuration.developmentMode,
             registration: registration,
-            mailer: mailer,
+            mailer: parts.mailer,
             limits: limits,
             metrics: metrics,
             webhooks: webhooks,
             outage: outage,
             publicURL: publicURL,
             checkout: {
-                var checkout = checkout
+                var checkout = configuration.checkout
                 // Browsers reach it over HTTPS when it serves TLS itself, or when its public address is https (a
                 // TLS proxy in front).
                 checkout.secureCookies = checkout.secureCookies ?? (tls != nil || publicURL?.isHTTPS == true)
@@ -96,8 +87,11 @@ public enum LedgerServer {
                 guard let tls else { return channel }
                 return try TLSChannel(channel, tlsConfiguration: tls)
             },
-            configuration: .init(address: .hostname(host, port: port), serverName: "gotchu-ledger"),
-            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "gotchu-ledger"
+            ),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) },
             logger: logger
         )
         // The services start together; the migration runs once, and the server and the pruner both wait for it.
@@ -239,72 +233,52 @@ final class Migration: Sendable {
 }
 
 extension LedgerServer {
-    /// One server of ``withRunning(_:tokens:developmentMode:limits:logger:_:)``: a store and what it needs running.
-    public struct Replica: Sendable {
+    /// One server of ``withRunning(_:_:logger:_:)``: a store and what it needs running.
+    package struct Replica: Sendable {
         /// The server's store.
-        public var store: any LedgerStore
+        package var store: any LedgerStore
         /// Services the store needs (a PostgreSQL connection pool).
-        public var services: [any Service]
+        package var services: [any Service]
 
         /// Creates a replica.
-        public init(store: any LedgerStore, services: [any Service] = []) {
+        package init(store: any LedgerStore, services: [any Service] = []) {
             self.store = store
             self.services = services
         }
     }
 
-    /// Runs one server per replica on free loopback ports while `body` runs, then shuts them down gracefully: how
-    /// the demo, the simulator, the benchmarks and the tests get real HTTP ledgers in their own process.
-    /// - Parameter limits: rate limits (none by default: every client of these servers shares one loopback address).
-    /// - Parameter metrics: the servers' metrics (all of them count into it), served at `GET /metrics`.
-    /// - Parameter tls: serves HTTPS (then the URLs are `https://127.0.0.1:PORT`).
-    /// - Parameter webhooks: how webhooks are checked and delivered, by every server.
-    /// - Parameter publicURL: the base of the web checkout's links and QR codes (none when `nil`).
-    /// - Parameter checkout: the web checkout's settings.
+    /// Runs one server per replica, each as `configuration` describes on a free loopback port, while `body` runs,
+    /// then shuts them down gracefully: how the demo, the simulator, the benchmarks and the tests get real HTTP
+    /// ledgers in their own process. The parts the configuration names are made once and shared by the servers.
     /// - Parameter body: receives the servers' base URLs, such as `http://127.0.0.1:40123`, in the order they
     ///   started listening.
     package static func withRunning<Result: Sendable>(
         _ replicas: [Replica],
-        tokens: TokenAuthority,
-        identities: OIDCVerifier? = nil,
-        developmentMode: Bool = true,
-        registration: Registration = .closed,
-        mailer: (any RegistrationMailer)? = nil,
-        limits: LedgerLimits = .unlimited,
-        metrics: LedgerMetrics? = nil,
-        tls: TLSConfiguration? = nil,
-        webhooks: WebhookOptions = WebhookOptions(),
-        publicURL: PublicURL? = nil,
-        checkout: CheckoutSettings = CheckoutSettings(),
+        _ configuration: Configuration = .inProcess(),
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable ([URL]) async throws -> Result
     ) async throws -> Result {
+        var configuration = configuration
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let parts = try await Assembled(configuration, logger: logger)
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let applications: [any Service] = replicas.map { replica in
             application(
                 store: replica.store,
-                tokens: tokens,
-                identities: identities,
-                port: 0,
-                developmentMode: developmentMode,
-                registration: registration,
-                mailer: mailer,
-                limits: limits,
-                metrics: metrics,
-                tls: tls,
-                webhooks: webhooks,
-                publicURL: publicURL,
-                checkout: checkout,
+                configuration,
+                parts,
                 services: replica.services,
                 logger: logger
             ) { portContinuation.yield($0) }
         }
+        let scheme = parts.tls == nil ? "http" : "https"
         let group = ServiceGroup(services: applications, gracefulShutdownSignals: [], logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             var urls: [URL] = []
             for await port in ports {
-                urls.append(URL(string: "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)")!)
+                urls.append(URL(string: "\(scheme)://127.0.0.1:\(port)")!)
                 if urls.count == replicas.count { break }
             }
             let result: Result
@@ -322,40 +296,17 @@ extension LedgerServer {
         }
     }
 
-    /// Runs one server over `store` on a free loopback port while `body` runs; see
-    /// ``withRunning(_:tokens:developmentMode:limits:logger:_:)``.
+    /// Runs one server over `store` on a free loopback port while `body` runs; see ``withRunning(_:_:logger:_:)``.
     package static func withRunning<Result: Sendable>(
         store: some LedgerStore,
-        tokens: TokenAuthority,
-        identities: OIDCVerifier? = nil,
-        developmentMode: Bool = true,
-        registration: Registration = .closed,
-        mailer: (any RegistrationMailer)? = nil,
-        limits: LedgerLimits = .unlimited,
-        metrics: LedgerMetrics? = nil,
-        tls: TLSConfiguration? = nil,
-        webhooks: WebhookOptions = WebhookOptions(),
-        publicURL: PublicURL? = nil,
-        checkout: CheckoutSettings = CheckoutSettings(),
         services: [any Service] = [],
+        _ configuration: Configuration = .inProcess(),
         logger: Logger = Logger(label: "gotchu.ledger") { _ in SwiftLogNoOpLogHandler() },
         _ body: @Sendable (URL) async throws -> Result
     ) async throws -> Result {
-        try await withRunning(
-            [Replica(store: store, services: services)],
-            tokens: tokens,
-            identities: identities,
-            developmentMode: developmentMode,
-            registration: registration,
-            mailer: mailer,
-            limits: limits,
-            metrics: metrics,
-            tls: tls,
-            webhooks: webhooks,
-            publicURL: publicURL,
-            checkout: checkout,
-            logger: logger
-        ) { urls in try await body(urls[0]) }
+        try await withRunning([Replica(store: store, services: services)], configuration, logger: logger) { urls in
+            try await body(urls[0])
+        }
     }
 }
 

@@ -6,7 +6,7 @@ import GotchuSystemd
 public import GotchuWebhooks
 import Hummingbird
 public import Logging
-import NIOSSL
+package import NIOSSL
 public import ServiceLifecycle
 
 extension LedgerServer {
@@ -51,9 +51,89 @@ extension LedgerServer {
         public var storeConnections = 20
         /// How webhooks are registered and delivered.
         public var webhooks = WebhookOptions()
+        /// Parts made beforehand instead of from the settings above; the server makes what is missing.
+        package var made = Made()
 
         /// The defaults of `gotchu server`.
         public init() {}
+
+        /// Parts of a server made by its caller: a token authority or an issuer on a test clock, a mail box, TLS
+        /// made in memory, metrics the caller reads.
+        package struct Made: Sendable {
+            /// Issues and checks the access tokens, instead of one made from ``Configuration/jwtSecret``.
+            package var tokens: TokenAuthority?
+            /// Checks the external issuer's tokens, instead of one made from ``Configuration/identities``.
+            package var identities: OIDCVerifier?
+            /// Mails registrants their codes, instead of ``Configuration/mailCommand``.
+            package var mailer: (any RegistrationMailer)?
+            /// Counts what the server does and serves it at `GET /metrics`. ``LedgerServer/run(_:store:services:logger:onListening:)``
+            /// makes one when there is none; a server in this process has none unless given one.
+            package var metrics: LedgerMetrics?
+            /// Serves HTTPS, instead of ``Configuration/tlsCertificateFile`` and ``Configuration/tlsKeyFile``.
+            package var tls: TLSConfiguration?
+
+            package init() {}
+        }
+
+        /// A server for this process's own use (the demo, the simulator, tests and benchmarks): development mode,
+        /// no rate limits, a free loopback port, and `tokens` (or a secret of its own), then `adjust`ed.
+        package static func inProcess(
+            tokens: TokenAuthority? = nil,
+            _ adjust: (inout Configuration) -> Void = { _ in }
+        ) -> Configuration {
+            var configuration = Configuration()
+            configuration.port = 0
+            configuration.developmentMode = true
+            configuration.limits = .unlimited
+            configuration.made.tokens = tokens
+            if tokens == nil {
+                var generator = SystemRandomNumberGenerator()
+                configuration.jwtSecret = String(
+                    (0..<48).map { _ in "0123456789abcdef".randomElement(using: &generator)! }
+                )
+            }
+            adjust(&configuration)
+            return configuration
+        }
+    }
+
+    /// A configuration's parts, made.
+    struct Assembled: Sendable {
+        var tokens: TokenAuthority
+        var identities: OIDCVerifier?
+        var mailer: (any RegistrationMailer)?
+        var metrics: LedgerMetrics?
+        var tls: TLSConfiguration?
+
+        /// Makes what `configuration` names and its caller did not make.
+        init(_ configuration: Configuration, logger: Logger) async throws(SetupError) {
+            let made = configuration.made
+            if let tokens = made.tokens {
+                self.tokens = tokens
+            } else {
+                do {
+                    tokens = try await TokenAuthority(
+                        secret: try LedgerServer.jwtSecret(configuration),
+                        lifetime: configuration.accessTokenLifetime
+                    )
+                } catch let error as SetupError {
+                    throw error
+                } catch {
+                    throw SetupError("cannot use the JWT secret: \(error)")
+                }
+            }
+            identities = made.identities ?? configuration.identities.map { OIDCVerifier($0) }
+            mailer = made.mailer ?? LedgerServer.registrationMailer(configuration, logger: logger)
+            metrics = made.metrics
+            tls = made.tls
+            if tls == nil, let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+                do {
+                    tls = try LedgerServer.tlsConfiguration(certificateFile: certificate, keyFile: key)
+                } catch {
+                    throw SetupError(error.description)
+                }
+            }
+        }
     }
 
     /// Why a server cannot start: no usable JWT secret, or a certificate or key that cannot be used.
@@ -92,38 +172,15 @@ extension LedgerServer {
                 """
             )
         }
-        let tokens = try await TokenAuthority(
-            secret: try jwtSecret(configuration),
-            lifetime: configuration.accessTokenLifetime
-        )
-        let identities = configuration.identities.map { OIDCVerifier($0) }
-        var tls: TLSConfiguration?
-        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
-            do {
-                tls = try tlsConfiguration(certificateFile: certificate, keyFile: key)
-            } catch {
-                throw SetupError(error.description)
-            }
-        }
-        let scheme = tls == nil ? "http" : "https"
+        var configuration = configuration
+        if configuration.made.metrics == nil { configuration.made.metrics = LedgerMetrics() }
+        let scheme = configuration.made.tls != nil || configuration.tlsCertificateFile != nil ? "https" : "http"
         let host = configuration.host
         // Under systemd (Type=notify) readiness is the port listening, not the process having started.
         let notifier = SystemdNotifier(logger: logger)
-        let application = self.application(
+        let application = try await self.application(
             store: store,
-            tokens: tokens,
-            identities: identities,
-            host: host,
-            port: configuration.port,
-            developmentMode: configuration.developmentMode,
-            registration: configuration.registration,
-            mailer: registrationMailer(configuration, logger: logger),
-            limits: configuration.limits,
-            metrics: LedgerMetrics(),
-            tls: tls,
-            webhooks: configuration.webhooks,
-            publicURL: configuration.publicURL,
-            checkout: configuration.checkout,
+            configuration,
             services: services,
             logger: logger
         ) { port in
@@ -161,7 +218,7 @@ extension LedgerServer {
     }
 
     /// What mails registrants their codes: the mail command, or on a development server without one the log.
-    private static func registrationMailer(
+    static func registrationMailer(
         _ configuration: Configuration,
         logger: Logger
     ) -> (any RegistrationMailer)? {

@@ -25,6 +25,10 @@ struct TemporaryLedger: Sendable {
     /// Serves the ledger over HTTP on a free loopback port while `body` runs.
     func serving<T: Sendable>(developmentMode: Bool = true, _ body: @Sendable (URL) async throws -> T) async throws -> T
     {
-        try await LedgerServer.withRunning(store: store, tokens: tokens, developmentMode: developmentMode, body)
+        try await LedgerServer.withRunning(
+            store: store,
+            .inProcess(tokens: tokens) { $0.developmentMode = developmentMode },
+            body
+        )
     }
 }

@@ -261,13 +261,15 @@ struct CheckoutBrowserTests {
                 let identities = OIDCVerifier(configuration, clock: { clock.now() })
                 try await running(services, logger: quiet) {
                     try await servingAtItsOwnAddress(logger: quiet) { port, publicURL, onListening in
-                        LedgerServer.application(
+                        try await LedgerServer.application(
                             store: store,
-                            tokens: tokens,
-                            identities: identities,
-                            port: port,
-                            limits: limits,
-                            publicURL: publicURL,
+                            .inProcess(tokens: tokens) {
+                                $0.developmentMode = false
+                                $0.made.identities = identities
+                                $0.port = port
+                                $0.limits = limits
+                                $0.publicURL = publicURL
+                            },
                             logger: quiet,
                             onListening: onListening
                         )
@@ -308,7 +310,7 @@ struct CheckoutBrowserTests {
     /// another process take it meanwhile, the server stops before it listens and another port is tried.
     static func servingAtItsOwnAddress<T: Sendable>(
         logger: Logger,
-        _ make: (Int, PublicURL, @escaping @Sendable (Int) async -> Void) throws -> any Service,
+        _ make: (Int, PublicURL, @escaping @Sendable (Int) async -> Void) async throws -> any Service,
         _ body: @Sendable (URL) async throws -> T
     ) async throws -> T {
         var attempt = 1
@@ -316,7 +318,7 @@ struct CheckoutBrowserTests {
             let port = try freeLoopbackPort()
             let address = "http://127.0.0.1:\(port)"
             let (listening, continuation) = AsyncStream.makeStream(of: Int.self)
-            let server = try make(port, try PublicURL(address)) { continuation.yield($0) }
+            let server = try await make(port, try PublicURL(address)) { continuation.yield($0) }
             let group = ServiceGroup(services: [server], gracefulShutdownSignals: [], logger: logger)
             let lastAttempt = attempt == 3
             let served: T? = try await withThrowingTaskGroup(of: Void.self) { tasks in

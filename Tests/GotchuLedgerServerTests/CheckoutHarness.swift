@@ -41,11 +41,12 @@ struct CheckoutLedger: Sendable {
             let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40), clock: { clock.now() })
             return try await LedgerServer.withRunning(
                 store: store,
-                tokens: tokens,
-                limits: limits,
-                publicURL: publicURL,
-                checkout: checkout,
-                services: services
+                services: services,
+                .inProcess(tokens: tokens) {
+                    $0.limits = limits
+                    $0.publicURL = publicURL
+                    $0.checkout = checkout
+                }
             ) { url in
                 try await body(CheckoutLedger(url: url, store: store, clock: clock))
             }

@@ -50,12 +50,13 @@ private struct OIDCLedger: Sendable {
                 configuration.clientSecret = issuer.clientSecret
                 try await LedgerServer.withRunning(
                     store: store,
-                    tokens: tokens,
-                    identities: OIDCVerifier(configuration, clock: { clock.now() }),
-                    developmentMode: developmentMode,
-                    limits: limits,
-                    publicURL: publicURL,
-                    services: services
+                    services: services,
+                    .inProcess(tokens: tokens) {
+                        $0.made.identities = OIDCVerifier(configuration, clock: { clock.now() })
+                        $0.developmentMode = developmentMode
+                        $0.limits = limits
+                        $0.publicURL = publicURL
+                    }
                 ) { url in
                     try await body(
                         OIDCLedger(

@@ -86,7 +86,7 @@ struct CheckoutSignInTests {
             keyFile: certificates.serverKey.path
         )
         let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40))
-        try await LedgerServer.withRunning(store: store, tokens: tokens, tls: tls) { url in
+        try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens) { $0.made.tls = tls }) { url in
             let curl = try RunningCommand(
                 URL(fileURLWithPath: "/usr/bin/curl"),
                 [

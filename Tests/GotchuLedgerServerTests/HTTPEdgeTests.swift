@@ -229,7 +229,7 @@ struct HTTPEdgeTests {
         defer { directory.remove() }
         let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
         let tokens = try await TokenAuthority(secret: TestLedger.secret)
-        try await LedgerServer.withRunning(store: store, tokens: tokens, logger: logger) { url in
+        try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens), logger: logger) { url in
             let connection = try LoopbackConnection(port: url.port!)
             try connection.send(
                 "POST /sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

@@ -16,7 +16,7 @@ struct LedgerDoctorTests {
     ) async throws -> T {
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
         let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40))
-        return try await LedgerServer.withRunning(store: store, tokens: tokens, tls: tls, body)
+        return try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens) { $0.made.tls = tls }, body)
     }
 
     private func finding(_ findings: [LedgerDoctor.Finding], _ check: String) throws -> LedgerDoctor.Finding {

@@ -30,8 +30,13 @@ struct MetricsTests {
         // One resolve per address, then 429 for a long while.
         limits.resolvePerAddress = RateLimit(perSecond: 0.001, burst: 1)
         let metrics = LedgerMetrics()
-        let text = try await LedgerServer.withRunning(store: store, tokens: tokens, limits: limits, metrics: metrics) {
-            url in
+        let text = try await LedgerServer.withRunning(
+            store: store,
+            .inProcess(tokens: tokens) {
+                $0.limits = limits
+                $0.made.metrics = metrics
+            }
+        ) { url in
             var payee = LedgerClient(baseURL: url)
             payee.token = try await payee.devLogin(email: "payee@example.com").token
             var payer = LedgerClient(baseURL: url)
@@ -268,7 +273,7 @@ struct MetricsTests {
         defer { directory.remove() }
         let store = try SQLiteLedgerStore(path: directory.url.appendingPathComponent("ledger.sqlite").path)
         let tokens = try await TokenAuthority(secret: String(repeating: "s", count: 40))
-        try await LedgerServer.withRunning(store: store, tokens: tokens) { url in
+        try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens)) { url in
             let (_, response) = try await URLSession.shared.data(from: url.appendingPathComponent("metrics"))
             #expect((response as? HTTPURLResponse)?.statusCode == 404)
         }

@@ -34,7 +34,7 @@ struct TestReplicas: Sendable {
             }
             return try await LedgerServer.withRunning(
                 stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },
-                tokens: tokens
+                .inProcess(tokens: tokens)
             ) { urls in
                 try await body(TestReplicas(urls: urls, store: stores[0], tokens: tokens))
             }

@@ -282,8 +282,7 @@ struct SessionEventTests {
         let tokens = try await TokenAuthority(secret: TestLedger.secret)
         try await LedgerServer.withRunning(
             stores.map { LedgerServer.Replica(store: $0) },
-            tokens: tokens,
-            limits: limits
+            .inProcess(tokens: tokens) { $0.limits = limits }
         ) { urls in
             var payee = LedgerClient(baseURL: urls[0])
             payee.token = try await payee.devLogin(email: "shop@example.com").token
@@ -307,8 +306,10 @@ struct SessionEventTests {
         let clock = ManualClock()
         let ended = try await TestStore.with(.sqlite, clock: clock) { store, _, services in
             let tokens = try await TokenAuthority(secret: TestLedger.secret, clock: { clock.now() })
-            let reader = try await LedgerServer.withRunning(store: store, tokens: tokens, limits: Self.noticesOnly) {
-                url in
+            let reader = try await LedgerServer.withRunning(
+                store: store,
+                .inProcess(tokens: tokens) { $0.limits = Self.noticesOnly }
+            ) { url in
                 var payee = LedgerClient(baseURL: url)
                 payee.token = try await payee.devLogin(email: "shop@example.com").token
                 let session = try await payee.createSession(amountCents: 300)
@@ -369,8 +370,7 @@ struct ReplicaEventTests {
             }
             try await LedgerServer.withRunning(
                 stores.map { LedgerServer.Replica(store: $0, services: [$0.client]) },
-                tokens: tokens,
-                limits: SessionEventTests.noticesOnly
+                .inProcess(tokens: tokens) { $0.limits = SessionEventTests.noticesOnly }
             ) { urls in
                 var payee = LedgerClient(baseURL: urls[0])
                 payee.token = try await payee.devLogin(email: "shop@example.com").token

@@ -42,8 +42,11 @@ struct StoreOutageTests {
             // The login back-off on, as a server runs it.
             var limits = LedgerLimits.unlimited
             limits.loginBackoff = LoginBackoff()
-            try await LedgerServer.withRunning(store: store, tokens: tokens, limits: limits, services: [store.client]) {
-                base in
+            try await LedgerServer.withRunning(
+                store: store,
+                services: [store.client],
+                .inProcess(tokens: tokens) { $0.limits = limits }
+            ) { base in
                 _ = try await store.addUser(
                     email: "zoe@example.com",
                     displayName: nil,
@@ -90,7 +93,7 @@ struct StoreOutageTests {
         let path = disk.directory + "/ledger.sqlite"
         let store = try SQLiteLedgerStore(path: path, clock: { clock.now() })
         let tokens = try await TokenAuthority(secret: TestLedger.secret, clock: { clock.now() })
-        try await LedgerServer.withRunning(store: store, tokens: tokens) { base in
+        try await LedgerServer.withRunning(store: store, .inProcess(tokens: tokens)) { base in
             var payer = LedgerClient(baseURL: base)
             payer.token = try await payer.devLogin(email: "payer@example.com").token
             let funded = try await payer.fund(amountCents: 100)

@@ -22,7 +22,14 @@ struct TLSTests {
             certificateFile: (certificate ?? certificates.serverCertificate).path,
             keyFile: certificates.serverKey.path
         )
-        return try await LedgerServer.withRunning(store: store, tokens: tokens, limits: limits, tls: tls, body)
+        return try await LedgerServer.withRunning(
+            store: store,
+            .inProcess(tokens: tokens) {
+                $0.limits = limits
+                $0.made.tls = tls
+            },
+            body
+        )
     }
 
     private func transportFailure(_ call: () async throws -> Void) async -> String? {

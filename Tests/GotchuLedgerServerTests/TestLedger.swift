@@ -70,15 +70,16 @@ struct TestLedger: Sendable {
             let tokens = try await TokenAuthority(secret: secret, clock: { clock.now() })
             return try await LedgerServer.withRunning(
                 store: store,
-                tokens: tokens,
-                identities: identities?(clock),
-                developmentMode: developmentMode,
-                registration: registration,
-                mailer: mailer ?? (registration == .open ? MailBox() : nil),
-                limits: limits,
-                webhooks: webhooks,
-                publicURL: publicURL,
-                services: services
+                services: services,
+                .inProcess(tokens: tokens) {
+                    $0.made.identities = identities?(clock)
+                    $0.developmentMode = developmentMode
+                    $0.registration = registration
+                    $0.made.mailer = mailer ?? (registration == .open ? MailBox() : nil)
+                    $0.limits = limits
+                    $0.webhooks = webhooks
+                    $0.publicURL = publicURL
+                }
             ) { url in
                 try await body(TestLedger(url: url, store: store, clock: clock, database: database, tokens: tokens))
             }

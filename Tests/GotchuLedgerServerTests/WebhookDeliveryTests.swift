@@ -48,7 +48,7 @@ struct WebhookLedger: Sendable {
         defer { directory.remove() }
         let tokens = try await TokenAuthority(secret: TestLedger.secret, clock: { clock.now() })
         @Sendable func run(_ stores: [LedgerServer.Replica]) async throws -> T {
-            try await LedgerServer.withRunning(stores, tokens: tokens, webhooks: webhooks) { urls in
+            try await LedgerServer.withRunning(stores, .inProcess(tokens: tokens) { $0.webhooks = webhooks }) { urls in
                 try await body(WebhookLedger(urls: urls, store: stores[0].store, clock: clock, directory: directory))
             }
         }
