@@ -193,46 +193,21 @@ package struct PostgresLedgerBackend: LedgerBackend {
         }
     }
 
-    /// Runs `body` with a connection of `client`'s pool, waiting at most `wait` for one.
-    ///
-    /// postgres-nio's lease has no deadline of its own but gives up its place in the queue when its task is cancelled,
-    /// so the lease runs in a child task beside a timer: whichever of the grant and the deadline comes first wins
-    /// (``PoolLeases/Lease``), and a deadline that wins cancels the waiting lease. Once granted, `body` runs to its end
-    /// whatever the time.
+    /// Runs `body` with a connection of `client`'s pool, waiting at most `wait` for one (``BoundedLease``); once
+    /// granted, `body` runs to its end whatever the time.
     private static func leasing<T: Sendable>(
         _ lease: PoolLeases.Lease,
         within wait: Duration,
         from client: PostgresClient,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await withoutActuallyEscaping(body) { body in
-            // The child runs `body` while this task waits for it, so nothing `body` captures is used by two tasks.
-            let transfer = UncheckedTransfer(body)
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask {
-                    try await client.withConnection { connection in
-                        guard lease.granted() else { throw CancellationError() }
-                        return try await transfer.value(connection)
-                    }
-                }
-                group.addTask {
-                    // Cancelled (the lease finished first) or timed out: either way the lease decides.
-                    try? await Task.sleep(for: wait)
-                    guard lease.expire() else { return nil }
-                    throw LedgerError(
-                        .databaseUnavailable,
-                        detail:
-                            "no database connection within \(wait.seconds) s; the database may be down or overloaded"
-                    )
-                }
-                while let result = try await group.next() {
-                    if let result {
-                        group.cancelAll()
-                        return result
-                    }
-                }
-                throw CancellationError()
-            }
+        do {
+            return try await BoundedLease.run(client, within: wait, granted: { lease.granted() }, body)
+        } catch is BoundedLease.Expired {
+            throw LedgerError(
+                .databaseUnavailable,
+                detail: "no database connection within \(wait.seconds) s; the database may be down or overloaded"
+            )
         }
     }
 
@@ -1387,46 +1362,24 @@ private final class PoolLeases: Sendable {
     /// One lease's passage from waiting to in use to returned (or given up while waiting).
     final class Lease: Sendable {
         private let leases: PoolLeases
-        private enum State { case waiting, granted, expired }
-        private let isGranted = Mutex(State.waiting)
+        private let isGranted = Atomic(false)
 
         fileprivate init(leases: PoolLeases) { self.leases = leases }
 
-        /// The pool granted a connection: `false` if the wait expired first (the connection goes back unused).
-        func granted() -> Bool {
-            let won = isGranted.withLock { state in
-                guard state == .waiting else { return false }
-                state = .granted
-                return true
-            }
-            guard won else { return false }
+        /// The pool granted a connection.
+        func granted() {
+            guard !isGranted.exchange(true, ordering: .relaxed) else { return }
             leases.counts.withLock {
                 $0.waiting -= 1
                 $0.inUse += 1
             }
-            return true
-        }
-
-        /// The wait is over: `true` if no connection was granted before (the request is refused).
-        func expire() -> Bool {
-            isGranted.withLock { state in
-                guard state == .waiting else { return false }
-                state = .expired
-                return true
-            }
         }
 
         func end() {
-            let granted = isGranted.withLock { $0 == .granted }
+            let granted = isGranted.load(ordering: .relaxed)
             leases.counts.withLock {
                 if granted { $0.inUse -= 1 } else { $0.waiting -= 1 }
             }
         }
     }
-}
-
-/// A value handed to a child task that runs while its parent waits for it, so it is never used by two tasks at once.
-private struct UncheckedTransfer<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

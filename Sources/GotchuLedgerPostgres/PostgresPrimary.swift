@@ -133,27 +133,29 @@ package final class PostgresPrimary: Service, Sendable {
     }
 
     /// What `body` reads with a connection of `client`'s pool, or its failure; `nil` when no answer came within
-    /// `wait` (a host that does not answer must not hold up the others).
+    /// `wait` (a host that does not answer must not hold up the others, nor a lease its pool never answers).
     static func ask<T: Sendable>(
         _ client: PostgresClient,
         within wait: Duration,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async -> Result<T, any Error>? {
-        await withTaskGroup(of: Result<T, any Error>?.self) { group in
-            group.addTask {
-                do {
-                    return .success(try await client.withConnection { connection in try await body(connection) })
-                } catch {
-                    return .failure(error)
+        let start = ContinuousClock.now
+        do {
+            let answer = try await BoundedLease.run(client, within: wait) { connection in
+                // What is left of `wait` bounds the answer too: a host can take a connection and then stall. Closing
+                // the connection fails the query at once, where a cancellation could wait for the network.
+                let deadline = Task {
+                    try await Task.sleep(until: start + wait)
+                    try? await connection.close()
                 }
+                defer { deadline.cancel() }
+                return try await body(connection)
             }
-            group.addTask {
-                try? await Task.sleep(for: wait)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            return .success(answer)
+        } catch is BoundedLease.Expired {
+            return nil
+        } catch {
+            return .failure(error)
         }
     }
 }
