@@ -66,7 +66,8 @@ public final class BlueZRadio: Radio {
     private let clock = ContinuousClock()
     private let origin: ContinuousClock.Instant
     private let counters = Mutex(RadioStatistics())
-    private let advertisementCounter = Atomic<Int>(0)
+    /// Numbers the objects this radio exports (advertisements, GATT applications), so no path is used twice.
+    let advertisementCounter = Atomic<Int>(0)
 
     /// Told of each call to bluetoothd and each registration made again.
     let observer: (any BlueZRadioObserver)?
@@ -124,7 +125,7 @@ public final class BlueZRadio: Radio {
 
     /// Calls a method of bluetoothd, telling the observer how it went.
     @discardableResult
-    private func call(
+    func call(
         path: DBusObjectPath,
         interface: String,
         method: String,

@@ -22,6 +22,10 @@ public actor SimulatedAir {
 
     /// How time passes in this air.
     public nonisolated let clockMode: ClockMode
+    /// How GATT links behave.
+    public nonisolated let gattTiming: GattTiming
+    /// The services served and the links to them.
+    var gatt = GattLinks()
 
     private struct Scan {
         var peer: Int
@@ -55,9 +59,15 @@ public actor SimulatedAir {
     public static let realTimeHorizon: Duration = .milliseconds(50)
 
     /// Creates an empty air.
-    public init(model: AirModel = AirModel(), seed: UInt64, clock: ClockMode = .virtual) {
+    public init(
+        model: AirModel = AirModel(),
+        seed: UInt64,
+        clock: ClockMode = .virtual,
+        gattTiming: GattTiming = GattTiming()
+    ) {
         self.core = AirCore(model: model, seed: seed)
         self.clockMode = clock
+        self.gattTiming = gattTiming
     }
 
     /// Adds a peer and returns its radio.
@@ -266,7 +276,14 @@ public actor SimulatedAir {
         return scans[id] != nil && !Task.isCancelled
     }
 
-    private func makeID() -> Int {
+    /// The peer named `name` (the ``Sighting/source`` of what it sends).
+    func peerIndex(named name: String) -> Int? {
+        core.peers.firstIndex { $0.name == name }
+    }
+
+    func peerName(_ peer: Int) -> String { core.peers[peer].name }
+
+    func makeID() -> Int {
         nextID += 1
         return nextID
     }

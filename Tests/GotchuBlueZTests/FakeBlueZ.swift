@@ -30,6 +30,8 @@ actor FakeBlueZ {
     let address: String
     let adapterPath = DBusObjectPath(rawValue: "/org/bluez/hci0")!
     private(set) var connection: DBusConnection
+    /// `GattManager1` and the peers whose GATT servers are the applications registered with it.
+    private(set) var gatt: FakeGatt
     private(set) var registrations: [Registration] = []
     private(set) var calls: [Call] = []
     private(set) var registerCount = 0
@@ -49,6 +51,7 @@ actor FakeBlueZ {
     private init(address: String, connection: DBusConnection) {
         self.address = address
         self.connection = connection
+        self.gatt = FakeGatt(connection: connection, adapterPath: adapterPath)
     }
 
     /// Makes the next `times` registrations fail with `error` (after the call-back), or none when `error` is `nil`.
@@ -90,6 +93,7 @@ actor FakeBlueZ {
         registrations.removeAll()
         await connection.close()
         connection = try await DBusConnection.connect(to: .address(address))
+        gatt = FakeGatt(connection: connection, adapterPath: adapterPath)
         try await publish()
     }
 
@@ -258,6 +262,7 @@ actor FakeBlueZ {
                     DBusProperty("SupportedIncludes", ["tx-power", "appearance", "local-name"]),
                 ]
             ),
+            gatt.managerInterface(),
         ])
     }
 }
