@@ -371,6 +371,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The QR encoder's symbols against Python's qrcode module's, and read back by zbarimg from the rendered SVG.
+        // Signed documents: the terminal's charges.
+        .testTarget(
+            name: "GotchuReceiptsTests",
+            dependencies: ["GotchuReceipts", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "GotchuQRTests", dependencies: ["GotchuQR", "GotchuTesting"], swiftSettings: swiftSettings),
         // The ledger's rules against both stores, with no server: the engine's tests build and run in seconds.
         .testTarget(
