@@ -328,6 +328,8 @@ let package = Package(
                 "GotchuSimulatedRadio", "GotchuBlueZ", "GotchuDBus", "GotchuKiosk", "GotchuKioskCLI", "GotchuSystemd",
                 "GotchuLogging", "GotchuSettings", "GotchuQR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // A terminal's Ed25519 key (gotchu terminal enroll).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -385,6 +387,7 @@ let package = Package(
                 "GotchuLedger", "GotchuLedgerSQLite", "GotchuLedgerPostgres", "GotchuLedgerStores",
                 "GotchuLedgerTesting", "GotchuCore", "GotchuAPI", "GotchuReceipts", "GotchuTesting",
                 "GotchuSimulatedRadio", "GotchuLedgerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -16,6 +16,8 @@ public enum APIKeyScope: String, CaseIterable, Codable, Comparable, Sendable {
     /// Registering, listing, deleting and rotating the key's payee's webhook endpoints, and reading and retrying
     /// their deliveries.
     case webhooksManage = "webhooks:manage"
+    /// Enrolling, listing and revoking the key's payee's terminals (the keys that sign its charges offline).
+    case terminalsManage = "terminals:manage"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -223,6 +225,8 @@ public enum LedgerAction: String, CaseIterable, Sendable {
     case refund
     /// Managing the user's webhook endpoints and their deliveries; an API key needs ``APIKeyScope/webhooksManage``.
     case manageWebhooks
+    /// Enrolling, listing and revoking the user's terminals; an API key needs ``APIKeyScope/terminalsManage``.
+    case manageTerminals
 
     /// The scope that lets a key do this; `nil` if only a user may.
     public var scope: APIKeyScope? {
@@ -232,6 +236,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .cancelSession: .sessionsCancel
         case .refund: .refundsCreate
         case .manageWebhooks: .webhooksManage
+        case .manageTerminals: .terminalsManage
         case .readWallet, .fund, .lock, .unlock, .send, .resolve, .payout: nil
         }
     }
@@ -251,6 +256,7 @@ public enum LedgerAction: String, CaseIterable, Sendable {
         case .payout: "request payouts"
         case .refund: "refund sessions"
         case .manageWebhooks: "manage webhooks"
+        case .manageTerminals: "manage terminals"
         }
     }
 }

@@ -353,6 +353,24 @@ package protocol LedgerTransaction: BrowserSessionTransaction {
 
     /// Links the external identity to `userID`; `false` if it is linked already (a concurrent first use won).
     func insertIdentity(issuer: String, subject: String, userID: String) async throws -> Bool
+
+    // MARK: Terminals
+
+    /// Inserts a terminal; `false` when its key is enrolled already (by any payee), and nothing is written.
+    func insert(terminal: TerminalRow) async throws -> Bool
+
+    /// The terminal with this id, its row locked until the transaction ends; `nil` if none.
+    func terminal(id: String) async throws -> TerminalRow?
+
+    /// The terminal whose key has this id (``TerminalRow/keyID``), revoked or not.
+    func terminal(keyID: String) async throws -> TerminalRow?
+
+    /// The terminals of `payeeID`, oldest first, revoked ones included.
+    func terminals(payeeID: String) async throws -> [TerminalRow]
+
+    /// Revokes a terminal at ``now``; one revoked already keeps its first time.
+    func revoke(terminal id: String) async throws
+
     /// Tells the other servers on this database, if the transaction commits, that session `sid` may have changed
     /// (no-op where the database is this process's alone).
     func announce(sid: String, _ notice: SessionNotice) async throws

@@ -479,6 +479,19 @@ public protocol LedgerStore: CheckoutStore, Sendable {
     /// The endpoints of `userID`, oldest first, without their secrets.
     func webhookEndpoints(userID: String) async throws -> [WebhookEndpoint]
 
+    /// Enrolls a terminal's Ed25519 public key (32 raw bytes) under `payeeID` as `name`. Refused `invalidInput` for a
+    /// bad name, a key that is not one, or a key enrolled already.
+    func enrollTerminal(payeeID: String, name: String, publicKey: Data) async throws -> TerminalRow
+
+    /// The terminals of `payeeID`, oldest first, revoked ones included.
+    func terminals(payeeID: String) async throws -> [TerminalRow]
+
+    /// The terminal whose key has this id, revoked or not.
+    func terminal(keyID: String) async throws -> TerminalRow?
+
+    /// Revokes a terminal of `payeeID`; `notFound` for an id that is unknown or another payee's.
+    func revokeTerminal(id: String, payeeID: String) async throws -> TerminalRow
+
     /// For an operator: the endpoints of the user with this e-mail address, or of every user when `nil`, oldest first.
     func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint]
 

@@ -477,5 +477,23 @@ enum PostgresLedgerSchema {
             "v18: order references",
             ["ALTER TABLE payment_sessions ADD COLUMN reference TEXT"]
         ),
+        (
+            // Terminals' enrolled keys: the same table as SQLite's v19.
+            "v19: terminals",
+            [
+                """
+                CREATE TABLE terminals (
+                    id TEXT PRIMARY KEY,
+                    payee_id TEXT NOT NULL REFERENCES users(id),
+                    name TEXT NOT NULL,
+                    key_id TEXT NOT NULL UNIQUE,
+                    public_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX terminals_payee ON terminals (payee_id, created_at)",
+            ]
+        ),
     ]
 }

@@ -441,6 +441,23 @@ enum SQLiteLedgerSchema {
         migrator.registerMigration("v18: order references") { db in
             try db.execute(sql: "ALTER TABLE payment_sessions ADD COLUMN reference TEXT")
         }
+        // Terminals' enrolled Ed25519 keys (base64), each signing charges for one payee while offline.
+        migrator.registerMigration("v19: terminals") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE terminals (
+                        id TEXT PRIMARY KEY,
+                        payee_id TEXT NOT NULL REFERENCES users(id),
+                        name TEXT NOT NULL,
+                        key_id TEXT NOT NULL UNIQUE,
+                        public_key TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        revoked_at INTEGER
+                    )
+                    """
+            )
+            try db.execute(sql: "CREATE INDEX terminals_payee ON terminals (payee_id, created_at)")
+        }
         return migrator
     }
 }

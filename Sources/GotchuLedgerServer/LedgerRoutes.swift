@@ -414,6 +414,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         routes += checkoutRoutes
         routes += oidcSignInRoutes
         routes += webhookRoutes
+        routes += terminalRoutes
         return routes
     }
 

@@ -30,6 +30,7 @@ struct Gotchu: AsyncParsableCommand {
             FundCommand.self,
             PayoutCommand.self,
             WebhooksCommand.self,
+            TerminalCommand.self,
             ReceiveCommand.self,
             PayCommand.self,
             RefundCommand.self,

@@ -1,8 +1,10 @@
+import Crypto
 import Foundation
 import GotchuAPI
 import GotchuCore
 import GotchuLedgerClient
 import GotchuLedgerSQLite
+import GotchuReceipts
 import GotchuTesting
 import HTTPTypes
 import Testing
@@ -134,6 +136,12 @@ struct ContractTests {
             _ = try await saver.fund(amountCents: 1)
             let saverDelivery = try #require(try await saver.webhookDeliveries(endpointID: savings.id).first).id
             let hookBody = #"{"url":"http://127.0.0.1:9/hook","events":["*"]}"#
+            let terminal = try await payee.enrollTerminal(
+                name: "counter 1",
+                publicKey: Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
+            )
+            let terminalKey = Base64URL.encode(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
+            let terminalBody = #"{"name":"counter 2","public_key":""# + terminalKey + #""}"#
 
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
@@ -365,6 +373,26 @@ struct ContractTests {
                     "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
                     payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
                 ),
+                ("POST", "/terminals", "/terminals", terminalBody, payeeAuth),
+                // The same key again, a key that is no key, and a name that is not printable.
+                ("POST", "/terminals", "/terminals", terminalBody, payeeAuth),
+                ("POST", "/terminals", "/terminals", #"{"name":"x","public_key":"AAAA"}"#, payeeAuth),
+                (
+                    "POST", "/terminals", "/terminals",
+                    terminalBody.replacingOccurrences(of: "counter 2", with: "\\u0007"), payeeAuth
+                ),
+                ("POST", "/terminals", "/terminals", #"{"name":5}"#, payeeAuth),
+                ("POST", "/terminals", "/terminals", huge, payeeAuth),
+                ("POST", "/terminals", "/terminals", terminalBody, keyAuth),
+                ("POST", "/terminals", "/terminals", terminalBody, [:]),
+                ("GET", "/terminals", "/terminals", nil, payeeAuth),
+                ("GET", "/terminals", "/terminals", nil, keyAuth),
+                ("GET", "/terminals", "/terminals", nil, [:]),
+                ("DELETE", "/terminals/{id}", "/terminals/\(terminal.id)", nil, payerAuth),
+                ("DELETE", "/terminals/{id}", "/terminals/\(terminal.id)", nil, payeeAuth),
+                ("DELETE", "/terminals/{id}", "/terminals/\(terminal.id)", nil, keyAuth),
+                ("DELETE", "/terminals/{id}", "/terminals/\(terminal.id)", nil, [:]),
+                ("DELETE", "/terminals/{id}", "/terminals/term_nope", nil, payeeAuth),
                 ("POST", "/webhooks/endpoints", "/webhooks/endpoints", hookBody, payeeAuth),
                 (
                     "POST", "/webhooks/endpoints", "/webhooks/endpoints",

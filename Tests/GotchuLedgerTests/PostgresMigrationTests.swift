@@ -48,7 +48,7 @@ struct PostgresMigrationTests {
                         "v14: splits and tips",
                         "v15: webhooks",
                         "v16: browser sessions",
-                        "v17: tip prompts", "v18: order references",
+                        "v17: tip prompts", "v18: order references", "v19: terminals",
                     ] && Set(migrations).count == migrations.count
                 )
                 // The four made one receipt key between them.

@@ -93,6 +93,7 @@ struct SchemaParityTests {
                 "wallet_accounts", "deposits", "payouts", "refunds", "session_shares",
                 "email_confirmations", "health_checks", "browser_sessions",
                 "webhook_endpoints", "webhook_subscriptions", "webhook_events", "webhook_deliveries", "webhook_outbox",
+                "terminals",
             ]
         )
         #expect(sqlite.subtracting(postgres).sorted() == [], "only in SQLite")
