@@ -190,6 +190,28 @@ package struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
         reference: String?,
         idempotencyKey: String?
     ) async throws -> (session: NewSession, replayed: Bool) {
+        try await createSession(
+            id: Self.newID(),
+            payeeID: payeeID,
+            amountCents: amountCents,
+            shares: shares,
+            tipPrompt: tipPrompt,
+            reference: reference,
+            idempotencyKey: idempotencyKey
+        )
+    }
+
+    /// ``createSession(payeeID:amountCents:shares:tipPrompt:reference:idempotencyKey:)`` with the session's id given:
+    /// a charge a terminal signed names its session itself (``TerminalCharge/sessionID``).
+    func createSession(
+        id: String,
+        payeeID: String,
+        amountCents: Cents,
+        shares: Int,
+        tipPrompt: TipPrompt,
+        reference: String?,
+        idempotencyKey: String?
+    ) async throws -> (session: NewSession, replayed: Bool) {
         try policy.validate(amount: amountCents)
         let reference = try reference.map(OperatorText.orderReference)
         let split = try SessionSplit(amount: amountCents, shares: shares)
@@ -208,7 +230,7 @@ package struct LedgerEngine<Backend: LedgerBackend>: LedgerStore {
                 return (try earlier.replay(split, tipPrompt: tipPrompt, reference: reference, payee: payee), true)
             }
             let session = SessionRow(
-                id: Self.newID(),
+                id: id,
                 payeeID: payeeID,
                 amount: amountCents,
                 storedStatus: .advertising,

@@ -492,6 +492,21 @@ public protocol LedgerStore: CheckoutStore, Sendable {
     /// Revokes a terminal of `payeeID`; `notFound` for an id that is unknown or another payee's.
     func revokeTerminal(id: String, payeeID: String) async throws -> TerminalRow
 
+    /// What a payer is shown of a charge a terminal signed: its session, payee, terminal and whether it may be paid.
+    /// `notFound` for a key no terminal enrolled, `invalidInput` for a signature that does not verify or another
+    /// currency.
+    func resolveCharge(_ charge: TerminalCharge) async throws -> ChargeView
+
+    /// Pays a charge a terminal signed, as `payerID`: its session is opened once per charge and paid as shown, each
+    /// step idempotent. Refused as ``resolveCharge(_:)``, and `forbidden` (terminal revoked) or `sessionExpired` for
+    /// a charge whose session was never opened.
+    func payCharge(
+        _ charge: TerminalCharge,
+        payerID: String,
+        idempotencyKey: String,
+        tipCents: Cents
+    ) async throws -> ShownPaymentOutcome
+
     /// For an operator: the endpoints of the user with this e-mail address, or of every user when `nil`, oldest first.
     func webhookEndpoints(email: String?) async throws -> [WebhookEndpoint]
 

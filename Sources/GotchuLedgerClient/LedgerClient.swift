@@ -216,10 +216,24 @@ public struct LedgerClient: Sendable {
         idempotencyKey: String,
         tipCents: Cents? = nil
     ) async throws(LedgerClientError) -> SendResult {
-        let (data, response) = try await perform(
-            "POST",
+        try await payment(
             "/wallet/send",
             body: SendRequest(sid: sid, tipCents: tipCents),
+            idempotencyKey: idempotencyKey
+        )
+    }
+
+    /// A payment's `POST` under `idempotencyKey`: the payer's balance, and whether the answer replays an earlier one
+    /// (`Idempotent-Replayed`).
+    func payment(
+        _ path: String,
+        body: some Encodable & Sendable,
+        idempotencyKey: String
+    ) async throws(LedgerClientError) -> SendResult {
+        let (data, response) = try await perform(
+            "POST",
+            path,
+            body: body,
             headers: [APIHeader.idempotencyKey: idempotencyKey],
             authenticated: true
         )

@@ -415,6 +415,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         routes += oidcSignInRoutes
         routes += webhookRoutes
         routes += terminalRoutes
+        routes += chargeRoutes
         return routes
     }
 
@@ -495,7 +496,7 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     }
 
     /// The `Idempotency-Key` header of an `endpoint` that cannot run without one.
-    private func requiredIdempotencyKey(_ request: Request, for endpoint: String) throws -> String {
+    func requiredIdempotencyKey(_ request: Request, for endpoint: String) throws -> String {
         guard let key = try idempotencyKey(request) else {
             throw Problem(.idempotencyKeyMissing, detail: "\(endpoint) needs an Idempotency-Key header (a UUID)")
         }
@@ -508,13 +509,13 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     }
 
     /// `Idempotent-Replayed: true` on an answer that replays the one stored for the request's key.
-    private func replayHeaders(_ replayed: Bool) -> HTTPFields {
+    func replayHeaders(_ replayed: Bool) -> HTTPFields {
         var headers = HTTPFields()
         if replayed { headers[HTTPField.Name(APIHeader.idempotentReplayed)!] = "true" }
         return headers
     }
 
-    private func json(_ value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
+    func json(_ value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
         var headers = headers
         headers[.contentType] = "application/json"
         return Response(

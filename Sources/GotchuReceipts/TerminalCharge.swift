@@ -89,8 +89,22 @@ public struct TerminalCharge: Hashable, Sendable {
     /// The nonce in hex, 32 digits.
     public var nonceText: String { Self.hex(nonce) }
 
-    /// The code the terminal shows and the payer's question ends with (as ``ConfirmationCode``), from the nonce.
-    public var confirmationCode: String { ConfirmationCode.of(sessionID: "charge-" + nonceText) }
+    /// The id of the payment session the ledger opens for this charge: a UUID (version 8) made of the SHA-256 of
+    /// the key's id and the nonce. The terminal knows it without the ledger, so a receipt that names it names this
+    /// charge, and no two charges share it.
+    public var sessionID: String {
+        var bytes = Array(SHA256.hash(data: Self.signingDomain + keyID + nonce).prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x80
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = Self.hex(bytes)
+        let parts = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+            String(hex.dropFirst(range.lowerBound).prefix(range.count))
+        }
+        return parts.joined(separator: "-")
+    }
+
+    /// The code the terminal shows and the payer's question ends with: the session's (``ConfirmationCode``).
+    public var confirmationCode: String { ConfirmationCode.of(sessionID: sessionID) }
 
     /// The charge's bytes, signature included.
     public var encoded: [UInt8] { signedBytes + signature }

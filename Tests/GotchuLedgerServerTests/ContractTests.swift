@@ -142,6 +142,21 @@ struct ContractTests {
             )
             let terminalKey = Base64URL.encode(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
             let terminalBody = #"{"name":"counter 2","public_key":""# + terminalKey + #""}"#
+            // Charges of the payee's enrolled terminal: one to pay, one no terminal signed.
+            let terminalSigner = Curve25519.Signing.PrivateKey()
+            _ = try await payee.enrollTerminal(name: "stall", publicKey: terminalSigner.publicKey.rawRepresentation)
+            func chargeBody(_ key: Curve25519.Signing.PrivateKey, _ cents: Int64 = 100) throws -> String {
+                let charge = try TerminalCharge.make(
+                    amountCents: cents,
+                    currency: "USD",
+                    now: ledger.clock.now(),
+                    lifetime: .seconds(300),
+                    key: key
+                )
+                return #"{"charge":""# + Base64URL.encode(Data(charge.encoded)) + #""}"#
+            }
+            let charge = try chargeBody(terminalSigner)
+            let strangerCharge = try chargeBody(Curve25519.Signing.PrivateKey())
 
             typealias Call = (String, String, String, String?, [String: String])
             let calls: [Call] = [
@@ -373,6 +388,35 @@ struct ContractTests {
                     "POST", "/sessions/{sid}/refunds", "/sessions/nope/refunds", #"{"amount_cents":1}"#,
                     payeeAuth.merging(["Idempotency-Key": "f9"]) { $1 }
                 ),
+                ("POST", "/charges/resolve", "/charges/resolve", charge, payerAuth),
+                ("POST", "/charges/resolve", "/charges/resolve", strangerCharge, payerAuth),
+                ("POST", "/charges/resolve", "/charges/resolve", #"{"charge":"AAAA"}"#, payerAuth),
+                ("POST", "/charges/resolve", "/charges/resolve", huge, payerAuth),
+                ("POST", "/charges/resolve", "/charges/resolve", charge, keyAuth),
+                ("POST", "/charges/resolve", "/charges/resolve", charge, [:]),
+                ("POST", "/charges/pay", "/charges/pay", charge, payerAuth.merging(["Idempotency-Key": "ch1"]) { $1 }),
+                ("POST", "/charges/pay", "/charges/pay", charge, payerAuth.merging(["Idempotency-Key": "ch1"]) { $1 }),
+                ("POST", "/charges/pay", "/charges/pay", charge, saverAuth.merging(["Idempotency-Key": "ch2"]) { $1 }),
+                (
+                    "POST", "/charges/pay", "/charges/pay", try chargeBody(terminalSigner),
+                    payeeAuth.merging(["Idempotency-Key": "ch3"]) { $1 }
+                ),
+                (
+                    "POST", "/charges/pay", "/charges/pay", try chargeBody(terminalSigner, 99_000_000),
+                    saverAuth.merging(["Idempotency-Key": "ch4"]) { $1 }
+                ),
+                (
+                    "POST", "/charges/pay", "/charges/pay", strangerCharge,
+                    payerAuth.merging(["Idempotency-Key": "ch5"]) { $1 }
+                ),
+                (
+                    "POST", "/charges/pay", "/charges/pay", #"{"charge":5}"#,
+                    payerAuth.merging(["Idempotency-Key": "ch6"]) { $1 }
+                ),
+                ("POST", "/charges/pay", "/charges/pay", charge, payerAuth),
+                ("POST", "/charges/pay", "/charges/pay", huge, payerAuth.merging(["Idempotency-Key": "ch7"]) { $1 }),
+                ("POST", "/charges/pay", "/charges/pay", charge, keyAuth.merging(["Idempotency-Key": "ch8"]) { $1 }),
+                ("POST", "/charges/pay", "/charges/pay", charge, ["Idempotency-Key": "ch9"]),
                 ("POST", "/terminals", "/terminals", terminalBody, payeeAuth),
                 // The same key again, a key that is no key, and a name that is not printable.
                 ("POST", "/terminals", "/terminals", terminalBody, payeeAuth),

@@ -30,8 +30,13 @@ import Testing
         #expect(read.keyIDText.hasPrefix("ed25519-") && read.keyIDText.count == 24)
         #expect(read.nonceText.count == 32)
         #expect(read.confirmationCode.count == 2 && read.confirmationCode.allSatisfy(\.isNumber))
-        // Two charges never share a nonce.
-        #expect(try Self.charge().nonce != charge.nonce)
+        // Two charges never share a nonce, nor a session.
+        let other = try Self.charge()
+        #expect(other.nonce != charge.nonce && other.sessionID != charge.sessionID)
+        // The session is a UUID of version 8 and the RFC variant, the same for the same charge.
+        let sid = Array(charge.sessionID)
+        #expect(sid.count == 36 && sid[14] == "8" && "89ab".contains(sid[19]) && read.sessionID == charge.sessionID)
+        #expect(sid.filter { $0 == "-" }.count == 4 && charge.sessionID == charge.sessionID.lowercased())
     }
 
     @Test func theLongestChargeFitsOneRead() throws {
