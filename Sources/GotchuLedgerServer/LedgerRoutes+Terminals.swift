@@ -19,12 +19,12 @@ extension LedgerRoutes {
                     throw Problem(.badRequest, detail: "public_key must be base64url without padding")
                 }
                 let terminal = try await store.enrollTerminal(payeeID: payee, name: body.name, publicKey: key)
-                return try Self.terminalJSON(TerminalResponse(terminal), status: .created)
+                return try json(TerminalResponse(terminal), status: .created)
             },
             LedgerRoute(.get, "/terminals", "listTerminals") { _, context in
                 let payee = try await context.user(for: .manageTerminals)
                 let terminals = try await store.terminals(payeeID: payee)
-                return try Self.terminalJSON(TerminalListResponse(terminals: terminals.map(TerminalResponse.init)))
+                return try json(TerminalListResponse(terminals: terminals.map(TerminalResponse.init)))
             },
             LedgerRoute(.delete, "/terminals/{id}", "revokeTerminal") { _, context in
                 let payee = try await context.user(for: .manageTerminals)
@@ -32,20 +32,9 @@ extension LedgerRoutes {
                 guard id.hasPrefix("term_"), id.utf8.count <= 64 else {
                     throw Problem(.notFound, detail: "no such terminal")
                 }
-                return try Self.terminalJSON(TerminalResponse(try await store.revokeTerminal(id: id, payeeID: payee)))
+                return try json(TerminalResponse(try await store.revokeTerminal(id: id, payeeID: payee)))
             },
         ]
-    }
-
-    /// `value` as the JSON body of an answer with `status`.
-    private static func terminalJSON(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        return Response(
-            status: status,
-            headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
-        )
     }
 }
 

@@ -29,12 +29,12 @@ extension LedgerRoutes {
                 let (endpoint, secret) = try await store.createWebhookEndpoint(userID: user, url: url, events: events)
                 var answer = WebhookEndpointResponse(endpoint)
                 answer.secret = secret
-                return try Self.webhookJSON(answer, status: .created)
+                return try json(answer, status: .created)
             },
             LedgerRoute(.get, "/webhooks/endpoints", "listWebhookEndpoints") { _, context in
                 let user = try await context.user(for: .manageWebhooks)
                 let endpoints = try await store.webhookEndpoints(userID: user)
-                return try Self.webhookJSON(
+                return try json(
                     WebhookEndpointsResponse(endpoints: endpoints.map(WebhookEndpointResponse.init))
                 )
             },
@@ -42,7 +42,7 @@ extension LedgerRoutes {
                 let user = try await context.user(for: .manageWebhooks)
                 let id = try Self.webhookID(context, prefix: "we_", what: "webhook endpoint")
                 try await store.deleteWebhookEndpoint(id: id, userID: user)
-                return try Self.webhookJSON(WebhookEndpointDeletedResponse(id: id))
+                return try json(WebhookEndpointDeletedResponse(id: id))
             },
             LedgerRoute(.post, "/webhooks/endpoints/{id}/rotate-secret", "rotateWebhookSecret") { _, context in
                 let user = try await context.user(for: .manageWebhooks)
@@ -50,7 +50,7 @@ extension LedgerRoutes {
                 let (endpoint, secret) = try await store.rotateWebhookSecret(id: id, userID: user)
                 var answer = WebhookEndpointResponse(endpoint)
                 answer.secret = secret
-                return try Self.webhookJSON(answer)
+                return try json(answer)
             },
             LedgerRoute(.post, "/webhooks/endpoints/{id}/test", "testWebhookEndpoint") { _, context in
                 let user = try await context.user(for: .manageWebhooks)
@@ -59,7 +59,7 @@ extension LedgerRoutes {
                 else { throw Problem(.notFound, detail: "no such webhook endpoint") }
                 try limiters.webhookTestPerUser?.take(user)
                 let secrets = try await store.webhookSecrets(endpointID: id)
-                return try Self.webhookJSON(
+                return try json(
                     await WebhookBody.test(endpoint, secrets: secrets, client: webhooks.client())
                 )
             },
@@ -68,7 +68,7 @@ extension LedgerRoutes {
                 let id = try Self.webhookID(context, prefix: "we_", what: "webhook endpoint")
                 let limit = try Self.deliveryLimit(request)
                 let deliveries = try await store.webhookDeliveries(endpointID: id, userID: user, limit: limit)
-                return try Self.webhookJSON(
+                return try json(
                     WebhookDeliveriesResponse(deliveries: deliveries.map(WebhookDeliveryResponse.init))
                 )
             },
@@ -78,7 +78,7 @@ extension LedgerRoutes {
                 let delivery = try await store.retryWebhookDelivery(id: id, userID: user)
                 // The worker is woken as by a commit: the delivery is due now.
                 store.webhookOutbox.notify()
-                return try Self.webhookJSON(WebhookDeliveryResponse(delivery))
+                return try json(WebhookDeliveryResponse(delivery))
             },
         ]
     }
@@ -109,17 +109,6 @@ extension LedgerRoutes {
             digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { throw Problem(.notFound, detail: "no such \(what)") }
         return id
-    }
-
-    /// `value` as the JSON body of an answer with `status`.
-    private static func webhookJSON(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        return Response(
-            status: status,
-            headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
-        )
     }
 }
 

@@ -515,11 +515,15 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
         return headers
     }
 
-    func json(_ value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
+    func json(
+        _ value: some Encodable,
+        status: HTTPResponse.Status = .ok,
+        headers: HTTPFields = [:]
+    ) throws -> Response {
         var headers = headers
         headers[.contentType] = "application/json"
         return Response(
-            status: .ok,
+            status: status,
             headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try APIJSON.encoder().encode(value)))
         )
