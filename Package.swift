@@ -443,7 +443,8 @@ let package = Package(
             name: "GotchuPeerTests",
             dependencies: [
                 "GotchuPeer", "GotchuTesting", "GotchuSimulatedRadio", "GotchuLedgerClient", "GotchuAPI",
-                "GotchuReceipts", "GotchuCore",
+                "GotchuReceipts", "GotchuCore", "GotchuBlueZ",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
