@@ -19,12 +19,12 @@ extension BlueZRadio: GattRadio {
         _ service: GattService,
         _ body: @Sendable (any GattServing) async throws -> Result
     ) async throws -> Result {
-        let number = advertisementCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let number = exportCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let application = DBusObjectPath(rawValue: "/io/gotchu/gatt\(number)")!
         let objects = BlueZGattApplication.objects(service, at: application, logger: logger)
-        for (path, object) in objects { try await connection.export(object, at: path) }
         let adapter: BlueZAdapter
         do {
+            for (path, object) in objects { try await connection.export(object, at: path) }
             adapter = try await self.adapter()
             try await call(
                 path: adapter.path,
@@ -34,6 +34,7 @@ extension BlueZRadio: GattRadio {
                 timeout: .seconds(10)
             )
         } catch {
+            // Unexporting a path that was never exported is no error.
             for (path, _) in objects.reversed() { await connection.unexport(path) }
             throw (error as? DBusError).map(BlueZError.init) ?? error
         }

@@ -67,7 +67,7 @@ public final class BlueZRadio: Radio {
     private let origin: ContinuousClock.Instant
     private let counters = Mutex(RadioStatistics())
     /// Numbers the objects this radio exports (advertisements, GATT applications), so no path is used twice.
-    let advertisementCounter = Atomic<Int>(0)
+    let exportCounter = Atomic<Int>(0)
 
     /// Told of each call to bluetoothd and each registration made again.
     let observer: (any BlueZRadioObserver)?
@@ -292,7 +292,7 @@ public final class BlueZRadio: Radio {
         _ advertisement: Advertisement,
         events: AsyncStream<AdvertisingEvent>.Continuation
     ) async throws -> DBusObjectPath {
-        let number = advertisementCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let number = exportCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let path = DBusObjectPath(rawValue: "/io/gotchu/advertisement\(number)")!
         let object = BlueZAdvertisementObject.object(advertisement, type: configuration.advertisingType) {
             events.yield(.released(path))

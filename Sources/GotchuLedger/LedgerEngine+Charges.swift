@@ -38,7 +38,7 @@ extension LedgerEngine {
     /// The create key of a charge's session: the terminal's key and the nonce, so each charge is opened once.
     static func createKey(_ charge: TerminalCharge) -> String { "charge:\(charge.keyIDText):\(charge.nonceText)" }
 
-    /// The charge's terminal, its payee and the store's time, once the charge is one this ledger may pay: its key is
+    /// The charge's terminal, its payee, its session (if opened) and the store's time, once the charge is one this ledger may pay: its key is
     /// enrolled and signed it, in this ledger's currency, of an amount the policy takes.
     /// - Throws: ``LedgerError/Kind/notFound`` for a key no terminal enrolled; ``LedgerError/Kind/invalidInput`` for a
     ///   signature that does not verify or another currency; ``LedgerError/Kind/invalidAmount``.
@@ -54,9 +54,10 @@ extension LedgerEngine {
         }
         let (terminal, payee, session, now) = try await measuredTransaction { transaction in
             let terminal = try await transaction.terminal(keyID: charge.keyIDText)
-            let payee = try await terminal.asyncMap { try await transaction.payee(userID: $0.payeeID) }
+            var payee: PayeeRow?
+            if let terminal { payee = try await transaction.payee(userID: terminal.payeeID)?.payee }
             let session = try await transaction.session(id: charge.sessionID, forUpdate: false)
-            return (terminal, payee ?? nil, session, transaction.now)
+            return (terminal, payee, session, transaction.now)
         }
         guard let terminal, let payee else {
             throw LedgerError(.notFound, detail: "no terminal enrolled the key \(charge.keyIDText)")
@@ -69,7 +70,7 @@ extension LedgerEngine {
                 detail: "the charge's signature does not verify against its terminal's key"
             )
         }
-        return (terminal, Counterparty(user: payee.payee), session, now)
+        return (terminal, Counterparty(user: payee), session, now)
     }
 
     /// What a payer is shown of `charge` before paying it. Nothing is stored.
@@ -128,12 +129,5 @@ extension LedgerEngine {
                 tipCents: tipCents
             )
         )
-    }
-}
-
-extension Optional {
-    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let self else { return nil }
-        return try await transform(self)
     }
 }
