@@ -26,7 +26,11 @@ enum BlueZAdvertisementObject {
     }
 
     static func serviceData(_ advertisement: Advertisement) -> DBusValue {
-        var entries = [serviceUUIDText(advertisement.serviceUUID): DBusVariant(.bytes(advertisement.eid.serviceData))]
+        var entries = [
+            serviceUUIDText(advertisement.serviceUUID): DBusVariant(
+                .bytes(advertisement.eid.serviceData(offline: advertisement.offline))
+            )
+        ]
         // The calibration rides in an AD structure of its own, so the EID's service data is unchanged for payers.
         if let calibratedRSSI = advertisement.calibratedRSSI {
             entries[serviceUUIDText(.gotchuCalibration)] = DBusVariant(.bytes(Calibration.serviceData(calibratedRSSI)))

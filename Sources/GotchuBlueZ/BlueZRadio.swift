@@ -702,7 +702,7 @@ public final class BlueZRadio: Radio {
         case .malformed(let reason):
             countMalformed(reason, path)
             return nil
-        case .sighting(let eid, let rssi, let txPower, let calibratedRSSI):
+        case .sighting(let eid, let rssi, let txPower, let calibratedRSSI, let offline):
             if let minimum = filter.minimumRSSI {
                 guard let rssi, rssi >= minimum else {
                     counters.withLock { $0.belowThreshold += 1 }
@@ -716,7 +716,8 @@ public final class BlueZRadio: Radio {
                 txPower: txPower,
                 time: elapsed(),
                 source: path.rawValue,
-                calibratedRSSI: calibratedRSSI
+                calibratedRSSI: calibratedRSSI,
+                offline: offline
             )
         }
     }

@@ -8,7 +8,7 @@ public struct SightingDecoder: Sendable {
     public enum Outcome: Hashable, Sendable {
         /// A Gotchu advertisement was received, with the terminal's calibration when its service data carries one
         /// (one byte under ``BluetoothUUID/gotchuCalibration``; its plausibility is the selector's judgement).
-        case sighting(eid: EID, rssi: Int16?, txPower: Int16?, calibratedRSSI: Int16? = nil)
+        case sighting(eid: EID, rssi: Int16?, txPower: Int16?, calibratedRSSI: Int16? = nil, offline: Bool = false)
         /// Service data under our UUID (or the ServiceData property itself) was not a valid EID.
         case malformed(String)
         /// Nothing to report (another kind of device, or a change that is not a reception).
@@ -17,6 +17,8 @@ public struct SightingDecoder: Sendable {
 
     private struct Device {
         var eid: EID?
+        /// Whether the EID came with ``EID/offlineMarker``.
+        var offline = false
         var rssi: Int16?
         var txPower: Int16?
         var calibratedRSSI: Int16?
@@ -43,8 +45,8 @@ public struct SightingDecoder: Sendable {
     public struct Changes: Hashable, Sendable {
         /// What the service data said.
         public enum ServiceData: Hashable, Sendable {
-            /// An EID under our UUID.
-            case eid(EID)
+            /// An EID under our UUID, and whether ``EID/offlineMarker`` followed it.
+            case eid(EID, offline: Bool = false)
             /// Nothing under our UUID.
             case notOurs
             /// Not a valid EID, or not of the types BlueZ sends; the reason is for the debug log.
@@ -75,7 +77,7 @@ public struct SightingDecoder: Sendable {
     /// are remembered but not reported.
     public mutating func known(_ path: DBusObjectPath, properties: [String: DBusVariant]) -> Outcome {
         let outcome = update(path, changes(properties, invalidated: []), isNew: true)
-        if case .sighting(_, nil, _, _) = outcome, properties["RSSI"] == nil { return .nothing }
+        if case .sighting(_, nil, _, _, _) = outcome, properties["RSSI"] == nil { return .nothing }
         return outcome
     }
 
@@ -143,7 +145,9 @@ public struct SightingDecoder: Sendable {
             received = true
             device.calibratedRSSI = changes.calibratedRSSI
             switch serviceData {
-            case .eid(let eid): device.eid = eid
+            case .eid(let eid, let offline):
+                device.eid = eid
+                device.offline = offline
             case .malformed(let reason):
                 device.eid = nil
                 problem = reason
@@ -152,7 +156,13 @@ public struct SightingDecoder: Sendable {
         }
         if let problem { return .malformed(problem) }
         guard received, let eid = device.eid else { return .nothing }
-        return .sighting(eid: eid, rssi: device.rssi, txPower: device.txPower, calibratedRSSI: device.calibratedRSSI)
+        return .sighting(
+            eid: eid,
+            rssi: device.rssi,
+            txPower: device.txPower,
+            calibratedRSSI: device.calibratedRSSI,
+            offline: device.offline
+        )
     }
 
     /// The calibration in a `ServiceData` property: the `ay` under ``BluetoothUUID/gotchuCalibration``, one byte.
@@ -189,10 +199,10 @@ public struct SightingDecoder: Sendable {
     }
 
     static func eid(_ bytes: some Collection<UInt8>, key: @autoclosure () -> String) -> Changes.ServiceData {
-        guard let eid = EID(serviceData: bytes) else {
+        guard let (eid, offline) = EID.sighted(serviceData: bytes) else {
             return .malformed("service data under \(key()) is not an EID (\(bytes.count) bytes)")
         }
-        return .eid(eid)
+        return .eid(eid, offline: offline)
     }
 
     /// RSSI and TX power are `n`; 127 is the HCI "not available" value and other types are unknown too.

@@ -52,6 +52,23 @@ public struct EID: RawRepresentable, Hashable, Sendable, Codable, CustomStringCo
     /// The service data that carries this EID: its 10 ASCII bytes.
     public var serviceData: [UInt8] { Array(rawValue.utf8) }
 
+    /// The byte after an EID's 10 that says its terminal cannot reach the ledger: payers connect to it over GATT
+    /// (``GattRadio``) and read its signed charge instead of resolving the EID. Payers that predate it find such
+    /// service data malformed, as they cannot pay it.
+    public static let offlineMarker: UInt8 = 0x01
+
+    /// The service data that carries this EID, followed by ``offlineMarker`` when its terminal is `offline`.
+    public func serviceData(offline: Bool) -> [UInt8] { offline ? serviceData + [Self.offlineMarker] : serviceData }
+
+    /// The EID an advertisement's service data carries, and whether its terminal is offline: 10 ASCII bytes, or those
+    /// and ``offlineMarker``. Anything else is `nil`.
+    @inlinable
+    public static func sighted(serviceData: some Collection<UInt8>) -> (eid: EID, offline: Bool)? {
+        if serviceData.count == length { return EID(serviceData: serviceData).map { ($0, false) } }
+        guard serviceData.count == length + 1, serviceData.dropFirst(length).first == offlineMarker else { return nil }
+        return EID(serviceData: serviceData.prefix(length)).map { ($0, true) }
+    }
+
     public var description: String { rawValue }
 
     public static func < (lhs: EID, rhs: EID) -> Bool { lhs.rawValue < rhs.rawValue }

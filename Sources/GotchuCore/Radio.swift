@@ -12,6 +12,9 @@ public struct Advertisement: Hashable, Sendable {
     /// (`gotchu kiosk calibrate`). Sent as one signed byte of service data under
     /// ``BluetoothUUID/gotchuCalibration``, beside the EID's service data, which stays exactly as payers parse it.
     public var calibratedRSSI: Int16?
+    /// Whether the terminal cannot reach the ledger: payers then connect over GATT and read its signed charge
+    /// (``EID/offlineMarker`` follows the EID on the air).
+    public var offline: Bool
 
     /// Creates an advertisement for `eid`.
     public init(
@@ -19,8 +22,10 @@ public struct Advertisement: Hashable, Sendable {
         serviceUUID: BluetoothUUID = .gotchu,
         includesTxPower: Bool = true,
         interval: ClosedRange<Duration>? = nil,
-        calibratedRSSI: Int16? = nil
+        calibratedRSSI: Int16? = nil,
+        offline: Bool = false
     ) {
+        self.offline = offline
         self.eid = eid
         self.serviceUUID = serviceUUID
         self.includesTxPower = includesTxPower
@@ -44,6 +49,8 @@ public struct Sighting: Hashable, Sendable {
     public var source: String
     /// The advertiser's calibration (its RSSI at 1 m, see ``Advertisement/calibratedRSSI``), as received.
     public var calibratedRSSI: Int16?
+    /// Whether the advertiser says it cannot reach the ledger (``Advertisement/offline``): connect to it over GATT.
+    public var offline: Bool
 
     /// A reception of `eid` at `time` (radio clock), with `rssi` and `txPower` in dBm when the controller
     /// reported them; `source` is for diagnostics only.
@@ -53,8 +60,10 @@ public struct Sighting: Hashable, Sendable {
         txPower: Int16?,
         time: Duration,
         source: String,
-        calibratedRSSI: Int16? = nil
+        calibratedRSSI: Int16? = nil,
+        offline: Bool = false
     ) {
+        self.offline = offline
         self.eid = eid
         self.rssi = rssi
         self.txPower = txPower

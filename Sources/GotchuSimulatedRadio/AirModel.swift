@@ -205,7 +205,9 @@ public struct AirPayload: Hashable, Sendable {
     /// The payload of a well-formed Gotchu advertisement sent at `txPower`.
     public init(_ advertisement: Advertisement, txPower: Int16) {
         self.serviceUUIDs = [advertisement.serviceUUID]
-        self.serviceData = [advertisement.serviceUUID: advertisement.eid.serviceData]
+        self.serviceData = [
+            advertisement.serviceUUID: advertisement.eid.serviceData(offline: advertisement.offline)
+        ]
         if let calibratedRSSI = advertisement.calibratedRSSI {
             serviceData[.gotchuCalibration] = Calibration.serviceData(calibratedRSSI)
         }
@@ -220,7 +222,7 @@ public struct AirPayload: Hashable, Sendable {
     /// What a scanner filtering on `serviceUUID` makes of this payload.
     public func decode(for serviceUUID: BluetoothUUID) -> Decoded {
         if let data = serviceData[serviceUUID] {
-            return EID(serviceData: data).map(Decoded.eid) ?? .malformed
+            return EID.sighted(serviceData: data).map { Decoded.eid($0.eid, offline: $0.offline) } ?? .malformed
         }
         // Listing our UUID without carrying an EID under it is a malformed Gotchu advertisement; not mentioning it
         // at all is someone else's advertisement, which a UUID filter never reports.
@@ -229,8 +231,8 @@ public struct AirPayload: Hashable, Sendable {
 
     /// The result of ``decode(for:)``.
     public enum Decoded: Hashable, Sendable {
-        /// A valid EID.
-        case eid(EID)
+        /// A valid EID, and whether its terminal says it is offline (``EID/offlineMarker``).
+        case eid(EID, offline: Bool = false)
         /// Claims to be for the service but carries no valid EID (wrong length, non-hex, data under another UUID).
         case malformed
         /// Not for this service.

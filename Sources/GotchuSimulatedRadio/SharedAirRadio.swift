@@ -166,7 +166,7 @@ struct AdvertiserRecord: Codable, Hashable {
             (advertisement.interval?.lowerBound ?? peer.advertisingInterval) / .milliseconds(1)
         )
         self.serviceUUID = advertisement.serviceUUID.uuidString
-        self.serviceData = advertisement.eid.serviceData
+        self.serviceData = advertisement.eid.serviceData(offline: advertisement.offline)
         self.includesTxPower = advertisement.includesTxPower
         self.calibratedRSSI = advertisement.calibratedRSSI
     }

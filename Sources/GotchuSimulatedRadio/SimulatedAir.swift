@@ -240,7 +240,7 @@ public actor SimulatedAir {
         case .malformed:
             statistics[peer, default: .init()].malformed += 1
             return nil
-        case .eid(let eid):
+        case .eid(let eid, let offline):
             if let minimum = filter.minimumRSSI, reception.rssi < minimum {
                 statistics[peer, default: .init()].belowThreshold += 1
                 return nil
@@ -252,7 +252,8 @@ public actor SimulatedAir {
                 txPower: reception.payload.txPower,
                 time: reception.time,
                 source: core.peers[reception.advertiser].name,
-                calibratedRSSI: reception.payload.calibratedRSSI
+                calibratedRSSI: reception.payload.calibratedRSSI,
+                offline: offline
             )
         }
     }

@@ -107,7 +107,7 @@ public enum TrialRunner {
             scanOrigin: trial.scanStart
         )
         .compactMap { reception in
-            guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { return nil }
+            guard case .eid(let eid, _) = reception.payload.decode(for: .gotchu) else { return nil }
             return TraceLine(
                 trace: index,
                 sighting: Sighting(
@@ -149,7 +149,7 @@ public enum TrialRunner {
         chunks: while chunkStart < scanEnd {
             let chunkEnd = min(chunkStart + .milliseconds(100), scanEnd)
             for reception in air.receptions(for: payer, from: chunkStart, to: chunkEnd, scanOrigin: scanStart) {
-                guard case .eid(let eid) = reception.payload.decode(for: .gotchu) else { continue }
+                guard case .eid(let eid, _) = reception.payload.decode(for: .gotchu) else { continue }
                 let sighting = Sighting(
                     eid: eid,
                     rssi: reception.rssi,

@@ -11,7 +11,7 @@ import Testing
 @Suite(
     "The real bluetoothd, in a VM",
     .serialized,
-    .timeLimit(.minutes(5)),
+    .timeLimit(.minutes(10)),
     .enabled(
         if: ProcessInfo.processInfo.environment["GOTCHU_BLUEZ_VM"] == "1",
         "runs in the BlueZ VM only (scripts/bluez-vm-tests)"

@@ -36,6 +36,27 @@ struct ScanningTests {
         }
     }
 
+    @Test("an EID followed by the offline marker is a sighting of an offline terminal; another byte is malformed")
+    func offlineTerminals() async throws {
+        try await withFakeBlueZ { _, fake, radio in
+            let stream = try await radio.scan(ScanFilter())
+            var iterator = stream.makeAsyncIterator()
+            let marked = [feedKey: DBusVariant(.bytes(Array("a1b2c3d4e5".utf8) + [0x01]))].dbusValue
+            let other = [feedKey: DBusVariant(.bytes(Array("b1b2c3d4e5".utf8) + [0x02]))].dbusValue
+            try await fake.addDevice("dev_other", properties: ["RSSI": .int16(-40), "ServiceData": other])
+            try await fake.addDevice("dev_offline", properties: ["RSSI": .int16(-41), "ServiceData": marked])
+            try await fake.addDevice(
+                "dev_online",
+                properties: ["RSSI": .int16(-42), "ServiceData": serviceData("c1b2c3d4e5")]
+            )
+            let offline = try #require(try await iterator.next())
+            #expect(offline.eid.rawValue == "a1b2c3d4e5" && offline.offline && offline.source.hasSuffix("dev_offline"))
+            let online = try #require(try await iterator.next())
+            #expect(online.eid.rawValue == "c1b2c3d4e5" && !online.offline)
+            #expect(await radio.statistics().malformed == 1)
+        }
+    }
+
     @Test("discovery filter has exact types and no RSSI by default; StopDiscovery when the stream ends")
     func discoveryFilter() async throws {
         try await withFakeBlueZ { _, fake, radio in

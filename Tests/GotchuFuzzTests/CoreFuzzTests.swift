@@ -222,9 +222,14 @@ extension Fuzzing {
                 }
                 let decoded = payload.decode(for: ours)
                 if let data = payload.serviceData[ours] {
-                    let valid = data.count == 10 && data.allSatisfy(Self.lowerHex.contains)
+                    // 10 lower-case hex digits, followed or not by the offline marker.
+                    let digits = data.prefix(10)
+                    let offline = data.count == 11 && data.last == EID.offlineMarker
+                    let valid =
+                        digits.count == 10 && digits.allSatisfy(Self.lowerHex.contains)
+                        && (data.count == 10 || offline)
                     if valid {
-                        #expect(decoded == .eid(EID(serviceData: data)!), "\(input.replay)")
+                        #expect(decoded == .eid(EID(serviceData: digits)!, offline: offline), "\(input.replay)")
                     } else {
                         #expect(decoded == .malformed, "\(data) \(input.replay)")
                     }
@@ -237,6 +242,8 @@ extension Fuzzing {
                 let eid = EID.random(using: &input.random)
                 let wellFormed = AirPayload(Advertisement(eid: eid), txPower: input.boundaryInteger())
                 #expect(wellFormed.decode(for: ours) == .eid(eid), "\(input.replay)")
+                let offline = AirPayload(Advertisement(eid: eid, offline: true), txPower: input.boundaryInteger())
+                #expect(offline.decode(for: ours) == .eid(eid, offline: true), "\(input.replay)")
             }
             #expect(report.iterations > 0)
         }

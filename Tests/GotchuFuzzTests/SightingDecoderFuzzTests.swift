@@ -56,7 +56,9 @@ extension Fuzzing {
                     array.elementType == .byte
                 else { return .some(nil) }
                 let bytes = array.elements.compactMap { UInt8(dbusValue: $0) }
-                return .some(EID(serviceData: bytes))
+                // An EID's 10 bytes, or those and the offline marker (0x01).
+                let digits = bytes.count == 11 && bytes.last == 0x01 ? Array(bytes.prefix(10)) : bytes
+                return .some(EID(serviceData: digits))
             }
             return nil
         }
@@ -136,7 +138,7 @@ extension Fuzzing {
 
                     if let serviceData = properties["ServiceData"], let expected = Self.expectedEID(serviceData) {
                         if let eid = expected {
-                            if case .sighting(let got, _, _, _) = outcome {
+                            if case .sighting(let got, _, _, _, _) = outcome {
                                 #expect(got == eid, "\(input.replay)")
                             } else {
                                 // `known` stays silent about cached devices that report no RSSI.
@@ -152,7 +154,7 @@ extension Fuzzing {
                             }
                         }
                     }
-                    if case .sighting(_, let rssi, let txPower, _) = outcome {
+                    if case .sighting(_, let rssi, let txPower, _, _) = outcome {
                         #expect(rssi != 127 && txPower != 127, "\(input.replay)")
                         if let sent = properties["RSSI"], !invalidated.contains("RSSI") || event != 2 {
                             let value = Int16(dbusValue: sent.value)

@@ -15,7 +15,7 @@ import Testing
 @Suite(
     "An offline payment through the real bluetoothd, in a VM",
     .serialized,
-    .timeLimit(.minutes(5)),
+    .timeLimit(.minutes(10)),
     .enabled(
         if: ProcessInfo.processInfo.environment["GOTCHU_BLUEZ_VM"] == "1",
         "runs in the BlueZ VM only (scripts/bluez-vm-tests)"
@@ -53,7 +53,7 @@ struct OfflineBlueZVMTests {
         let phone = try await BlueZRadio.connect(configuration: .init(adapter: "hci1"))
         let eid = EID(rawValue: "0ff11e0002")!
         let started = ContinuousClock.now
-        let outcome = try await terminal.withAdvertisement(Advertisement(eid: eid)) { _ in
+        let outcome = try await terminal.withAdvertisement(Advertisement(eid: eid, offline: true)) { _ in
             try await terminal.withGattService(counter.service) { serving in
                 counter.served(by: serving)
                 var found: Sighting?
@@ -61,6 +61,8 @@ struct OfflineBlueZVMTests {
                     found = sighting
                     break
                 }
+                // The marker after the EID reached the phone through both bluetoothd's.
+                #expect(found?.offline == true)
                 let link = try await phone.connect(
                     to: try #require(found),
                     service: OfflineCounter.Characteristic.service,

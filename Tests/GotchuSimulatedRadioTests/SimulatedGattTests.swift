@@ -125,3 +125,27 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(10))) struct OfflineAdvertisementTests {
+    @Test func anOfflineTerminalsEIDCarriesTheMarkerAndScannersSayItIsOffline() async throws {
+        let eid = EID(rawValue: "a1b2c3d4e5")!
+        #expect(eid.serviceData(offline: true) == Array("a1b2c3d4e5".utf8) + [0x01])
+        #expect(EID.sighted(serviceData: eid.serviceData(offline: true))! == (eid, true))
+        #expect(EID.sighted(serviceData: eid.serviceData)! == (eid, false))
+        // Another byte after the EID, or the marker after too short an EID, is no EID.
+        #expect(EID.sighted(serviceData: eid.serviceData + [0x02]) == nil)
+        #expect(EID.sighted(serviceData: Array("a1b2c3d4e".utf8) + [0x01]) == nil)
+        #expect(EID(serviceData: eid.serviceData(offline: true)) == nil)
+
+        let air = SimulatedAir(seed: 3)
+        let terminal = await air.addPeer(SimulatedPeer(name: "terminal", at: .origin))
+        let payer = await air.addPeer(SimulatedPeer(name: "payer", at: Position(x: 1, y: 0)))
+        let sightings = try await payer.scan(ScanFilter())
+        try await terminal.withAdvertisement(Advertisement(eid: eid, offline: true)) { _ in
+            await air.advance(by: .seconds(1))
+        }
+        var iterator = sightings.makeAsyncIterator()
+        let sighting = try #require(try await iterator.next())
+        #expect(sighting.eid == eid && sighting.offline && sighting.source == "terminal")
+    }
+}
