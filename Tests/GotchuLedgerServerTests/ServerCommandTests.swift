@@ -2,7 +2,9 @@ import Foundation
 import GotchuAPI
 import GotchuLedgerClient
 import GotchuLedgerPostgres
+import GotchuLedgerServer
 import GotchuLogging
+import GotchuSettings
 import GotchuTesting
 import Logging
 import Synchronization
@@ -324,6 +326,19 @@ struct ServerCommandTests {
         }
         #expect(text.contains("1 to 100000"))
         #expect(text.contains("1 to 3600"))
+    }
+
+    @Test("Every setting of the server is a flag of gotchu server, named after its key, in --help")
+    func everySettingIsAFlag() async throws {
+        let help = try RunningCommand(try BuiltProducts.gotchu, ["server", "--help"])
+        #expect(try await help.waitForExit() == 0)
+        let text = help.lines.joined(separator: "\n")
+        for declaration in LedgerServerSettings.declarations {
+            #expect(
+                text.contains(declaration.flag + " ") || text.contains(declaration.flag + "/"),
+                "\(declaration.flag)"
+            )
+        }
     }
 
     @Test("Refuses a malformed postgres:// URL, saying what the URL must look like")
