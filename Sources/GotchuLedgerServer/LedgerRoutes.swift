@@ -87,6 +87,9 @@ struct LedgerRoutes<Store: LedgerStore>: Sendable {
     /// Registers the route table, and the 405 answers for its paths.
     func register(on router: Router<LedgerRequestContext>) {
         let table = self.table
+        // The checkout's routes are rows of the one table like the API's, not a route group under /p: a group's
+        // middleware runs only for the routes it matched, and the checkout's must also answer unknown paths and
+        // methods under /p/ with its HTML page; the table keeps the router, the 405s and OpenAPI one list.
         router.add(
             middleware: CheckoutPageMiddleware(
                 outage: outage,
