@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GotchuAPI
 import GotchuBlueZ
@@ -26,28 +25,10 @@ struct OfflineBlueZVMTests {
     func offlinePayment() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
-        let (server, url) = try await processes.startServer()
-        defer { _ = try? server.stopNow() }
-        var payer = LedgerClient(baseURL: URL(string: url)!)
-        payer.token = try await payer.devLogin(email: "alice@example.com").token
-        _ = try await payer.fund(amountCents: 5_000)
-        var payee = LedgerClient(baseURL: URL(string: url)!)
-        let login = try await payee.devLogin(email: "bob@example.com")
-        payee.token = login.token
-        let key = Curve25519.Signing.PrivateKey()
-        _ = try await payee.enrollTerminal(name: "stall 1", publicKey: key.publicKey.rawRepresentation)
-        let counter = OfflineCounter(
-            charge: try TerminalCharge.make(
-                amountCents: 1250,
-                currency: "USD",
-                now: Date(),
-                lifetime: .seconds(600),
-                key: key
-            ),
-            payeeID: login.userID,
-            receiptKeys: try await payee.receiptKeys()
-        )
-        let ledger = payer
+        let fixture = try await OfflineCounterFixture.start(processes)
+        defer { _ = try? fixture.server.stopNow() }
+        let (payer, payee) = (fixture.payer, fixture.payee)
+        let counter = try fixture.counter()
 
         let terminal = try await BlueZRadio.connect(configuration: .init(adapter: "hci0", advertisingType: .peripheral))
         let phone = try await BlueZRadio.connect(configuration: .init(adapter: "hci1"))
@@ -69,7 +50,7 @@ struct OfflineBlueZVMTests {
                     timeout: .seconds(30)
                 )
                 defer { Task { await link.disconnect() } }
-                return try await OfflinePayment.pay(over: link, ledger: ledger, idempotencyKey: "vm-1") { _, _ in true }
+                return try await OfflinePayment.pay(over: link, ledger: payer, idempotencyKey: "vm-1") { _, _ in true }
             }
         }
         let elapsed = ContinuousClock.now - started

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GotchuAPI
 import GotchuCore
@@ -29,33 +28,11 @@ struct OfflinePaymentTests {
     func paysAnOfflineTerminal() async throws {
         let processes = try GotchuProcesses()
         defer { processes.remove() }
-        let (server, url) = try await processes.startServer()
-        defer { _ = try? server.stopNow() }
-        var payer = LedgerClient(baseURL: URL(string: url)!)
-        payer.token = try await payer.devLogin(email: "alice@example.com").token
-        _ = try await payer.fund(amountCents: 5_000)
-        var payee = LedgerClient(baseURL: URL(string: url)!)
-        let login = try await payee.devLogin(email: "bob@example.com")
-        payee.token = login.token
-
-        // While online, the terminal enrolled its key and pinned the ledger's receipt keys.
-        let key = Curve25519.Signing.PrivateKey()
-        _ = try await payee.enrollTerminal(name: "stall 1", publicKey: key.publicKey.rawRepresentation)
-        let pinned = try await payee.receiptKeys()
-        let ledger = payer
-        func counter() throws -> OfflineCounter {
-            let charge = try TerminalCharge.make(
-                amountCents: 1250,
-                currency: "USD",
-                reference: "crêpe",
-                now: Date(),
-                lifetime: .seconds(600),
-                key: key
-            )
-            return OfflineCounter(charge: charge, payeeID: login.userID, receiptKeys: pinned)
-        }
-        let first = try counter()
-        let second = try counter()
+        let fixture = try await OfflineCounterFixture.start(processes)
+        defer { _ = try? fixture.server.stopNow() }
+        let (payer, payee) = (fixture.payer, fixture.payee)
+        let first = try fixture.counter(reference: "crêpe")
+        let second = try fixture.counter(reference: "crêpe")
 
         let air = SimulatedAir(seed: 11, clock: .realTime)
         let terminal = await air.addPeer(Self.peer("terminal", at: 0))
@@ -81,7 +58,7 @@ struct OfflinePaymentTests {
             }
             #expect(try await link.read(OfflineCounter.Characteristic.state) == [0])
 
-            let outcome = try await OfflinePayment.pay(over: link, ledger: ledger, idempotencyKey: "offline-1") {
+            let outcome = try await OfflinePayment.pay(over: link, ledger: payer, idempotencyKey: "offline-1") {
                 charge,
                 resolved in
                 asked.record(
@@ -100,7 +77,7 @@ struct OfflinePaymentTests {
             #expect(try await link.read(OfflineCounter.Characteristic.state) == [1])
 
             // Sent again under the same key (a lost answer): the ledger replays it, nothing moves twice.
-            let again = try await OfflinePayment.pay(over: link, ledger: ledger, idempotencyKey: "offline-1") { _, _ in
+            let again = try await OfflinePayment.pay(over: link, ledger: payer, idempotencyKey: "offline-1") { _, _ in
                 true
             }
             #expect(again == .paid(receipt, newBalanceCents: 3_750))
